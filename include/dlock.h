@@ -1,0 +1,320 @@
+/*
+ * dlock.h — distributed locks across machines, behind one API.
+ *
+ * This header is the whole public contract of libdlock.  It includes only
+ * standard headers and has no configuration-dependent content.
+ *
+ * Conventions used throughout:
+ *  - Functions return DLOCK_OK (0) or a negative code from enum dlock_code.
+ *    On failure, dlock_last_error_message() gives this thread's detail.
+ *  - Out-parameters named ret_* are written only on success.
+ *  - Every string argument is copied before the call returns.
+ *  - Destructors accept NULL and then do nothing.
+ *  - Memory allocation failure aborts the process (the library is built on
+ *    GLib, whose policy this is); no function returns an out-of-memory code.
+ *  - The library never writes to stdout or stderr; it reports through the
+ *    log callback a program installs with dlock_client_set_log_callback().
+ */
+#ifndef DLOCK_H
+#define DLOCK_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(DLOCK_BUILDING_LIBRARY) && defined(__GNUC__)
+#define DLOCK_API __attribute__((visibility("default")))
+#else
+#define DLOCK_API
+#endif
+
+/* ------------------------------------------------------------------------
+ * Versions
+ * ------------------------------------------------------------------------ */
+
+#define DLOCK_VERSION_MAJOR 0
+#define DLOCK_VERSION_MINOR 1
+#define DLOCK_VERSION_PATCH 0
+#define DLOCK_VERSION_STRING "0.1.0"
+/* One number that compares in release order: 0xMMmmpp. */
+#define DLOCK_VERSION_NUMBER \
+	((DLOCK_VERSION_MAJOR << 16) | (DLOCK_VERSION_MINOR << 8) | DLOCK_VERSION_PATCH)
+
+/* The version of the library actually loaded, as "MAJOR.MINOR.PATCH".
+ * Static text.  Safe from any thread. */
+DLOCK_API const char *dlock_version(void);
+
+/* ------------------------------------------------------------------------
+ * Result codes.  New codes are only ever added at the end; none is removed
+ * or renumbered.
+ * ------------------------------------------------------------------------ */
+
+typedef enum dlock_code {
+	DLOCK_OK = 0,
+	DLOCK_EINVAL = -1,       /* an argument is invalid (resource name, option, NULL) */
+	DLOCK_EBUSY = -2,        /* try-lock (wait 0) found the lock held by another owner */
+	DLOCK_ETIMEDOUT = -3,    /* the wait deadline passed before the lock was granted */
+	DLOCK_ENOTHELD = -4,     /* release by an owner that does not hold the lock */
+	DLOCK_ELOST = -5,        /* the hold ended without a release (lease expired, session lost) */
+	DLOCK_EUNAVAILABLE = -6, /* the backend could not be reached within its timeouts */
+	DLOCK_EBACKEND = -7,     /* the backend answered with an error */
+	DLOCK_ECONFIG = -8,      /* the client specification or configuration is invalid */
+	DLOCK_ECANCELED = -9     /* the wait was canceled, the client is being freed, or
+	                          * the call was made in a child process after fork() */
+} dlock_code;
+
+/* Short static description of a code, e.g. "lock held by another owner".
+ * Never NULL; an unknown code gives "unknown error".  Safe from any thread. */
+DLOCK_API const char *dlock_strerror(int code);
+
+/* The symbolic name of a code, e.g. "DLOCK_EBUSY".  Never NULL; an unknown
+ * code gives "DLOCK_E?".  Safe from any thread. */
+DLOCK_API const char *dlock_code_name(int code);
+
+/* Detail of the calling thread's most recent failing dlock call, naming what
+ * was wrong (for example "resource name: segment 2 is '..'").  "" if none.
+ * Borrowed: valid until this thread's next failing dlock call. */
+DLOCK_API const char *dlock_last_error_message(void);
+
+/* ------------------------------------------------------------------------
+ * Clients
+ * ------------------------------------------------------------------------ */
+
+typedef struct dlock_client dlock_client;
+typedef struct dlock_lock dlock_lock;
+
+/*
+ * Build a client from a specification:
+ *   redis://[user:password@]host:port[/db][?option=value&...]
+ *   redis+unix:///path/to/socket[?option=value&...]
+ * (further schemes and configuration files as described in the README).
+ * Options: ttl, watchdog, connect-timeout, command-timeout, key-format,
+ * prefix.  Durations read "250ms", "10s", "2m"; a bare number is seconds.
+ *
+ * spec NULL means the value of $DLOCK_CONFIG; without it this version has
+ * no built-in default yet and returns DLOCK_ECONFIG.
+ * No connection is made here: servers are contacted on first use, so a
+ * client can be built before its servers are up.
+ *
+ * Returns DLOCK_OK and *ret_client (caller frees with dlock_client_free()),
+ * DLOCK_EINVAL if ret_client is NULL, DLOCK_ECONFIG if the specification is
+ * malformed, names an unknown scheme or option, or repeats an option.
+ * Safe from any thread.
+ */
+DLOCK_API int dlock_client_new(const char *spec, dlock_client **ret_client);
+
+/*
+ * Free a client: cancel every waiter (their dlock_acquire() returns
+ * DLOCK_ECANCELED), release what is still held (each release bounded by
+ * the command timeout), stop and join the library's threads, free memory.
+ * Lock handles of this client must not be used afterwards, but must still
+ * be freed with dlock_lock_free(), which then only frees memory.
+ * No other call may be started on the client while it is being freed.
+ * In a child process after fork() it touches nothing the parent owns (no
+ * connection, key or thread; the parent's threads may have held its
+ * mutexes): the memory is left to the child's exit or exec.  NULL is a no-op.
+ */
+DLOCK_API void dlock_client_free(dlock_client *client);
+
+typedef enum dlock_log_level {
+	DLOCK_LOG_ERROR = 0,
+	DLOCK_LOG_WARNING = 1,
+	DLOCK_LOG_INFO = 2,
+	DLOCK_LOG_DEBUG = 3
+} dlock_log_level;
+
+/* Receives the library's log messages.  message is borrowed for the call.
+ * Runs on whichever thread logs (a caller's thread or a library thread), so
+ * it must be thread-safe and quick; it must not call dlock functions. */
+typedef void (*dlock_log_fn)(dlock_log_level level, const char *message, void *user_data);
+
+/*
+ * Route the client's log messages at max_level and below to fn; fn NULL
+ * silences them (the default).  Returns DLOCK_OK, DLOCK_EINVAL if client
+ * is NULL, DLOCK_ECANCELED after fork().  Safe from any thread.
+ */
+DLOCK_API int dlock_client_set_log_callback(dlock_client *client, dlock_log_level max_level,
+                                            dlock_log_fn fn, void *user_data);
+
+/* ------------------------------------------------------------------------
+ * Locks
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Create a handle on a resource name.  A name is 1-255 bytes of UTF-8
+ * without control characters, '{' or '}', or code points ZooKeeper refuses
+ * (U+D800-F8FF, U+FFF0-FFFF, above U+FFFF); '/' separates segments, none of
+ * which may be empty, "." or "..".  No I/O.
+ *
+ * Returns DLOCK_OK and *ret_lock (caller frees with dlock_lock_free()),
+ * DLOCK_EINVAL for a NULL argument or an invalid name (the message says
+ * which rule), DLOCK_ECANCELED after fork().  Safe from any thread.
+ */
+DLOCK_API int dlock_lock_new(dlock_client *client, const char *resource, dlock_lock **ret_lock);
+
+/*
+ * Free a handle.  Wakes its waiters with DLOCK_ECANCELED and releases every
+ * hold made through it (as dlock_release() would, whatever the count), then
+ * frees it.  No call on the handle may be started once this has begun.
+ * NULL is a no-op.
+ */
+DLOCK_API void dlock_lock_free(dlock_lock *lock);
+
+/* Who owns a hold made through a handle. */
+typedef enum dlock_owner {
+	/* The calling thread (the default): a thread holding the resource
+	 * through one handle holds it through every handle of the same client,
+	 * and only that thread may release it.  A thread that exits holding
+	 * it has it released by the library. */
+	DLOCK_OWNER_THREAD = 0,
+	/* The handle: any thread may acquire again or release through this
+	 * handle.  For event loops and thread pools. */
+	DLOCK_OWNER_HANDLE = 1
+} dlock_owner;
+
+/*
+ * Per-lock options.  Each must be set before the handle's first acquire;
+ * afterwards it returns DLOCK_EINVAL and changes nothing.  Each returns
+ * DLOCK_OK, DLOCK_EINVAL (NULL handle, bad value, too late) or
+ * DLOCK_ECANCELED (after fork()).
+ *
+ * ttl_ms: the lease of lease backends (Redis), at least 100 ms; the default
+ *   is the backend's ttl option (30 s unless configured).
+ * enabled: 1 keeps the lease renewed while held (the default), 0 lets it
+ *   run out after the TTL, which is then reported as DLOCK_STATE_LOST.
+ * backend: the name of one of the client's configured backends, used for
+ *   this handle instead of the routed one.  A client built from a URI has
+ *   one backend, named "default".
+ */
+DLOCK_API int dlock_lock_set_ttl(dlock_lock *lock, int64_t ttl_ms);
+DLOCK_API int dlock_lock_set_watchdog(dlock_lock *lock, int enabled);
+DLOCK_API int dlock_lock_set_owner(dlock_lock *lock, dlock_owner owner);
+DLOCK_API int dlock_lock_set_backend(dlock_lock *lock, const char *backend);
+
+/* What the library noticed about a hold, without the owner releasing it. */
+typedef enum dlock_state {
+	/* The hold is uncertain: the backend cannot confirm it right now
+	 * (connection lost, renewal unanswered).  dlock_held() returns 0. */
+	DLOCK_STATE_SUSPENDED = 1,
+	/* The hold is confirmed again after DLOCK_STATE_SUSPENDED. */
+	DLOCK_STATE_RECONNECTED = 2,
+	/* The hold is gone: another owner may hold the lock now.  The next
+	 * release returns DLOCK_ELOST. */
+	DLOCK_STATE_LOST = 3
+} dlock_state;
+
+/*
+ * Called when a hold made through the handle changes state.  Runs on the
+ * client's callback thread ("dlock-callback"), one call at a time, in the
+ * order the changes happened; never on a backend's I/O thread or the
+ * watchdog.  It may call any dlock function except dlock_client_free(), and
+ * should return quickly.
+ */
+typedef void (*dlock_state_fn)(dlock_lock *lock, dlock_state state, void *user_data);
+
+/* Install (fn) or remove (fn NULL) the handle's state callback.  May be
+ * changed at any time.  Returns DLOCK_OK, DLOCK_EINVAL, DLOCK_ECANCELED. */
+DLOCK_API int dlock_lock_set_state_callback(dlock_lock *lock, dlock_state_fn fn, void *user_data);
+
+/*
+ * Acquire the lock for the caller's owner.
+ *
+ * wait_ms < 0 waits without limit, 0 tries once, > 0 is a deadline on the
+ * monotonic clock that bounds everything the call does, reconnects
+ * included.  A waiter is woken by the backend's notification of a release.
+ * An owner that already holds the lock acquires again without contacting
+ * the server (the count is kept locally) and keeps its fencing token.
+ *
+ * Returns DLOCK_OK (held), DLOCK_EBUSY (wait 0 and held elsewhere),
+ * DLOCK_ETIMEDOUT, DLOCK_ECANCELED (dlock_lock_cancel(), handle or client
+ * being freed, or after fork()), DLOCK_ELOST (re-entry into a hold that was
+ * lost: the hold is cleared), DLOCK_EUNAVAILABLE, DLOCK_EBACKEND,
+ * DLOCK_EINVAL.  A failed wait leaves nothing behind on the server.
+ * Safe from any thread; blocks the caller up to the deadline.
+ */
+DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms);
+
+/*
+ * Release one count of the caller's owner's hold; the last count releases
+ * the lock on the server.  If the server cannot be reached, the hold is
+ * cleared locally at once, DLOCK_OK is returned, and the library keeps
+ * trying in the background (the lease or session ends it otherwise).
+ *
+ * Returns DLOCK_OK, DLOCK_ENOTHELD (the caller's owner does not hold it:
+ * nothing changes), DLOCK_ELOST (the hold had been lost: it is cleared
+ * whatever its count), DLOCK_EINVAL, DLOCK_ECANCELED (after fork()).
+ * Safe from any thread.
+ */
+DLOCK_API int dlock_release(dlock_lock *lock);
+
+/* 1 if the caller's owner holds the lock and the hold is not suspended or
+ * lost, else 0 (also for NULL).  No I/O.  Safe from any thread. */
+DLOCK_API int dlock_held(const dlock_lock *lock);
+
+/* The fencing token of the caller's owner's hold, 0 if it holds none.  For
+ * one resource on one backend a later holder always gets a larger token.
+ * No I/O.  Safe from any thread. */
+DLOCK_API uint64_t dlock_fencing_token(const dlock_lock *lock);
+
+/*
+ * Wake every thread waiting in dlock_acquire() on this handle; they return
+ * DLOCK_ECANCELED.  Acquires started afterwards wait normally.  Holds are
+ * not affected.  Returns DLOCK_OK, DLOCK_EINVAL, DLOCK_ECANCELED (after
+ * fork()).  Safe from any thread, including a state callback.
+ */
+DLOCK_API int dlock_lock_cancel(dlock_lock *lock);
+
+/* The resource name of the handle.  Borrowed, valid until the handle is
+ * freed.  NULL for NULL. */
+DLOCK_API const char *dlock_lock_resource(const dlock_lock *lock);
+
+/* ------------------------------------------------------------------------
+ * Status
+ * ------------------------------------------------------------------------ */
+
+typedef struct dlock_info dlock_info;
+
+/* The caller's own relation to the lock, as seen locally. */
+typedef enum dlock_hold {
+	DLOCK_HOLD_NONE = 0,      /* the caller's owner does not hold it */
+	DLOCK_HOLD_HELD = 1,      /* held and confirmed */
+	DLOCK_HOLD_SUSPENDED = 2, /* held but uncertain */
+	DLOCK_HOLD_LOST = 3       /* was held, lost, not yet released */
+} dlock_hold;
+
+/*
+ * Ask the backend who holds the resource now.  One round trip.
+ * Returns DLOCK_OK and *ret_info (caller frees with dlock_info_free()),
+ * DLOCK_EUNAVAILABLE, DLOCK_EBACKEND, DLOCK_EINVAL, DLOCK_ECANCELED.
+ * Safe from any thread.
+ */
+DLOCK_API int dlock_lock_query(dlock_lock *lock, dlock_info **ret_info);
+DLOCK_API void dlock_info_free(dlock_info *info);
+
+/* 1 if someone (any owner, dlock or a peer) holds the resource. */
+DLOCK_API int dlock_info_locked(const dlock_info *info);
+/* The caller's owner's hold when the query was made. */
+DLOCK_API dlock_hold dlock_info_hold(const dlock_info *info);
+/* The holder as recorded by dlock ("host=... pid=... tid=... since=..."), or
+ * a foreign holder's raw value; "" when free.  Borrowed from info. */
+DLOCK_API const char *dlock_info_holder(const dlock_info *info);
+/* Parts of a dlock holder's record; NULL/0 when free or foreign. */
+DLOCK_API const char *dlock_info_holder_host(const dlock_info *info);
+DLOCK_API int64_t dlock_info_holder_pid(const dlock_info *info);
+DLOCK_API int64_t dlock_info_holder_tid(const dlock_info *info);
+/* When the holder acquired, milliseconds since the Unix epoch (0 unknown). */
+DLOCK_API int64_t dlock_info_holder_since_ms(const dlock_info *info);
+/* Time left on the lease in ms; -1 no expiry or not a lease backend. */
+DLOCK_API int64_t dlock_info_expires_in_ms(const dlock_info *info);
+/* The latest fencing token the backend has handed out, 0 if none kept. */
+DLOCK_API uint64_t dlock_info_fencing_token(const dlock_info *info);
+/* The backend's URI with any password removed.  Borrowed from info. */
+DLOCK_API const char *dlock_info_backend(const dlock_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DLOCK_H */
