@@ -1,0 +1,157 @@
+/*
+ * The seam between the backend-agnostic core and each backend.
+ *
+ * A backend (src/redis, src/zk, src/file) fills in one dlock__backend_ops
+ * table; src/backends.c maps URI schemes to those tables.  The core owns
+ * holds, owners, reentrancy counts, hold states and user callbacks; a
+ * backend owns its connections, its threads and the server-side state of
+ * each hold, and tells the core about state changes with
+ * dlock__hold_report().
+ */
+#ifndef DLOCK_COMMON_BACKEND_H
+#define DLOCK_COMMON_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <glib.h>
+
+#include "dlock.h"
+#include "parse.h"
+
+typedef struct dlock__backend dlock__backend; /* each backend defines it */
+typedef struct dlock__hold dlock__hold;
+typedef struct dlock__waiter dlock__waiter;
+typedef struct dlock__logger dlock__logger;
+
+/* What a backend learns about the server-side state of a resource, for
+ * dlock_lock_query().  Strings are owned by the struct (g_free). */
+typedef struct dlock__server_info {
+	bool locked;
+	char *holder_raw;       /* the value as stored (a dlock token or a peer's value) */
+	int64_t expires_in_ms;  /* -1 when the backend has no lease or the key has no expiry */
+	uint64_t fencing_token; /* the counter's value; 0 when none */
+} dlock__server_info;
+
+/* What the core hands a backend when opening it. */
+typedef struct dlock__backend_env {
+	const dlock__logger *logger; /* for dlock__log(); lives as long as the client */
+	const char *name;            /* the backend's name in the client ("default") */
+} dlock__backend_env;
+
+typedef struct dlock__backend_ops {
+	const char *type;   /* "redis" */
+	unsigned options;   /* DLOCK__OPT_* bits this backend accepts */
+
+	/*
+	 * Check the URI parts and options and build the backend.  No I/O:
+	 * servers are contacted on first use.  DLOCK_ECONFIG with a message
+	 * for anything the backend cannot use.
+	 */
+	int (*open)(const dlock__backend_env *env, const dlock__uri *uri,
+	            const dlock__options *opts, dlock__backend **ret);
+
+	/*
+	 * Stop the backend's threads and free it.  The core has already
+	 * released every hold (release) and canceled every waiter.  Pending
+	 * background cleanup gets a bounded last attempt.
+	 */
+	void (*close)(dlock__backend *backend);
+
+	/*
+	 * Take the lock on the server for a new hold.  hold gives the resource,
+	 * TTL and watchdog setting; on success the backend stores its
+	 * server-side state with dlock__hold_set_backend_data(), sets the fencing
+	 * token with dlock__hold_set_token(), and starts whatever keeps the hold
+	 * alive.  wait_ms follows dlock_acquire(); deadline_us is the absolute
+	 * monotonic deadline (INT64_MAX for none, and for wait_ms 0: one try
+	 * bounded by the backend's own timeouts).  The backend sleeps only
+	 * through dlock__waiter_sleep(), so cancel wakes it.  On any failure it
+	 * leaves nothing on the server (or arranges its removal).
+	 * Returns DLOCK_OK, EBUSY, ETIMEDOUT, ECANCELED, EUNAVAILABLE, EBACKEND.
+	 */
+	int (*acquire)(dlock__backend *backend, dlock__hold *hold, dlock__waiter *waiter,
+	               int64_t wait_ms, int64_t deadline_us);
+
+	/*
+	 * End a hold on the server: stop keeping it alive and remove it.
+	 * Called once per successful acquire, whatever the hold's state.  If
+	 * the server cannot be reached it returns DLOCK_OK and keeps trying in
+	 * the background; DLOCK_ELOST if the server shows another owner (the
+	 * hold had already ended there).  Never blocks past the command
+	 * timeout.  Frees the backend data of the hold.
+	 */
+	int (*release)(dlock__backend *backend, dlock__hold *hold);
+
+	/* Refuse, with DLOCK_EINVAL and a message, a resource name this
+	 * backend cannot represent (beyond the common rules).  May be NULL. */
+	int (*check_resource)(const dlock__backend *backend, const char *resource);
+
+	/* Ask the server who holds resource.  One round trip. */
+	int (*query)(dlock__backend *backend, const char *resource, int64_t deadline_us,
+	             dlock__server_info *ret);
+
+	/* The default TTL and watchdog setting of this backend, for handles
+	 * that set none. */
+	int64_t (*default_ttl_ms)(const dlock__backend *backend);
+	bool (*default_watchdog)(const dlock__backend *backend);
+} dlock__backend_ops;
+
+void dlock__server_info_clear(dlock__server_info *info);
+
+/* ---- holds, as seen by a backend ------------------------------------- */
+
+const char *dlock__hold_resource(const dlock__hold *hold);
+int64_t dlock__hold_ttl_ms(const dlock__hold *hold);
+bool dlock__hold_watchdog(const dlock__hold *hold);
+/* The record of who acquires (this thread, now), for tokens and node data. */
+const dlock__holder *dlock__hold_holder(const dlock__hold *hold);
+
+/* Store the backend's per-hold state (owned by the backend, which frees it
+ * in release).  Set during acquire, read afterwards. */
+void dlock__hold_set_backend_data(dlock__hold *hold, void *data);
+void *dlock__hold_backend_data(const dlock__hold *hold);
+void dlock__hold_set_token(dlock__hold *hold, uint64_t token);
+
+/* Keep a hold alive while a backend thread refers to it. */
+dlock__hold *dlock__hold_ref(dlock__hold *hold);
+void dlock__hold_unref(dlock__hold *hold);
+
+/*
+ * Report a state change noticed by the backend: DLOCK_STATE_SUSPENDED,
+ * DLOCK_STATE_RECONNECTED or DLOCK_STATE_LOST.  Safe from any thread and
+ * never blocks on I/O; the user callbacks run later on the callback thread.
+ * A report that does not change anything (RECONNECTED when not suspended,
+ * anything after LOST or after release) is ignored.
+ */
+void dlock__hold_report(dlock__hold *hold, dlock_state state);
+
+/* ---- waiting --------------------------------------------------------- */
+
+/*
+ * A waiter is one thread inside acquire.  Anything that may let it succeed
+ * (a release notification, a reconnect) calls dlock__waiter_wake(); cancel
+ * and teardown also wake it.  To never miss a wake-up, a backend reads the
+ * sequence number before it tries, and sleeps only if it is unchanged:
+ *
+ *   for (;;) {
+ *       uint64_t seen = dlock__waiter_seq(w);
+ *       if (try() == OK) break;
+ *       rc = dlock__waiter_sleep(w, seen, MIN(deadline, now + backoff));
+ *   }
+ */
+uint64_t dlock__waiter_seq(dlock__waiter *waiter);
+
+/* Sleep until the sequence number differs from seen (returns DLOCK_OK),
+ * until_us on the monotonic clock passes (DLOCK_ETIMEDOUT), or the waiter is
+ * canceled (DLOCK_ECANCELED, also returned at once if already canceled). */
+int dlock__waiter_sleep(dlock__waiter *waiter, uint64_t seen, int64_t until_us);
+bool dlock__waiter_canceled(dlock__waiter *waiter);
+void dlock__waiter_wake(dlock__waiter *waiter);
+
+/* ---- logging --------------------------------------------------------- */
+
+void dlock__log(const dlock__logger *logger, dlock_log_level level, const char *fmt, ...)
+	G_GNUC_PRINTF(3, 4);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * The callback thread: every user state callback of a client runs here,
+ * one at a time and in the order the changes were noticed, so backends'
+ * I/O threads and the watchdog never run user code and never wait for it.
+ */
+#include "core.h"
+#include "thread.h"
+
+typedef struct event {
+	dlock_lock *lock; /* referenced; NULL is the stop sentinel */
+	dlock_state state;
+} event;
+
+struct dlock__callbacks {
+	GAsyncQueue *queue;
+	GThread *thread;
+};
+
+static gpointer callback_main(gpointer data)
+{
+	dlock__callbacks *cbs = data;
+	event *ev;
+
+	while ((ev = g_async_queue_pop(cbs->queue)) && ev->lock) {
+		dlock_lock *lock = ev->lock;
+		dlock_state_fn fn;
+		void *user_data;
+
+		g_mutex_lock(&lock->mu);
+		fn = lock->freed ? NULL : lock->state_fn;
+		user_data = lock->state_user_data;
+		g_mutex_unlock(&lock->mu);
+		if (fn)
+			fn(lock, ev->state, user_data);
+		dlock__lock_unref(lock);
+		g_free(ev);
+	}
+	g_free(ev);
+	return NULL;
+}
+
+void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state state)
+{
+	event *ev;
+	bool wanted;
+
+	g_mutex_lock(&client->mu);
+	g_mutex_lock(&lock->mu);
+	wanted = !lock->freed && lock->state_fn;
+	g_mutex_unlock(&lock->mu);
+	if (!wanted || client->callbacks_done) {
+		g_mutex_unlock(&client->mu);
+		return;
+	}
+	if (!client->callbacks) {
+		client->callbacks = g_new0(dlock__callbacks, 1);
+		client->callbacks->queue = g_async_queue_new();
+		client->callbacks->thread =
+			dlock__thread_new("dlock-callback", callback_main, client->callbacks);
+	}
+	ev = g_new0(event, 1);
+	ev->lock = dlock__lock_ref(lock);
+	ev->state = state;
+	g_async_queue_push(client->callbacks->queue, ev);
+	g_mutex_unlock(&client->mu);
+}
+
+/* Stop the thread after the events already queued, and join it. */
+void dlock__callbacks_stop(dlock_client *client)
+{
+	dlock__callbacks *cbs;
+
+	g_mutex_lock(&client->mu);
+	cbs = client->callbacks;
+	client->callbacks = NULL;
+	client->callbacks_done = true;
+	g_mutex_unlock(&client->mu);
+	if (!cbs)
+		return;
+	g_async_queue_push(cbs->queue, g_new0(event, 1));
+	g_thread_join(cbs->thread);
+	g_async_queue_unref(cbs->queue);
+	g_free(cbs);
+}

@@ -1,0 +1,168 @@
+/*
+ * The core's own structures: clients, lock handles, holds, the per-thread
+ * reentrancy tables and the callback thread.  Private to src/common;
+ * backends see holds only through backend.h.
+ *
+ * Lock order, outermost first:  hold->mu, then client->mu, then lock->mu,
+ * then a waiter's mutex.  No I/O is done while holding any of them.
+ */
+#ifndef DLOCK_COMMON_CORE_H
+#define DLOCK_COMMON_CORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <glib.h>
+
+#include "backend.h"
+#include "dlock.h"
+#include "error.h"
+#include "parse.h"
+
+struct dlock__logger {
+	GMutex mu;
+	dlock_log_fn fn;
+	void *user_data;
+	dlock_log_level max_level;
+};
+
+/* One configured backend of a client. */
+typedef struct dlock__slot {
+	char *name;       /* "default" for a client built from a URI */
+	char *redacted;   /* its URI without the password */
+	const dlock__backend_ops *ops;
+	dlock__backend *impl;
+} dlock__slot;
+
+typedef struct dlock__callbacks dlock__callbacks;
+
+struct dlock_client {
+	pid_t pid;               /* the process that built it; calls elsewhere are refused */
+	dlock__logger logger;
+	GPtrArray *slots;        /* of dlock__slot *, in configuration order */
+	dlock__slot *default_slot;
+
+	GMutex mu;
+	GCond idle;              /* signalled when active drops to 0 */
+	bool closing;            /* dlock_client_free() has begun */
+	unsigned active;         /* calls in flight (dlock__client_enter) */
+	GHashTable *holds;       /* set of live dlock__hold * (one reference each) */
+	GHashTable *locks;       /* set of dlock_lock * not yet freed */
+	dlock__callbacks *callbacks; /* started on first use */
+	bool callbacks_done;     /* stopped for good: later events are dropped */
+};
+
+struct dlock_lock {
+	gatomicrefcount ref;     /* the user's, plus one per queued callback event */
+	dlock_client *client;    /* NULL once the client has been freed */
+	char *resource;
+	dlock__slot *slot;
+	char *thread_key;        /* key of this lock's holds in per-thread tables */
+
+	GMutex mu;               /* guards everything below */
+	bool started;            /* an acquire has begun: options are frozen */
+	bool freed;
+	dlock_owner owner;
+	int64_t ttl_ms;          /* 0: the backend's default */
+	int watchdog;            /* -1: the backend's default */
+	GPtrArray *waiters;      /* dlock__waiter * of threads inside acquire */
+	GCond idle;              /* signalled when waiters becomes empty */
+	dlock__hold *hold;       /* DLOCK_OWNER_HANDLE: the handle's hold, referenced */
+	dlock_state_fn state_fn;
+	void *state_user_data;
+};
+
+typedef enum hold_phase {
+	HOLD_ACQUIRING,  /* the backend is taking it */
+	HOLD_HELD,
+	HOLD_SUSPENDED,
+	HOLD_LOST,
+	HOLD_RELEASED    /* released (or never granted): a stale reference */
+} hold_phase;
+
+typedef struct hold_via {
+	dlock_lock *lock;
+	unsigned count;
+} hold_via;
+
+struct dlock__hold {
+	gatomicrefcount ref;
+	GMutex mu;               /* guards the fields below the line */
+	/* fixed at creation */
+	dlock__slot *slot;
+	char *resource;
+	dlock__holder holder;
+	int64_t ttl_ms;
+	bool watchdog;
+	/* ---- */
+	dlock_client *client;    /* NULL once the client has been freed */
+	hold_phase phase;
+	unsigned count;          /* reentrancy count, the sum of via[].count */
+	GArray *via;             /* of hold_via: which handles the counts came through */
+	GPtrArray *waiters;      /* dlock__waiter * re-entering while suspended */
+	uint64_t token;
+	void *backend_data;
+	dlock_lock *handle_owner; /* DLOCK_OWNER_HANDLE: the owning handle, else NULL */
+};
+
+/* ---- client ---------------------------------------------------------- */
+
+/* dlock_client_new() with the backend given (NULL: chosen by the URI's
+ * scheme).  The unit tests use it to run the core on an in-memory backend. */
+int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
+                               dlock_client **ret_client);
+
+/* Refuse calls in a forked child (DLOCK_ECANCELED) and count calls in
+ * flight so that dlock_client_free() can wait for them. */
+int dlock__client_enter(dlock_client *client);
+void dlock__client_leave(dlock_client *client);
+bool dlock__client_forked(const dlock_client *client);
+
+/* ---- holds ------------------------------------------------------------ */
+
+dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock);
+/* The hold the caller's owner has through lock, referenced, or NULL. */
+dlock__hold *dlock__hold_find(const dlock_lock *lock);
+/* Record a granted hold in the client and in its owner's table. */
+void dlock__hold_install(dlock__hold *hold, dlock_lock *lock);
+/* Take the hold out of the client's registry and, if the caller is its
+ * owner, out of the owner's table; then end it on the server.  The hold
+ * must already be HOLD_RELEASED.  Returns the backend's release result. */
+int dlock__hold_finish(dlock__hold *hold, dlock_lock *lock, bool by_owner);
+/* Remove every count lock contributed; release the hold if none remain. */
+void dlock__hold_drop_lock(dlock__hold *hold, dlock_lock *lock);
+/* Client teardown: release a hold whatever its count and detach it. */
+void dlock__hold_teardown(dlock__hold *hold);
+
+/* ---- waiters ---------------------------------------------------------- */
+
+dlock__waiter *dlock__waiter_new(void);
+void dlock__waiter_free(dlock__waiter *waiter);
+void dlock__waiter_cancel(dlock__waiter *waiter);
+
+/* ---- locks ------------------------------------------------------------ */
+
+dlock_lock *dlock__lock_ref(dlock_lock *lock);
+/* The caller's owner's relation to the lock, from its hold alone. */
+dlock_hold dlock__lock_caller_hold(const dlock_lock *lock);
+void dlock__lock_unref(dlock_lock *lock);
+
+/* ---- callbacks -------------------------------------------------------- */
+
+/* Queue a state change for lock's callback (if any) on the client's
+ * callback thread, starting it if needed.  Called with hold->mu held. */
+void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state state);
+void dlock__callbacks_stop(dlock_client *client);
+
+/* ---- logging ---------------------------------------------------------- */
+
+void dlock__logger_init(dlock__logger *logger);
+void dlock__logger_clear(dlock__logger *logger);
+
+/* ---- backends (src/backends.c) ---------------------------------------- */
+
+/* The ops table for a URI scheme, or NULL. */
+const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme);
+
+#endif

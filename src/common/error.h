@@ -1,0 +1,21 @@
+/*
+ * Status codes and the thread-local error detail behind
+ * dlock_last_error_message().
+ */
+#ifndef DLOCK_COMMON_ERROR_H
+#define DLOCK_COMMON_ERROR_H
+
+#include <glib.h>
+
+#include "dlock.h"
+
+/* Record a detail message for this thread's last failure and return code,
+ * so that a failing path reads: return dlock__error(DLOCK_EINVAL, "...");
+ * The message is formatted with printf rules. */
+int dlock__error(int code, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+
+/* Like dlock__error, with the message prefixed by context ("redis 127.0.0.1:6379: ").
+ * Used where a lower layer already recorded a message. */
+int dlock__error_prefix(int code, const char *prefix);
+
+#endif

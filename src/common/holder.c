@@ -1,0 +1,112 @@
+/*
+ * Holder records (who holds a lock: host, pid, thread, since when) and the
+ * owner tokens that carry them inside a Redis value.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "parse.h"
+
+#define TOKEN_MAGIC "dlock1:"
+#define TOKEN_RANDOM_BYTES 16
+
+void dlock__holder_init_self(dlock__holder *holder)
+{
+	holder->host = g_strdup(g_get_host_name());
+	holder->pid = getpid();
+	holder->tid = gettid();
+	holder->since_ms = dlock__wall_ms();
+}
+
+void dlock__holder_clear(dlock__holder *holder)
+{
+	g_free(holder->host);
+	holder->host = NULL;
+}
+
+char *dlock__holder_describe(const dlock__holder *holder)
+{
+	GDateTime *dt = g_date_time_new_from_unix_utc(holder->since_ms / 1000);
+	char *when = dt ? g_date_time_format(dt, "%Y-%m-%dT%H:%M:%S") : g_strdup("?");
+	char *text = g_strdup_printf("host=%s pid=%" PRId64 " tid=%" PRId64 " since=%s.%03dZ",
+	                             holder->host, holder->pid, holder->tid, when,
+	                             (int)(holder->since_ms % 1000));
+
+	g_free(when);
+	if (dt)
+		g_date_time_unref(dt);
+	return text;
+}
+
+void dlock__random_bytes(void *buf, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = getrandom((char *)buf + done, len - done, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			g_error("dlock: getrandom failed: %s", g_strerror(errno));
+		done += (size_t)n;
+	}
+}
+
+char *dlock__token_new(const dlock__holder *holder)
+{
+	unsigned char random[TOKEN_RANDOM_BYTES];
+	char hex[2 * TOKEN_RANDOM_BYTES + 1];
+
+	dlock__random_bytes(random, sizeof(random));
+	for (size_t i = 0; i < sizeof(random); i++)
+		g_snprintf(hex + 2 * i, 3, "%02x", random[i]);
+	return g_strdup_printf(TOKEN_MAGIC "%s:%" PRId64 ":%" PRId64 ":%" PRId64 ":%s", hex,
+	                       holder->pid, holder->tid, holder->since_ms, holder->host);
+}
+
+/* A decimal field up to the next ':' that fits int64; advances *p past it. */
+static bool parse_field(const char **p, int64_t *ret)
+{
+	const char *s = *p;
+	int64_t v = 0;
+
+	if (!g_ascii_isdigit(*s))
+		return false;
+	for (; g_ascii_isdigit(*s); s++) {
+		if (v > (INT64_MAX - (*s - '0')) / 10)
+			return false;
+		v = v * 10 + (*s - '0');
+	}
+	if (*s != ':')
+		return false;
+	*p = s + 1;
+	*ret = v;
+	return true;
+}
+
+bool dlock__token_parse(const char *token, dlock__holder *ret_holder)
+{
+	const char *p = token;
+	dlock__holder h = { 0 };
+
+	if (!token || strncmp(p, TOKEN_MAGIC, strlen(TOKEN_MAGIC)) != 0)
+		return false;
+	p += strlen(TOKEN_MAGIC);
+	for (int i = 0; i < 2 * TOKEN_RANDOM_BYTES; i++, p++)
+		if (!g_ascii_isxdigit(*p) || g_ascii_isupper(*p))
+			return false;
+	if (*p++ != ':')
+		return false;
+	if (!parse_field(&p, &h.pid) || !parse_field(&p, &h.tid) || !parse_field(&p, &h.since_ms))
+		return false;
+	if (!*p)
+		return false;
+	h.host = g_strdup(p);
+	*ret_holder = h;
+	return true;
+}

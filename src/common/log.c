@@ -1,0 +1,56 @@
+/*
+ * The client's log callback.  The library never writes to stdout or
+ * stderr; without a callback its messages are dropped.
+ */
+#include <stdarg.h>
+
+#include "core.h"
+
+void dlock__logger_init(dlock__logger *logger)
+{
+	g_mutex_init(&logger->mu);
+	logger->fn = NULL;
+	logger->user_data = NULL;
+	logger->max_level = DLOCK_LOG_WARNING;
+}
+
+void dlock__logger_clear(dlock__logger *logger)
+{
+	g_mutex_clear(&logger->mu);
+}
+
+void dlock__log(const dlock__logger *clogger, dlock_log_level level, const char *fmt, ...)
+{
+	/* The logger is shared and its mutex is taken, so it is not const in
+	 * fact; backends get it as const to make clear they do not own it. */
+	dlock__logger *logger = (dlock__logger *)clogger;
+	va_list ap;
+	char *message;
+
+	if (!logger)
+		return;
+	g_mutex_lock(&logger->mu);
+	if (logger->fn && level <= logger->max_level) {
+		va_start(ap, fmt);
+		message = g_strdup_vprintf(fmt, ap);
+		va_end(ap);
+		logger->fn(level, message, logger->user_data);
+		g_free(message);
+	}
+	g_mutex_unlock(&logger->mu);
+}
+
+DLOCK_API int dlock_client_set_log_callback(dlock_client *client, dlock_log_level max_level,
+                                            dlock_log_fn fn, void *user_data)
+{
+	if (!client)
+		return dlock__error(DLOCK_EINVAL, "client is NULL");
+	if (dlock__client_forked(client))
+		return dlock__error(DLOCK_ECANCELED, "client was created in another process (fork)");
+	g_mutex_lock(&client->logger.mu);
+	client->logger.fn = fn;
+	client->logger.user_data = user_data;
+	client->logger.max_level = max_level;
+	g_mutex_unlock(&client->logger.mu);
+	return DLOCK_OK;
+}

@@ -1,0 +1,144 @@
+/*
+ * Pure parsing and validation: durations, client specifications (URIs),
+ * the fixed option names, resource names, and holder records.  Nothing
+ * here does I/O beyond reading the local host name, so all of it is
+ * covered by the unit suite.
+ *
+ * Functions returning int give DLOCK_OK or a negative DLOCK_E* code and,
+ * on failure, leave a message naming what was wrong in
+ * dlock_last_error_message() (see error.h).
+ */
+#ifndef DLOCK_COMMON_PARSE_H
+#define DLOCK_COMMON_PARSE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <glib.h>
+
+/* ---- durations ------------------------------------------------------- */
+
+/*
+ * Parse "250ms", "10s", "2m", "1h" or a bare non-negative integer (seconds)
+ * into milliseconds.  No sign, no fraction, no space; overflow of int64 is
+ * refused.  Returns true and *ret_ms on success, false otherwise (no
+ * message: callers know the context and write it).
+ */
+bool dlock__duration_parse(const char *text, int64_t *ret_ms);
+
+/* ---- client specifications ------------------------------------------- */
+
+typedef struct dlock__host {
+	char *host; /* name or address; an IPv6 literal without its brackets */
+	int port;   /* 0 when the spec gave none */
+} dlock__host;
+
+typedef struct dlock__kv {
+	char *key;
+	char *value;
+} dlock__kv;
+
+typedef struct dlock__uri {
+	char *scheme;       /* lower case: "redis", "redis+unix", "zk", "file", ... */
+	char *user;         /* percent-decoded; NULL when absent */
+	char *password;     /* percent-decoded; NULL when absent */
+	GPtrArray *hosts;   /* of dlock__host *; empty when the authority is empty */
+	char *path;         /* percent-decoded, with its leading '/'; NULL when absent */
+	GPtrArray *options; /* of dlock__kv *, in the order given, percent-decoded */
+	char *redacted;     /* the spec with "user:password@" reduced to "user@" (or removed) */
+} dlock__uri;
+
+/*
+ * Split scheme://[user[:password]@]host[:port][,host[:port]...][/path][?k=v&k=v]
+ * into parts.  The scheme is any [A-Za-z][A-Za-z0-9+.-]*; this layer does
+ * not judge it.  Refused with DLOCK_ECONFIG (message names the part): no
+ * "://", an empty or non-numeric or out-of-range port, an empty host between
+ * commas, a query item without '=', an empty key, a bad %-escape, a
+ * duplicate query key.  Caller frees *ret_uri with dlock__uri_free().
+ */
+int dlock__uri_parse(const char *spec, dlock__uri **ret_uri);
+void dlock__uri_free(dlock__uri *uri);
+
+/* ---- options --------------------------------------------------------- */
+
+/* The fixed option names, one bit each (a backend declares what it takes). */
+enum {
+	DLOCK__OPT_TTL = 1u << 0,             /* "ttl" */
+	DLOCK__OPT_WATCHDOG = 1u << 1,        /* "watchdog" */
+	DLOCK__OPT_CONNECT_TIMEOUT = 1u << 2, /* "connect-timeout" */
+	DLOCK__OPT_COMMAND_TIMEOUT = 1u << 3, /* "command-timeout" */
+	DLOCK__OPT_KEY_FORMAT = 1u << 4,      /* "key-format" */
+	DLOCK__OPT_PREFIX = 1u << 5,          /* "prefix" */
+	DLOCK__OPT_SESSION_TIMEOUT = 1u << 6, /* "session-timeout" */
+	DLOCK__OPT_ROOT = 1u << 7,            /* "root" */
+	DLOCK__OPT_DIR = 1u << 8,             /* "dir" */
+};
+
+#define DLOCK__TTL_MIN_MS 100
+
+typedef struct dlock__options {
+	unsigned given;             /* DLOCK__OPT_* bits set explicitly */
+	int64_t ttl_ms;             /* default 30000, at least DLOCK__TTL_MIN_MS */
+	bool watchdog;              /* default true; "on"/"off" (also true/false, yes/no, 1/0) */
+	int64_t connect_timeout_ms; /* default 5000, > 0 */
+	int64_t command_timeout_ms; /* default 3000, > 0 */
+	bool plain_keys;            /* key-format: "braced" (default, false) or "plain" (true) */
+	char *prefix;               /* default "dlock:"; no '{' or '}' */
+	int64_t session_timeout_ms; /* default 10000, > 0 */
+	char *root;                 /* default "/dlock"; absolute, no trailing '/', no empty segment */
+	char *dir;                  /* default NULL (the backend decides); absolute path */
+} dlock__options;
+
+/* Fill in the defaults above; given = 0. */
+void dlock__options_init(dlock__options *opts);
+void dlock__options_clear(dlock__options *opts);
+
+/*
+ * Set one option from its text.  allowed is the mask of options the
+ * backend takes; where names the source for messages (for example
+ * "URI redis://h:1" or "file /etc/dlock.conf, group [backend cache]").
+ * DLOCK_ECONFIG, with where, the key and the reason in the message, for an
+ * unknown name, a name not in allowed ("option 'root' does not apply to
+ * this backend"), a malformed or out-of-range value, or a key already given.
+ */
+int dlock__options_set(dlock__options *opts, unsigned allowed, const char *key,
+                       const char *value, const char *where);
+
+/* ---- resource names -------------------------------------------------- */
+
+/* Check a resource name against the rules of dlock.h.  DLOCK_OK, or
+ * DLOCK_EINVAL with a message naming the rule and the byte offset. */
+int dlock__resource_check(const char *name);
+
+/* ---- holder records and owner tokens --------------------------------- */
+
+typedef struct dlock__holder {
+	char *host;       /* the local host name */
+	int64_t pid;
+	int64_t tid;      /* kernel thread id (gettid) */
+	int64_t since_ms; /* wall clock, ms since the Unix epoch */
+} dlock__holder;
+
+/* Describe the calling thread now.  Clear with dlock__holder_clear(). */
+void dlock__holder_init_self(dlock__holder *holder);
+void dlock__holder_clear(dlock__holder *holder);
+
+/* Human form: "host=H pid=P tid=T since=2026-11-22T14:00:00.123Z".
+ * Caller frees with g_free(). */
+char *dlock__holder_describe(const dlock__holder *holder);
+
+/*
+ * Owner tokens: "dlock1:<32 lowercase hex random>:<pid>:<tid>:<since_ms>:<host>".
+ * The random part is 128 bits from getrandom(); peers compare the whole
+ * token for equality only.  dlock__token_new returns a new string (g_free).
+ * dlock__token_parse fills *ret_holder from a token (or returns false for a
+ * value that is not a dlock token, such as a peer's); clear it afterwards.
+ */
+char *dlock__token_new(const dlock__holder *holder);
+bool dlock__token_parse(const char *token, dlock__holder *ret_holder);
+
+/* Fill buf with len random bytes from the kernel (getrandom, retried on
+ * EINTR).  Aborts if the kernel refuses, as no safe token can be made. */
+void dlock__random_bytes(void *buf, size_t len);
+
+#endif

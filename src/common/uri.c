@@ -1,0 +1,263 @@
+/*
+ * Client specifications: scheme://[user[:password]@]host[:port][,host[:port]...][/path][?k=v&...]
+ *
+ * This layer splits and percent-decodes; which schemes, paths and options
+ * make sense is for the backends.  The redacted form, without the
+ * password, is what messages and status output show.
+ */
+#include <string.h>
+
+#include "error.h"
+#include "parse.h"
+
+static void host_free(gpointer data)
+{
+	dlock__host *host = data;
+
+	g_free(host->host);
+	g_free(host);
+}
+
+static void kv_free(gpointer data)
+{
+	dlock__kv *kv = data;
+
+	g_free(kv->key);
+	g_free(kv->value);
+	g_free(kv);
+}
+
+void dlock__uri_free(dlock__uri *uri)
+{
+	if (!uri)
+		return;
+	g_free(uri->scheme);
+	g_free(uri->user);
+	if (uri->password)
+		memset(uri->password, 0, strlen(uri->password));
+	g_free(uri->password);
+	g_ptr_array_unref(uri->hosts);
+	g_free(uri->path);
+	g_ptr_array_unref(uri->options);
+	g_free(uri->redacted);
+	g_free(uri);
+}
+
+/* Percent-decode len bytes of s; NULL for a bad escape or an encoded NUL. */
+static char *decode(const char *s, size_t len)
+{
+	GString *out = g_string_sized_new(len);
+
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] != '%') {
+			g_string_append_c(out, s[i]);
+			continue;
+		}
+		if (i + 2 >= len || !g_ascii_isxdigit(s[i + 1]) || !g_ascii_isxdigit(s[i + 2])) {
+			g_string_free(out, TRUE);
+			return NULL;
+		}
+		char c = (char)(g_ascii_xdigit_value(s[i + 1]) * 16 + g_ascii_xdigit_value(s[i + 2]));
+
+		if (c == '\0') {
+			g_string_free(out, TRUE);
+			return NULL;
+		}
+		g_string_append_c(out, c);
+		i += 2;
+	}
+	return g_string_free(out, FALSE);
+}
+
+static int parse_host(dlock__uri *uri, const char *spec, const char *s, size_t len)
+{
+	const char *end = s + len;
+	const char *port = NULL;
+	dlock__host *host;
+	size_t host_len;
+
+	if (len == 0)
+		return dlock__error(DLOCK_ECONFIG, "'%s': empty host in the host list", spec);
+	if (s[0] == '[') {
+		const char *close = memchr(s, ']', len);
+
+		if (!close)
+			return dlock__error(DLOCK_ECONFIG, "'%s': '[' without ']' in a host", spec);
+		if ((size_t)(close - s) + 1 < len) {
+			if (close[1] != ':')
+				return dlock__error(DLOCK_ECONFIG, "'%s': junk after ']' in a host", spec);
+			port = close + 2;
+		}
+		host_len = (size_t)(close - s) - 1;
+		s++;
+	} else {
+		const char *colon = memchr(s, ':', len);
+
+		host_len = colon ? (size_t)(colon - s) : len;
+		if (colon)
+			port = colon + 1;
+	}
+	if (host_len == 0)
+		return dlock__error(DLOCK_ECONFIG, "'%s': empty host name", spec);
+	host = g_new0(dlock__host, 1);
+	host->host = g_strndup(s, host_len);
+	if (port) {
+		size_t port_len = (size_t)(end - port);
+		long value = 0;
+
+		if (port_len == 0 || port_len > 5) {
+			host_free(host);
+			return dlock__error(DLOCK_ECONFIG, "'%s': bad port '%.*s'", spec, (int)port_len, port);
+		}
+		for (size_t i = 0; i < port_len; i++) {
+			if (!g_ascii_isdigit(port[i])) {
+				host_free(host);
+				return dlock__error(DLOCK_ECONFIG, "'%s': bad port '%.*s'", spec, (int)port_len, port);
+			}
+			value = value * 10 + (port[i] - '0');
+		}
+		if (value < 1 || value > 65535) {
+			host_free(host);
+			return dlock__error(DLOCK_ECONFIG, "'%s': port %ld is out of range", spec, value);
+		}
+		host->port = (int)value;
+	}
+	g_ptr_array_add(uri->hosts, host);
+	return DLOCK_OK;
+}
+
+static int parse_query(dlock__uri *uri, const char *spec, const char *query)
+{
+	gchar **items;
+	int rc = DLOCK_OK;
+
+	if (!*query)
+		return DLOCK_OK;
+	items = g_strsplit(query, "&", -1);
+	for (int i = 0; items[i] && rc == DLOCK_OK; i++) {
+		const char *eq = strchr(items[i], '=');
+		dlock__kv *kv;
+
+		if (!eq) {
+			rc = dlock__error(DLOCK_ECONFIG, "'%s': query item '%s' has no '='", spec, items[i]);
+			break;
+		}
+		if (eq == items[i]) {
+			rc = dlock__error(DLOCK_ECONFIG, "'%s': query item '%s' has an empty key", spec, items[i]);
+			break;
+		}
+		kv = g_new0(dlock__kv, 1);
+		kv->key = decode(items[i], (size_t)(eq - items[i]));
+		kv->value = decode(eq + 1, strlen(eq + 1));
+		if (!kv->key || !kv->value) {
+			kv_free(kv);
+			rc = dlock__error(DLOCK_ECONFIG, "'%s': bad %%-escape in query item '%s'", spec, items[i]);
+			break;
+		}
+		for (guint j = 0; j < uri->options->len; j++) {
+			const dlock__kv *seen = uri->options->pdata[j];
+
+			if (strcmp(seen->key, kv->key) == 0) {
+				rc = dlock__error(DLOCK_ECONFIG, "'%s': option '%s' given twice", spec, kv->key);
+				break;
+			}
+		}
+		if (rc != DLOCK_OK)
+			kv_free(kv);
+		else
+			g_ptr_array_add(uri->options, kv);
+	}
+	g_strfreev(items);
+	return rc;
+}
+
+int dlock__uri_parse(const char *spec, dlock__uri **ret_uri)
+{
+	const char *p, *auth, *auth_end, *at, *hosts, *path_end;
+	dlock__uri *uri;
+	GString *redacted;
+	int rc = DLOCK_OK;
+
+	if (!spec)
+		return dlock__error(DLOCK_ECONFIG, "no URI given");
+	p = spec;
+	if (!g_ascii_isalpha(*p))
+		return dlock__error(DLOCK_ECONFIG, "'%s' is not a URI: it must start with a scheme (redis://...)", spec);
+	while (g_ascii_isalnum(*p) || *p == '+' || *p == '.' || *p == '-')
+		p++;
+	if (strncmp(p, "://", 3) != 0)
+		return dlock__error(DLOCK_ECONFIG, "'%s' is not a URI: no '://' after the scheme", spec);
+
+	uri = g_new0(dlock__uri, 1);
+	uri->scheme = g_ascii_strdown(spec, p - spec);
+	uri->hosts = g_ptr_array_new_with_free_func(host_free);
+	uri->options = g_ptr_array_new_with_free_func(kv_free);
+	auth = p + 3;
+	auth_end = auth + strcspn(auth, "/?");
+
+	/* user[:password]@ — the last '@' of the authority ends it. */
+	at = NULL;
+	for (const char *q = auth; q < auth_end; q++)
+		if (*q == '@')
+			at = q;
+	hosts = auth;
+	redacted = g_string_new(NULL);
+	g_string_append_len(redacted, spec, auth - spec);
+	if (at) {
+		const char *colon = memchr(auth, ':', (size_t)(at - auth));
+		const char *user_end = colon ? colon : at;
+
+		uri->user = decode(auth, (size_t)(user_end - auth));
+		if (colon)
+			uri->password = decode(colon + 1, (size_t)(at - colon - 1));
+		if (!uri->user || (colon && !uri->password)) {
+			rc = dlock__error(DLOCK_ECONFIG, "URI with scheme '%s': bad %%-escape in the user or password",
+			                  uri->scheme);
+			goto out;
+		}
+		if (!*uri->user) {
+			g_free(uri->user);
+			uri->user = NULL;
+		} else {
+			g_string_append_len(redacted, auth, user_end - auth);
+			g_string_append_c(redacted, '@');
+		}
+		hosts = at + 1;
+	}
+	g_string_append(redacted, hosts);
+
+	if (hosts < auth_end) {
+		const char *h = hosts;
+
+		for (;;) {
+			const char *comma = memchr(h, ',', (size_t)(auth_end - h));
+			const char *end = comma ? comma : auth_end;
+
+			rc = parse_host(uri, redacted->str, h, (size_t)(end - h));
+			if (rc != DLOCK_OK || !comma)
+				break;
+			h = comma + 1;
+		}
+		if (rc != DLOCK_OK)
+			goto out;
+	}
+
+	path_end = auth_end + strcspn(auth_end, "?");
+	if (path_end > auth_end) {
+		uri->path = decode(auth_end, (size_t)(path_end - auth_end));
+		if (!uri->path) {
+			rc = dlock__error(DLOCK_ECONFIG, "'%s': bad %%-escape in the path", redacted->str);
+			goto out;
+		}
+	}
+	if (*path_end == '?')
+		rc = parse_query(uri, redacted->str, path_end + 1);
+out:
+	uri->redacted = g_string_free(redacted, FALSE);
+	if (rc != DLOCK_OK) {
+		dlock__uri_free(uri);
+		return rc;
+	}
+	*ret_uri = uri;
+	return DLOCK_OK;
+}

@@ -1,0 +1,89 @@
+/*
+ * Waiters: how a thread inside acquire sleeps until something may let it
+ * succeed.  A sequence number, bumped by every wake-up, lets a backend read
+ * it before trying and sleep only if nothing happened since, so a release
+ * that lands between a failed try and the sleep is never missed.
+ */
+#include "clock.h"
+#include "core.h"
+
+struct dlock__waiter {
+	GMutex mu;
+	GCond cond;
+	uint64_t seq;
+	bool canceled;
+};
+
+dlock__waiter *dlock__waiter_new(void)
+{
+	dlock__waiter *w = g_new0(dlock__waiter, 1);
+
+	g_mutex_init(&w->mu);
+	g_cond_init(&w->cond);
+	return w;
+}
+
+void dlock__waiter_free(dlock__waiter *waiter)
+{
+	if (!waiter)
+		return;
+	g_mutex_clear(&waiter->mu);
+	g_cond_clear(&waiter->cond);
+	g_free(waiter);
+}
+
+uint64_t dlock__waiter_seq(dlock__waiter *waiter)
+{
+	uint64_t seq;
+
+	g_mutex_lock(&waiter->mu);
+	seq = waiter->seq;
+	g_mutex_unlock(&waiter->mu);
+	return seq;
+}
+
+int dlock__waiter_sleep(dlock__waiter *waiter, uint64_t seen, int64_t until_us)
+{
+	int rc = DLOCK_OK;
+
+	g_mutex_lock(&waiter->mu);
+	while (!waiter->canceled && waiter->seq == seen) {
+		if (until_us == INT64_MAX) {
+			g_cond_wait(&waiter->cond, &waiter->mu);
+		} else if (!g_cond_wait_until(&waiter->cond, &waiter->mu, until_us)) {
+			if (waiter->seq == seen && !waiter->canceled)
+				rc = DLOCK_ETIMEDOUT;
+			break;
+		}
+	}
+	if (waiter->canceled)
+		rc = DLOCK_ECANCELED;
+	g_mutex_unlock(&waiter->mu);
+	return rc;
+}
+
+bool dlock__waiter_canceled(dlock__waiter *waiter)
+{
+	bool canceled;
+
+	g_mutex_lock(&waiter->mu);
+	canceled = waiter->canceled;
+	g_mutex_unlock(&waiter->mu);
+	return canceled;
+}
+
+void dlock__waiter_wake(dlock__waiter *waiter)
+{
+	g_mutex_lock(&waiter->mu);
+	waiter->seq++;
+	g_cond_broadcast(&waiter->cond);
+	g_mutex_unlock(&waiter->mu);
+}
+
+void dlock__waiter_cancel(dlock__waiter *waiter)
+{
+	g_mutex_lock(&waiter->mu);
+	waiter->canceled = true;
+	g_cond_broadcast(&waiter->cond);
+	g_mutex_unlock(&waiter->mu);
+}
