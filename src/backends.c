@@ -1,0 +1,24 @@
+/*
+ * The one place that names every backend: URI schemes to operations
+ * tables.  A new backend is one folder and one line here.
+ */
+#include <string.h>
+
+#include "core.h"
+#include "redis/redis.h"
+
+static const struct {
+	const char *scheme;
+	const dlock__backend_ops *ops;
+} schemes[] = {
+	{ "redis", &dlock__redis_ops },
+	{ "redis+unix", &dlock__redis_ops },
+};
+
+const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme)
+{
+	for (size_t i = 0; i < G_N_ELEMENTS(schemes); i++)
+		if (strcmp(schemes[i].scheme, scheme) == 0)
+			return schemes[i].ops;
+	return NULL;
+}

@@ -1,0 +1,211 @@
+/*
+ * Command connections: connect with a bounded timeout, authenticate,
+ * select the database, and keep idle connections in a small pool.
+ *
+ * hiredis 0.14 writes with write(2), which raises SIGPIPE when the server
+ * has closed the socket and kills a host program that does not ignore it.
+ * So dlock never lets hiredis write: commands are appended to its buffer
+ * and sent here with send(MSG_NOSIGNAL), which reports EPIPE instead;
+ * with the buffer empty, redisGetReply only reads.  This costs no system
+ * call beyond the send itself (blocking the signal around each command
+ * would cost two).
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "clock.h"
+#include "error.h"
+#include "internal.h"
+#include "thread.h"
+
+#define POOL_IDLE_MAX 8
+
+static struct timeval timeval_of(int64_t us)
+{
+	struct timeval tv;
+
+	if (us < 1000)
+		us = 1000;
+	tv.tv_sec = us / 1000000;
+	tv.tv_usec = us % 1000000;
+	return tv;
+}
+
+void dlock__redis_conn_timeout(redis_conn *conn, int64_t timeout_us)
+{
+	if (timeout_us < 1000)
+		timeout_us = 1000;
+	if (conn->timeout_us != timeout_us) {
+		redisSetTimeout(conn->ctx, timeval_of(timeout_us));
+		conn->timeout_us = timeout_us;
+	}
+}
+
+int dlock__redis_reply_error(dlock__backend *b, const redisReply *reply, const char *what)
+{
+	if (reply->type != REDIS_REPLY_ERROR)
+		return DLOCK_OK;
+	return dlock__error(DLOCK_EBACKEND, "%s: %s: %.*s", b->label, what, (int)reply->len, reply->str);
+}
+
+int dlock__redis_flush(redisContext *ctx)
+{
+	size_t len = sdslen(ctx->obuf);
+	size_t off = 0;
+
+	while (off < len) {
+		ssize_t n = send(ctx->fd, ctx->obuf + off, len - off, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ctx->err = REDIS_ERR_IO;
+			g_strlcpy(ctx->errstr, errno == EAGAIN ? "timed out sending" : g_strerror(errno),
+			          sizeof(ctx->errstr));
+			return REDIS_ERR;
+		}
+		off += (size_t)n;
+	}
+	sdsclear(ctx->obuf);
+	return REDIS_OK;
+}
+
+redisReply *dlock__redis_call(redisContext *ctx, int argc, const char **argv, const size_t *lens)
+{
+	redisReply *reply = NULL;
+
+	if (redisAppendCommandArgv(ctx, argc, argv, lens) != REDIS_OK ||
+	    dlock__redis_flush(ctx) != REDIS_OK || redisGetReply(ctx, (void **)&reply) != REDIS_OK)
+		return NULL;
+	return reply;
+}
+
+/* Run one command on a bare context (used while connecting). */
+static int setup_command(dlock__backend *b, redisContext *ctx, const char *what, int argc,
+                         const char **argv)
+{
+	redisReply *reply = dlock__redis_call(ctx, argc, argv, NULL);
+	int rc;
+
+	if (!reply)
+		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: %s", b->label, what,
+		                    ctx->errstr[0] ? ctx->errstr : "no reply");
+	rc = dlock__redis_reply_error(b, reply, what);
+	freeReplyObject(reply);
+	return rc;
+}
+
+redisContext *dlock__redis_connect(dlock__backend *b, int64_t timeout_us, bool select, int *ret_rc)
+{
+	redisContext *ctx;
+	int rc = DLOCK_OK;
+
+	if (timeout_us <= 0) {
+		*ret_rc = dlock__error(DLOCK_ETIMEDOUT, "%s: no time left to connect", b->label);
+		return NULL;
+	}
+	if (b->unix_path)
+		ctx = redisConnectUnixWithTimeout(b->unix_path, timeval_of(timeout_us));
+	else
+		ctx = redisConnectWithTimeout(b->host, b->port, timeval_of(timeout_us));
+	if (!ctx) {
+		*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot allocate a connection", b->label);
+		return NULL;
+	}
+	dlock__set_cloexec(ctx->fd);
+	if (ctx->err) {
+		*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot connect: %s", b->label, ctx->errstr);
+		redisFree(ctx);
+		return NULL;
+	}
+	redisSetTimeout(ctx, timeval_of(MIN(timeout_us, b->command_timeout_ms * 1000)));
+	if (b->password) {
+		const char *argv[3] = { "AUTH", b->user ? b->user : b->password, b->password };
+
+		rc = setup_command(b, ctx, "authentication failed", b->user ? 3 : 2, argv);
+	}
+	if (rc == DLOCK_OK && select && b->db != 0) {
+		char db[16];
+		const char *argv[2] = { "SELECT", db };
+
+		g_snprintf(db, sizeof(db), "%d", b->db);
+		rc = setup_command(b, ctx, "SELECT failed", 2, argv);
+	}
+	if (rc != DLOCK_OK) {
+		redisFree(ctx);
+		*ret_rc = rc;
+		return NULL;
+	}
+	return ctx;
+}
+
+int dlock__redis_conn_get(dlock__backend *b, int64_t deadline_us, redis_conn **ret)
+{
+	redis_conn *conn;
+	redisContext *ctx;
+	int64_t timeout_us;
+	int rc;
+
+	g_mutex_lock(&b->pool_mu);
+	conn = g_queue_pop_head(&b->pool);
+	g_mutex_unlock(&b->pool_mu);
+	if (conn) {
+		conn->reused = true;
+		*ret = conn;
+		return DLOCK_OK;
+	}
+	timeout_us = MIN(dlock__remaining_us(deadline_us), b->connect_timeout_ms * 1000);
+	ctx = dlock__redis_connect(b, timeout_us, true, &rc);
+	if (!ctx)
+		return rc;
+	conn = g_new0(redis_conn, 1);
+	conn->ctx = ctx;
+	conn->timeout_us = -1;
+	*ret = conn;
+	return DLOCK_OK;
+}
+
+static void conn_free(redis_conn *conn)
+{
+	redisFree(conn->ctx);
+	g_free(conn);
+}
+
+void dlock__redis_conn_put(dlock__backend *b, redis_conn *conn, bool ok)
+{
+	if (!conn)
+		return;
+	if (ok && !conn->ctx->err) {
+		g_mutex_lock(&b->pool_mu);
+		if (g_queue_get_length(&b->pool) < POOL_IDLE_MAX) {
+			g_queue_push_head(&b->pool, conn);
+			conn = NULL;
+		}
+		g_mutex_unlock(&b->pool_mu);
+	}
+	if (conn)
+		conn_free(conn);
+}
+
+void dlock__redis_pool_clear(dlock__backend *b)
+{
+	redis_conn *conn;
+
+	g_mutex_lock(&b->pool_mu);
+	while ((conn = g_queue_pop_head(&b->pool)))
+		conn_free(conn);
+	g_mutex_unlock(&b->pool_mu);
+}
+
+int dlock__redis_command(dlock__backend *b, redis_conn *conn, int argc, const char **argv,
+                         const size_t *lens, redisReply **ret)
+{
+	redisReply *reply = dlock__redis_call(conn->ctx, argc, argv, lens);
+
+	if (!reply)
+		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label,
+		                    conn->ctx->errstr[0] ? conn->ctx->errstr : "no reply");
+	*ret = reply;
+	return DLOCK_OK;
+}

@@ -1,0 +1,163 @@
+/*
+ * The Redis backend's internals, shared by its files:
+ *   backend.c     options, open/close, key names, the ops table
+ *   conn.c        connections: connect, AUTH/SELECT, the pool, commands
+ *   scripts.c     the Lua scripts and EVALSHA with the NOSCRIPT fallback
+ *   acquire.c     acquire (try, subscribe, wait), release, query
+ *   subscriber.c  the one pub/sub connection that wakes waiters
+ *   watchdog.c    lease renewal, loss detection, background cleanup
+ */
+#ifndef DLOCK_REDIS_INTERNAL_H
+#define DLOCK_REDIS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <glib.h>
+#include <hiredis/hiredis.h>
+
+#include "backend.h"
+
+typedef struct redis_sub redis_sub;
+typedef struct redis_watchdog redis_watchdog;
+
+typedef enum redis_script {
+	SCRIPT_ACQUIRE,
+	SCRIPT_RELEASE,
+	SCRIPT_RENEW,
+	SCRIPT_COUNT
+} redis_script;
+
+/* A command connection and the timeout currently set on its socket. */
+typedef struct redis_conn {
+	redisContext *ctx;
+	int64_t timeout_us;
+	bool reused;              /* came from the pool (may have gone stale) */
+} redis_conn;
+
+struct dlock__backend {
+	const dlock__logger *logger;
+	char *label;              /* "redis 127.0.0.1:6379" / "redis unix:/path", for messages */
+
+	/* where and how to connect */
+	char *host;               /* NULL for a unix socket */
+	int port;
+	char *unix_path;
+	char *user;               /* ACL user, or NULL */
+	char *password;           /* or NULL */
+	int db;
+
+	/* options */
+	int64_t ttl_ms;
+	bool watchdog;
+	int64_t connect_timeout_ms;
+	int64_t command_timeout_ms;
+	bool plain_keys;
+	char *prefix;
+
+	char *script_sha[SCRIPT_COUNT];
+
+	GMutex pool_mu;
+	GQueue pool;              /* idle redis_conn * */
+
+	GMutex lazy_mu;           /* guards starting the two threads below */
+	redis_sub *sub;
+	redis_watchdog *watchdog_thread;
+};
+
+/* Server-side state of one hold: the lease. */
+typedef struct redis_lease {
+	gatomicrefcount ref;
+	dlock__hold *hold;        /* referenced */
+	char *key;
+	char *channel;
+	char *token;
+	int64_t ttl_ms;
+	bool renew;               /* watchdog on */
+	/* guarded by the watchdog's mutex */
+	int64_t confirmed_us;     /* CLOCK_BOOTTIME when the last good SET/PEXPIRE was sent */
+	int64_t next_renew_us;
+	bool suspended;
+	bool lost;
+	bool released;
+} redis_lease;
+
+/* ---- backend.c ---- */
+char *dlock__redis_key(const dlock__backend *b, const char *resource);
+char *dlock__redis_fence_key(const dlock__backend *b, const char *resource);
+char *dlock__redis_channel(const dlock__backend *b, const char *resource);
+/* The margin taken off a lease before it is declared lost. */
+int64_t dlock__redis_margin_us(int64_t ttl_ms);
+
+/* ---- conn.c ---- */
+/* Connect, with AUTH and SELECT as configured (select: false for pub/sub).
+ * Bounded by timeout_us.  NULL with the message recorded on failure. */
+redisContext *dlock__redis_connect(dlock__backend *b, int64_t timeout_us, bool select, int *ret_rc);
+/* A pooled connection (or a new one), bounded by deadline_us. */
+int dlock__redis_conn_get(dlock__backend *b, int64_t deadline_us, redis_conn **ret);
+/* Return a connection; broken ones (ok false or ctx->err) are closed. */
+void dlock__redis_conn_put(dlock__backend *b, redis_conn *conn, bool ok);
+void dlock__redis_pool_clear(dlock__backend *b);
+/* Set the socket timeout for the next command if it differs. */
+void dlock__redis_conn_timeout(redis_conn *conn, int64_t timeout_us);
+/* Send what hiredis buffered with MSG_NOSIGNAL (never SIGPIPE).  REDIS_OK,
+ * or REDIS_ERR with ctx->err set.  Every write of the backend goes here. */
+int dlock__redis_flush(redisContext *ctx);
+/* Append, flush, read one reply.  NULL on I/O failure (ctx->err set). */
+redisReply *dlock__redis_call(redisContext *ctx, int argc, const char **argv, const size_t *lens);
+/* Send one command and read its reply.  Returns
+ * DLOCK_OK and the reply (freeReplyObject), or DLOCK_EUNAVAILABLE. */
+int dlock__redis_command(dlock__backend *b, redis_conn *conn, int argc, const char **argv,
+                         const size_t *lens, redisReply **ret);
+/* DLOCK_EBACKEND with the server's message if reply is an error reply. */
+int dlock__redis_reply_error(dlock__backend *b, const redisReply *reply, const char *what);
+
+/* ---- scripts.c ---- */
+void dlock__redis_scripts_init(dlock__backend *b);
+void dlock__redis_scripts_clear(dlock__backend *b);
+/* Run a script by EVALSHA (loading it on NOSCRIPT, once).  args after the
+ * keys.  Same returns as dlock__redis_command, plus DLOCK_EBACKEND for an
+ * error reply. */
+int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script, int nkeys,
+                      int nargs, const char **words, redisReply **ret);
+const char *dlock__redis_script_body(redis_script script);
+/*
+ * Run a script on a pooled connection, bounded by the command timeout and
+ * deadline_us.  If a pooled connection turns out dead (the server
+ * restarted, or dropped it while idle), the pool is emptied and the script
+ * runs once more on a new connection.  *ret_uncertain is set when an
+ * attempt got no answer, so the script may have run.
+ */
+int dlock__redis_eval_pooled(dlock__backend *b, int64_t deadline_us, redis_script script, int nkeys,
+                             int nargs, const char **words, redisReply **ret, bool *ret_uncertain);
+
+/* ---- acquire.c: the ops table's acquire, release and query ---- */
+int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
+                         int64_t wait_ms, int64_t deadline_us);
+int dlock__redis_release(dlock__backend *b, dlock__hold *hold);
+int dlock__redis_query(dlock__backend *b, const char *resource, int64_t deadline_us,
+                       dlock__server_info *ret);
+
+/* ---- subscriber.c ---- */
+/* Register waiter for release messages on channel; starts the subscriber
+ * thread on first use.  Wakes the waiter when the subscription is
+ * confirmed, on each message, and after every reconnect. */
+void dlock__redis_sub_add(dlock__backend *b, const char *channel, dlock__waiter *waiter);
+void dlock__redis_sub_remove(dlock__backend *b, const char *channel, dlock__waiter *waiter);
+void dlock__redis_sub_stop(dlock__backend *b);
+
+/* ---- watchdog.c ---- */
+redis_lease *dlock__redis_lease_ref(redis_lease *lease);
+void dlock__redis_lease_unref(redis_lease *lease);
+/* Start tracking a granted lease (renewal and/or expiry). */
+void dlock__redis_watch(dlock__backend *b, redis_lease *lease);
+/* Stop tracking it.  Returns true if the watchdog had seen it fail to
+ * renew (suspended) or lost, so release need not wait on a dead server. */
+bool dlock__redis_unwatch(dlock__backend *b, redis_lease *lease, bool *ret_lost);
+/* Delete key if it still holds token, in the background, until done or
+ * until expires_us (CLOCK_BOOTTIME), after which the lease has ended it. */
+void dlock__redis_cleanup_later(dlock__backend *b, const char *key, const char *channel,
+                                const char *token, int64_t expires_us);
+void dlock__redis_watchdog_stop(dlock__backend *b);
+
+#endif

@@ -1,0 +1,9 @@
+/* The Redis lease backend, as the rest of the library sees it. */
+#ifndef DLOCK_REDIS_REDIS_H
+#define DLOCK_REDIS_REDIS_H
+
+#include "backend.h"
+
+extern const dlock__backend_ops dlock__redis_ops;
+
+#endif

@@ -1,0 +1,319 @@
+/*
+ * The subscriber: one pub/sub connection per backend, on its own thread
+ * ("dlock-subscriber"), serving every waiter.  hiredis keeps one callback
+ * per channel, so the channel -> waiters table is ours.  Waiters are woken
+ * when their channel's subscription is confirmed (so they try once more,
+ * catching a release that happened before it), on every release message,
+ * and after a reconnect (messages may have been missed while down).
+ *
+ * Other threads never touch the connection: they change the table and
+ * poke an eventfd; the thread then sends SUBSCRIBE/UNSUBSCRIBE for the
+ * channels whose wanted state differs from what the server has.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "error.h"
+#include "internal.h"
+#include "thread.h"
+
+#define RECONNECT_FIRST_US (100 * 1000)
+#define RECONNECT_CAP_US (5 * 1000 * 1000)
+#define PING_IDLE_US (15 * 1000 * 1000)
+
+typedef struct channel {
+	GPtrArray *waiters;   /* dlock__waiter * */
+	bool subscribed;      /* confirmed by the server on this connection */
+	bool pending;         /* a SUBSCRIBE or UNSUBSCRIBE is on its way */
+} channel;
+
+struct redis_sub {
+	dlock__backend *b;
+	GMutex mu;
+	GHashTable *channels; /* name -> channel * */
+	bool stop;
+	int wake_fd;
+	GThread *thread;
+};
+
+static void channel_free(channel *ch)
+{
+	g_ptr_array_unref(ch->waiters);
+	g_free(ch);
+}
+
+static void poke(redis_sub *sub)
+{
+	uint64_t one = 1;
+
+	while (write(sub->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+		;
+}
+
+static void wake_all(channel *ch)
+{
+	for (guint i = 0; i < ch->waiters->len; i++)
+		dlock__waiter_wake(ch->waiters->pdata[i]);
+}
+
+/* Queue the commands that bring the server in line with the table. */
+static void sync_channels(redis_sub *sub, redisContext *ctx)
+{
+	GHashTableIter iter;
+	gpointer key, value;
+
+	g_mutex_lock(&sub->mu);
+	g_hash_table_iter_init(&iter, sub->channels);
+	while (g_hash_table_iter_next(&iter, &key, &value)) {
+		channel *ch = value;
+		bool wanted = ch->waiters->len > 0;
+
+		if (ch->pending || wanted == ch->subscribed) {
+			if (!wanted && !ch->subscribed && !ch->pending)
+				g_hash_table_iter_remove(&iter);
+			continue;
+		}
+		redisAppendCommand(ctx, wanted ? "SUBSCRIBE %s" : "UNSUBSCRIBE %s", (const char *)key);
+		ch->pending = true;
+	}
+	g_mutex_unlock(&sub->mu);
+}
+
+/* Handle one reply from the server: subscribe, unsubscribe, message, pong. */
+static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_us)
+{
+	const char *kind;
+	channel *ch;
+
+	if (reply->type == REDIS_REPLY_ERROR) {
+		/* e.g. an ACL user without channel rights: waiters fall back on
+		 * their backoff, so say why wake-ups are slow. */
+		dlock__log(sub->b->logger, DLOCK_LOG_WARNING, "%s: subscriber: %s", sub->b->label, reply->str);
+		return;
+	}
+	if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 ||
+	    reply->element[0]->type != REDIS_REPLY_STRING)
+		return;
+	kind = reply->element[0]->str;
+	if (strcmp(kind, "pong") == 0) {
+		*ping_sent_us = 0;
+		return;
+	}
+	if (reply->element[1]->type != REDIS_REPLY_STRING)
+		return;
+	g_mutex_lock(&sub->mu);
+	ch = g_hash_table_lookup(sub->channels, reply->element[1]->str);
+	if (ch && strcmp(kind, "subscribe") == 0) {
+		ch->subscribed = true;
+		ch->pending = false;
+		wake_all(ch);
+	} else if (ch && strcmp(kind, "unsubscribe") == 0) {
+		ch->subscribed = false;
+		ch->pending = false;
+	} else if (ch && strcmp(kind, "message") == 0) {
+		wake_all(ch);
+	}
+	g_mutex_unlock(&sub->mu);
+}
+
+/* After a connection ends: nothing is subscribed; everyone retries. */
+static void connection_lost(redis_sub *sub)
+{
+	GHashTableIter iter;
+	gpointer value;
+
+	g_mutex_lock(&sub->mu);
+	g_hash_table_iter_init(&iter, sub->channels);
+	while (g_hash_table_iter_next(&iter, NULL, &value)) {
+		channel *ch = value;
+
+		ch->subscribed = false;
+		ch->pending = false;
+		wake_all(ch);
+	}
+	g_mutex_unlock(&sub->mu);
+}
+
+static void drain_wake_fd(redis_sub *sub)
+{
+	uint64_t count;
+
+	while (read(sub->wake_fd, &count, sizeof(count)) < 0 && errno == EINTR)
+		;
+}
+
+/* Serve one connection until it fails or the subscriber stops. */
+static void serve(redis_sub *sub, redisContext *ctx)
+{
+	dlock__backend *b = sub->b;
+	int64_t last_input_us = dlock__mono_us();
+	int64_t ping_sent_us = 0;
+
+	for (;;) {
+		struct pollfd fds[2] = {
+			{ .fd = ctx->fd, .events = POLLIN },
+			{ .fd = sub->wake_fd, .events = POLLIN },
+		};
+		int64_t now = dlock__mono_us();
+		int timeout_ms;
+		redisReply *reply;
+		bool stop;
+
+		g_mutex_lock(&sub->mu);
+		stop = sub->stop;
+		g_mutex_unlock(&sub->mu);
+		if (stop)
+			return;
+
+		sync_channels(sub, ctx);
+		if (!ping_sent_us && now - last_input_us > PING_IDLE_US) {
+			redisAppendCommand(ctx, "PING");
+			ping_sent_us = now;
+		}
+		if (dlock__redis_flush(ctx) != REDIS_OK)
+			break;
+		if (ping_sent_us && now - ping_sent_us > b->command_timeout_ms * 1000) {
+			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: subscriber got no answer to PING; reconnecting",
+			           b->label);
+			break;
+		}
+		timeout_ms = ping_sent_us ? (int)MIN(b->command_timeout_ms, 1000) : 1000;
+		if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR)
+			break;
+		if (fds[1].revents & POLLIN)
+			drain_wake_fd(sub);
+		if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		if (redisBufferRead(ctx) != REDIS_OK)
+			break;
+		last_input_us = dlock__mono_us();
+		while (redisGetReplyFromReader(ctx, (void **)&reply) == REDIS_OK && reply) {
+			handle_reply(sub, reply, &ping_sent_us);
+			freeReplyObject(reply);
+		}
+		if (ctx->err)
+			break;
+	}
+	dlock__log(b->logger, DLOCK_LOG_INFO, "%s: subscriber connection ended: %s", b->label,
+	           ctx->errstr[0] ? ctx->errstr : "no answer");
+}
+
+/* Sleep for a reconnect backoff, or less if stopped. */
+static void pause_for(redis_sub *sub, int64_t us)
+{
+	struct pollfd fd = { .fd = sub->wake_fd, .events = POLLIN };
+
+	if (poll(&fd, 1, (int)(us / 1000)) > 0)
+		drain_wake_fd(sub);
+}
+
+static gpointer subscriber_main(gpointer data)
+{
+	redis_sub *sub = data;
+	dlock__backend *b = sub->b;
+	int64_t backoff_us = RECONNECT_FIRST_US;
+
+	for (;;) {
+		redisContext *ctx;
+		bool stop;
+		int rc;
+
+		g_mutex_lock(&sub->mu);
+		stop = sub->stop;
+		g_mutex_unlock(&sub->mu);
+		if (stop)
+			break;
+		ctx = dlock__redis_connect(b, b->connect_timeout_ms * 1000, false, &rc);
+		if (!ctx) {
+			dlock__log(b->logger, DLOCK_LOG_WARNING, "subscriber: %s", dlock_last_error_message());
+			pause_for(sub, backoff_us);
+			backoff_us = MIN(backoff_us * 2, RECONNECT_CAP_US);
+			continue;
+		}
+		backoff_us = RECONNECT_FIRST_US;
+		serve(sub, ctx);
+		redisFree(ctx);
+		connection_lost(sub);
+	}
+	return NULL;
+}
+
+static redis_sub *sub_get(dlock__backend *b)
+{
+	redis_sub *sub;
+
+	g_mutex_lock(&b->lazy_mu);
+	if (!b->sub) {
+		sub = g_new0(redis_sub, 1);
+		sub->b = b;
+		g_mutex_init(&sub->mu);
+		sub->channels = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+		                                      (GDestroyNotify)channel_free);
+		sub->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (sub->wake_fd < 0)
+			g_error("dlock: eventfd: %s", g_strerror(errno));
+		sub->thread = dlock__thread_new("dlock-subscriber", subscriber_main, sub);
+		b->sub = sub;
+	}
+	sub = b->sub;
+	g_mutex_unlock(&b->lazy_mu);
+	return sub;
+}
+
+void dlock__redis_sub_add(dlock__backend *b, const char *name, dlock__waiter *waiter)
+{
+	redis_sub *sub = sub_get(b);
+	channel *ch;
+
+	g_mutex_lock(&sub->mu);
+	ch = g_hash_table_lookup(sub->channels, name);
+	if (!ch) {
+		ch = g_new0(channel, 1);
+		ch->waiters = g_ptr_array_new();
+		g_hash_table_insert(sub->channels, g_strdup(name), ch);
+	}
+	g_ptr_array_add(ch->waiters, waiter);
+	/* Already subscribed: this waiter's next try follows a confirmed
+	 * subscription, so wake it at once. */
+	if (ch->subscribed && !ch->pending)
+		dlock__waiter_wake(waiter);
+	g_mutex_unlock(&sub->mu);
+	poke(sub);
+}
+
+void dlock__redis_sub_remove(dlock__backend *b, const char *name, dlock__waiter *waiter)
+{
+	redis_sub *sub = b->sub;
+	channel *ch;
+
+	if (!sub)
+		return;
+	g_mutex_lock(&sub->mu);
+	ch = g_hash_table_lookup(sub->channels, name);
+	if (ch)
+		g_ptr_array_remove_fast(ch->waiters, waiter);
+	g_mutex_unlock(&sub->mu);
+	poke(sub);
+}
+
+void dlock__redis_sub_stop(dlock__backend *b)
+{
+	redis_sub *sub = b->sub;
+
+	if (!sub)
+		return;
+	g_mutex_lock(&sub->mu);
+	sub->stop = true;
+	g_mutex_unlock(&sub->mu);
+	poke(sub);
+	g_thread_join(sub->thread);
+	close(sub->wake_fd);
+	g_hash_table_unref(sub->channels);
+	g_mutex_clear(&sub->mu);
+	g_free(sub);
+	b->sub = NULL;
+}

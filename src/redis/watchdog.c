@@ -1,0 +1,432 @@
+/*
+ * The watchdog ("dlock-watchdog"): one thread per backend that keeps
+ * leases alive and notices when they end.
+ *
+ * Every TTL/3 it renews each lease with the compare-and-PEXPIRE script;
+ * due renewals go out pipelined on the watchdog's own connection, so one
+ * slow server costs one timeout, not one per lease.  Outcomes:
+ *   renewed                 the lease now counts from the renewal's send time
+ *                           (RECONNECTED if it was suspended);
+ *   another value, no key   LOST at once;
+ *   no answer               SUSPENDED; renewals go on.
+ * Whatever happens, a lease whose time, counted from the last good send and
+ * less a safety margin, has run out is LOST — before the server could have
+ * given the lock to anyone else.  With the watchdog off for a lease, only
+ * that last rule applies.  Lease times use CLOCK_BOOTTIME, which keeps
+ * counting through a suspended machine, as the server's clock does.
+ *
+ * The same thread retries deletes that could not be done at release time
+ * (server unreachable, or an acquire whose answer never came).
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "clock.h"
+#include "error.h"
+#include "internal.h"
+#include "thread.h"
+
+#define CLEANUP_FIRST_US (100 * 1000)
+#define CLEANUP_CAP_US (2 * 1000 * 1000)
+#define CLEANUP_TIMEOUT_US (500 * 1000)
+/* The longest sleep: bounds how late a resumed machine notices expiry. */
+#define MAX_SLEEP_US (250 * 1000)
+/* Renewal I/O ends this long before a lease's end, for the loss check. */
+#define IO_SLACK_US (5 * 1000)
+
+typedef struct cleanup {
+	char *key;
+	char *channel;
+	char *token;
+	int64_t expires_us; /* CLOCK_BOOTTIME */
+	int64_t next_us;    /* CLOCK_BOOTTIME */
+	int64_t backoff_us;
+} cleanup;
+
+struct redis_watchdog {
+	dlock__backend *b;
+	GMutex mu;
+	GCond cond;
+	bool stop;
+	GPtrArray *leases;    /* redis_lease *, referenced */
+	GPtrArray *cleanups;  /* cleanup * */
+	GThread *thread;
+	int64_t wake_us;      /* CLOCK_BOOTTIME the thread sleeps until; 0 busy */
+	redisContext *ctx;    /* the watchdog's own connection; thread only */
+};
+
+redis_lease *dlock__redis_lease_ref(redis_lease *lease)
+{
+	g_atomic_ref_count_inc(&lease->ref);
+	return lease;
+}
+
+void dlock__redis_lease_unref(redis_lease *lease)
+{
+	if (!lease || !g_atomic_ref_count_dec(&lease->ref))
+		return;
+	dlock__hold_unref(lease->hold);
+	g_free(lease->key);
+	g_free(lease->channel);
+	g_free(lease->token);
+	g_free(lease);
+}
+
+static void cleanup_free(cleanup *c)
+{
+	g_free(c->key);
+	g_free(c->channel);
+	g_free(c->token);
+	g_free(c);
+}
+
+static int64_t lease_expiry_us(const redis_lease *lease)
+{
+	return lease->confirmed_us + lease->ttl_ms * 1000 - dlock__redis_margin_us(lease->ttl_ms);
+}
+
+static int64_t renew_period_us(const redis_lease *lease)
+{
+	return lease->ttl_ms * 1000 / 3;
+}
+
+/* Declare lost every lease whose time has run out.  wd->mu held. */
+static void expire_leases(redis_watchdog *wd, int64_t now)
+{
+	for (guint i = 0; i < wd->leases->len; i++) {
+		redis_lease *lease = wd->leases->pdata[i];
+
+		if (!lease->lost && now >= lease_expiry_us(lease)) {
+			lease->lost = true;
+			dlock__log(wd->b->logger, DLOCK_LOG_WARNING, "%s: lease of %s ran out before it could be renewed",
+			           wd->b->label, lease->key);
+			dlock__hold_report(lease->hold, DLOCK_STATE_LOST);
+		}
+	}
+}
+
+static bool ensure_connection(redis_watchdog *wd, int64_t budget_us)
+{
+	int rc;
+
+	if (wd->ctx && !wd->ctx->err)
+		return true;
+	if (wd->ctx) {
+		redisFree(wd->ctx);
+		wd->ctx = NULL;
+	}
+	wd->ctx = dlock__redis_connect(wd->b, MIN(budget_us, wd->b->connect_timeout_ms * 1000), true, &rc);
+	if (!wd->ctx)
+		dlock__log(wd->b->logger, DLOCK_LOG_WARNING, "watchdog: %s", dlock_last_error_message());
+	return wd->ctx != NULL;
+}
+
+static void set_timeout(redisContext *ctx, int64_t us)
+{
+	struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
+
+	if (us < 1000)
+		tv.tv_usec = 1000;
+	redisSetTimeout(ctx, tv);
+}
+
+static void append_renew(dlock__backend *b, redisContext *ctx, const redis_lease *lease, bool by_body)
+{
+	char ttl[24];
+
+	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
+	if (by_body)
+		redisAppendCommand(ctx, "EVAL %s 1 %s %s %s", dlock__redis_script_body(SCRIPT_RENEW),
+		                   lease->key, lease->token, ttl);
+	else
+		redisAppendCommand(ctx, "EVALSHA %s 1 %s %s %s", b->script_sha[SCRIPT_RENEW], lease->key,
+		                   lease->token, ttl);
+}
+
+/*
+ * Renew the due leases in one pipelined batch.  Runs without wd->mu; the
+ * leases are referenced.  Results are applied under wd->mu, skipping
+ * leases released meanwhile.
+ */
+static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
+{
+	dlock__backend *b = wd->b;
+	int64_t sent_us = dlock__boot_us();
+	int *results = g_new0(int, due->len); /* 1 renewed, 0 not ours, -1 no answer */
+	bool connected;
+
+	for (guint i = 0; i < due->len; i++)
+		results[i] = -1;
+	connected = ensure_connection(wd, budget_us);
+	if (connected) {
+		set_timeout(wd->ctx, MIN(budget_us, b->command_timeout_ms * 1000));
+		sent_us = dlock__boot_us();
+		for (guint i = 0; i < due->len; i++)
+			append_renew(b, wd->ctx, due->pdata[i], false);
+		/* A failed send leaves ctx->err set, and the reads below fail. */
+		dlock__redis_flush(wd->ctx);
+		for (guint i = 0; i < due->len && !wd->ctx->err; i++) {
+			redisReply *reply = NULL;
+
+			if (redisGetReply(wd->ctx, (void **)&reply) != REDIS_OK)
+				break;
+			if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+				/* The script cache was flushed (a restart): send the body. */
+				freeReplyObject(reply);
+				reply = NULL;
+				append_renew(b, wd->ctx, due->pdata[i], true);
+				if (dlock__redis_flush(wd->ctx) != REDIS_OK ||
+				    redisGetReply(wd->ctx, (void **)&reply) != REDIS_OK)
+					break;
+			}
+			if (reply->type == REDIS_REPLY_INTEGER)
+				results[i] = reply->integer == 1 ? 1 : 0;
+			else
+				dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewal error: %s", b->label,
+				           reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+			freeReplyObject(reply);
+		}
+		if (wd->ctx->err) {
+			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewal failed: %s", b->label, wd->ctx->errstr);
+			redisFree(wd->ctx);
+			wd->ctx = NULL;
+		}
+	}
+
+	g_mutex_lock(&wd->mu);
+	for (guint i = 0; i < due->len; i++) {
+		redis_lease *lease = due->pdata[i];
+
+		if (lease->released || lease->lost)
+			continue;
+		if (results[i] == 1) {
+			lease->confirmed_us = sent_us;
+			lease->next_renew_us = sent_us + renew_period_us(lease);
+			if (lease->suspended) {
+				lease->suspended = false;
+				dlock__hold_report(lease->hold, DLOCK_STATE_RECONNECTED);
+			}
+		} else if (results[i] == 0) {
+			lease->lost = true;
+			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: %s no longer holds our token: lock lost",
+			           b->label, lease->key);
+			dlock__hold_report(lease->hold, DLOCK_STATE_LOST);
+		} else {
+			/* Try again soon, well within what is left of the lease. */
+			lease->next_renew_us = dlock__boot_us() + MIN(renew_period_us(lease) / 4, 100 * 1000);
+			if (!lease->suspended) {
+				lease->suspended = true;
+				dlock__hold_report(lease->hold, DLOCK_STATE_SUSPENDED);
+			}
+		}
+	}
+	expire_leases(wd, dlock__boot_us());
+	g_mutex_unlock(&wd->mu);
+	g_free(results);
+}
+
+/* One attempt at each due cleanup; stop at the first that gets no answer. */
+static void run_cleanups(redis_watchdog *wd, GPtrArray *due)
+{
+	dlock__backend *b = wd->b;
+
+	for (guint i = 0; i < due->len; i++) {
+		cleanup *c = due->pdata[i];
+		const char *argv[6] = { "EVAL", dlock__redis_script_body(SCRIPT_RELEASE), "1",
+		                        c->key, c->token, c->channel };
+		redisReply *reply;
+
+		if (!ensure_connection(wd, CLEANUP_TIMEOUT_US))
+			break;
+		set_timeout(wd->ctx, MIN(CLEANUP_TIMEOUT_US, b->command_timeout_ms * 1000));
+		reply = dlock__redis_call(wd->ctx, 6, argv, NULL);
+		if (!reply) {
+			redisFree(wd->ctx);
+			wd->ctx = NULL;
+			break;
+		}
+		if (reply->type == REDIS_REPLY_INTEGER) {
+			c->expires_us = 0; /* done: dropped below */
+			dlock__log(b->logger, DLOCK_LOG_INFO, "%s: deferred release of %s done", b->label, c->key);
+		}
+		freeReplyObject(reply);
+	}
+}
+
+static gpointer watchdog_main(gpointer data)
+{
+	redis_watchdog *wd = data;
+	GPtrArray *due = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__redis_lease_unref);
+	GPtrArray *due_cleanups = g_ptr_array_new();
+
+	g_mutex_lock(&wd->mu);
+	while (!wd->stop) {
+		int64_t now = dlock__boot_us();
+		int64_t next = now + MAX_SLEEP_US;
+		int64_t budget = INT64_MAX;
+
+		expire_leases(wd, now);
+		g_ptr_array_set_size(due, 0);
+		for (guint i = 0; i < wd->leases->len; i++) {
+			redis_lease *lease = wd->leases->pdata[i];
+
+			if (lease->lost)
+				continue;
+			next = MIN(next, lease_expiry_us(lease));
+			if (!lease->renew)
+				continue;
+			if (lease->next_renew_us <= now) {
+				g_ptr_array_add(due, dlock__redis_lease_ref(lease));
+				budget = MIN(budget, renew_period_us(lease));
+			} else {
+				next = MIN(next, lease->next_renew_us);
+			}
+		}
+		/* Never let renewal I/O run past the first lease's end, so the
+		 * loss is declared on time even when the server is silent. */
+		for (guint i = 0; i < due->len; i++) {
+			redis_lease *lease = due->pdata[i];
+
+			budget = MIN(budget, MAX(lease_expiry_us(lease) - now - IO_SLACK_US, 1000));
+		}
+		g_ptr_array_set_size(due_cleanups, 0);
+		for (guint i = 0; i < wd->cleanups->len; i++) {
+			cleanup *c = wd->cleanups->pdata[i];
+
+			if (c->next_us <= now)
+				g_ptr_array_add(due_cleanups, c);
+			else
+				next = MIN(next, c->next_us);
+		}
+
+		if (due->len > 0 || due_cleanups->len > 0) {
+			g_mutex_unlock(&wd->mu);
+			if (due->len > 0)
+				renew_batch(wd, due, budget);
+			if (due_cleanups->len > 0)
+				run_cleanups(wd, due_cleanups);
+			g_mutex_lock(&wd->mu);
+			/* Drop finished or expired cleanups; back off the rest. */
+			now = dlock__boot_us();
+			for (guint i = wd->cleanups->len; i-- > 0;) {
+				cleanup *c = wd->cleanups->pdata[i];
+
+				if (c->expires_us <= now) {
+					g_ptr_array_remove_index_fast(wd->cleanups, i);
+					cleanup_free(c);
+				} else if (c->next_us <= now) {
+					c->next_us = now + c->backoff_us;
+					c->backoff_us = MIN(c->backoff_us * 2, CLEANUP_CAP_US);
+				}
+			}
+			continue;
+		}
+		wd->wake_us = now + MAX(MIN(next - now, MAX_SLEEP_US), 1000);
+		g_cond_wait_until(&wd->cond, &wd->mu, dlock__mono_us() + (wd->wake_us - now));
+		wd->wake_us = 0;
+	}
+	g_mutex_unlock(&wd->mu);
+	g_ptr_array_unref(due);
+	g_ptr_array_unref(due_cleanups);
+	return NULL;
+}
+
+static redis_watchdog *watchdog_get(dlock__backend *b)
+{
+	redis_watchdog *wd;
+
+	g_mutex_lock(&b->lazy_mu);
+	if (!b->watchdog_thread) {
+		wd = g_new0(redis_watchdog, 1);
+		wd->b = b;
+		g_mutex_init(&wd->mu);
+		g_cond_init(&wd->cond);
+		wd->leases = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__redis_lease_unref);
+		wd->cleanups = g_ptr_array_new();
+		wd->thread = dlock__thread_new("dlock-watchdog", watchdog_main, wd);
+		b->watchdog_thread = wd;
+	}
+	wd = b->watchdog_thread;
+	g_mutex_unlock(&b->lazy_mu);
+	return wd;
+}
+
+void dlock__redis_watch(dlock__backend *b, redis_lease *lease)
+{
+	redis_watchdog *wd = watchdog_get(b);
+
+	g_mutex_lock(&wd->mu);
+	lease->next_renew_us = lease->confirmed_us + renew_period_us(lease);
+	g_ptr_array_add(wd->leases, dlock__redis_lease_ref(lease));
+	/* Wake the thread only if it would sleep past this lease's first
+	 * event: on the uncontended path no thread switch is paid. */
+	if (wd->wake_us != 0 &&
+	    MIN(lease->renew ? lease->next_renew_us : INT64_MAX, lease_expiry_us(lease)) < wd->wake_us)
+		g_cond_signal(&wd->cond);
+	g_mutex_unlock(&wd->mu);
+}
+
+bool dlock__redis_unwatch(dlock__backend *b, redis_lease *lease, bool *ret_lost)
+{
+	redis_watchdog *wd = b->watchdog_thread;
+	bool troubled;
+
+	if (!wd)
+		return false;
+	g_mutex_lock(&wd->mu);
+	lease->released = true;
+	troubled = lease->suspended || lease->lost;
+	*ret_lost = lease->lost;
+	g_ptr_array_remove_fast(wd->leases, lease);
+	g_mutex_unlock(&wd->mu);
+	return troubled;
+}
+
+void dlock__redis_cleanup_later(dlock__backend *b, const char *key, const char *channel,
+                                const char *token, int64_t expires_us)
+{
+	redis_watchdog *wd = watchdog_get(b);
+	cleanup *c = g_new0(cleanup, 1);
+
+	c->key = g_strdup(key);
+	c->channel = g_strdup(channel);
+	c->token = g_strdup(token);
+	c->expires_us = expires_us;
+	c->next_us = dlock__boot_us();
+	c->backoff_us = CLEANUP_FIRST_US;
+	g_mutex_lock(&wd->mu);
+	g_ptr_array_add(wd->cleanups, c);
+	g_cond_signal(&wd->cond);
+	g_mutex_unlock(&wd->mu);
+}
+
+/*
+ * Stop the thread.  Deferred deletes get one last bounded attempt first,
+ * so a client freed right after a failed release still removes its key
+ * when the server is back.
+ */
+void dlock__redis_watchdog_stop(dlock__backend *b)
+{
+	redis_watchdog *wd = b->watchdog_thread;
+
+	if (!wd)
+		return;
+	g_mutex_lock(&wd->mu);
+	wd->stop = true;
+	g_cond_signal(&wd->cond);
+	g_mutex_unlock(&wd->mu);
+	g_thread_join(wd->thread);
+
+	if (wd->cleanups->len > 0)
+		run_cleanups(wd, wd->cleanups);
+	for (guint i = 0; i < wd->cleanups->len; i++)
+		cleanup_free(wd->cleanups->pdata[i]);
+	g_ptr_array_unref(wd->cleanups);
+	g_ptr_array_unref(wd->leases);
+	if (wd->ctx)
+		redisFree(wd->ctx);
+	g_cond_clear(&wd->cond);
+	g_mutex_clear(&wd->mu);
+	g_free(wd);
+	b->watchdog_thread = NULL;
+}
