@@ -1,0 +1,521 @@
+/*
+ * The core's ownership rules — reentrancy counts, owners, hold states,
+ * cancel and teardown — run on an in-memory backend behind the real
+ * operations table, so every rule is checked without a server.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "clock.h"
+#include "core.h"
+
+/* ---- the in-memory backend ------------------------------------------- */
+
+struct dlock__backend {
+	GMutex mu;
+	GHashTable *owners;  /* resource -> dlock__hold * holding it */
+	GPtrArray *waiters;  /* dlock__waiter * sleeping in acquire */
+	uint64_t counter;
+	int acquires;        /* grants */
+	int releases;
+};
+
+static struct dlock__backend *fake; /* the one open instance */
+
+static int fake_open(const dlock__backend_env *env, const dlock__uri *uri,
+                     const dlock__options *opts, dlock__backend **ret)
+{
+	dlock__backend *b = g_new0(dlock__backend, 1);
+
+	g_mutex_init(&b->mu);
+	b->owners = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+	b->waiters = g_ptr_array_new();
+	fake = b;
+	*ret = b;
+	return DLOCK_OK;
+}
+
+static void fake_close(dlock__backend *b)
+{
+	g_hash_table_unref(b->owners);
+	g_ptr_array_unref(b->waiters);
+	g_mutex_clear(&b->mu);
+	g_free(b);
+	fake = NULL;
+}
+
+static int fake_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter, int64_t wait_ms,
+                        int64_t deadline_us)
+{
+	const char *resource = dlock__hold_resource(hold);
+	int rc;
+
+	for (;;) {
+		uint64_t seen = dlock__waiter_seq(waiter);
+
+		g_mutex_lock(&b->mu);
+		if (!g_hash_table_contains(b->owners, resource)) {
+			g_hash_table_insert(b->owners, g_strdup(resource), hold);
+			dlock__hold_set_token(hold, ++b->counter);
+			b->acquires++;
+			g_mutex_unlock(&b->mu);
+			return DLOCK_OK;
+		}
+		if (wait_ms == 0) {
+			g_mutex_unlock(&b->mu);
+			return DLOCK_EBUSY;
+		}
+		g_ptr_array_add(b->waiters, waiter);
+		g_mutex_unlock(&b->mu);
+		rc = dlock__waiter_sleep(waiter, seen, deadline_us);
+		g_mutex_lock(&b->mu);
+		g_ptr_array_remove(b->waiters, waiter);
+		g_mutex_unlock(&b->mu);
+		if (rc != DLOCK_OK)
+			return rc;
+	}
+}
+
+static int fake_release(dlock__backend *b, dlock__hold *hold)
+{
+	const char *resource = dlock__hold_resource(hold);
+	int rc = DLOCK_ELOST;
+
+	g_mutex_lock(&b->mu);
+	if (g_hash_table_lookup(b->owners, resource) == hold) {
+		g_hash_table_remove(b->owners, resource);
+		rc = DLOCK_OK;
+	}
+	b->releases++;
+	for (guint i = 0; i < b->waiters->len; i++)
+		dlock__waiter_wake(b->waiters->pdata[i]);
+	g_mutex_unlock(&b->mu);
+	return rc;
+}
+
+static int fake_query(dlock__backend *b, const char *resource, int64_t deadline_us,
+                      dlock__server_info *ret)
+{
+	g_mutex_lock(&b->mu);
+	ret->locked = g_hash_table_contains(b->owners, resource);
+	ret->fencing_token = b->counter;
+	g_mutex_unlock(&b->mu);
+	return DLOCK_OK;
+}
+
+static int64_t fake_ttl(const dlock__backend *b)
+{
+	return 30000;
+}
+
+static bool fake_watchdog(const dlock__backend *b)
+{
+	return true;
+}
+
+static const dlock__backend_ops fake_ops = {
+	.type = "fake",
+	.options = 0,
+	.open = fake_open,
+	.close = fake_close,
+	.acquire = fake_acquire,
+	.release = fake_release,
+	.query = fake_query,
+	.default_ttl_ms = fake_ttl,
+	.default_watchdog = fake_watchdog,
+};
+
+static int counter(int *field)
+{
+	int v;
+
+	g_mutex_lock(&fake->mu);
+	v = *field;
+	g_mutex_unlock(&fake->mu);
+	return v;
+}
+
+static dlock__hold *holder_of(const char *resource)
+{
+	dlock__hold *hold;
+
+	g_mutex_lock(&fake->mu);
+	hold = g_hash_table_lookup(fake->owners, resource);
+	g_mutex_unlock(&fake->mu);
+	return hold;
+}
+
+/* ---- fixtures -------------------------------------------------------- */
+
+typedef struct fixture {
+	dlock_client *client;
+	dlock_lock *lock;
+	dlock_lock *other;
+} fixture;
+
+static int setup(void **state)
+{
+	fixture *f = g_new0(fixture, 1);
+
+	assert_int_equal(dlock__client_new_with_ops("fake://", &fake_ops, &f->client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(f->client, "jobs/nightly", &f->lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(f->client, "jobs/nightly", &f->other), DLOCK_OK);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fixture *f = *state;
+
+	dlock_lock_free(f->lock);
+	dlock_lock_free(f->other);
+	dlock_client_free(f->client);
+	g_free(f);
+	return 0;
+}
+
+typedef struct call {
+	dlock_lock *lock;
+	int64_t wait_ms;
+	int rc;
+} call;
+
+static gpointer acquire_in_thread(gpointer data)
+{
+	call *c = data;
+
+	c->rc = dlock_acquire(c->lock, c->wait_ms);
+	return NULL;
+}
+
+static gpointer release_in_thread(gpointer data)
+{
+	call *c = data;
+
+	c->rc = dlock_release(c->lock);
+	return NULL;
+}
+
+static gpointer acquire_and_exit(gpointer data)
+{
+	call *c = data;
+
+	c->rc = dlock_acquire(c->lock, 0);
+	return NULL; /* exits holding it */
+}
+
+static bool wait_for(bool (*cond)(void *), void *arg, int64_t timeout_ms)
+{
+	int64_t until = g_get_monotonic_time() + timeout_ms * 1000;
+
+	while (!cond(arg)) {
+		if (g_get_monotonic_time() > until)
+			return false;
+		g_usleep(1000);
+	}
+	return true;
+}
+
+static bool has_waiter(void *arg)
+{
+	dlock_lock *lock = arg;
+	bool waiting;
+
+	g_mutex_lock(&lock->mu);
+	waiting = lock->waiters->len > 0;
+	g_mutex_unlock(&lock->mu);
+	return waiting;
+}
+
+/* ---- tests ----------------------------------------------------------- */
+
+static void test_reentry_counts_locally_without_backend_calls(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(f->lock, -1), DLOCK_OK);
+	assert_int_equal(counter(&fake->acquires), 1);
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+	assert_int_equal(counter(&fake->releases), 0);
+	assert_true(dlock_held(f->lock));
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+	assert_int_equal(counter(&fake->releases), 1);
+	assert_false(dlock_held(f->lock));
+	assert_int_equal(dlock_release(f->lock), DLOCK_ENOTHELD);
+	assert_non_null(strstr(dlock_last_error_message(), "not held"));
+}
+
+static void test_second_handle_in_same_thread_is_same_owner(void **state)
+{
+	fixture *f = *state;
+	uint64_t token;
+
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	token = dlock_fencing_token(f->lock);
+	assert_true(token > 0);
+	assert_int_equal(dlock_acquire(f->other, 0), DLOCK_OK);
+	assert_int_equal(dlock_fencing_token(f->other), token);
+	assert_true(dlock_held(f->other));
+	assert_int_equal(counter(&fake->acquires), 1);
+	/* Counts from either handle add up: two releases end it. */
+	assert_int_equal(dlock_release(f->other), DLOCK_OK);
+	assert_true(dlock_held(f->lock));
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+	assert_false(dlock_held(f->lock));
+	assert_int_equal(counter(&fake->releases), 1);
+}
+
+static void test_release_by_other_thread_is_refused(void **state)
+{
+	fixture *f = *state;
+	call rel = { f->lock, 0, 99 }, acq = { f->other, 0, 99 };
+	GThread *t;
+
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	t = g_thread_new("releaser", release_in_thread, &rel);
+	g_thread_join(t);
+	assert_int_equal(rel.rc, DLOCK_ENOTHELD);
+	assert_true(dlock_held(f->lock));
+	assert_int_equal(counter(&fake->releases), 0);
+	/* Another thread is another owner: it contends like anyone else. */
+	t = g_thread_new("contender", acquire_in_thread, &acq);
+	g_thread_join(t);
+	assert_int_equal(acq.rc, DLOCK_EBUSY);
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+}
+
+static void test_thread_exit_releases_its_holds(void **state)
+{
+	fixture *f = *state;
+	call acq = { f->lock, 0, 99 };
+	GThread *t = g_thread_new("holder", acquire_and_exit, &acq);
+
+	g_thread_join(t);
+	assert_int_equal(acq.rc, DLOCK_OK);
+	assert_null(holder_of("jobs/nightly"));
+	assert_int_equal(counter(&fake->releases), 1);
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+}
+
+static void test_handle_owner_is_released_from_another_thread(void **state)
+{
+	fixture *f = *state;
+	call rel = { f->lock, 0, 99 }, acq = { f->lock, 0, 99 };
+	GThread *t;
+
+	assert_int_equal(dlock_lock_set_owner(f->lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	/* Same handle from another thread: the same owner, so it re-enters. */
+	t = g_thread_new("reenter", acquire_in_thread, &acq);
+	g_thread_join(t);
+	assert_int_equal(acq.rc, DLOCK_OK);
+	assert_int_equal(counter(&fake->acquires), 1);
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+	t = g_thread_new("releaser", release_in_thread, &rel);
+	g_thread_join(t);
+	assert_int_equal(rel.rc, DLOCK_OK);
+	assert_null(holder_of("jobs/nightly"));
+	/* A thread-owner handle of the same client is another owner. */
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(f->other, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+}
+
+typedef struct seen_states {
+	GMutex mu;
+	GArray *states;
+} seen_states;
+
+static void record_state(dlock_lock *lock, dlock_state state, void *user_data)
+{
+	seen_states *seen = user_data;
+	int s = state;
+
+	g_mutex_lock(&seen->mu);
+	g_array_append_val(seen->states, s);
+	g_mutex_unlock(&seen->mu);
+}
+
+static bool got_states(void *arg)
+{
+	seen_states *seen = arg;
+	bool enough;
+
+	g_mutex_lock(&seen->mu);
+	enough = seen->states->len >= 2;
+	g_mutex_unlock(&seen->mu);
+	return enough;
+}
+
+static void test_lost_hold_is_reported_and_cleared_by_first_release(void **state)
+{
+	fixture *f = *state;
+	seen_states seen;
+
+	g_mutex_init(&seen.mu);
+	seen.states = g_array_new(FALSE, FALSE, sizeof(int));
+	assert_int_equal(dlock_lock_set_state_callback(f->lock, record_state, &seen), DLOCK_OK);
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	dlock__hold_report(holder_of("jobs/nightly"), DLOCK_STATE_SUSPENDED);
+	assert_false(dlock_held(f->lock));
+	dlock__hold_report(holder_of("jobs/nightly"), DLOCK_STATE_LOST);
+	assert_true(wait_for(got_states, &seen, 5000));
+	assert_int_equal(g_array_index(seen.states, int, 0), DLOCK_STATE_SUSPENDED);
+	assert_int_equal(g_array_index(seen.states, int, 1), DLOCK_STATE_LOST);
+	assert_false(dlock_held(f->lock));
+	assert_int_equal(dlock_fencing_token(f->lock), 0);
+	/* Count 2, but the first release clears it; the next finds nothing. */
+	assert_int_equal(dlock_release(f->lock), DLOCK_ELOST);
+	assert_int_equal(dlock_release(f->lock), DLOCK_ENOTHELD);
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+	dlock_lock_set_state_callback(f->lock, NULL, NULL);
+	g_array_unref(seen.states);
+	g_mutex_clear(&seen.mu);
+}
+
+static void test_reentry_into_lost_hold_returns_elost(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	dlock__hold_report(holder_of("jobs/nightly"), DLOCK_STATE_LOST);
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_ELOST);
+	assert_int_equal(dlock_release(f->lock), DLOCK_ENOTHELD);
+}
+
+static gpointer reconnect_later(gpointer data)
+{
+	g_usleep(100 * 1000);
+	dlock__hold_report(data, DLOCK_STATE_RECONNECTED);
+	return NULL;
+}
+
+static void test_reentry_while_suspended_waits_for_confirmation(void **state)
+{
+	fixture *f = *state;
+	dlock__hold *hold;
+	int64_t t0;
+	GThread *t;
+
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	hold = holder_of("jobs/nightly");
+	dlock__hold_report(hold, DLOCK_STATE_SUSPENDED);
+	t0 = g_get_monotonic_time();
+	assert_int_equal(dlock_acquire(f->lock, 100), DLOCK_ETIMEDOUT);
+	assert_true(g_get_monotonic_time() - t0 >= 100 * 1000);
+	t = g_thread_new("reconnect", reconnect_later, hold);
+	assert_int_equal(dlock_acquire(f->lock, 5000), DLOCK_OK);
+	g_thread_join(t);
+	assert_true(dlock_held(f->lock));
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+	assert_null(holder_of("jobs/nightly"));
+}
+
+static void test_cancel_wakes_waiter_with_ecanceled(void **state)
+{
+	fixture *f = *state;
+	call acq = { f->other, -1, 99 };
+	GThread *t;
+
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	t = g_thread_new("waiter", acquire_in_thread, &acq);
+	assert_true(wait_for(has_waiter, f->other, 5000));
+	assert_int_equal(dlock_lock_cancel(f->other), DLOCK_OK);
+	g_thread_join(t);
+	assert_int_equal(acq.rc, DLOCK_ECANCELED);
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+}
+
+static void test_lock_free_releases_holds_made_through_it(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(f->other, 0), DLOCK_OK);
+	dlock_lock_free(f->lock);
+	f->lock = NULL;
+	/* The count that came through the other handle remains. */
+	assert_true(dlock_held(f->other));
+	assert_int_equal(counter(&fake->releases), 0);
+	dlock_lock_free(f->other);
+	f->other = NULL;
+	assert_null(holder_of("jobs/nightly"));
+	assert_int_equal(counter(&fake->releases), 1);
+}
+
+static void test_client_free_cancels_waiters_and_releases_holds(void **state)
+{
+	fixture *f = *state;
+	call acq = { f->other, -1, 99 };
+	GThread *t;
+
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	t = g_thread_new("waiter", acquire_in_thread, &acq);
+	assert_true(wait_for(has_waiter, f->other, 5000));
+	dlock_client_free(f->client);
+	f->client = NULL;
+	g_thread_join(t);
+	assert_int_equal(acq.rc, DLOCK_ECANCELED);
+	assert_null(fake); /* closed, after releasing the holder's lock */
+	/* Handles outlive their client; freeing them only frees memory. */
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_ECANCELED);
+}
+
+static void test_options_are_frozen_by_first_acquire(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(dlock_lock_set_ttl(f->lock, 99), DLOCK_EINVAL);
+	assert_int_equal(dlock_lock_set_ttl(f->lock, 5000), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_backend(f->lock, "nonesuch"), DLOCK_EINVAL);
+	assert_non_null(strstr(dlock_last_error_message(), "nonesuch"));
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_ttl(f->lock, 6000), DLOCK_EINVAL);
+	assert_int_equal(dlock_lock_set_owner(f->lock, DLOCK_OWNER_HANDLE), DLOCK_EINVAL);
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+}
+
+static void test_invalid_resource_is_refused_before_io(void **state)
+{
+	fixture *f = *state;
+	dlock_lock *lock = NULL;
+
+	assert_int_equal(dlock_lock_new(f->client, "a//b", &lock), DLOCK_EINVAL);
+	assert_null(lock);
+	assert_int_equal(dlock_lock_new(f->client, "", &lock), DLOCK_EINVAL);
+	assert_int_equal(counter(&fake->acquires), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_reentry_counts_locally_without_backend_calls, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_second_handle_in_same_thread_is_same_owner, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_by_other_thread_is_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_thread_exit_releases_its_holds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_handle_owner_is_released_from_another_thread, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lost_hold_is_reported_and_cleared_by_first_release, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reentry_into_lost_hold_returns_elost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reentry_while_suspended_waits_for_confirmation, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cancel_wakes_waiter_with_ecanceled, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lock_free_releases_holds_made_through_it, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_client_free_cancels_waiters_and_releases_holds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_options_are_frozen_by_first_acquire, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_invalid_resource_is_refused_before_io, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name("hold", tests, NULL, NULL);
+}
