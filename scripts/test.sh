@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+#
+# scripts/test.sh — the project's one test command (CI runs it through
+# .ci/run).  Works from any directory; needs root, or sudo, only when
+# Debian packages are missing.
+#
+#   1. installs the missing Debian packages (scripts/lib/deps.sh);
+#   2. build/      — plain build, -Dwerror=true, every test suite;
+#   3. build-asan/ — AddressSanitizer + UndefinedBehaviorSanitizer build,
+#                    every test suite again;
+#   4. build/ again — the unit and redis suites under valgrind.
+#
+# --quick skips 3 and 4.  Every pass runs even when an earlier one failed
+# (a pass whose build failed runs no tests); the exit status is non-zero
+# if any step failed.  The last line is "test.sh: N passed, N failed,
+# N skipped", counted over every pass.
+
+set -uo pipefail
+
+usage() {
+	cat <<'EOF'
+usage: scripts/test.sh [--quick]
+
+Installs missing Debian packages, builds dlock with meson and runs every
+test suite: a plain build (build/), a sanitizer build (build-asan/), and
+the unit and redis suites under valgrind.
+
+  --quick   only the plain build and its tests (no sanitizers, no valgrind)
+  -h, --help
+EOF
+}
+
+quick=0
+for arg in "$@"; do
+	case $arg in
+	--quick) quick=1 ;;
+	-h | --help)
+		usage
+		exit 0
+		;;
+	*)
+		usage >&2
+		exit 64
+		;;
+	esac
+done
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd) || exit 1
+cd "$root" || exit 1
+
+DLOCK_SCRIPT_NAME=test.sh
+# shellcheck source=scripts/lib/deps.sh
+source "$root/scripts/lib/deps.sh"
+
+# ---------------------------------------------------------------------------
+# Steps and their bookkeeping
+
+step_names=()
+step_results=()
+step_times=()
+tests_passed=0
+tests_failed=0
+tests_skipped=0
+any_failed=0
+started=$SECONDS
+
+banner() {
+	printf '\n==== %s ====\n' "$*"
+}
+
+record() { # NAME RESULT SECONDS
+	step_names+=("$1")
+	step_results+=("$2")
+	step_times+=("$3")
+	if [[ "$2" != ok ]]; then
+		any_failed=1
+	fi
+}
+
+# step NAME COMMAND... — run a command as one step; return its status.
+step() {
+	local name=$1 t0=$SECONDS rc
+	shift
+	banner "$name"
+	"$@"
+	rc=$?
+	if ((rc == 0)); then
+		record "$name" ok $((SECONDS - t0))
+	else
+		record "$name" FAILED $((SECONDS - t0))
+		dlock_log "step failed (exit status $rc): $name"
+	fi
+	return "$rc"
+}
+
+# not_run NAME — a step that could not run because an earlier one failed.
+not_run() {
+	record "$1" "NOT RUN" 0
+}
+
+# test_step NAME BUILDDIR [MESON-TEST-ARG...] — run meson test as one step
+# and add its counts to the totals.  The caller sets any environment the
+# tests need as assignments before the call.
+test_step() {
+	local name=$1 dir=$2 t0=$SECONDS rc log counts
+	shift 2
+	banner "$name"
+	log=$(mktemp) || return 1
+	meson test -C "$dir" --no-rebuild --print-errorlogs "$@" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	# meson's closing summary: "Ok:  N", "Expected Fail:  N", "Fail:  N",
+	# "Unexpected Pass:  N", "Skipped:  N", "Timeout:  N".
+	counts=$(awk '
+		/^Ok:/              { ok += $2; seen = 1 }
+		/^Expected Fail:/   { ok += $3; seen = 1 }
+		/^Fail:/            { bad += $2; seen = 1 }
+		/^Unexpected Pass:/ { bad += $3; seen = 1 }
+		/^Timeout:/         { bad += $2; seen = 1 }
+		/^Skipped:/         { skip += $2; seen = 1 }
+		END { if (seen) printf "%d %d %d\n", ok, bad, skip }' "$log")
+	rm -f "$log"
+	if [[ -z "$counts" ]]; then
+		dlock_log "$name: meson test printed no summary (no tests ran?)"
+		((rc == 0)) && rc=1
+	else
+		local ok bad skip
+		read -r ok bad skip <<<"$counts"
+		tests_passed=$((tests_passed + ok))
+		tests_failed=$((tests_failed + bad))
+		tests_skipped=$((tests_skipped + skip))
+		if ((ok + bad == 0)); then
+			dlock_log "$name: no test ran"
+			((rc == 0)) && rc=1
+		fi
+	fi
+	if ((rc == 0)); then
+		record "$name" ok $((SECONDS - t0))
+	else
+		record "$name" FAILED $((SECONDS - t0))
+		dlock_log "step failed: $name (logs: $dir/meson-logs/)"
+	fi
+	return "$rc"
+}
+
+summary() {
+	local i n=${#step_names[@]} nfailed=0 elapsed=$((SECONDS - started))
+	printf '\n==== summary ====\n'
+	for ((i = 0; i < n; i++)); do
+		printf '  %-8s %-52s %5ss\n' "${step_results[i]}" "${step_names[i]}" "${step_times[i]}"
+		[[ "${step_results[i]}" != ok ]] && nfailed=$((nfailed + 1))
+	done
+	if ((any_failed)); then
+		printf 'test.sh: FAILED: %d of %d steps did not pass (%dm%02ds)\n' \
+			"$nfailed" "$n" $((elapsed / 60)) $((elapsed % 60))
+	else
+		printf 'test.sh: all %d steps passed%s (%dm%02ds)\n' "$n" \
+			"$( ((quick)) && printf ' (--quick: no sanitizer or valgrind pass)')" \
+			$((elapsed / 60)) $((elapsed % 60))
+	fi
+	printf 'test.sh: %d passed, %d failed, %d skipped\n' \
+		"$tests_passed" "$tests_failed" "$tests_skipped"
+}
+
+# ---------------------------------------------------------------------------
+# 1. Packages
+
+# shellcheck disable=SC2317  # called through step
+check_redis_server() {
+	if command -v redis-server >/dev/null 2>&1; then
+		return 0
+	fi
+	dlock_log "redis-server is not on PATH: the redis suite cannot pass"
+	return 1
+}
+
+if ! step "install missing Debian packages" dlock_install_packages "${DLOCK_PACKAGES[@]}"; then
+	summary
+	exit 1
+fi
+# The redis suite fails without a server; say why up front.  Never skipped.
+step "redis-server present" check_redis_server
+
+# ---------------------------------------------------------------------------
+# 2. Plain build, every suite
+
+plain_ok=0
+if step "configure build/" dlock_meson_setup build \
+	-Dwerror=true -Db_sanitize=none -Db_lundef=true &&
+	step "build build/" meson compile -C build; then
+	plain_ok=1
+	test_step "tests build/ (all suites)" build
+else
+	not_run "tests build/ (all suites)"
+fi
+
+if ((!quick)); then
+	# -----------------------------------------------------------------------
+	# 3. Sanitizer build, every suite
+
+	if step "configure build-asan/" dlock_meson_setup build-asan \
+		-Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false &&
+		step "build build-asan/" meson compile -C build-asan; then
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+			UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+			test_step "tests build-asan/ (all suites, ASan+UBSan)" build-asan \
+			--timeout-multiplier 2
+	else
+		not_run "tests build-asan/ (all suites, ASan+UBSan)"
+	fi
+
+	# -----------------------------------------------------------------------
+	# 4. valgrind over the plain build: unit and redis suites
+
+	if ((plain_ok)); then
+		wrapper='valgrind --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=1 --trace-children=no --num-callers=30'
+		if [[ -f /usr/share/glib-2.0/valgrind/glib.supp ]]; then
+			wrapper+=' --suppressions=/usr/share/glib-2.0/valgrind/glib.supp'
+		fi
+		G_SLICE=always-malloc G_DEBUG=gc-friendly \
+			test_step "tests build/ (unit, redis) under valgrind" build \
+			--suite unit --suite redis \
+			--wrapper "$wrapper" \
+			--timeout-multiplier 4
+	else
+		not_run "tests build/ (unit, redis) under valgrind"
+	fi
+fi
+
+summary
+exit "$any_failed"
