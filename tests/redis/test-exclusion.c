@@ -1,0 +1,309 @@
+/*
+ * Mutual exclusion across processes and threads, crash recovery by lease
+ * expiry, and wake-up of waiters by the release notification.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-redis.h"
+
+#define PROCESSES 3
+#define THREADS 4
+#define ROUNDS 25
+
+static test_redis *server;
+
+/* ---- worker side ------------------------------------------------------ */
+
+typedef struct counter_job {
+	const char *uri;
+	const char *resource;
+	const char *counter_path;
+	const char *tokens_path;
+	dlock_client *client;
+	int failures;
+} counter_job;
+
+/* Read-modify-write of a number in a file: not atomic, so any overlap of
+ * two holders loses an increment. */
+static void bump(const char *path)
+{
+	char buf[32] = "0";
+	FILE *f = fopen(path, "r");
+	long value;
+
+	if (f) {
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	value = strtol(buf, NULL, 10);
+	g_usleep(200);
+	f = fopen(path, "w");
+	fprintf(f, "%ld\n", value + 1);
+	fclose(f);
+}
+
+static void *counter_thread(void *data)
+{
+	counter_job *job = data;
+	dlock_lock *lock;
+
+	if (dlock_lock_new(job->client, job->resource, &lock) != DLOCK_OK) {
+		job->failures++;
+		return NULL;
+	}
+	for (int i = 0; i < ROUNDS; i++) {
+		char line[64];
+		int fd;
+
+		if (dlock_acquire(lock, 60000) != DLOCK_OK) {
+			__atomic_add_fetch(&job->failures, 1, __ATOMIC_SEQ_CST);
+			continue;
+		}
+		bump(job->counter_path);
+		/* Appended while holding: the file's order is the entry order. */
+		snprintf(line, sizeof(line), "%" PRIu64 "\n", dlock_fencing_token(lock));
+		fd = open(job->tokens_path, O_WRONLY | O_APPEND | O_CREAT, 0600);
+		if (write(fd, line, strlen(line)) < 0)
+			job->failures++;
+		close(fd);
+		if (dlock_release(lock) != DLOCK_OK)
+			__atomic_add_fetch(&job->failures, 1, __ATOMIC_SEQ_CST);
+	}
+	dlock_lock_free(lock);
+	return NULL;
+}
+
+static int worker_counter(char **argv)
+{
+	counter_job job = { argv[0], argv[1], argv[2], argv[3], NULL, 0 };
+	pthread_t threads[THREADS];
+
+	if (dlock_client_new(job.uri, &job.client) != DLOCK_OK)
+		return 2;
+	for (int i = 0; i < THREADS; i++)
+		pthread_create(&threads[i], NULL, counter_thread, &job);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(threads[i], NULL);
+	dlock_client_free(job.client);
+	return job.failures ? 3 : 0;
+}
+
+/* Acquire, say so with the token, then hang until killed. */
+static int worker_hold(char **argv)
+{
+	dlock_client *client;
+	dlock_lock *lock;
+
+	if (dlock_client_new(argv[0], &client) != DLOCK_OK ||
+	    dlock_lock_new(client, argv[1], &lock) != DLOCK_OK ||
+	    dlock_lock_set_ttl(lock, 1000) != DLOCK_OK || dlock_acquire(lock, 5000) != DLOCK_OK)
+		return 2;
+	printf("held %" PRIu64 "\n", dlock_fencing_token(lock));
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
+/* Acquire COUNT times, printing the monotonic time of each grant. */
+static int worker_handoff(char **argv)
+{
+	int count = atoi(argv[2]);
+	dlock_client *client;
+	dlock_lock *lock;
+
+	if (dlock_client_new(argv[0], &client) != DLOCK_OK || dlock_lock_new(client, argv[1], &lock) != DLOCK_OK)
+		return 2;
+	for (int i = 0; i < count; i++) {
+		if (dlock_acquire(lock, 30000) != DLOCK_OK)
+			return 3;
+		printf("%" PRId64 "\n", test_now_us());
+		fflush(stdout);
+		dlock_release(lock);
+		g_usleep(30000); /* the parent takes it back meanwhile */
+	}
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	return 0;
+}
+
+static int worker_main(int argc, char **argv)
+{
+	if (argc >= 6 && strcmp(argv[2], "counter") == 0)
+		return worker_counter(argv + 3);
+	if (argc >= 5 && strcmp(argv[2], "hold") == 0)
+		return worker_hold(argv + 3);
+	if (argc >= 6 && strcmp(argv[2], "handoff") == 0)
+		return worker_handoff(argv + 3);
+	return 64;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+static void test_processes_and_threads_never_overlap_and_tokens_increase(void **state)
+{
+	char *dir = g_dir_make_tmp("dlock-excl-XXXXXX", NULL);
+	char *counter_path = g_build_filename(dir, "counter", NULL);
+	char *tokens_path = g_build_filename(dir, "tokens", NULL);
+	char *uri = test_redis_uri(server, NULL);
+	const char *args[] = { "counter", uri, "excl/counter", counter_path, tokens_path, NULL };
+	pid_t pids[PROCESSES];
+	int fds[PROCESSES];
+	char *text = NULL;
+	gchar **lines;
+	uint64_t last = 0;
+	int count = 0;
+
+	for (int i = 0; i < PROCESSES; i++)
+		pids[i] = test_spawn_worker(args, &fds[i]);
+	for (int i = 0; i < PROCESSES; i++) {
+		assert_int_equal(test_wait_worker(pids[i]), 0);
+		close(fds[i]);
+	}
+
+	assert_true(g_file_get_contents(counter_path, &text, NULL, NULL));
+	assert_int_equal(strtol(text, NULL, 10), PROCESSES * THREADS * ROUNDS);
+	g_free(text);
+	assert_true(g_file_get_contents(tokens_path, &text, NULL, NULL));
+	lines = g_strsplit(text, "\n", -1);
+	for (int i = 0; lines[i] && *lines[i]; i++, count++) {
+		uint64_t token = g_ascii_strtoull(lines[i], NULL, 10);
+
+		assert_true(token > last);
+		last = token;
+	}
+	assert_int_equal(count, PROCESSES * THREADS * ROUNDS);
+	assert_int_equal(test_redis_int(server, "EXISTS %s", "dlock:{excl/counter}"), 0);
+	g_strfreev(lines);
+	g_free(text);
+	unlink(counter_path);
+	unlink(tokens_path);
+	rmdir(dir);
+	g_free(counter_path);
+	g_free(tokens_path);
+	g_free(dir);
+	g_free(uri);
+}
+
+static void test_killed_holder_is_replaced_after_its_lease_with_larger_token(void **state)
+{
+	char *uri = test_redis_uri(server, NULL);
+	const char *args[] = { "hold", uri, "excl/crash", NULL };
+	dlock_client *client;
+	dlock_lock *lock;
+	uint64_t dead_token;
+	char line[64];
+	int64_t killed_ms, waited_ms;
+	int fd;
+	pid_t pid = test_spawn_worker(args, &fd);
+
+	assert_true(test_read_line(fd, line, sizeof(line), 10000));
+	assert_true(g_str_has_prefix(line, "held "));
+	dead_token = g_ascii_strtoull(line + 5, NULL, 10);
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "excl/crash", &lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_EBUSY);
+	kill(pid, SIGKILL);
+	killed_ms = test_now_ms();
+	test_wait_worker(pid);
+	close(fd);
+
+	assert_int_equal(dlock_acquire(lock, 10000), DLOCK_OK);
+	waited_ms = test_now_ms() - killed_ms;
+	/* The lease (1 s, renewed every 1/3 s) had at most 1 s left. */
+	assert_true(waited_ms <= 1500);
+	assert_true(dlock_fencing_token(lock) > dead_token);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(uri);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void test_waiter_in_another_process_is_woken_by_release(void **state)
+{
+	enum { HANDOFFS = 20 };
+	char *uri = test_redis_uri(server, NULL);
+	const char *args[] = { "handoff", uri, "excl/handoff", "20", NULL };
+	int64_t samples[HANDOFFS];
+	dlock_client *client;
+	dlock_lock *lock;
+	pid_t pid;
+	int fd;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "excl/handoff", &lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	pid = test_spawn_worker(args, &fd);
+	for (int i = 0; i < HANDOFFS; i++) {
+		char line[64];
+		int64_t released;
+
+		/* The worker is subscribed and asleep by now; the lease is 30 s,
+		 * so only the release notification can wake it this soon. */
+		g_usleep(150000);
+		released = test_now_us();
+		assert_int_equal(dlock_release(lock), DLOCK_OK);
+		assert_true(test_read_line(fd, line, sizeof(line), 10000));
+		samples[i] = g_ascii_strtoll(line, NULL, 10) - released;
+		assert_int_equal(dlock_acquire(lock, 10000), DLOCK_OK);
+	}
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	assert_int_equal(test_wait_worker(pid), 0);
+	close(fd);
+	qsort(samples, HANDOFFS, sizeof(samples[0]), cmp_i64);
+	print_message("handoff median %" PRId64 " us, max %" PRId64 " us\n", samples[HANDOFFS / 2],
+	              samples[HANDOFFS - 1]);
+	assert_true(samples[HANDOFFS / 2] < 5000);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(uri);
+}
+
+static int setup(void **state)
+{
+	server = test_redis_start(NULL, NULL, false);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	assert_int_equal(test_redis_count_keys(server, "dlock:{excl/*}"), 0);
+	test_redis_stop(server);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_processes_and_threads_never_overlap_and_tokens_increase),
+		cmocka_unit_test(test_killed_holder_is_replaced_after_its_lease_with_larger_token),
+		cmocka_unit_test(test_waiter_in_another_process_is_woken_by_release),
+	};
+
+	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
+		return worker_main(argc, argv);
+	return cmocka_run_group_tests_name("redis-exclusion", tests, setup, teardown);
+}

@@ -1,0 +1,269 @@
+/*
+ * Leases: the watchdog keeps them alive, and the library notices by itself
+ * when one ends without a release — the key deleted or overwritten, the
+ * server silent, the server restarted empty — and reports it.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-redis.h"
+
+static test_redis *server;
+
+/* What the state callback saw, with the monotonic time of each event. */
+typedef struct events {
+	GMutex mu;
+	int states[16];
+	int64_t at_ms[16];
+	int n;
+} events;
+
+static void record(dlock_lock *lock, dlock_state state, void *user_data)
+{
+	events *ev = user_data;
+
+	g_mutex_lock(&ev->mu);
+	if (ev->n < 16) {
+		ev->states[ev->n] = state;
+		ev->at_ms[ev->n] = test_now_ms();
+		ev->n++;
+	}
+	g_mutex_unlock(&ev->mu);
+}
+
+static int find_state(events *ev, int state)
+{
+	int found = -1;
+
+	g_mutex_lock(&ev->mu);
+	for (int i = 0; i < ev->n && found < 0; i++)
+		if (ev->states[i] == state)
+			found = i;
+	g_mutex_unlock(&ev->mu);
+	return found;
+}
+
+static bool key_gone(void *arg)
+{
+	return test_redis_int(server, "EXISTS %s", (const char *)arg) == 0;
+}
+
+
+static bool got_lost(void *arg)
+{
+	return find_state(arg, DLOCK_STATE_LOST) >= 0;
+}
+
+typedef struct held_lock {
+	dlock_client *client;
+	dlock_lock *lock;
+	events ev;
+} held_lock;
+
+static void hold(held_lock *h, const char *resource, int64_t ttl_ms, int watchdog)
+{
+	char *uri = test_redis_uri(server, "?command-timeout=300ms");
+
+	memset(&h->ev, 0, sizeof(h->ev));
+	g_mutex_init(&h->ev.mu);
+	assert_int_equal(dlock_client_new(uri, &h->client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(h->client, resource, &h->lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_ttl(h->lock, ttl_ms), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_watchdog(h->lock, watchdog), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(h->lock, record, &h->ev), DLOCK_OK);
+	assert_int_equal(dlock_acquire(h->lock, 5000), DLOCK_OK);
+	g_free(uri);
+}
+
+static void drop(held_lock *h)
+{
+	dlock_lock_free(h->lock);
+	dlock_client_free(h->client);
+	g_mutex_clear(&h->ev.mu);
+}
+
+static int try_other_client(const char *resource)
+{
+	char *uri = test_redis_uri(server, NULL);
+	dlock_client *client;
+	dlock_lock *lock;
+	int rc;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
+	rc = dlock_acquire(lock, 0);
+	if (rc == DLOCK_OK)
+		dlock_release(lock);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(uri);
+	return rc;
+}
+
+static void test_watchdog_keeps_short_lease_alive(void **state)
+{
+	held_lock h;
+	int64_t until;
+
+	hold(&h, "lease/alive", 1000, 1);
+	until = test_now_ms() + 3500;
+	while (test_now_ms() < until) {
+		long long pttl = test_redis_int(server, "PTTL %s", "dlock:{lease/alive}");
+
+		assert_true(pttl > 0 && pttl <= 1000);
+		assert_true(dlock_held(h.lock));
+		assert_int_equal(try_other_client("lease/alive"), DLOCK_EBUSY);
+		g_usleep(250000);
+	}
+	assert_int_equal(h.ev.n, 0);
+	assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+	assert_int_equal(test_redis_int(server, "EXISTS %s", "dlock:{lease/alive}"), 0);
+	drop(&h);
+}
+
+static void test_lease_without_watchdog_runs_out_and_is_reported_lost(void **state)
+{
+	held_lock h;
+	int64_t t0 = test_now_ms();
+
+	hold(&h, "lease/nowatchdog", 500, 0);
+	assert_true(test_wait_until(got_lost, &h.ev, 3000));
+	/* Declared lost no later than the lease's end on the server. */
+	assert_true(h.ev.at_ms[find_state(&h.ev, DLOCK_STATE_LOST)] - t0 <= 600);
+	assert_false(dlock_held(h.lock));
+	g_usleep(100000);
+	assert_int_equal(test_redis_int(server, "EXISTS %s", "dlock:{lease/nowatchdog}"), 0);
+	assert_int_equal(dlock_release(h.lock), DLOCK_ELOST);
+	drop(&h);
+}
+
+static void check_lost_after_tampering(const char *resource, const char *cmd)
+{
+	char *key = g_strdup_printf("dlock:{%s}", resource);
+	held_lock h;
+	int64_t tampered;
+	int lost;
+
+	hold(&h, resource, 900, 1);
+	tampered = test_now_ms();
+	if (strcmp(cmd, "DEL") == 0)
+		assert_int_equal(test_redis_int(server, "DEL %s", key), 1);
+	else
+		freeReplyObject(test_redis_cmd(server, "SET %s %s", key, "someone-else"));
+	assert_true(test_wait_until(got_lost, &h.ev, 3000));
+	lost = find_state(&h.ev, DLOCK_STATE_LOST);
+	/* Noticed by the next renewal: within TTL/3 plus scheduling slack. */
+	assert_true(h.ev.at_ms[lost] - tampered <= 300 + 250);
+	assert_false(dlock_held(h.lock));
+	assert_int_equal(dlock_fencing_token(h.lock), 0);
+	assert_int_equal(dlock_release(h.lock), DLOCK_ELOST);
+	assert_int_equal(dlock_release(h.lock), DLOCK_ENOTHELD);
+	if (strcmp(cmd, "SET") == 0) {
+		/* The other owner's value is left alone. */
+		char *value = test_redis_str(server, "GET %s", key);
+
+		assert_string_equal(value, "someone-else");
+		g_free(value);
+		test_redis_int(server, "DEL %s", key);
+	}
+	drop(&h);
+	g_free(key);
+}
+
+static void test_deleted_key_is_reported_lost_within_a_renewal(void **state)
+{
+	check_lost_after_tampering("lease/deleted", "DEL");
+}
+
+static void test_overwritten_key_is_reported_lost_within_a_renewal(void **state)
+{
+	check_lost_after_tampering("lease/overwritten", "SET");
+}
+
+static void test_silent_server_gives_suspended_then_lost_before_lease_ends(void **state)
+{
+	held_lock h;
+	int64_t stopped;
+	int suspended, lost;
+
+	hold(&h, "lease/silent", 1000, 1);
+	g_usleep(100000);
+	test_redis_signal(server, SIGSTOP);
+	stopped = test_now_ms();
+	assert_true(test_wait_until(got_lost, &h.ev, 5000));
+	test_redis_signal(server, SIGCONT);
+	suspended = find_state(&h.ev, DLOCK_STATE_SUSPENDED);
+	lost = find_state(&h.ev, DLOCK_STATE_LOST);
+	assert_true(suspended >= 0);
+	assert_true(suspended < lost);
+	/* The last renewal the server saw was sent before the stop, so its
+	 * lease ends at most TTL after the stop: LOST must come before. */
+	print_message("suspended after %" PRId64 " ms, lost after %" PRId64 " ms\n",
+	              h.ev.at_ms[suspended] - stopped, h.ev.at_ms[lost] - stopped);
+	assert_true(h.ev.at_ms[lost] - stopped < 1000);
+	assert_false(dlock_held(h.lock));
+	assert_int_equal(dlock_release(h.lock), DLOCK_ELOST);
+	drop(&h);
+	/* The server resumed: the key goes (deferred delete or expiry), and
+	 * another client can take the lock. */
+	assert_true(test_wait_until(key_gone, "dlock:{lease/silent}", 3000));
+	assert_int_equal(try_other_client("lease/silent"), DLOCK_OK);
+}
+
+static void test_restarted_server_loses_hold_and_tokens_keep_increasing(void **state)
+{
+	held_lock h;
+	uint64_t before;
+
+	hold(&h, "lease/restart", 1000, 1);
+	before = dlock_fencing_token(h.lock);
+	test_redis_restart(server);
+	assert_true(test_wait_until(got_lost, &h.ev, 5000));
+	assert_false(dlock_held(h.lock));
+	assert_int_equal(dlock_release(h.lock), DLOCK_ELOST);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(dlock_acquire(h.lock, 5000), DLOCK_OK);
+		assert_true(dlock_fencing_token(h.lock) > before);
+		before = dlock_fencing_token(h.lock);
+		assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+	}
+	assert_true(test_wait_until(key_gone, "dlock:{lease/restart}", 1000));
+	drop(&h);
+}
+
+static int setup(void **state)
+{
+	server = test_redis_start(NULL, NULL, false);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	assert_int_equal(test_redis_count_keys(server, "dlock:{lease/*}"), 0);
+	test_redis_stop(server);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_watchdog_keeps_short_lease_alive),
+		cmocka_unit_test(test_lease_without_watchdog_runs_out_and_is_reported_lost),
+		cmocka_unit_test(test_deleted_key_is_reported_lost_within_a_renewal),
+		cmocka_unit_test(test_overwritten_key_is_reported_lost_within_a_renewal),
+		cmocka_unit_test(test_silent_server_gives_suspended_then_lost_before_lease_ends),
+		cmocka_unit_test(test_restarted_server_loses_hold_and_tokens_keep_increasing),
+	};
+
+	return cmocka_run_group_tests_name("redis-lease", tests, setup, teardown);
+}
