@@ -370,6 +370,14 @@ long long test_redis_count_keys(test_redis *r, const char *pattern)
 	return n;
 }
 
+static char self_path[4096];
+
+void test_init(const char *argv0)
+{
+	if (!realpath(argv0, self_path))
+		g_strlcpy(self_path, "/proc/self/exe", sizeof(self_path));
+}
+
 pid_t test_spawn_worker(const char *const *args, int *ret_out_fd)
 {
 	GPtrArray *argv = g_ptr_array_new();
@@ -377,7 +385,9 @@ pid_t test_spawn_worker(const char *const *args, int *ret_out_fd)
 	pid_t pid;
 
 	assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
-	g_ptr_array_add(argv, (char *)"/proc/self/exe");
+	if (!self_path[0])
+		g_strlcpy(self_path, "/proc/self/exe", sizeof(self_path));
+	g_ptr_array_add(argv, self_path);
 	g_ptr_array_add(argv, (char *)"--worker");
 	for (int i = 0; args[i]; i++)
 		g_ptr_array_add(argv, (char *)args[i]);
@@ -387,7 +397,7 @@ pid_t test_spawn_worker(const char *const *args, int *ret_out_fd)
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(fds[1], 1);
-		execv("/proc/self/exe", (char **)argv->pdata);
+		execv(self_path, (char **)argv->pdata);
 		_exit(127);
 	}
 	close(fds[1]);

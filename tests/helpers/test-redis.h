@@ -61,8 +61,12 @@ int64_t test_now_us(void);
 /* Poll cond(arg) every 5 ms until true or timeout_ms passes. */
 bool test_wait_until(bool (*cond)(void *), void *arg, int64_t timeout_ms);
 
+/* Remember the test program's own path (call first in main): under
+ * valgrind /proc/self/exe is valgrind, not the test. */
+void test_init(const char *argv0);
+
 /*
- * Start this test program again as a worker: /proc/self/exe --worker ARGS.
+ * Start this test program again as a worker: PROGRAM --worker ARGS.
  * Its stdout is readable through *ret_out_fd.  The worker gets SIGKILL if
  * the test process dies.
  */

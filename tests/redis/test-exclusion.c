@@ -303,6 +303,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_waiter_in_another_process_is_woken_by_release),
 	};
 
+	test_init(argv[0]);
 	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
 		return worker_main(argc, argv);
 	return cmocka_run_group_tests_name("redis-exclusion", tests, setup, teardown);
