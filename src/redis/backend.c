@@ -16,25 +16,27 @@
 #define DEFAULT_PORT 6379
 
 
-char *dlock__redis_key(const dlock__backend *b, const char *resource)
+/* The key names are built on every acquire: concatenation, not printf. */
+static char *key_with(const dlock__backend *b, const char *resource, const char *suffix)
 {
 	if (b->plain_keys)
-		return g_strdup(resource);
-	return g_strdup_printf("%s{%s}", b->prefix, resource);
+		return g_strconcat(resource, suffix, NULL);
+	return g_strconcat(b->prefix, "{", resource, "}", suffix, NULL);
+}
+
+char *dlock__redis_key(const dlock__backend *b, const char *resource)
+{
+	return key_with(b, resource, "");
 }
 
 char *dlock__redis_fence_key(const dlock__backend *b, const char *resource)
 {
-	if (b->plain_keys)
-		return g_strdup_printf("%s:fence", resource);
-	return g_strdup_printf("%s{%s}:fence", b->prefix, resource);
+	return key_with(b, resource, ":fence");
 }
 
 char *dlock__redis_channel(const dlock__backend *b, const char *resource)
 {
-	if (b->plain_keys)
-		return g_strdup_printf("%s:released", resource);
-	return g_strdup_printf("%s{%s}:released", b->prefix, resource);
+	return key_with(b, resource, ":released");
 }
 
 /*

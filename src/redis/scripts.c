@@ -129,8 +129,6 @@ int dlock__redis_eval_pooled(dlock__backend *b, int64_t deadline_us, redis_scrip
 {
 	int rc = DLOCK_EUNAVAILABLE;
 
-	if (deadline_us == INT64_MAX)
-		deadline_us = dlock__mono_us() + b->command_timeout_ms * 1000;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		redis_conn *conn;
 		bool reused;
@@ -139,6 +137,7 @@ int dlock__redis_eval_pooled(dlock__backend *b, int64_t deadline_us, redis_scrip
 		if (rc != DLOCK_OK)
 			return rc;
 		reused = conn->reused;
+		/* Unchanged on the common path, so no system call is spent on it. */
 		dlock__redis_conn_timeout(conn, MIN(dlock__remaining_us(deadline_us),
 		                                    b->command_timeout_ms * 1000));
 		rc = dlock__redis_eval(b, conn, script, nkeys, nargs, words, ret);
