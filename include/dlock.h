@@ -86,10 +86,12 @@ typedef struct dlock_client dlock_client;
 typedef struct dlock_lock dlock_lock;
 
 /*
- * Build a client from a specification:
+ * Build a client from a specification: a URI
  *   redis://[user:password@]host:port[/db][?option=value&...]
  *   redis+unix:///path/to/socket[?option=value&...]
- * (further schemes and configuration files as described in the README).
+ * or the path of a configuration file (INI) with [defaults], [backend NAME]
+ * and [route NAME] groups, which routes each resource name to one of
+ * several backends (see the README).
  * Options: ttl, watchdog, connect-timeout, command-timeout, key-format,
  * prefix.  Durations read "250ms", "10s", "2m"; a bare number is seconds.
  *
@@ -100,7 +102,10 @@ typedef struct dlock_lock dlock_lock;
  *
  * Returns DLOCK_OK and *ret_client (caller frees with dlock_client_free()),
  * DLOCK_EINVAL if ret_client is NULL, DLOCK_ECONFIG if the specification is
- * malformed, names an unknown scheme or option, or repeats an option.
+ * malformed, names an unknown scheme or option, or repeats an option, or
+ * the configuration file cannot be read or has an unknown or repeated group
+ * or key, a route naming no configured backend or one an earlier route
+ * shadows (the message names the file, the group and the key).
  * Safe from any thread.
  */
 DLOCK_API int dlock_client_new(const char *spec, dlock_client **ret_client);
@@ -269,6 +274,17 @@ DLOCK_API int dlock_lock_cancel(dlock_lock *lock);
 /* The resource name of the handle.  Borrowed, valid until the handle is
  * freed.  NULL for NULL. */
 DLOCK_API const char *dlock_lock_resource(const dlock_lock *lock);
+
+/* The name ("default" for a URI client) and the URI, without any password,
+ * of the backend the handle uses.  Borrowed, valid until the client is
+ * freed.  NULL for NULL. */
+DLOCK_API const char *dlock_lock_backend_name(const dlock_lock *lock);
+DLOCK_API const char *dlock_lock_backend_uri(const dlock_lock *lock);
+
+/* The [defaults] wait of the client's configuration file in ms, or -1
+ * (wait without limit) when none is configured.  For programs such as the
+ * dlock command that take their default wait from the configuration. */
+DLOCK_API int64_t dlock_client_default_wait_ms(const dlock_client *client);
 
 /* ------------------------------------------------------------------------
  * Status

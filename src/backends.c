@@ -15,6 +15,11 @@ static const struct {
 	{ "redis+unix", &dlock__redis_ops },
 };
 
+const char *dlock__backend_schemes(void)
+{
+	return "redis, redis+unix";
+}
+
 const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme)
 {
 	for (size_t i = 0; i < G_N_ELEMENTS(schemes); i++)

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "core.h"
 
 DLOCK_API const char *dlock_version(void)
@@ -52,9 +53,13 @@ static void slot_free(dlock__slot *slot)
 	g_free(slot);
 }
 
-/* Build one backend from a URI, with ops (NULL: chosen by the scheme). */
-static int slot_from_uri(dlock_client *client, const char *name, const char *spec,
-                         const dlock__backend_ops *ops, dlock__slot **ret_slot)
+/*
+ * Build one backend from a URI plus, from a configuration file, the other
+ * keys of its group (extra, NULL for none; where names the group).  ops
+ * NULL: chosen by the URI's scheme.
+ */
+static int slot_new(dlock_client *client, const char *name, const char *spec, GPtrArray *extra,
+                    const char *extra_where, const dlock__backend_ops *ops, dlock__slot **ret_slot)
 {
 	dlock__backend_env env = { &client->logger, name };
 	dlock__options opts;
@@ -65,12 +70,13 @@ static int slot_from_uri(dlock_client *client, const char *name, const char *spe
 
 	rc = dlock__uri_parse(spec, &uri);
 	if (rc != DLOCK_OK)
-		return rc;
+		return extra_where ? dlock__error_prefix(rc, extra_where) : rc;
 	if (!ops)
 		ops = dlock__backend_for_scheme(uri->scheme);
 	if (!ops) {
-		rc = dlock__error(DLOCK_ECONFIG, "URI %s: unknown scheme '%s' (known: redis, redis+unix)",
-		                  uri->redacted, uri->scheme);
+		rc = dlock__error(DLOCK_ECONFIG, "%s%sURI %s: unknown scheme '%s' (known: %s)",
+		                  extra_where ? extra_where : "", extra_where ? ", key url: " : "",
+		                  uri->redacted, uri->scheme, dlock__backend_schemes());
 		dlock__uri_free(uri);
 		return rc;
 	}
@@ -80,6 +86,11 @@ static int slot_from_uri(dlock_client *client, const char *name, const char *spe
 		const dlock__kv *kv = uri->options->pdata[i];
 
 		rc = dlock__options_set(&opts, ops->options, kv->key, kv->value, where);
+	}
+	for (guint i = 0; extra && i < extra->len && rc == DLOCK_OK; i++) {
+		const dlock__kv *kv = extra->pdata[i];
+
+		rc = dlock__options_set(&opts, ops->options, kv->key, kv->value, extra_where);
 	}
 	g_free(where);
 
@@ -99,6 +110,77 @@ static int slot_from_uri(dlock_client *client, const char *name, const char *spe
 	return DLOCK_OK;
 }
 
+static void route_free(gpointer data)
+{
+	dlock__route *route = data;
+
+	g_free(route->match);
+	g_free(route);
+}
+
+/* Open every backend of a configuration file and its routes. */
+static int client_from_config(dlock_client *client, const char *path)
+{
+	dlock__config *config;
+	int rc;
+
+	rc = dlock__config_load(path, &config);
+	if (rc != DLOCK_OK)
+		return rc;
+	for (guint i = 0; i < config->backends->len && rc == DLOCK_OK; i++) {
+		const dlock__config_backend *b = config->backends->pdata[i];
+		char *where = g_strdup_printf("file %s, group [backend %s]", path, b->name);
+		dlock__slot *slot;
+
+		rc = slot_new(client, b->name, b->url, b->options, where, NULL, &slot);
+		g_free(where);
+		if (rc == DLOCK_OK)
+			g_ptr_array_add(client->slots, slot);
+	}
+	for (guint i = 0; i < config->routes->len && rc == DLOCK_OK; i++) {
+		const dlock__config_route *r = config->routes->pdata[i];
+		dlock__route *route = g_new0(dlock__route, 1);
+
+		route->match = g_strdup(r->match);
+		route->slot = dlock__client_slot(client, r->backend);
+		g_ptr_array_add(client->routes, route);
+	}
+	if (rc == DLOCK_OK)
+		client->default_slot = config->default_backend
+		                           ? dlock__client_slot(client, config->default_backend)
+		                           : client->slots->pdata[0];
+	client->default_wait_ms = config->wait_ms;
+	dlock__config_free(config);
+	return rc;
+}
+
+dlock__slot *dlock__client_slot(const dlock_client *client, const char *name)
+{
+	for (guint i = 0; i < client->slots->len; i++) {
+		dlock__slot *slot = client->slots->pdata[i];
+
+		if (strcmp(slot->name, name) == 0)
+			return slot;
+	}
+	return NULL;
+}
+
+dlock__slot *dlock__client_route(const dlock_client *client, const char *resource)
+{
+	for (guint i = 0; i < client->routes->len; i++) {
+		const dlock__route *route = client->routes->pdata[i];
+
+		if (dlock__glob_match(route->match, resource))
+			return route->slot;
+	}
+	return client->default_slot;
+}
+
+DLOCK_API int64_t dlock_client_default_wait_ms(const dlock_client *client)
+{
+	return client ? client->default_wait_ms : -1;
+}
+
 DLOCK_API int dlock_client_new(const char *spec, dlock_client **ret_client)
 {
 	return dlock__client_new_with_ops(spec, NULL, ret_client);
@@ -113,16 +195,10 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 
 	if (!ret_client)
 		return dlock__error(DLOCK_EINVAL, "dlock_client_new: ret_client is NULL");
-	if (!spec)
+	if (!spec || !*spec)
 		spec = getenv("DLOCK_CONFIG");
 	if (!spec || !*spec)
-		return dlock__error(DLOCK_ECONFIG,
-		                    "no specification given and $DLOCK_CONFIG is not set; "
-		                    "this build has no default backend: pass a URI such as redis://127.0.0.1:6379");
-	if (!strstr(spec, "://"))
-		return dlock__error(DLOCK_ECONFIG,
-		                    "'%s' is not a URI (scheme://...); this build reads no configuration files",
-		                    spec);
+		spec = DLOCK__DEFAULT_SPEC;
 
 	client = g_new0(dlock_client, 1);
 	client->pid = getpid();
@@ -130,16 +206,24 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 	g_mutex_init(&client->mu);
 	g_cond_init(&client->idle);
 	client->slots = g_ptr_array_new_with_free_func((GDestroyNotify)slot_free);
+	client->routes = g_ptr_array_new_with_free_func(route_free);
 	client->holds = g_hash_table_new(g_direct_hash, g_direct_equal);
 	client->locks = g_hash_table_new(g_direct_hash, g_direct_equal);
+	client->default_wait_ms = -1;
 
-	rc = slot_from_uri(client, "default", spec, ops, &slot);
+	if (strstr(spec, "://")) {
+		rc = slot_new(client, "default", spec, NULL, NULL, ops, &slot);
+		if (rc == DLOCK_OK) {
+			g_ptr_array_add(client->slots, slot);
+			client->default_slot = slot;
+		}
+	} else {
+		rc = client_from_config(client, spec);
+	}
 	if (rc != DLOCK_OK) {
 		dlock_client_free(client);
 		return rc;
 	}
-	g_ptr_array_add(client->slots, slot);
-	client->default_slot = slot;
 	*ret_client = client;
 	return DLOCK_OK;
 }
@@ -182,6 +266,7 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 	g_ptr_array_unref(holds);
 
 	/* Backends join their threads; then the callback thread drains. */
+	g_ptr_array_unref(client->routes);
 	g_ptr_array_unref(client->slots);
 	dlock__callbacks_stop(client);
 

@@ -35,13 +35,21 @@ typedef struct dlock__slot {
 	dlock__backend *impl;
 } dlock__slot;
 
+/* A [route NAME] of a configuration file. */
+typedef struct dlock__route {
+	char *match;      /* glob */
+	dlock__slot *slot;
+} dlock__route;
+
 typedef struct dlock__callbacks dlock__callbacks;
 
 struct dlock_client {
 	pid_t pid;               /* the process that built it; calls elsewhere are refused */
 	dlock__logger logger;
 	GPtrArray *slots;        /* of dlock__slot *, in configuration order */
+	GPtrArray *routes;       /* of dlock__route *, tried in order */
 	dlock__slot *default_slot;
+	int64_t default_wait_ms; /* [defaults] wait, -1 when not configured */
 
 	GMutex mu;
 	GCond idle;              /* signalled when active drops to 0 */
@@ -116,6 +124,10 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 /* Refuse calls in a forked child (DLOCK_ECANCELED) and count calls in
  * flight so that dlock_client_free() can wait for them. */
 int dlock__client_enter(dlock_client *client);
+/* The slot of a configured backend by name, or NULL. */
+dlock__slot *dlock__client_slot(const dlock_client *client, const char *name);
+/* The slot a resource is routed to (first matching route, else the default). */
+dlock__slot *dlock__client_route(const dlock_client *client, const char *resource);
 void dlock__client_leave(dlock_client *client);
 bool dlock__client_forked(const dlock_client *client);
 
@@ -164,5 +176,9 @@ void dlock__logger_clear(dlock__logger *logger);
 
 /* The ops table for a URI scheme, or NULL. */
 const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme);
+/* The known schemes, for messages: "redis, redis+unix, ...". */
+const char *dlock__backend_schemes(void);
+/* The specification used when none is given and $DLOCK_CONFIG is unset. */
+#define DLOCK__DEFAULT_SPEC "file://"
 
 #endif

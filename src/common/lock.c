@@ -36,6 +36,7 @@ static char *thread_key_for(const dlock_client *client, const dlock__slot *slot,
 
 DLOCK_API int dlock_lock_new(dlock_client *client, const char *resource, dlock_lock **ret_lock)
 {
+	dlock__slot *slot;
 	dlock_lock *lock;
 	int rc;
 
@@ -52,8 +53,9 @@ DLOCK_API int dlock_lock_new(dlock_client *client, const char *resource, dlock_l
 		return rc;
 	}
 
-	if (client->default_slot->ops->check_resource) {
-		rc = client->default_slot->ops->check_resource(client->default_slot->impl, resource);
+	slot = dlock__client_route(client, resource);
+	if (slot->ops->check_resource) {
+		rc = slot->ops->check_resource(slot->impl, resource);
 		if (rc != DLOCK_OK) {
 			dlock__client_leave(client);
 			return rc;
@@ -66,7 +68,7 @@ DLOCK_API int dlock_lock_new(dlock_client *client, const char *resource, dlock_l
 	g_cond_init(&lock->idle);
 	lock->client = client;
 	lock->resource = g_strdup(resource);
-	lock->slot = client->default_slot;
+	lock->slot = slot;
 	lock->thread_key = thread_key_for(client, lock->slot, resource);
 	lock->owner = DLOCK_OWNER_THREAD;
 	lock->watchdog = -1;
@@ -190,8 +192,7 @@ DLOCK_API int dlock_lock_set_owner(dlock_lock *lock, dlock_owner owner)
 
 DLOCK_API int dlock_lock_set_backend(dlock_lock *lock, const char *backend)
 {
-	dlock__slot *found = NULL;
-	GPtrArray *slots;
+	dlock__slot *found;
 	int rc;
 
 	if (!backend)
@@ -199,13 +200,7 @@ DLOCK_API int dlock_lock_set_backend(dlock_lock *lock, const char *backend)
 	rc = option_begin(lock, "dlock_lock_set_backend");
 	if (rc != DLOCK_OK)
 		return rc;
-	slots = lock->client->slots;
-	for (guint i = 0; i < slots->len && !found; i++) {
-		dlock__slot *slot = slots->pdata[i];
-
-		if (strcmp(slot->name, backend) == 0)
-			found = slot;
-	}
+	found = dlock__client_slot(lock->client, backend);
 	if (!found) {
 		g_mutex_unlock(&lock->mu);
 		return dlock__error(DLOCK_EINVAL, "no backend named '%s' in this client", backend);
@@ -238,6 +233,16 @@ DLOCK_API int dlock_lock_set_state_callback(dlock_lock *lock, dlock_state_fn fn,
 DLOCK_API const char *dlock_lock_resource(const dlock_lock *lock)
 {
 	return lock ? lock->resource : NULL;
+}
+
+DLOCK_API const char *dlock_lock_backend_uri(const dlock_lock *lock)
+{
+	return lock && lock->slot ? lock->slot->redacted : NULL;
+}
+
+DLOCK_API const char *dlock_lock_backend_name(const dlock_lock *lock)
+{
+	return lock && lock->slot ? lock->slot->name : NULL;
 }
 
 static void lock_add_waiter(dlock_lock *lock, dlock__waiter *waiter)
