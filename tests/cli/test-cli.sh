@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+#
+# The dlock command, run as a user would: exit statuses, the child's
+# environment and descriptors, signals, lock loss, configuration errors
+# and status output.  Starts its own redis-server (with a password, so
+# that its absence from the child's environment and from status output
+# is checked) on a free loopback port; stops it by PID.
+#
+# usage: test-cli.sh PATH/TO/dlock
+
+set -u
+dlock=$1
+passed=0
+failed=0
+tmp=$(mktemp -d)
+server=
+
+cleanup() {
+	[[ -n "$server" ]] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+check() { # NAME CONDITION-COMMAND...
+	local name=$1
+	shift
+	if "$@"; then
+		passed=$((passed + 1))
+		echo "ok - $name"
+	else
+		failed=$((failed + 1))
+		echo "FAIL - $name"
+	fi
+}
+
+# A free port, and a password-protected server on it.
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+command -v redis-server >/dev/null || { echo "redis-server not found"; echo "0 passed, 1 failed"; exit 1; }
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
+	--requirepass s3cret >"$tmp/redis.log" 2>&1 &
+server=$!
+for _ in $(seq 200); do
+	redis-cli -p "$port" -a s3cret --no-auth-warning ping 2>/dev/null | grep -q PONG && break
+	sleep 0.05
+done
+rcli() { redis-cli -p "$port" -a s3cret --no-auth-warning "$@"; }
+uri="redis://:s3cret@127.0.0.1:$port"
+
+status_of() { # CMD... -> prints exit status
+	"$@" >/dev/null 2>&1
+	echo $?
+}
+
+# ---- exit statuses ----
+check "command's exit status is passed through" \
+	test "$(status_of "$dlock" run -b "$uri" cli/status -- sh -c 'exit 7')" = 7
+check "command killed by signal N gives 128+N" \
+	test "$(status_of "$dlock" run -b "$uri" cli/status -- sh -c 'kill -KILL $$')" = 137
+
+"$dlock" run -b "$uri" cli/busy -- sleep 3 &
+holder=$!
+for _ in $(seq 100); do [[ "$(rcli exists 'dlock:{cli/busy}')" = 1 ]] && break; sleep 0.05; done
+check "-w 0 while another run holds gives 75" \
+	test "$(status_of "$dlock" run -b "$uri" -w 0 cli/busy -- true)" = 75
+check "-E 9 changes the not-acquired status to 9" \
+	test "$(status_of "$dlock" run -b "$uri" -w 0 -E 9 cli/busy -- true)" = 9
+started=$(date +%s%N)
+check "-w 300ms times out with 75" \
+	test "$(status_of "$dlock" run -b "$uri" -w 300ms cli/busy -- true)" = 75
+elapsed_ms=$((($(date +%s%N) - started) / 1000000))
+check "-w 300ms waited at least 300 ms and not much more ($elapsed_ms ms)" \
+	test "$elapsed_ms" -ge 300 -a "$elapsed_ms" -lt 2000
+
+# ---- status ----
+out=$("$dlock" status -b "$uri" cli/busy)
+st=$?
+check "status exits 1 while held" test "$st" = 1
+check "status names the holder's pid" grep -q "pid=$holder" <<<"$out"
+check "status output has no password" bash -c "! grep -q s3cret <<<\"\$1\"" _ "$out"
+json=$("$dlock" status -b "$uri" --json cli/busy)
+check "status --json is one parseable object with held=true and the pid" \
+	/usr/bin/python3 -c 'import json,sys; o=json.loads(sys.argv[1]); assert o["held"] is True and o["holder_pid"]==int(sys.argv[2]) and "s3cret" not in sys.argv[1]' "$json" "$holder"
+wait "$holder"
+check "status exits 0 when free" test "$(status_of "$dlock" status -b "$uri" cli/busy)" = 0
+check "the lock key is gone after run" test "$(rcli exists 'dlock:{cli/busy}')" = 0
+
+# ---- the child's environment and descriptors ----
+env_out=$("$dlock" run -b "$uri" cli/env -- sh -c 'echo "R=$DLOCK_RESOURCE"; echo "B=$DLOCK_BACKEND"; echo "T=$DLOCK_FENCING_TOKEN"; env')
+check "DLOCK_RESOURCE is the resource" grep -qx "R=cli/env" <<<"$env_out"
+check "DLOCK_BACKEND is the URI without the password" grep -qx "B=redis://127.0.0.1:$port" <<<"$env_out"
+check "no password anywhere in the child's environment" bash -c "! grep -q s3cret <<<\"\$1\"" _ "$env_out"
+t1=$(sed -n 's/^T=//p' <<<"$env_out")
+t2=$("$dlock" run -b "$uri" cli/env -- sh -c 'echo $DLOCK_FENCING_TOKEN')
+check "DLOCK_FENCING_TOKEN increases across runs ($t1 < $t2)" test "$t1" -gt 0 -a "$t2" -gt "$t1"
+# Every descriptor past 2 in the child must be its own (python's listing
+# of /proc/self/fd); a socket or lock file would show as socket:[..] or a path.
+leaked=$("$dlock" run -b "$uri" cli/fds -- /usr/bin/python3 -c 'import os; print(" ".join(f + "=" + os.readlink("/proc/self/fd/" + f) for f in os.listdir("/proc/self/fd") if int(f) > 2 and not os.readlink("/proc/self/fd/" + f).startswith("/proc/")))')
+check "the child inherits no descriptor but 0-2 (extra: '$leaked')" test -z "$leaked"
+
+# ---- signals ----
+"$dlock" run -b "$uri" cli/term -- sh -c 'trap "echo got-term >'"$tmp"'/term; exit 3" TERM; while :; do sleep 0.05; done' &
+runner=$!
+for _ in $(seq 100); do [[ "$(rcli exists 'dlock:{cli/term}')" = 1 ]] && break; sleep 0.05; done
+sleep 0.2
+kill -TERM "$runner"
+wait "$runner"
+st=$?
+check "SIGTERM to dlock run reaches the command (status $st)" test -f "$tmp/term" -a "$st" = 3
+check "and the lock is released" test "$(rcli exists 'dlock:{cli/term}')" = 0
+
+"$dlock" run -b "$uri" cli/orphan -- sh -c 'echo $$ >'"$tmp"'/child; exec sleep 30' &
+runner=$!
+for _ in $(seq 100); do [[ -s "$tmp/child" ]] && break; sleep 0.05; done
+sleep 0.2
+child=$(cat "$tmp/child")
+kill -KILL "$runner"
+wait "$runner" 2>/dev/null
+gone=no
+for _ in $(seq 100); do
+	state=$(awk '{print $3}' "/proc/$child/stat" 2>/dev/null)
+	[[ -z "$state" || "$state" = Z ]] && { gone=yes; break; }
+	sleep 0.05
+done
+check "kill -9 of dlock run makes the command exit" test "$gone" = yes
+
+# ---- lock loss ----
+"$dlock" run -b "$uri" -t 300ms cli/lost -- sh -c 'trap "exit 0" TERM; while :; do sleep 0.05; done' 2>"$tmp/lost.err" &
+runner=$!
+for _ in $(seq 100); do [[ "$(rcli exists 'dlock:{cli/lost}')" = 1 ]] && break; sleep 0.05; done
+rcli del 'dlock:{cli/lost}' >/dev/null
+wait "$runner"
+st=$?
+check "a lock lost while the command runs stops it and exits 70 (status $st)" test "$st" = 70
+check "and says so on stderr" grep -q "lost" "$tmp/lost.err"
+
+# ---- errors ----
+cat >"$tmp/bad.conf" <<CONF
+[backend cache]
+url = $uri
+ttl = 10ms
+CONF
+"$dlock" run -c "$tmp/bad.conf" cli/x -- true 2>"$tmp/bad.err"
+st=$?
+check "a configuration error exits 78" test "$st" = 78
+check "and names the file, group and key" grep -q "bad.conf.*\[backend cache\].*ttl" "$tmp/bad.err"
+check "an unreachable backend exits 69" \
+	test "$(status_of "$dlock" run -b "redis://127.0.0.1:1?connect-timeout=500ms" cli/x -- true)" = 69
+check "a usage error exits 64" test "$(status_of "$dlock" run cli/x)" = 64
+check "an invalid resource name is a usage error" test "$(status_of "$dlock" run -b "$uri" 'a//b' -- true)" = 64
+
+# ---- routing by configuration ----
+cat >"$tmp/route.conf" <<CONF
+[defaults]
+backend = main
+wait = 5s
+
+[backend main]
+url = $uri
+
+[backend other]
+url = $uri
+prefix = other:
+
+[route special]
+match = special/*
+backend = other
+CONF
+routed=$("$dlock" run -c "$tmp/route.conf" special/job -- sh -c "redis-cli -p $port -a s3cret --no-auth-warning exists 'other:{special/job}'")
+check "a route sends special/* to its backend" test "$routed" = 1
+plain=$(DLOCK_CONFIG="$tmp/route.conf" "$dlock" run plain/job -- sh -c "redis-cli -p $port -a s3cret --no-auth-warning exists 'dlock:{plain/job}'")
+check "\$DLOCK_CONFIG is read and unrouted names use the default backend" test "$plain" = 1
+
+echo "${passed} passed, ${failed} failed"
+[[ "$failed" = 0 ]]
