@@ -156,6 +156,9 @@ void dlock__waiter_cancel(dlock__waiter *waiter);
 /* ---- locks ------------------------------------------------------------ */
 
 dlock_lock *dlock__lock_ref(dlock_lock *lock);
+/* Check a public call's lock argument and enter its client (then leave
+ * with dlock__client_leave(lock->client)). */
+int dlock__lock_enter(dlock_lock *lock, const char *what);
 /* The caller's owner's relation to the lock, from its hold alone. */
 dlock_hold dlock__lock_caller_hold(const dlock_lock *lock);
 void dlock__lock_unref(dlock_lock *lock);

@@ -28,14 +28,12 @@ DLOCK_API int dlock_lock_query(dlock_lock *lock, dlock_info **ret_info)
 	dlock_info *info;
 	int rc;
 
-	if (!lock || !ret_info)
-		return dlock__error(DLOCK_EINVAL, "dlock_lock_query: lock and ret_info must not be NULL");
-	client = lock->client;
-	if (!client)
-		return dlock__error(DLOCK_ECANCELED, "the lock's client has been freed");
-	rc = dlock__client_enter(client);
+	if (!ret_info)
+		return dlock__error(DLOCK_EINVAL, "dlock_lock_query: ret_info is NULL");
+	rc = dlock__lock_enter(lock, "dlock_lock_query");
 	if (rc != DLOCK_OK)
 		return rc;
+	client = lock->client;
 	rc = lock->slot->ops->query(lock->slot->impl, lock->resource, INT64_MAX, &server);
 	if (rc != DLOCK_OK) {
 		dlock__server_info_clear(&server);

@@ -28,6 +28,15 @@ void dlock__lock_unref(dlock_lock *lock)
 	g_free(lock);
 }
 
+int dlock__lock_enter(dlock_lock *lock, const char *what)
+{
+	if (!lock)
+		return dlock__error(DLOCK_EINVAL, "%s: lock is NULL", what);
+	if (!lock->client)
+		return dlock__error(DLOCK_ECANCELED, "%s: the lock's client has been freed", what);
+	return dlock__client_enter(lock->client);
+}
+
 static char *thread_key_for(const dlock_client *client, const dlock__slot *slot,
                             const char *resource)
 {
@@ -373,14 +382,10 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 	dlock__hold *hold;
 	int rc;
 
-	if (!lock)
-		return dlock__error(DLOCK_EINVAL, "dlock_acquire: lock is NULL");
-	client = lock->client;
-	if (!client)
-		return dlock__error(DLOCK_ECANCELED, "the lock's client has been freed");
-	rc = dlock__client_enter(client);
+	rc = dlock__lock_enter(lock, "dlock_acquire");
 	if (rc != DLOCK_OK)
 		return rc;
+	client = lock->client;
 
 	g_mutex_lock(&lock->mu);
 	lock->started = true;
@@ -418,14 +423,10 @@ DLOCK_API int dlock_release(dlock_lock *lock)
 	bool finish = false;
 	int rc = DLOCK_OK;
 
-	if (!lock)
-		return dlock__error(DLOCK_EINVAL, "dlock_release: lock is NULL");
-	client = lock->client;
-	if (!client)
-		return dlock__error(DLOCK_ECANCELED, "the lock's client has been freed");
-	rc = dlock__client_enter(client);
+	rc = dlock__lock_enter(lock, "dlock_release");
 	if (rc != DLOCK_OK)
 		return rc;
+	client = lock->client;
 
 	hold = dlock__hold_find(lock);
 	if (!hold) {
