@@ -175,7 +175,9 @@ typedef enum dlock_owner {
 	 * it has it released by the library. */
 	DLOCK_OWNER_THREAD = 0,
 	/* The handle: any thread may acquire again or release through this
-	 * handle.  For event loops and thread pools. */
+	 * handle.  For event loops and thread pools.  Threads that start a
+	 * first acquire through the handle at the same time, while it holds
+	 * nothing, contend on the server like separate owners. */
 	DLOCK_OWNER_HANDLE = 1
 } dlock_owner;
 

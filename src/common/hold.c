@@ -202,10 +202,24 @@ void dlock__hold_install(dlock__hold *hold, dlock_lock *lock)
 	g_mutex_unlock(&client->mu);
 
 	if (hold->handle_owner) {
+		dlock__hold *old;
+
+		/* Threads sharing a handle may race to a fresh grant.  The one that
+		 * finds an older hold here won because that hold had ended on the
+		 * server (lost): the new grant replaces it. */
 		g_mutex_lock(&lock->mu);
-		g_assert(!lock->hold);
+		old = lock->hold;
 		lock->hold = dlock__hold_ref(hold);
 		g_mutex_unlock(&lock->mu);
+		if (old) {
+			g_mutex_lock(&old->mu);
+			old->phase = HOLD_RELEASED;
+			old->count = 0;
+			old->handle_owner = NULL;
+			g_mutex_unlock(&old->mu);
+			dlock__hold_finish(old, lock, false);
+			dlock__hold_unref(old);
+		}
 	} else {
 		g_hash_table_replace(thread_table(true), g_strdup(lock->thread_key),
 		                     dlock__hold_ref(hold));
