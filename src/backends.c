@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "file/file.h"
 #include "redis/redis.h"
 
 static const struct {
@@ -13,11 +14,12 @@ static const struct {
 } schemes[] = {
 	{ "redis", &dlock__redis_ops },
 	{ "redis+unix", &dlock__redis_ops },
+	{ "file", &dlock__file_ops },
 };
 
 const char *dlock__backend_schemes(void)
 {
-	return "redis, redis+unix";
+	return "redis, redis+unix, file";
 }
 
 const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme)

@@ -1,0 +1,151 @@
+/*
+ * The file backend: locks between processes of one host, with no server.
+ * The embedded default, so the dlock command works on a bare machine.
+ *
+ * Directory: the URI's path (file:///path, which must exist), or the
+ * option dir, or else $DLOCK_DIR, or else /tmp/dlock-<uid> — the same for
+ * a cron job and a login shell.  A default directory is created mode 0700
+ * and refused if it is not a directory owned by the user, or is group or
+ * world writable: another user could otherwise replace lock files.
+ *
+ * File names: "r-" and the resource name with every byte outside
+ * [A-Za-z0-9._-] escaped as %XX ('/' included, so "a" and "a/b" never meet
+ * and nothing leaves the directory); when that would pass NAME_MAX, "h-"
+ * and the SHA-256 of the name.  The prefixes keep the two forms apart.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "file/file.h"
+#include "internal.h"
+
+char *dlock__file_path(const dlock__backend *b, const char *resource)
+{
+	GString *name = g_string_new("r-");
+	char *path;
+
+	for (const unsigned char *p = (const unsigned char *)resource; *p; p++) {
+		if (g_ascii_isalnum(*p) || *p == '.' || *p == '_' || *p == '-')
+			g_string_append_c(name, (char)*p);
+		else
+			g_string_append_printf(name, "%%%02X", *p);
+	}
+	if (name->len > NAME_MAX) {
+		char *hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, resource, -1);
+
+		g_string_printf(name, "h-%s", hash);
+		g_free(hash);
+	}
+	path = g_build_filename(b->dir, name->str, NULL);
+	g_string_free(name, TRUE);
+	return path;
+}
+
+/* A default directory: create it 0700 if missing, then insist that it is
+ * ours and private. */
+static int check_default_dir(const char *dir, const char *source)
+{
+	struct stat st;
+
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+		return dlock__error(DLOCK_ECONFIG, "lock directory %s (%s): cannot create: %s", dir, source,
+		                    g_strerror(errno));
+	if (lstat(dir, &st) != 0)
+		return dlock__error(DLOCK_ECONFIG, "lock directory %s (%s): %s", dir, source, g_strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return dlock__error(DLOCK_ECONFIG, "lock directory %s (%s): not a directory", dir, source);
+	if (st.st_uid != geteuid())
+		return dlock__error(DLOCK_ECONFIG, "lock directory %s (%s): owned by uid %u, not by this user (%u)",
+		                    dir, source, (unsigned)st.st_uid, (unsigned)geteuid());
+	if (st.st_mode & (S_IWGRP | S_IWOTH))
+		return dlock__error(DLOCK_ECONFIG,
+		                    "lock directory %s (%s): writable by group or others (mode %03o); "
+		                    "another user could replace its lock files", dir, source,
+		                    (unsigned)(st.st_mode & 0777));
+	return DLOCK_OK;
+}
+
+static int check_given_dir(const char *dir)
+{
+	struct stat st;
+
+	if (dir[0] != '/')
+		return dlock__error(DLOCK_ECONFIG, "lock directory %s: not an absolute path", dir);
+	if (stat(dir, &st) != 0)
+		return dlock__error(DLOCK_ECONFIG, "lock directory %s: %s", dir, g_strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return dlock__error(DLOCK_ECONFIG, "lock directory %s: not a directory", dir);
+	return DLOCK_OK;
+}
+
+static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
+                        const dlock__options *opts, dlock__backend **ret)
+{
+	const char *given = uri->path && strcmp(uri->path, "/") != 0 ? uri->path : NULL;
+	const char *env_dir = g_getenv("DLOCK_DIR");
+	dlock__backend *b;
+	char *dir;
+	int rc;
+
+	if (uri->hosts->len > 0 || uri->user)
+		return dlock__error(DLOCK_ECONFIG, "URI %s: file takes a local directory (file:///path/to/dir)",
+		                    uri->redacted);
+	if (given && opts->dir)
+		return dlock__error(DLOCK_ECONFIG, "URI %s: the directory is given twice (path and option dir)",
+		                    uri->redacted);
+	if (given || opts->dir) {
+		dir = g_strdup(given ? given : opts->dir);
+		rc = check_given_dir(dir);
+	} else if (env_dir && *env_dir) {
+		dir = g_strdup(env_dir);
+		rc = dir[0] == '/' ? check_default_dir(dir, "$DLOCK_DIR")
+		                   : dlock__error(DLOCK_ECONFIG, "$DLOCK_DIR %s: not an absolute path", dir);
+	} else {
+		dir = g_strdup_printf("/tmp/dlock-%u", (unsigned)geteuid());
+		rc = check_default_dir(dir, "the default");
+	}
+	if (rc != DLOCK_OK) {
+		g_free(dir);
+		return rc;
+	}
+	b = g_new0(dlock__backend, 1);
+	b->logger = env->logger;
+	b->dir = dir;
+	g_mutex_init(&b->lazy_mu);
+	*ret = b;
+	return DLOCK_OK;
+}
+
+static void close_backend(dlock__backend *b)
+{
+	dlock__file_watch_stop(b);
+	g_mutex_clear(&b->lazy_mu);
+	g_free(b->dir);
+	g_free(b);
+}
+
+static int64_t default_ttl_ms(const dlock__backend *b)
+{
+	return 30000; /* no lease: the kernel ends a hold when its holder dies */
+}
+
+static bool default_watchdog(const dlock__backend *b)
+{
+	return false;
+}
+
+const dlock__backend_ops dlock__file_ops = {
+	.type = "file",
+	.options = DLOCK__OPT_DIR,
+	.open = open_backend,
+	.close = close_backend,
+	.acquire = dlock__file_acquire,
+	.release = dlock__file_release,
+	.query = dlock__file_query,
+	.default_ttl_ms = default_ttl_ms,
+	.default_watchdog = default_watchdog,
+};

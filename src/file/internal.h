@@ -1,0 +1,39 @@
+/*
+ * The file backend's internals:
+ *   backend.c   the directory, file names, open/close, the ops table
+ *   lockfile.c  acquire, release, query on one lock file
+ *   watch.c     the inotify thread that wakes waiters
+ */
+#ifndef DLOCK_FILE_INTERNAL_H
+#define DLOCK_FILE_INTERNAL_H
+
+#include <glib.h>
+
+#include "backend.h"
+
+typedef struct file_watch file_watch;
+
+struct dlock__backend {
+	const dlock__logger *logger;
+	char *dir;
+	GMutex lazy_mu;     /* guards starting the watch thread */
+	file_watch *watch;
+};
+
+/* The lock file's path for a resource (g_free). */
+char *dlock__file_path(const dlock__backend *b, const char *resource);
+
+int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
+                        int64_t wait_ms, int64_t deadline_us);
+int dlock__file_release(dlock__backend *b, dlock__hold *hold);
+int dlock__file_query(dlock__backend *b, const char *resource, int64_t deadline_us,
+                      dlock__server_info *ret);
+
+/* Wake waiter whenever a descriptor opened for writing on path is closed
+ * (a holder releasing, or dying).  Returns a handle for unwatch, or -1 if
+ * the file cannot be watched (the waiter then relies on its backoff). */
+int dlock__file_watch_add(dlock__backend *b, const char *path, dlock__waiter *waiter);
+void dlock__file_watch_remove(dlock__backend *b, int handle, dlock__waiter *waiter);
+void dlock__file_watch_stop(dlock__backend *b);
+
+#endif

@@ -1,0 +1,225 @@
+/*
+ * One lock file per resource, locked with an open-file-description lock
+ * (F_OFD_SETLK): the lock belongs to the descriptor, so two holds in one
+ * process exclude each other, and the kernel releases it when the holder
+ * dies.  The fencing counter and the holder's record live in the file and
+ * are written under the lock.  Files are never unlinked: after locking, the
+ * descriptor is checked against the path, and a replaced file is retried.
+ *
+ * Waiting keeps the descriptor open and retries F_OFD_SETLK when the watch
+ * thread reports a close on the file, or after a capped backoff, so the
+ * deadline holds even without inotify (a blocking F_OFD_SETLKW could not
+ * honour it).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "error.h"
+#include "internal.h"
+
+#define BACKOFF_FIRST_US (10 * 1000)
+#define BACKOFF_CAP_US (200 * 1000)
+#define CONTENT_MAX 1024
+
+typedef struct file_hold {
+	int fd;
+	uint64_t fence;
+} file_hold;
+
+static int lock_fd(int fd, short type, int cmd)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+
+	return fcntl(fd, cmd, &fl);
+}
+
+/* Read "fence N" and "holder TOKEN" from the file; missing parts are 0/NULL. */
+static void read_content(int fd, uint64_t *ret_fence, char **ret_holder)
+{
+	char buf[CONTENT_MAX + 1];
+	ssize_t n = pread(fd, buf, CONTENT_MAX, 0);
+	gchar **lines;
+
+	*ret_fence = 0;
+	if (ret_holder)
+		*ret_holder = NULL;
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	lines = g_strsplit(buf, "\n", -1);
+	for (int i = 0; lines[i]; i++) {
+		if (g_str_has_prefix(lines[i], "fence "))
+			*ret_fence = g_ascii_strtoull(lines[i] + 6, NULL, 10);
+		else if (ret_holder && g_str_has_prefix(lines[i], "holder ") && lines[i][7])
+			*ret_holder = g_strdup(lines[i] + 7);
+	}
+	g_strfreev(lines);
+}
+
+static int write_content(int fd, uint64_t fence, const char *holder)
+{
+	char *text = g_strdup_printf("dlock-file 1\nfence %" PRIu64 "\n%s%s%s", fence,
+	                             holder ? "holder " : "", holder ? holder : "", holder ? "\n" : "");
+	size_t len = strlen(text);
+	int rc = 0;
+
+	if (pwrite(fd, text, len, 0) != (ssize_t)len || ftruncate(fd, (off_t)len) != 0)
+		rc = -1;
+	g_free(text);
+	return rc;
+}
+
+/* The descriptor still names the file at path (it was not replaced). */
+static bool same_file(int fd, const char *path)
+{
+	struct stat a, b;
+
+	return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+static int open_lock_file(const char *path)
+{
+	int fd;
+
+	do
+		fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return dlock__error(DLOCK_EUNAVAILABLE, "file %s: cannot open: %s", path, g_strerror(errno));
+	return fd;
+}
+
+/* One try on fd: 1 granted, 0 busy, 2 file replaced, negative error. */
+static int try_lock(int fd, const char *path)
+{
+	if (lock_fd(fd, F_WRLCK, F_OFD_SETLK) != 0) {
+		if (errno == EAGAIN || errno == EACCES || errno == EINTR)
+			return 0;
+		return dlock__error(DLOCK_EBACKEND, "file %s: cannot lock: %s", path, g_strerror(errno));
+	}
+	if (!same_file(fd, path)) {
+		lock_fd(fd, F_UNLCK, F_OFD_SETLK);
+		return 2;
+	}
+	return 1;
+}
+
+int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
+                        int64_t wait_ms, int64_t deadline_us)
+{
+	char *path = dlock__file_path(b, dlock__hold_resource(hold));
+	int64_t backoff_us = BACKOFF_FIRST_US;
+	int watch = -1, fd = -1, rc;
+
+	for (;;) {
+		uint64_t seen = dlock__waiter_seq(waiter);
+
+		if (fd < 0 && (fd = open_lock_file(path)) < 0) {
+			rc = fd;
+			break;
+		}
+		rc = try_lock(fd, path);
+		if (rc == 1) {
+			file_hold *fh = g_new0(file_hold, 1);
+			char *token = dlock__token_new(dlock__hold_holder(hold));
+
+			read_content(fd, &fh->fence, NULL);
+			fh->fence++;
+			fh->fd = fd;
+			fd = -1;
+			if (write_content(fh->fd, fh->fence, token) != 0)
+				dlock__log(b->logger, DLOCK_LOG_WARNING, "file %s: cannot record the holder: %s", path,
+				           g_strerror(errno));
+			g_free(token);
+			dlock__hold_set_token(hold, fh->fence);
+			dlock__hold_set_backend_data(hold, fh);
+			rc = DLOCK_OK;
+			break;
+		}
+		if (rc == 2) {
+			/* Replaced under us: start over on the new file. */
+			close(fd);
+			fd = -1;
+			continue;
+		}
+		if (rc < 0)
+			break;
+		if (wait_ms == 0) {
+			rc = dlock__error(DLOCK_EBUSY, "lock '%s' is held by another owner", dlock__hold_resource(hold));
+			break;
+		}
+		if (watch < 0) {
+			watch = dlock__file_watch_add(b, path, waiter);
+			continue; /* try once more: a release may have come before the watch */
+		}
+		rc = dlock__waiter_sleep(waiter, seen, MIN(deadline_us, dlock__mono_us() + backoff_us));
+		if (rc == DLOCK_ECANCELED) {
+			rc = dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled", dlock__hold_resource(hold));
+			break;
+		}
+		if (rc == DLOCK_ETIMEDOUT) {
+			if (dlock__remaining_us(deadline_us) == 0) {
+				rc = dlock__error(DLOCK_ETIMEDOUT, "lock '%s' was not granted within %" PRId64 " ms",
+				                  dlock__hold_resource(hold), wait_ms);
+				break;
+			}
+			backoff_us = MIN(backoff_us * 2, BACKOFF_CAP_US);
+		}
+	}
+	dlock__file_watch_remove(b, watch, waiter);
+	if (fd >= 0)
+		close(fd);
+	g_free(path);
+	return rc;
+}
+
+/* Clear the holder record, keep the counter, and close: closing drops the
+ * lock and raises the close event that wakes waiters. */
+int dlock__file_release(dlock__backend *b, dlock__hold *hold)
+{
+	file_hold *fh = dlock__hold_backend_data(hold);
+
+	if (!fh)
+		return DLOCK_OK;
+	dlock__hold_set_backend_data(hold, NULL);
+	write_content(fh->fd, fh->fence, NULL);
+	close(fh->fd);
+	g_free(fh);
+	return DLOCK_OK;
+}
+
+int dlock__file_query(dlock__backend *b, const char *resource, int64_t deadline_us,
+                      dlock__server_info *ret)
+{
+	char *path = dlock__file_path(b, resource);
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+	char *holder = NULL;
+	int fd, rc = DLOCK_OK;
+
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno != ENOENT)
+			rc = dlock__error(DLOCK_EUNAVAILABLE, "file %s: cannot open: %s", path, g_strerror(errno));
+		g_free(path);
+		return rc; /* no file: never locked */
+	}
+	if (fcntl(fd, F_OFD_GETLK, &fl) != 0) {
+		rc = dlock__error(DLOCK_EBACKEND, "file %s: cannot test the lock: %s", path, g_strerror(errno));
+	} else {
+		read_content(fd, &ret->fencing_token, &holder);
+		ret->locked = fl.l_type != F_UNLCK;
+		ret->holder_raw = ret->locked ? holder : NULL;
+		if (!ret->locked)
+			g_free(holder);
+	}
+	ret->expires_in_ms = -1;
+	close(fd);
+	g_free(path);
+	return rc;
+}
