@@ -8,7 +8,7 @@
 #   2. build/      — plain build, -Dwerror=true, every test suite;
 #   3. build-asan/ — AddressSanitizer + UndefinedBehaviorSanitizer build,
 #                    every test suite again;
-#   4. build/ again — the unit and redis suites under valgrind.
+#   4. build/ again — the unit, redis and file suites under valgrind.
 #
 # --quick skips 3 and 4.  Every pass runs even when an earlier one failed
 # (a pass whose build failed runs no tests); the exit status is non-zero
@@ -219,12 +219,12 @@ if ((!quick)); then
 			wrapper+=' --suppressions=/usr/share/glib-2.0/valgrind/glib.supp'
 		fi
 		G_SLICE=always-malloc G_DEBUG=gc-friendly \
-			test_step "tests build/ (unit, redis) under valgrind" build \
-			--suite unit --suite redis \
+			test_step "tests build/ (unit, redis, file) under valgrind" build \
+			--suite unit --suite redis --suite file \
 			--wrapper "$wrapper" \
 			--timeout-multiplier 4
 	else
-		not_run "tests build/ (unit, redis) under valgrind"
+		not_run "tests build/ (unit, redis, file) under valgrind"
 	fi
 fi
 

@@ -1,0 +1,432 @@
+/*
+ * The file backend: exclusion across processes and threads, release by
+ * the kernel when a holder dies, waiting woken by inotify, deadlines, name
+ * mapping that never leaves the directory, and the default directory's
+ * checks.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-redis.h"
+
+#define PROCESSES 3
+#define THREADS 4
+#define ROUNDS 25
+
+static char *dir;
+static char *uri;
+
+static int count_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* ---- workers ---------------------------------------------------------- */
+
+typedef struct job {
+	dlock_client *client;
+	const char *resource, *counter, *tokens;
+	int failures;
+} job;
+
+static void *counter_thread(void *data)
+{
+	job *j = data;
+	dlock_lock *lock;
+
+	if (dlock_lock_new(j->client, j->resource, &lock) != DLOCK_OK)
+		return NULL;
+	for (int i = 0; i < ROUNDS; i++) {
+		char buf[32] = "0", line[32];
+		FILE *f;
+		int fd;
+
+		if (dlock_acquire(lock, 60000) != DLOCK_OK) {
+			__atomic_add_fetch(&j->failures, 1, __ATOMIC_SEQ_CST);
+			continue;
+		}
+		if ((f = fopen(j->counter, "r"))) {
+			if (!fgets(buf, sizeof(buf), f))
+				buf[0] = '\0';
+			fclose(f);
+		}
+		g_usleep(100);
+		f = fopen(j->counter, "w");
+		fprintf(f, "%ld\n", strtol(buf, NULL, 10) + 1);
+		fclose(f);
+		snprintf(line, sizeof(line), "%" PRIu64 "\n", dlock_fencing_token(lock));
+		fd = open(j->tokens, O_WRONLY | O_APPEND | O_CREAT, 0600);
+		if (write(fd, line, strlen(line)) < 0)
+			j->failures++;
+		close(fd);
+		dlock_release(lock);
+	}
+	dlock_lock_free(lock);
+	return NULL;
+}
+
+static int worker_main(int argc, char **argv)
+{
+	dlock_client *client;
+	dlock_lock *lock;
+
+	if (argc < 4 || dlock_client_new(argv[3], &client) != DLOCK_OK)
+		return 2;
+	if (strcmp(argv[2], "counter") == 0 && argc >= 7) {
+		job j = { client, argv[4], argv[5], argv[6], 0 };
+		pthread_t t[THREADS];
+
+		for (int i = 0; i < THREADS; i++)
+			pthread_create(&t[i], NULL, counter_thread, &j);
+		for (int i = 0; i < THREADS; i++)
+			pthread_join(t[i], NULL);
+		dlock_client_free(client);
+		return j.failures ? 3 : 0;
+	}
+	if (strcmp(argv[2], "hold") == 0 && argc >= 5) {
+		if (dlock_lock_new(client, argv[4], &lock) != DLOCK_OK || dlock_acquire(lock, 5000) != DLOCK_OK)
+			return 2;
+		printf("held %" PRIu64 "\n", dlock_fencing_token(lock));
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
+	if (strcmp(argv[2], "handoff") == 0 && argc >= 6) {
+		int n = atoi(argv[5]);
+
+		if (dlock_lock_new(client, argv[4], &lock) != DLOCK_OK)
+			return 2;
+		for (int i = 0; i < n; i++) {
+			if (dlock_acquire(lock, 30000) != DLOCK_OK)
+				return 3;
+			printf("%" PRId64 "\n", test_now_us());
+			fflush(stdout);
+			dlock_release(lock);
+			g_usleep(30000);
+		}
+		dlock_lock_free(lock);
+		dlock_client_free(client);
+		return 0;
+	}
+	return 64;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+static void test_processes_and_threads_never_overlap_and_tokens_increase(void **state)
+{
+	char *counter = g_build_filename(dir, "..", "counter-data", NULL);
+	char *tokens = g_strconcat(counter, ".tokens", NULL);
+	const char *args[] = { "counter", uri, "file/counter", counter, tokens, NULL };
+	pid_t pids[PROCESSES];
+	int fds[PROCESSES];
+	char *text;
+	gchar **lines;
+	uint64_t last = 0;
+	int n = 0;
+
+	unlink(counter);
+	unlink(tokens);
+	for (int i = 0; i < PROCESSES; i++)
+		pids[i] = test_spawn_worker(args, &fds[i]);
+	for (int i = 0; i < PROCESSES; i++) {
+		assert_int_equal(test_wait_worker(pids[i]), 0);
+		close(fds[i]);
+	}
+	assert_true(g_file_get_contents(counter, &text, NULL, NULL));
+	assert_int_equal(strtol(text, NULL, 10), PROCESSES * THREADS * ROUNDS);
+	g_free(text);
+	assert_true(g_file_get_contents(tokens, &text, NULL, NULL));
+	lines = g_strsplit(text, "\n", -1);
+	for (int i = 0; lines[i] && *lines[i]; i++, n++) {
+		uint64_t t = g_ascii_strtoull(lines[i], NULL, 10);
+
+		assert_true(t > last);
+		last = t;
+	}
+	assert_int_equal(n, PROCESSES * THREADS * ROUNDS);
+	g_strfreev(lines);
+	g_free(text);
+	unlink(counter);
+	unlink(tokens);
+	g_free(counter);
+	g_free(tokens);
+}
+
+static void test_killed_holder_releases_at_once_with_larger_token_next(void **state)
+{
+	const char *args[] = { "hold", uri, "file/crash", NULL };
+	dlock_client *client;
+	dlock_lock *lock;
+	char line[64];
+	uint64_t dead;
+	int64_t t0;
+	int fd;
+	pid_t pid = test_spawn_worker(args, &fd);
+
+	assert_true(test_read_line(fd, line, sizeof(line), 10000));
+	dead = g_ascii_strtoull(line + 5, NULL, 10);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "file/crash", &lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_EBUSY);
+	kill(pid, SIGKILL);
+	t0 = test_now_ms();
+	assert_int_equal(dlock_acquire(lock, 5000), DLOCK_OK);
+	assert_true(test_now_ms() - t0 < 500);
+	assert_true(dlock_fencing_token(lock) > dead);
+	test_wait_worker(pid);
+	close(fd);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
+static int cmp(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void test_waiter_in_another_process_is_woken_by_inotify(void **state)
+{
+	enum { N = 10 };
+	const char *args[] = { "handoff", uri, "file/handoff", "10", NULL };
+	dlock_client *client;
+	dlock_lock *lock;
+	int64_t samples[N];
+	int fd;
+	pid_t pid;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "file/handoff", &lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	pid = test_spawn_worker(args, &fd);
+	for (int i = 0; i < N; i++) {
+		char line[64];
+		int64_t released;
+
+		/* Long enough for the waiter's backoff to reach its 200 ms cap:
+		 * only the close event can wake it within a few ms. */
+		g_usleep(600000);
+		released = test_now_us();
+		assert_int_equal(dlock_release(lock), DLOCK_OK);
+		assert_true(test_read_line(fd, line, sizeof(line), 10000));
+		samples[i] = g_ascii_strtoll(line, NULL, 10) - released;
+		assert_int_equal(dlock_acquire(lock, 10000), DLOCK_OK);
+	}
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	assert_int_equal(test_wait_worker(pid), 0);
+	close(fd);
+	qsort(samples, N, sizeof(samples[0]), cmp);
+	print_message("file handoff median %" PRId64 " us\n", samples[N / 2]);
+	assert_true(samples[N / 2] < 50000);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
+static void test_try_and_deadline_and_two_clients_in_one_process(void **state)
+{
+	dlock_client *a, *b;
+	dlock_lock *la, *lb;
+	int64_t t0, elapsed;
+
+	assert_int_equal(dlock_client_new(uri, &a), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &b), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(a, "file/try", &la), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(b, "file/try", &lb), DLOCK_OK);
+	assert_int_equal(dlock_acquire(la, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(la, 0), DLOCK_OK); /* re-entry */
+	assert_int_equal(dlock_acquire(lb, 0), DLOCK_EBUSY);
+	t0 = test_now_ms();
+	assert_int_equal(dlock_acquire(lb, 300), DLOCK_ETIMEDOUT);
+	elapsed = test_now_ms() - t0;
+	assert_true(elapsed >= 300 && elapsed < 600);
+	assert_int_equal(dlock_release(la), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lb, 0), DLOCK_EBUSY); /* still one count */
+	assert_int_equal(dlock_release(la), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lb, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(lb), DLOCK_OK);
+	dlock_lock_free(la);
+	dlock_lock_free(lb);
+	dlock_client_free(a);
+	dlock_client_free(b);
+}
+
+static void test_names_map_to_distinct_files_inside_the_directory(void **state)
+{
+	dlock_client *client;
+	dlock_lock *a, *ab, *longname, *bad = NULL;
+	GString *name = g_string_new(NULL);
+	int before = count_entries(dir);
+
+	/* 85 three-byte characters: 255 bytes, 765 once escaped: hashed. */
+	for (int i = 0; i < 85; i++)
+		g_string_append(name, "\xe2\x82\xac");
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "names/a", &a), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "names/a/b", &ab), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, name->str, &longname), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "../escape", &bad), DLOCK_EINVAL);
+	assert_null(bad);
+	assert_int_equal(dlock_acquire(a, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(ab, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(longname, 0), DLOCK_OK);
+	assert_int_equal(count_entries(dir), before + 3);
+	dlock_release(a);
+	dlock_release(ab);
+	dlock_release(longname);
+	dlock_lock_free(a);
+	dlock_lock_free(ab);
+	dlock_lock_free(longname);
+	dlock_client_free(client);
+	g_string_free(name, TRUE);
+}
+
+static void test_query_shows_holder_and_fence(void **state)
+{
+	dlock_client *client;
+	dlock_lock *lock;
+	dlock_info *info;
+	uint64_t token;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "file/query", &lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	token = dlock_fencing_token(lock);
+	assert_int_equal(dlock_lock_query(lock, &info), DLOCK_OK);
+	assert_true(dlock_info_locked(info));
+	assert_int_equal(dlock_info_holder_pid(info), getpid());
+	assert_int_equal(dlock_info_fencing_token(info), token);
+	assert_int_equal(dlock_info_hold(info), DLOCK_HOLD_HELD);
+	dlock_info_free(info);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_query(lock, &info), DLOCK_OK);
+	assert_false(dlock_info_locked(info));
+	assert_string_equal(dlock_info_holder(info), "");
+	assert_int_equal(dlock_info_fencing_token(info), token);
+	dlock_info_free(info);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
+static void test_unsafe_default_directories_are_refused(void **state)
+{
+	char *shared = g_build_filename(dir, "..", "shared-dir", NULL);
+	char *plain = g_build_filename(dir, "..", "plain-file", NULL);
+	dlock_client *client = NULL;
+
+	mkdir(shared, 0700);
+	chmod(shared, 0770);
+	g_setenv("DLOCK_DIR", shared, TRUE);
+	assert_int_equal(dlock_client_new("file://", &client), DLOCK_ECONFIG);
+	assert_non_null(strstr(dlock_last_error_message(), "writable by group or others"));
+	assert_non_null(strstr(dlock_last_error_message(), "shared-dir"));
+	assert_true(g_file_set_contents(plain, "x", 1, NULL));
+	g_setenv("DLOCK_DIR", plain, TRUE);
+	assert_int_equal(dlock_client_new("file://", &client), DLOCK_ECONFIG);
+	assert_non_null(strstr(dlock_last_error_message(), "not a directory"));
+	g_setenv("DLOCK_DIR", "relative/dir", TRUE);
+	assert_int_equal(dlock_client_new(NULL, &client), DLOCK_ECONFIG);
+	g_unsetenv("DLOCK_DIR");
+	assert_null(client);
+	rmdir(shared);
+	unlink(plain);
+	g_free(shared);
+	g_free(plain);
+}
+
+static void test_default_directory_is_created_private(void **state)
+{
+	char *fresh = g_build_filename(dir, "..", "fresh-default", NULL);
+	dlock_client *client;
+	dlock_lock *lock;
+	struct stat st;
+
+	rmdir(fresh);
+	g_setenv("DLOCK_DIR", fresh, TRUE);
+	assert_int_equal(dlock_client_new(NULL, &client), DLOCK_OK);
+	g_unsetenv("DLOCK_DIR");
+	assert_int_equal(stat(fresh, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	assert_int_equal(dlock_lock_new(client, "x", &lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	{
+		char *cmd = g_strdup_printf("rm -rf '%s'", fresh);
+
+		assert_int_equal(system(cmd), 0);
+		g_free(cmd);
+	}
+	g_free(fresh);
+}
+
+static int setup(void **state)
+{
+	char *parent = g_dir_make_tmp("dlock-file-test-XXXXXX", NULL);
+
+	dir = g_build_filename(parent, "locks", NULL);
+	mkdir(dir, 0700);
+	uri = g_strconcat("file://", dir, NULL);
+	g_free(parent);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char *parent = g_path_get_dirname(dir);
+	char *cmd = g_strdup_printf("rm -rf '%s'", parent);
+
+	if (system(cmd) != 0)
+		return -1;
+	g_free(cmd);
+	g_free(parent);
+	g_free(dir);
+	g_free(uri);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_processes_and_threads_never_overlap_and_tokens_increase),
+		cmocka_unit_test(test_killed_holder_releases_at_once_with_larger_token_next),
+		cmocka_unit_test(test_waiter_in_another_process_is_woken_by_inotify),
+		cmocka_unit_test(test_try_and_deadline_and_two_clients_in_one_process),
+		cmocka_unit_test(test_names_map_to_distinct_files_inside_the_directory),
+		cmocka_unit_test(test_query_shows_holder_and_fence),
+		cmocka_unit_test(test_unsafe_default_directories_are_refused),
+		cmocka_unit_test(test_default_directory_is_created_private),
+	};
+
+	test_init(argv[0]);
+	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
+		return worker_main(argc, argv);
+	return cmocka_run_group_tests_name("file", tests, setup, teardown);
+}
