@@ -89,14 +89,16 @@ typedef struct dlock_lock dlock_lock;
  * Build a client from a specification: a URI
  *   redis://[user:password@]host:port[/db][?option=value&...]
  *   redis+unix:///path/to/socket[?option=value&...]
+ *   file:///path/to/dir   (locks between processes of one host)
  * or the path of a configuration file (INI) with [defaults], [backend NAME]
  * and [route NAME] groups, which routes each resource name to one of
  * several backends (see the README).
  * Options: ttl, watchdog, connect-timeout, command-timeout, key-format,
  * prefix.  Durations read "250ms", "10s", "2m"; a bare number is seconds.
  *
- * spec NULL means the value of $DLOCK_CONFIG; without it this version has
- * no built-in default yet and returns DLOCK_ECONFIG.
+ * spec NULL means the value of $DLOCK_CONFIG; without it, the file backend
+ * in its default directory ($DLOCK_DIR, else /tmp/dlock-<uid>), which needs
+ * no server: file:///path/to/dir names another directory.
  * No connection is made here: servers are contacted on first use, so a
  * client can be built before its servers are up.
  *
