@@ -91,6 +91,10 @@ typedef struct dlock__backend_ops {
 	int (*query)(dlock__backend *backend, const char *resource, int64_t deadline_us,
 	             dlock__server_info *ret);
 
+	/* The backend's URI as users should see it, when it differs from the
+	 * one given (a default filled in); g_free.  May be NULL. */
+	char *(*describe)(const dlock__backend *backend);
+
 	/* The default TTL and watchdog setting of this backend, for handles
 	 * that set none. */
 	int64_t (*default_ttl_ms)(const dlock__backend *backend);

@@ -100,6 +100,10 @@ static int slot_new(dlock_client *client, const char *name, const char *spec, GP
 	slot->ops = ops;
 	if (rc == DLOCK_OK)
 		rc = ops->open(&env, uri, &opts, &slot->impl);
+	if (rc == DLOCK_OK && ops->describe) {
+		g_free(slot->redacted);
+		slot->redacted = ops->describe(slot->impl);
+	}
 	dlock__options_clear(&opts);
 	dlock__uri_free(uri);
 	if (rc != DLOCK_OK) {

@@ -128,6 +128,11 @@ static void close_backend(dlock__backend *b)
 	g_free(b);
 }
 
+static char *describe(const dlock__backend *b)
+{
+	return g_strconcat("file://", b->dir, NULL);
+}
+
 static int64_t default_ttl_ms(const dlock__backend *b)
 {
 	return 30000; /* no lease: the kernel ends a hold when its holder dies */
@@ -146,6 +151,7 @@ const dlock__backend_ops dlock__file_ops = {
 	.acquire = dlock__file_acquire,
 	.release = dlock__file_release,
 	.query = dlock__file_query,
+	.describe = describe,
 	.default_ttl_ms = default_ttl_ms,
 	.default_watchdog = default_watchdog,
 };

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+#
+# scripts/dlock.sh — set up and run the dlock command on a fresh Debian
+# machine: installs the missing packages, builds, and runs
+#
+#     build/dlock ARGS...
+#
+# With no ARGS it shows the main job on the embedded default (the file
+# backend, no server needed): a command run under a lock, the lock's
+# status while it runs, and the status after it finished.
+
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+DLOCK_SCRIPT_NAME=dlock.sh
+# shellcheck source=scripts/lib/deps.sh
+source "$root/scripts/lib/deps.sh"
+dlock_install_packages "${DLOCK_PACKAGES[@]}" >&2
+dlock_meson_setup build >/dev/null
+meson compile -C build dlock:executable >/dev/null
+
+if (($# > 0)); then
+	exec build/dlock "$@"
+fi
+
+set -x
+build/dlock run nightly-report -- sh -c \
+	'echo "report running under the lock: resource $DLOCK_RESOURCE, fencing token $DLOCK_FENCING_TOKEN, backend $DLOCK_BACKEND"; sleep 2' &
+sleep 0.5
+build/dlock status nightly-report || true
+build/dlock run -w 0 nightly-report -- echo "not reached: the lock is held" || echo "second run refused with status $?"
+wait $!
+build/dlock status nightly-report
