@@ -136,6 +136,24 @@ static int check_duplicates(const char *path, const char *text)
 	return rc;
 }
 
+/*
+ * A key's value without an inline comment: " ; text" or " # text" after
+ * the value, as in "backend = cache   ; used when no route matches".
+ * GKeyFile itself only knows comments on lines of their own.
+ */
+static char *get_value(GKeyFile *kf, const char *group, const char *key)
+{
+	char *value = g_key_file_get_value(kf, group, key, NULL);
+
+	for (char *p = value; p && *p; p++) {
+		if ((*p == ';' || *p == '#') && p > value && g_ascii_isspace(p[-1])) {
+			*p = '\0';
+			break;
+		}
+	}
+	return value ? g_strstrip(value) : NULL;
+}
+
 static dlock__config_backend *find_backend(const dlock__config *config, const char *name)
 {
 	for (guint i = 0; i < config->backends->len; i++) {
@@ -163,7 +181,7 @@ static int load_defaults(dlock__config *c, GKeyFile *kf, const char *group)
 	int rc = DLOCK_OK;
 
 	for (int i = 0; keys && keys[i] && rc == DLOCK_OK; i++) {
-		char *value = g_key_file_get_string(kf, group, keys[i], NULL);
+		char *value = get_value(kf, group, keys[i]);
 
 		if (strcmp(keys[i], "backend") == 0) {
 			c->default_backend = g_strdup(value);
@@ -191,7 +209,7 @@ static int load_backend(dlock__config *c, GKeyFile *kf, const char *group, const
 	b->name = g_strdup(name);
 	b->options = g_ptr_array_new_with_free_func(kv_free);
 	for (int i = 0; keys && keys[i]; i++) {
-		char *value = g_key_file_get_string(kf, group, keys[i], NULL);
+		char *value = get_value(kf, group, keys[i]);
 
 		if (strcmp(keys[i], "url") == 0) {
 			b->url = value;
@@ -219,7 +237,7 @@ static int load_route(dlock__config *c, GKeyFile *kf, const char *group, const c
 	r->name = g_strdup(name);
 	g_ptr_array_add(c->routes, r);
 	for (int i = 0; keys && keys[i] && rc == DLOCK_OK; i++) {
-		char *value = g_key_file_get_string(kf, group, keys[i], NULL);
+		char *value = get_value(kf, group, keys[i]);
 
 		if (strcmp(keys[i], "match") == 0)
 			r->match = g_strdup(value);

@@ -115,6 +115,20 @@ static void test_config_routes_resources_to_their_backends(void **state)
 	dlock_client_free(client);
 }
 
+static void test_config_inline_comments_are_not_part_of_values(void **state)
+{
+	dlock_client *client;
+
+	assert_int_equal(client_from("[defaults]\n"
+	                             "backend = cache          ; used when no route matches\n"
+	                             "wait = 30s               ; default wait of the dlock command\n"
+	                             "[backend cache]\n"
+	                             "url = redis://127.0.0.1:6379/0?ttl=10s   # the lease backend\n",
+	                             &client), DLOCK_OK);
+	assert_int_equal(dlock_client_default_wait_ms(client), 30000);
+	dlock_client_free(client);
+}
+
 static void test_config_via_environment_when_spec_is_null(void **state)
 {
 	char *path = write_config("env.conf", good);
@@ -246,6 +260,7 @@ int main(void)
 		cmocka_unit_test(test_glob_star_crosses_slashes_and_question_is_one_char),
 		cmocka_unit_test(test_glob_covers_detects_only_real_shadowing),
 		cmocka_unit_test(test_config_routes_resources_to_their_backends),
+		cmocka_unit_test(test_config_inline_comments_are_not_part_of_values),
 		cmocka_unit_test(test_config_via_environment_when_spec_is_null),
 		cmocka_unit_test(test_config_duplicate_group_is_refused),
 		cmocka_unit_test(test_config_duplicate_key_is_refused),
