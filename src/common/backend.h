@@ -151,6 +151,16 @@ uint64_t dlock__waiter_seq(dlock__waiter *waiter);
  * canceled (DLOCK_ECANCELED, also returned at once if already canceled). */
 int dlock__waiter_sleep(dlock__waiter *waiter, uint64_t seen, int64_t until_us);
 bool dlock__waiter_canceled(dlock__waiter *waiter);
+
+/*
+ * One sleep of an acquire's wait loop: until woken, until deadline_us, or
+ * for at most nap_us.  DLOCK_OK means "try again" (woken; or the nap ended,
+ * and then *backoff_us doubles, up to cap_us).  DLOCK_ECANCELED and
+ * DLOCK_ETIMEDOUT come with the message naming the hold's resource.
+ */
+int dlock__waiter_turn(dlock__waiter *waiter, uint64_t seen, const dlock__hold *hold,
+                       int64_t wait_ms, int64_t deadline_us, int64_t nap_us,
+                       int64_t *backoff_us, int64_t cap_us);
 void dlock__waiter_wake(dlock__waiter *waiter);
 
 /* ---- logging --------------------------------------------------------- */

@@ -4,6 +4,8 @@
  * it before trying and sleep only if nothing happened since, so a release
  * that lands between a failed try and the sleep is never missed.
  */
+#include <inttypes.h>
+
 #include "clock.h"
 #include "core.h"
 
@@ -86,4 +88,21 @@ void dlock__waiter_cancel(dlock__waiter *waiter)
 	waiter->canceled = true;
 	g_cond_broadcast(&waiter->cond);
 	g_mutex_unlock(&waiter->mu);
+}
+
+int dlock__waiter_turn(dlock__waiter *waiter, uint64_t seen, const dlock__hold *hold,
+                       int64_t wait_ms, int64_t deadline_us, int64_t nap_us,
+                       int64_t *backoff_us, int64_t cap_us)
+{
+	int rc = dlock__waiter_sleep(waiter, seen, MIN(deadline_us, dlock__mono_us() + nap_us));
+
+	if (rc == DLOCK_ECANCELED)
+		return dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled", dlock__hold_resource(hold));
+	if (rc == DLOCK_ETIMEDOUT) {
+		if (dlock__remaining_us(deadline_us) == 0)
+			return dlock__error(DLOCK_ETIMEDOUT, "lock '%s' was not granted within %" PRId64 " ms",
+			                    dlock__hold_resource(hold), wait_ms);
+		*backoff_us = MIN(*backoff_us * 2, cap_us);
+	}
+	return DLOCK_OK;
 }

@@ -158,19 +158,10 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 			watch = dlock__file_watch_add(b, path, waiter);
 			continue; /* try once more: a release may have come before the watch */
 		}
-		rc = dlock__waiter_sleep(waiter, seen, MIN(deadline_us, dlock__mono_us() + backoff_us));
-		if (rc == DLOCK_ECANCELED) {
-			rc = dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled", dlock__hold_resource(hold));
+		rc = dlock__waiter_turn(waiter, seen, hold, wait_ms, deadline_us, backoff_us, &backoff_us,
+		                        BACKOFF_CAP_US);
+		if (rc != DLOCK_OK)
 			break;
-		}
-		if (rc == DLOCK_ETIMEDOUT) {
-			if (dlock__remaining_us(deadline_us) == 0) {
-				rc = dlock__error(DLOCK_ETIMEDOUT, "lock '%s' was not granted within %" PRId64 " ms",
-				                  dlock__hold_resource(hold), wait_ms);
-				break;
-			}
-			backoff_us = MIN(backoff_us * 2, BACKOFF_CAP_US);
-		}
 	}
 	dlock__file_watch_remove(b, watch, waiter);
 	if (fd >= 0)
