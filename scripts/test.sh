@@ -23,7 +23,7 @@ usage: scripts/test.sh [--quick]
 
 Installs missing Debian packages, builds dlock with meson and runs every
 test suite: a plain build (build/), a sanitizer build (build-asan/), and
-the unit and redis suites under valgrind.
+the unit, redis and file suites under valgrind.
 
   --quick   only the plain build and its tests (no sanitizers, no valgrind)
   -h, --help
@@ -209,7 +209,7 @@ if ((!quick)); then
 	fi
 
 	# -----------------------------------------------------------------------
-	# 4. valgrind over the plain build: unit and redis suites
+	# 4. valgrind over the plain build: unit, redis and file suites
 
 	if ((plain_ok)); then
 		# Forked children (the fork test) exit without freeing what the
