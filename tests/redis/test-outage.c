@@ -1,0 +1,105 @@
+/*
+ * A server that stops answering: a release returns promptly and the key
+ * is deleted in the background once the server answers again (well before
+ * the lease would have ended it); a deadline bounds an acquire whatever the
+ * server does.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-redis.h"
+
+static test_redis *server;
+
+static bool key_gone(void *arg)
+{
+	return test_redis_int(server, "EXISTS %s", (const char *)arg) == 0;
+}
+
+static void test_release_during_outage_returns_at_once_and_deletes_later(void **state)
+{
+	char *uri = test_redis_uri(server, "?command-timeout=300ms&connect-timeout=300ms");
+	dlock_client *client;
+	dlock_lock *lock;
+	int64_t t0, resumed;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "outage/release", &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_ttl(lock, 20000), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	test_redis_signal(server, SIGSTOP);
+	t0 = test_now_ms();
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	/* One bounded attempt (the command timeout), then it goes on behind. */
+	assert_true(test_now_ms() - t0 < 800);
+	assert_false(dlock_held(lock));
+	assert_int_equal(dlock_release(lock), DLOCK_ENOTHELD);
+	test_redis_signal(server, SIGCONT);
+	resumed = test_now_ms();
+	/* The 20 s lease cannot explain this: the deferred delete did it. */
+	assert_true(test_wait_until(key_gone, "dlock:{outage/release}", 5000));
+	assert_true(test_now_ms() - resumed < 5000);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(uri);
+}
+
+static void test_deadline_bounds_acquire_against_a_silent_server(void **state)
+{
+	char *uri = test_redis_uri(server, "?command-timeout=2s");
+	dlock_client *client;
+	dlock_lock *lock;
+	int64_t t0;
+	int rc;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "outage/deadline", &lock), DLOCK_OK);
+	/* Warm the pool so the silent server is met mid-command. */
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	test_redis_signal(server, SIGSTOP);
+	t0 = test_now_ms();
+	rc = dlock_acquire(lock, 300);
+	assert_true(test_now_ms() - t0 < 700);
+	assert_true(rc == DLOCK_ETIMEDOUT || rc == DLOCK_EUNAVAILABLE);
+	test_redis_signal(server, SIGCONT);
+	/* Whatever that try may have set is cleaned up; then it works again. */
+	assert_true(test_wait_until(key_gone, "dlock:{outage/deadline}", 5000));
+	assert_int_equal(dlock_acquire(lock, 5000), DLOCK_OK);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(uri);
+}
+
+static int setup(void **state)
+{
+	server = test_redis_start(NULL, NULL, false);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	assert_int_equal(test_redis_count_keys(server, "dlock:{outage/*}"), 0);
+	test_redis_stop(server);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_release_during_outage_returns_at_once_and_deletes_later),
+		cmocka_unit_test(test_deadline_bounds_acquire_against_a_silent_server),
+	};
+
+	test_init(argv[0]);
+	return cmocka_run_group_tests_name("redis-outage", tests, setup, teardown);
+}
