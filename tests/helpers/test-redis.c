@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -15,85 +14,80 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 #include <glib.h>
+#include <glib/gstdio.h>
 
 #include "test-redis.h"
 
-int64_t test_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-int64_t test_now_ms(void)
-{
-	return test_now_us() / 1000;
-}
-
-bool test_wait_until(bool (*cond)(void *), void *arg, int64_t timeout_ms)
-{
-	int64_t until = test_now_ms() + timeout_ms;
-
-	for (;;) {
-		if (cond(arg))
-			return true;
-		if (test_now_ms() > until)
-			return false;
-		g_usleep(5000);
-	}
-}
+/* Log tails of stopped servers, printed by test_finish() on failure: the
+ * directories are gone by then. */
+static GPtrArray *saved_logs;
 
 static int free_port(void)
 {
-	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(addr);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int port;
+	int fd;
+	int port = test_closed_port(&fd);
 
-	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
-	port = ntohs(addr.sin_port);
 	close(fd);
 	return port;
 }
 
-static const char *server_binary(void)
+/* The server binary, or NULL (with *ret_why) if there is none. */
+static char *server_binary(const char **ret_why)
 {
 	const char *env = getenv("DLOCK_TEST_REDIS_SERVER");
+	char *found;
 
-	if (env && *env)
-		return env;
-	return "redis-server";
+	if (env && *env) {
+		if (g_file_test(env, G_FILE_TEST_IS_EXECUTABLE))
+			return g_strdup(env);
+		*ret_why = "DLOCK_TEST_REDIS_SERVER does not name an executable";
+		return NULL;
+	}
+	found = g_find_program_in_path("redis-server");
+	if (found)
+		return found;
+	if (g_file_test("/usr/bin/redis-server", G_FILE_TEST_IS_EXECUTABLE))
+		return g_strdup("/usr/bin/redis-server");
+	*ret_why = "redis-server is neither in PATH nor /usr/bin (install redis-server or set "
+	           "DLOCK_TEST_REDIS_SERVER)";
+	return NULL;
 }
 
-static void print_log_tail(const test_redis *r)
+static char *log_path(const test_redis *r)
 {
-	char *path = g_build_filename(r->dir, "redis.log", NULL);
-	char *text = NULL;
+	return g_build_filename(r->dir, "redis.log", NULL);
+}
+
+/* The last lines of the server's log, or NULL. */
+static char *log_tail(const test_redis *r)
+{
+	char *path = log_path(r);
+	char *text = NULL, *tail = NULL;
 
 	if (g_file_get_contents(path, &text, NULL, NULL)) {
 		size_t len = strlen(text);
 
-		fprintf(stderr, "---- %s (tail) ----\n%s\n", path, len > 2000 ? text + len - 2000 : text);
+		tail = g_strdup_printf("---- %s, port %d (tail) ----\n%s", path, r->port,
+		                       len > 3000 ? text + len - 3000 : text);
 	}
 	g_free(text);
 	g_free(path);
+	return tail;
 }
 
-static pid_t launch(test_redis *r)
+static pid_t launch(test_redis *r, const char *binary)
 {
 	GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
-	char *log = g_build_filename(r->dir, "redis.log", NULL);
+	char *log = log_path(r);
+	pid_t parent = getpid();
+	int fd;
 	pid_t pid;
 
-	g_ptr_array_add(argv, g_strdup(server_binary()));
+	g_ptr_array_add(argv, g_strdup(binary));
 	g_ptr_array_add(argv, g_strdup("--port"));
 	g_ptr_array_add(argv, g_strdup_printf("%d", r->port));
 	g_ptr_array_add(argv, g_strdup("--bind"));
@@ -118,20 +112,27 @@ static pid_t launch(test_redis *r)
 		g_ptr_array_add(argv, g_strdup(r->extra[i]));
 	g_ptr_array_add(argv, NULL);
 
+	/* Opened before fork(): the child of a multithreaded process may
+	 * only make async-signal-safe calls before exec. */
+	fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		sigset_t none;
 
+		/* The server dies with the test, whatever kills the test. */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execvp((char *)argv->pdata[0], (char **)argv->pdata);
-		fprintf(stderr, "cannot run %s: %s\n", (char *)argv->pdata[0], strerror(errno));
+		if (getppid() != parent)
+			_exit(126);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execv((char *)argv->pdata[0], (char **)argv->pdata);
 		_exit(127);
 	}
+	close(fd);
 	g_ptr_array_unref(argv);
 	g_free(log);
 	return pid;
@@ -139,11 +140,13 @@ static pid_t launch(test_redis *r)
 
 static bool answers(test_redis *r)
 {
-	redisContext *c = redisConnect("127.0.0.1", r->port);
+	struct timeval tv = { 1, 0 };
+	redisContext *c = redisConnectWithTimeout("127.0.0.1", r->port, tv);
 	redisReply *reply;
 	bool ok = false;
 
 	if (c && !c->err) {
+		redisSetTimeout(c, tv);
 		reply = redisCommand(c, "PING");
 		/* NOAUTH is an answer too: the server is up. */
 		ok = reply != NULL;
@@ -155,20 +158,22 @@ static bool answers(test_redis *r)
 	return ok;
 }
 
-static bool start_once(test_redis *r)
+/* Launch on r->port and wait until it answers; false if it exited (port
+ * taken) or stayed silent for 10 s. */
+static bool start_once(test_redis *r, const char *binary)
 {
 	int64_t until = test_now_ms() + 10000;
 	int status;
 
-	r->pid = launch(r);
+	r->pid = launch(r, binary);
 	while (test_now_ms() < until) {
 		if (waitpid(r->pid, &status, WNOHANG) == r->pid) {
 			r->pid = 0;
-			return false; /* exited: port taken, or no binary */
+			return false;
 		}
 		if (answers(r))
 			return true;
-		g_usleep(20000);
+		g_usleep(10000);
 	}
 	kill(r->pid, SIGKILL);
 	waitpid(r->pid, &status, 0);
@@ -176,11 +181,25 @@ static bool start_once(test_redis *r)
 	return false;
 }
 
+static void fail_start(test_redis *r, const char *what)
+{
+	char *tail = log_tail(r);
+
+	if (tail)
+		fprintf(stderr, "%s\n", tail);
+	g_free(tail);
+	fail_msg("%s", what);
+}
+
 test_redis *test_redis_start(const char *const *extra, const char *password, bool unix_socket)
 {
 	test_redis *r = g_new0(test_redis, 1);
+	const char *why = NULL;
+	char *binary = server_binary(&why);
 	int count = 0;
 
+	if (!binary)
+		fail_msg("cannot start redis-server: %s", why);
 	r->dir = g_dir_make_tmp("dlock-test-redis-XXXXXX", NULL);
 	assert_non_null(r->dir);
 	r->password = g_strdup(password);
@@ -192,14 +211,17 @@ test_redis *test_redis_start(const char *const *extra, const char *password, boo
 	for (int i = 0; i < count; i++)
 		r->extra[i] = g_strdup(extra[i]);
 
+	/* The port was free a moment ago; another process may take it
+	 * before the server binds it, so try a few. */
 	for (int attempt = 0; attempt < 5; attempt++) {
 		r->port = free_port();
-		if (start_once(r))
+		if (start_once(r, binary)) {
+			g_free(binary);
 			return r;
+		}
 	}
-	print_log_tail(r);
-	fail_msg("redis-server (%s) did not start; install redis-server or set DLOCK_TEST_REDIS_SERVER",
-	         server_binary());
+	g_free(binary);
+	fail_start(r, "redis-server did not start (log above)");
 	return NULL;
 }
 
@@ -209,6 +231,7 @@ static void kill_server(test_redis *r, int sig)
 
 	if (r->pid <= 0)
 		return;
+	/* A stopped server would never act on SIGTERM. */
 	kill(r->pid, SIGCONT);
 	kill(r->pid, sig);
 	for (int i = 0; i < 500; i++) {
@@ -223,20 +246,74 @@ static void kill_server(test_redis *r, int sig)
 	r->pid = 0;
 }
 
+static void remove_tree(const char *dir)
+{
+	GDir *d = g_dir_open(dir, 0, NULL);
+	const char *name;
+
+	if (d) {
+		while ((name = g_dir_read_name(d))) {
+			char *path = g_build_filename(dir, name, NULL);
+
+			if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK))
+				remove_tree(path);
+			else
+				g_unlink(path);
+			g_free(path);
+		}
+		g_dir_close(d);
+	}
+	g_rmdir(dir);
+}
+
+void test_redis_halt(test_redis *r)
+{
+	if (r->ctx) {
+		redisFree(r->ctx);
+		r->ctx = NULL;
+	}
+	kill_server(r, SIGTERM);
+}
+
+void test_redis_resume(test_redis *r)
+{
+	const char *why = NULL;
+	char *binary = server_binary(&why);
+
+	assert_non_null(binary);
+	/* The old process is gone, but give the port a moment if something
+	 * else grabbed it meanwhile. */
+	for (int attempt = 0; attempt < 50; attempt++) {
+		if (start_once(r, binary)) {
+			g_free(binary);
+			return;
+		}
+		g_usleep(100000);
+	}
+	g_free(binary);
+	fail_start(r, "redis-server did not start again on its port (log above)");
+}
+
+void test_redis_restart(test_redis *r)
+{
+	test_redis_halt(r);
+	test_redis_resume(r);
+}
+
 void test_redis_stop(test_redis *r)
 {
+	char *tail;
+
 	if (!r)
 		return;
-	if (r->ctx)
-		redisFree(r->ctx);
-	kill_server(r, SIGTERM);
-	if (r->dir) {
-		char *cmd = g_strdup_printf("rm -rf '%s'", r->dir);
-
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", r->dir);
-		g_free(cmd);
+	test_redis_halt(r);
+	tail = log_tail(r);
+	if (tail) {
+		if (!saved_logs)
+			saved_logs = g_ptr_array_new_with_free_func(g_free);
+		g_ptr_array_add(saved_logs, tail);
 	}
+	remove_tree(r->dir);
 	g_strfreev(r->extra);
 	g_free(r->dir);
 	g_free(r->unix_path);
@@ -244,20 +321,16 @@ void test_redis_stop(test_redis *r)
 	g_free(r);
 }
 
-void test_redis_restart(test_redis *r)
+int test_finish(int failures)
 {
-	if (r->ctx) {
-		redisFree(r->ctx);
-		r->ctx = NULL;
+	if (failures && saved_logs) {
+		for (guint i = 0; i < saved_logs->len; i++)
+			fprintf(stderr, "%s\n", (char *)saved_logs->pdata[i]);
 	}
-	kill_server(r, SIGKILL);
-	for (int attempt = 0; attempt < 50; attempt++) {
-		if (start_once(r))
-			return;
-		g_usleep(100000);
-	}
-	print_log_tail(r);
-	fail_msg("redis-server did not restart on port %d", r->port);
+	if (saved_logs)
+		g_ptr_array_unref(saved_logs);
+	saved_logs = NULL;
+	return failures;
 }
 
 void test_redis_signal(test_redis *r, int sig)
@@ -269,6 +342,12 @@ void test_redis_signal(test_redis *r, int sig)
 char *test_redis_uri(const test_redis *r, const char *suffix)
 {
 	return g_strdup_printf("redis://127.0.0.1:%d%s", r->port, suffix ? suffix : "");
+}
+
+char *test_redis_unix_uri(const test_redis *r, const char *suffix)
+{
+	assert_non_null(r->unix_path);
+	return g_strdup_printf("redis+unix://%s%s", r->unix_path, suffix ? suffix : "");
 }
 
 static redisContext *inspection(test_redis *r)
@@ -358,6 +437,31 @@ long long test_redis_calls(test_redis *r, const char *command)
 	return calls;
 }
 
+long long test_redis_info_int(test_redis *r, const char *field)
+{
+	char *info = test_redis_str(r, "INFO all");
+	char *needle = g_strdup_printf("\n%s:", field);
+	char *at = info ? strstr(info, needle) : NULL;
+	long long value = at ? strtoll(at + strlen(needle), NULL, 10) : -1;
+
+	g_free(needle);
+	g_free(info);
+	return value;
+}
+
+long long test_redis_numsub(test_redis *r, const char *channel)
+{
+	redisReply *reply = test_redis_cmd(r, "PUBSUB NUMSUB %s", channel);
+	long long n = -1;
+
+	if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+	    reply->element[1]->type == REDIS_REPLY_INTEGER)
+		n = reply->element[1]->integer;
+	if (reply)
+		freeReplyObject(reply);
+	return n;
+}
+
 long long test_redis_count_keys(test_redis *r, const char *pattern)
 {
 	redisReply *reply = test_redis_cmd(r, "KEYS %s", pattern);
@@ -370,69 +474,38 @@ long long test_redis_count_keys(test_redis *r, const char *pattern)
 	return n;
 }
 
-static char self_path[4096];
-
-void test_init(const char *argv0)
+long long test_redis_leftover_keys(test_redis *r, const char *prefix)
 {
-	if (!realpath(argv0, self_path))
-		g_strlcpy(self_path, "/proc/self/exe", sizeof(self_path));
-}
+	long long found = 0;
 
-pid_t test_spawn_worker(const char *const *args, int *ret_out_fd)
-{
-	GPtrArray *argv = g_ptr_array_new();
-	int fds[2];
-	pid_t pid;
+	for (int db = 0; db < 16; db++) {
+		char cursor[32] = "0";
+		redisReply *sel = test_redis_cmd(r, "SELECT %d", db);
 
-	assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
-	if (!self_path[0])
-		g_strlcpy(self_path, "/proc/self/exe", sizeof(self_path));
-	g_ptr_array_add(argv, self_path);
-	g_ptr_array_add(argv, (char *)"--worker");
-	for (int i = 0; args[i]; i++)
-		g_ptr_array_add(argv, (char *)args[i]);
-	g_ptr_array_add(argv, NULL);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		dup2(fds[1], 1);
-		execv(self_path, (char **)argv->pdata);
-		_exit(127);
+		if (!sel)
+			return -1;
+		freeReplyObject(sel);
+		do {
+			redisReply *reply = test_redis_cmd(r, "SCAN %s COUNT 1000", cursor);
+
+			if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
+				if (reply)
+					freeReplyObject(reply);
+				found = -1;
+				break;
+			}
+			g_strlcpy(cursor, reply->element[0]->str, sizeof(cursor));
+			for (size_t i = 0; i < reply->element[1]->elements; i++) {
+				const char *key = reply->element[1]->element[i]->str;
+
+				if (g_str_has_prefix(key, prefix) && !g_str_has_suffix(key, ":fence")) {
+					fprintf(stderr, "left over in db %d: %s\n", db, key);
+					found++;
+				}
+			}
+			freeReplyObject(reply);
+		} while (strcmp(cursor, "0") != 0);
 	}
-	close(fds[1]);
-	g_ptr_array_unref(argv);
-	*ret_out_fd = fds[0];
-	return pid;
-}
-
-bool test_read_line(int fd, char *buf, size_t len, int64_t timeout_ms)
-{
-	int64_t until = test_now_ms() + timeout_ms;
-	size_t n = 0;
-
-	while (n + 1 < len) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int64_t left = until - test_now_ms();
-		char c;
-
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-			return false;
-		if (read(fd, &c, 1) != 1)
-			return false;
-		if (c == '\n')
-			break;
-		buf[n++] = c;
-	}
-	buf[n] = '\0';
-	return true;
-}
-
-int test_wait_worker(pid_t pid)
-{
-	int status;
-
-	if (waitpid(pid, &status, 0) != pid)
-		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	freeReplyObject(test_redis_cmd(r, "SELECT 0"));
+	return found;
 }

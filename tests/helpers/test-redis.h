@@ -1,10 +1,14 @@
 /*
  * Test helper: throwaway redis-server instances on free loopback ports in
- * temporary directories, stopped by PID; plus the small utilities the
- * integration tests share (polling, clocks, worker processes).
+ * fresh temporary directories, stopped by PID, plus an inspection
+ * connection for looking at what the library left on the server.
  *
- * Failures to start a server fail the calling test: a missing server is
- * never a skip.
+ * A server that cannot be started fails the calling test: a missing
+ * redis-server is never a skip.  $DLOCK_TEST_REDIS_SERVER overrides the
+ * binary (default: redis-server from PATH, else /usr/bin/redis-server).
+ *
+ * Servers get SIGKILL when the thread that started them exits
+ * (PR_SET_PDEATHSIG), so start them from the test's main thread.
  */
 #ifndef DLOCK_TEST_REDIS_H
 #define DLOCK_TEST_REDIS_H
@@ -15,31 +19,41 @@
 
 #include <hiredis/hiredis.h>
 
+#include "test-util.h"
+
 typedef struct test_redis {
-	pid_t pid;
+	pid_t pid;           /* 0 while stopped */
 	int port;
-	char *dir;
+	char *dir;           /* temporary directory: log, socket */
 	char *unix_path;     /* set when started with a unix socket */
 	char *password;      /* requirepass, or NULL */
 	char **extra;        /* extra server arguments, NULL-terminated */
-	redisContext *ctx;   /* inspection connection (authenticated) */
+	redisContext *ctx;   /* inspection connection (authenticated, db 0) */
 } test_redis;
 
 /*
- * Start redis-server (or $DLOCK_TEST_REDIS_SERVER).  extra: further
- * arguments, NULL-terminated (may be NULL).  password: passed as
- * --requirepass and used by the inspection connection.  unix_socket:
- * also listen on a socket in the temporary directory.
- * Aborts the test (cmocka fail) if the server does not answer in 10 s.
+ * Start redis-server --port P --bind 127.0.0.1 --save '' --appendonly no
+ * --dir TMP, wait until it answers PING (bounded).  extra: further
+ * arguments, NULL-terminated (may be NULL), e.g. an ACL user.  password:
+ * --requirepass, also used by the inspection connection.  unix_socket:
+ * also listen on TMP/redis.sock.
  */
 test_redis *test_redis_start(const char *const *extra, const char *password, bool unix_socket);
+/* Stop (SIGTERM, SIGKILL after 5 s), remove the directory, free. */
 void test_redis_stop(test_redis *r);
-/* Kill the server (SIGKILL) and start it again on the same port, empty. */
+/* Stop the server process only; the port and directory stay ours. */
+void test_redis_halt(test_redis *r);
+/* Start it again, empty (no persistence), on the same port. */
+void test_redis_resume(test_redis *r);
+/* test_redis_halt() then test_redis_resume(). */
 void test_redis_restart(test_redis *r);
+/* Send a signal to the server process (SIGSTOP, SIGCONT...). */
 void test_redis_signal(test_redis *r, int sig);
 
 /* "redis://127.0.0.1:PORT" plus suffix (e.g. "?ttl=1s"); g_free. */
 char *test_redis_uri(const test_redis *r, const char *suffix);
+/* "redis+unix://SOCKET" plus suffix; g_free. */
+char *test_redis_unix_uri(const test_redis *r, const char *suffix);
 
 /* Run a command on the inspection connection (printf-style, hiredis
  * format).  Reconnects as needed.  The reply is freed by the caller
@@ -51,30 +65,25 @@ long long test_redis_int(test_redis *r, const char *fmt, ...);
 char *test_redis_str(test_redis *r, const char *fmt, ...);
 /* calls=N from INFO commandstats for one command (e.g. "evalsha"). */
 long long test_redis_calls(test_redis *r, const char *command);
-/* Number of keys matching pattern. */
+/* A numeric field of INFO (e.g. "total_connections_received"); -1 if
+ * absent. */
+long long test_redis_info_int(test_redis *r, const char *field);
+/* Subscribers of a channel (PUBSUB NUMSUB); -1 on error. */
+long long test_redis_numsub(test_redis *r, const char *channel);
+/* Number of keys matching pattern (KEYS). */
 long long test_redis_count_keys(test_redis *r, const char *pattern);
-
-/* ---- utilities ---- */
-
-int64_t test_now_ms(void);
-int64_t test_now_us(void);
-/* Poll cond(arg) every 5 ms until true or timeout_ms passes. */
-bool test_wait_until(bool (*cond)(void *), void *arg, int64_t timeout_ms);
-
-/* Remember the test program's own path (call first in main): under
- * valgrind /proc/self/exe is valgrind, not the test. */
-void test_init(const char *argv0);
+/*
+ * Keys starting with prefix, in every database, that are not fencing
+ * counters ("...:fence", which outlive their locks by design, so tokens
+ * keep increasing).  Prints each one found.  Uses SCAN.
+ */
+long long test_redis_leftover_keys(test_redis *r, const char *prefix);
 
 /*
- * Start this test program again as a worker: PROGRAM --worker ARGS.
- * Its stdout is readable through *ret_out_fd.  The worker gets SIGKILL if
- * the test process dies.
+ * Print the tail of every server log seen by this process if failures is
+ * not 0, and return failures.  Use as
+ *   return test_finish(cmocka_run_group_tests_name(...));
  */
-pid_t test_spawn_worker(const char *const *args, int *ret_out_fd);
-/* Read one line (without '\n') from fd into buf; false at EOF or after
- * timeout_ms. */
-bool test_read_line(int fd, char *buf, size_t len, int64_t timeout_ms);
-/* Wait for a worker; its exit status (-1 if killed). */
-int test_wait_worker(pid_t pid);
+int test_finish(int failures);
 
 #endif

@@ -1,0 +1,491 @@
+/*
+ * Generic test utilities.  See test-util.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+
+#include "test-util.h"
+
+/* ---- time ------------------------------------------------------------- */
+
+int64_t test_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t test_now_ms(void)
+{
+	return test_now_us() / 1000;
+}
+
+int64_t test_wall_ms(void)
+{
+	return g_get_real_time() / 1000;
+}
+
+int test_slack_factor(void)
+{
+	const char *env = getenv("DLOCK_TEST_SLACK_FACTOR");
+	int factor = env ? atoi(env) : 0;
+
+	if (factor > 0)
+		return factor;
+#ifdef RUNNING_ON_VALGRIND
+	/* Everything in the test process and the library runs 10-50 times
+	 * slower under valgrind; the servers do not. */
+	if (RUNNING_ON_VALGRIND)
+		return 8;
+#endif
+	return 1;
+}
+
+int64_t test_slack(int64_t margin_ms)
+{
+	return margin_ms * test_slack_factor();
+}
+
+bool test_wait_until(bool (*cond)(void *), void *arg, int64_t timeout_ms)
+{
+	int64_t until = test_now_ms() + timeout_ms * test_slack_factor();
+
+	for (;;) {
+		if (cond(arg))
+			return true;
+		if (test_now_ms() > until)
+			return false;
+		g_usleep(5000);
+	}
+}
+
+/* ---- worker processes ------------------------------------------------- */
+
+static char self_path[4096];
+
+void test_init(const char *argv0)
+{
+	if (!realpath(argv0, self_path))
+		g_strlcpy(self_path, "/proc/self/exe", sizeof(self_path));
+}
+
+pid_t test_spawn(const char *const *argv, int *ret_in_fd, int *ret_out_fd)
+{
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 };
+	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	pid_t parent = getpid();
+	pid_t pid;
+
+	assert_true(devnull >= 0);
+	if (ret_in_fd)
+		assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	if (ret_out_fd)
+		assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* Only async-signal-safe calls between fork() and exec(): the
+		 * parent has other threads, whose locks may be held. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		/* The parent may have died before prctl() took effect. */
+		if (getppid() != parent)
+			_exit(126);
+		dup2(ret_in_fd ? in[0] : devnull, 0);
+		if (ret_out_fd)
+			dup2(out[1], 1);
+		/* exec keeps the signal mask and ignored signals: start the
+		 * child as a fresh program would, with SIGPIPE at its default. */
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(devnull);
+	if (ret_in_fd) {
+		close(in[0]);
+		*ret_in_fd = in[1];
+	}
+	if (ret_out_fd) {
+		close(out[1]);
+		*ret_out_fd = out[0];
+	}
+	return pid;
+}
+
+pid_t test_spawn_worker(const char *const *args, int *ret_out_fd)
+{
+	GPtrArray *argv = g_ptr_array_new();
+	pid_t pid;
+
+	if (!self_path[0])
+		g_strlcpy(self_path, "/proc/self/exe", sizeof(self_path));
+	g_ptr_array_add(argv, self_path);
+	g_ptr_array_add(argv, (char *)"--worker");
+	for (int i = 0; args[i]; i++)
+		g_ptr_array_add(argv, (char *)args[i]);
+	g_ptr_array_add(argv, NULL);
+	pid = test_spawn((const char *const *)argv->pdata, NULL, ret_out_fd);
+	g_ptr_array_unref(argv);
+	return pid;
+}
+
+bool test_read_line(int fd, char *buf, size_t len, int64_t timeout_ms)
+{
+	int64_t until = test_now_ms() + timeout_ms * test_slack_factor();
+	size_t n = 0;
+
+	while (n + 1 < len) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int64_t left = until - test_now_ms();
+		char c;
+
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return false;
+		if (read(fd, &c, 1) != 1)
+			return false;
+		if (c == '\n')
+			break;
+		buf[n++] = c;
+	}
+	buf[n] = '\0';
+	return true;
+}
+
+bool test_write_str(int fd, const char *text)
+{
+	size_t len = strlen(text), off = 0;
+	sigset_t pipe_only, old;
+	bool ok = true;
+
+	/* A child that died must give EPIPE here, not kill the test: block
+	 * SIGPIPE around the write and consume one it raised, rather than
+	 * change the test process's disposition for the library's sake. */
+	sigemptyset(&pipe_only);
+	sigaddset(&pipe_only, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+	while (off < len) {
+		ssize_t n = write(fd, text + off, len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			struct timespec zero = { 0, 0 };
+
+			if (errno == EPIPE && !sigismember(&old, SIGPIPE))
+				sigtimedwait(&pipe_only, NULL, &zero);
+			ok = false;
+			break;
+		}
+		off += (size_t)n;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ok;
+}
+
+int test_wait_child(pid_t pid, int *ret_signal)
+{
+	int status;
+
+	if (ret_signal)
+		*ret_signal = 0;
+	while (waitpid(pid, &status, 0) != pid)
+		if (errno != EINTR)
+			return -1;
+	if (WIFSIGNALED(status) && ret_signal)
+		*ret_signal = WTERMSIG(status);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int test_wait_worker(pid_t pid)
+{
+	return test_wait_child(pid, NULL);
+}
+
+/* ---- fake network peers ----------------------------------------------- */
+
+static int bound_socket(int *ret_port)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(addr);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+	*ret_port = ntohs(addr.sin_port);
+	return fd;
+}
+
+int test_closed_port(int *ret_fd)
+{
+	int port;
+
+	*ret_fd = bound_socket(&port);
+	return port;
+}
+
+int test_silent_port(int *ret_fd)
+{
+	int port;
+
+	*ret_fd = bound_socket(&port);
+	assert_int_equal(listen(*ret_fd, 64), 0);
+	return port;
+}
+
+/* A proxied connection: the library's end and the server's end. */
+typedef struct proxy_pair {
+	int client;
+	int server;
+} proxy_pair;
+
+struct test_proxy {
+	int listen_fd;
+	int port;
+	int target_port;
+	int control[2]; /* wakes the proxy thread: 'r' reset, 'q' quit */
+	GThread *thread;
+	GMutex mu;
+	GCond cond;
+	bool resetting; /* new connections are reset at once */
+	int resets_done;
+	int accepted;
+	GArray *pairs;
+};
+
+static int connect_target(int port)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+		                    .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Close with a TCP reset instead of an orderly FIN: the peer's next write
+ * fails with EPIPE (and raises SIGPIPE unless it is suppressed). */
+static void close_with_reset(int fd)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(fd);
+}
+
+/* Copy what is readable from one end to the other; false when either end
+ * is done. */
+static bool pump(int from, int to)
+{
+	char buf[65536];
+	ssize_t n = recv(from, buf, sizeof(buf), 0);
+	ssize_t off = 0;
+
+	if (n <= 0)
+		return false;
+	while (off < n) {
+		ssize_t w = send(to, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		off += w;
+	}
+	return true;
+}
+
+static void drop_pair(test_proxy *p, guint i, bool reset)
+{
+	proxy_pair *pair = &g_array_index(p->pairs, proxy_pair, i);
+
+	if (reset)
+		close_with_reset(pair->client);
+	else
+		close(pair->client);
+	close(pair->server);
+	g_array_remove_index_fast(p->pairs, i);
+}
+
+static gpointer proxy_main(gpointer data)
+{
+	test_proxy *p = data;
+
+	for (;;) {
+		guint n = p->pairs->len;
+		struct pollfd *fds = g_new0(struct pollfd, 2 + 2 * n);
+		bool quit = false;
+
+		fds[0] = (struct pollfd){ .fd = p->control[0], .events = POLLIN };
+		fds[1] = (struct pollfd){ .fd = p->listen_fd, .events = POLLIN };
+		for (guint i = 0; i < n; i++) {
+			proxy_pair *pair = &g_array_index(p->pairs, proxy_pair, i);
+
+			fds[2 + 2 * i] = (struct pollfd){ .fd = pair->client, .events = POLLIN };
+			fds[3 + 2 * i] = (struct pollfd){ .fd = pair->server, .events = POLLIN };
+		}
+		if (poll(fds, 2 + 2 * n, -1) < 0 && errno != EINTR) {
+			g_free(fds);
+			break;
+		}
+		if (fds[0].revents) {
+			char cmd = 0;
+
+			if (read(p->control[0], &cmd, 1) == 1 && cmd == 'r') {
+				/* A FIN first puts the library's end in CLOSE_WAIT,
+				 * where the reset that follows leaves EPIPE pending:
+				 * its next write fails with EPIPE and, unless
+				 * suppressed, raises SIGPIPE — as after a server
+				 * that shut down and then vanished. */
+				for (guint i = 0; i < p->pairs->len; i++)
+					shutdown(g_array_index(p->pairs, proxy_pair, i).client, SHUT_WR);
+				g_usleep(20000);
+				while (p->pairs->len)
+					drop_pair(p, p->pairs->len - 1, true);
+				g_mutex_lock(&p->mu);
+				p->resetting = true;
+				p->resets_done++;
+				g_cond_broadcast(&p->cond);
+				g_mutex_unlock(&p->mu);
+			} else {
+				quit = true;
+			}
+			g_free(fds);
+			if (quit)
+				break;
+			continue; /* the pair array changed under fds */
+		}
+		/* Walk backwards: dropping a pair moves the last one into its
+		 * slot, which has been visited already. */
+		for (guint i = n; i-- > 0;) {
+			proxy_pair pair = g_array_index(p->pairs, proxy_pair, i);
+			bool ok = true;
+
+			if (fds[2 + 2 * i].revents)
+				ok = pump(pair.client, pair.server);
+			if (ok && fds[3 + 2 * i].revents)
+				ok = pump(pair.server, pair.client);
+			if (!ok)
+				drop_pair(p, i, false);
+		}
+		if (fds[1].revents & POLLIN) {
+			int c = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+			if (c >= 0) {
+				bool resetting;
+
+				g_mutex_lock(&p->mu);
+				p->accepted++;
+				resetting = p->resetting;
+				g_mutex_unlock(&p->mu);
+				if (resetting) {
+					close_with_reset(c);
+				} else {
+					proxy_pair pair = { c, connect_target(p->target_port) };
+
+					if (pair.server < 0)
+						close_with_reset(c);
+					else
+						g_array_append_val(p->pairs, pair);
+				}
+			}
+		}
+		g_free(fds);
+	}
+	return NULL;
+}
+
+test_proxy *test_proxy_start(int target_port)
+{
+	test_proxy *p = g_new0(test_proxy, 1);
+
+	p->listen_fd = bound_socket(&p->port);
+	assert_int_equal(listen(p->listen_fd, 64), 0);
+	p->target_port = target_port;
+	assert_int_equal(pipe2(p->control, O_CLOEXEC), 0);
+	g_mutex_init(&p->mu);
+	g_cond_init(&p->cond);
+	p->pairs = g_array_new(FALSE, FALSE, sizeof(proxy_pair));
+	p->thread = g_thread_new("test-proxy", proxy_main, p);
+	return p;
+}
+
+int test_proxy_port(const test_proxy *p)
+{
+	return p->port;
+}
+
+int test_proxy_accepted(test_proxy *p)
+{
+	int n;
+
+	g_mutex_lock(&p->mu);
+	n = p->accepted;
+	g_mutex_unlock(&p->mu);
+	return n;
+}
+
+void test_proxy_reset(test_proxy *p)
+{
+	int target;
+
+	g_mutex_lock(&p->mu);
+	target = p->resets_done + 1;
+	g_mutex_unlock(&p->mu);
+	assert_int_equal(write(p->control[1], "r", 1), 1);
+	g_mutex_lock(&p->mu);
+	while (p->resets_done < target)
+		g_cond_wait(&p->cond, &p->mu);
+	g_mutex_unlock(&p->mu);
+}
+
+void test_proxy_stop(test_proxy *p)
+{
+	if (!p)
+		return;
+	if (write(p->control[1], "q", 1) != 1)
+		abort();
+	g_thread_join(p->thread);
+	while (p->pairs->len)
+		drop_pair(p, p->pairs->len - 1, false);
+	g_array_unref(p->pairs);
+	close(p->listen_fd);
+	close(p->control[0]);
+	close(p->control[1]);
+	g_mutex_clear(&p->mu);
+	g_cond_clear(&p->cond);
+	g_free(p);
+}

@@ -1,0 +1,105 @@
+/*
+ * Generic utilities for the integration tests: clocks, polling, timing
+ * slack, worker processes started by re-executing the test program, and
+ * small fake network peers (a closed port, a listener that never answers,
+ * a proxy that can reset every connection).
+ *
+ * Nothing here skips a test: a helper that cannot do its job fails the
+ * calling test through cmocka.
+ */
+#ifndef DLOCK_TEST_UTIL_H
+#define DLOCK_TEST_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- time ---- */
+
+int64_t test_now_ms(void);
+int64_t test_now_us(void);
+/* Wall-clock milliseconds since the Unix epoch (for holder info). */
+int64_t test_wall_ms(void);
+
+/*
+ * Poll cond(arg) every 5 ms until it returns true or timeout_ms passes.
+ * Timing tests wait for conditions this way, with generous bounds, rather
+ * than sleeping a fixed time and assuming.  The timeout is scaled by
+ * test_slack_factor().
+ */
+bool test_wait_until(bool (*cond)(void *), void *arg, int64_t timeout_ms);
+
+/*
+ * How much slower than native the tests run: 1 normally, more under
+ * valgrind or when $DLOCK_TEST_SLACK_FACTOR says so.  test_slack(ms)
+ * scales a scheduling margin (never a bound the library promises, such as
+ * a lease end, which holds at any speed).
+ */
+int test_slack_factor(void);
+int64_t test_slack(int64_t margin_ms);
+
+/* ---- worker processes ---- */
+
+/* Remember the test program's own path (call first in main): under
+ * valgrind /proc/self/exe is valgrind, not the test. */
+void test_init(const char *argv0);
+
+/*
+ * Start argv[0] with argv (NULL-terminated) as a child process that gets
+ * SIGKILL when the test process dies.  Its stdout is readable through
+ * *ret_out_fd (NULL: inherited) and its stdin writable through *ret_in_fd
+ * (NULL: /dev/null).  The child is exec'ed right after fork(), so forking
+ * the multithreaded test process is safe.
+ */
+pid_t test_spawn(const char *const *argv, int *ret_in_fd, int *ret_out_fd);
+
+/*
+ * Start this test program again as a worker: PROGRAM --worker ARGS.
+ * Its stdout is readable through *ret_out_fd.
+ */
+pid_t test_spawn_worker(const char *const *args, int *ret_out_fd);
+
+/* Read one line (without '\n') from fd into buf; false at EOF or after
+ * timeout_ms. */
+bool test_read_line(int fd, char *buf, size_t len, int64_t timeout_ms);
+/* Write a whole string to fd; false on error. */
+bool test_write_str(int fd, const char *text);
+/* Wait for a child: its exit status, or -1 if it was killed by a signal
+ * (*ret_signal, if not NULL, gets the signal or 0). */
+int test_wait_child(pid_t pid, int *ret_signal);
+int test_wait_worker(pid_t pid);
+
+/* ---- fake network peers ---- */
+
+/*
+ * A loopback port on which nothing listens: a socket bound to it but not
+ * listening (kept open so no one else takes the port), so a connect is
+ * refused at once.  Close *ret_fd when done.
+ */
+int test_closed_port(int *ret_fd);
+
+/*
+ * A loopback port that accepts TCP connections (the kernel completes them
+ * into the backlog) but never reads or answers.  Close *ret_fd when done.
+ */
+int test_silent_port(int *ret_fd);
+
+/*
+ * A TCP proxy on a loopback port to 127.0.0.1:target_port, served by its
+ * own thread.  test_proxy_reset() ends every proxied connection with a
+ * FIN followed by a TCP reset (SO_LINGER 0), which leaves the client's
+ * socket in the state where its next write fails with EPIPE and raises
+ * SIGPIPE (unless suppressed); from then on it resets each new connection
+ * as soon as it is accepted.  It returns once the resets have been sent.
+ */
+typedef struct test_proxy test_proxy;
+
+test_proxy *test_proxy_start(int target_port);
+int test_proxy_port(const test_proxy *p);
+void test_proxy_reset(test_proxy *p);
+/* Number of client connections accepted so far. */
+int test_proxy_accepted(test_proxy *p);
+void test_proxy_stop(test_proxy *p);
+
+#endif
