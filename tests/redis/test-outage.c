@@ -86,9 +86,13 @@ static int setup(void **state)
 	return 0;
 }
 
+static void test_no_lock_key_of_this_suite_remains(void **state)
+{
+	assert_int_equal(test_redis_leftover_keys(server, "dlock:{outage/"), 0);
+}
+
 static int teardown(void **state)
 {
-	assert_int_equal(test_redis_count_keys(server, "dlock:{outage/*}"), 0);
 	test_redis_stop(server);
 	return 0;
 }
@@ -98,8 +102,9 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_release_during_outage_returns_at_once_and_deletes_later),
 		cmocka_unit_test(test_deadline_bounds_acquire_against_a_silent_server),
+		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 
 	test_init(argv[0]);
-	return cmocka_run_group_tests_name("redis-outage", tests, setup, teardown);
+	return test_finish(cmocka_run_group_tests_name("redis-outage", tests, setup, teardown));
 }

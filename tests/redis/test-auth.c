@@ -1,0 +1,256 @@
+/*
+ * Connecting the way the URI says: a password, an ACL user, a unix
+ * socket, a database number; and failing clearly when the credentials
+ * are missing or wrong.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-redis.h"
+
+#define PASSWORD "s3cret-pw"
+
+/* requirepass, plus ACL users alice (everything) and bob (no channels);
+ * a unix socket. */
+static test_redis *secured;
+/* No password; a unix socket. */
+static test_redis *open_server;
+
+static char *secured_uri(const char *userinfo, const char *suffix)
+{
+	return g_strdup_printf("redis://%s@127.0.0.1:%d%s", userinfo, secured->port, suffix ? suffix : "");
+}
+
+/* Acquire and release through uri, checking the key on inspect meanwhile
+ * (in database db). */
+static void lock_round_trip(test_redis *inspect, const char *uri, const char *resource, int db)
+{
+	dlock_client *client;
+	dlock_lock *lock;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
+	if (dlock_acquire(lock, 2000) != DLOCK_OK)
+		fail_msg("%s: acquire failed: %s", uri, dlock_last_error_message());
+	freeReplyObject(test_redis_cmd(inspect, "SELECT %d", db));
+	assert_int_equal(test_redis_int(inspect, "EXISTS dlock:{%s}", resource), 1);
+	assert_int_equal(test_redis_int(inspect, "EXISTS dlock:{%s}:fence", resource), 1);
+	freeReplyObject(test_redis_cmd(inspect, "SELECT 0"));
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	freeReplyObject(test_redis_cmd(inspect, "SELECT %d", db));
+	assert_int_equal(test_redis_int(inspect, "EXISTS dlock:{%s}", resource), 0);
+	freeReplyObject(test_redis_cmd(inspect, "SELECT 0"));
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
+/* An acquire that must fail for lack of valid credentials. */
+static void assert_refused(const char *uri, const char *resource)
+{
+	dlock_client *client;
+	dlock_lock *lock;
+	char *lower;
+	int rc;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
+	rc = dlock_acquire(lock, 1000);
+	print_message("%s: %s: %s\n", uri, dlock_code_name(rc), dlock_last_error_message());
+	assert_true(rc == DLOCK_EBACKEND || rc == DLOCK_EUNAVAILABLE);
+	lower = g_ascii_strdown(dlock_last_error_message(), -1);
+	if (!strstr(lower, "auth") && !strstr(lower, "wrongpass"))
+		fail_msg("message does not mention authentication: %s", dlock_last_error_message());
+	/* The password never shows in a message. */
+	assert_null(strstr(dlock_last_error_message(), PASSWORD));
+	g_free(lower);
+	assert_false(dlock_held(lock));
+	assert_int_equal(test_redis_int(secured, "EXISTS dlock:{%s}", resource), 0);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
+static void test_password_in_uri_authenticates(void **state)
+{
+	char *uri = secured_uri(":" PASSWORD, NULL);
+
+	lock_round_trip(secured, uri, "auth/password", 0);
+	g_free(uri);
+}
+
+static void test_acl_user_in_uri_authenticates(void **state)
+{
+	char *uri = secured_uri("alice:alice-pw", NULL);
+
+	lock_round_trip(secured, uri, "auth/alice", 0);
+	g_free(uri);
+}
+
+static void test_acl_user_without_channel_rights_still_releases(void **state)
+{
+	char *uri = secured_uri("bob:bob-pw", NULL);
+
+	/* Release publishes through pcall: bob's missing channel rights do
+	 * not keep the key from being deleted. */
+	lock_round_trip(secured, uri, "auth/bob", 0);
+	g_free(uri);
+}
+
+static void test_missing_password_fails_mentioning_authentication(void **state)
+{
+	char *uri = g_strdup_printf("redis://127.0.0.1:%d", secured->port);
+
+	assert_refused(uri, "auth/none");
+	g_free(uri);
+}
+
+static void test_wrong_password_fails_mentioning_authentication(void **state)
+{
+	char *uri = secured_uri(":wrong-pw", NULL);
+
+	assert_refused(uri, "auth/wrong");
+	g_free(uri);
+}
+
+static void test_wrong_acl_password_fails_mentioning_authentication(void **state)
+{
+	char *uri = secured_uri("alice:" PASSWORD, NULL);
+
+	assert_refused(uri, "auth/wrong-user");
+	g_free(uri);
+}
+
+static void test_unix_socket_with_password_authenticates(void **state)
+{
+	char *uri = g_strdup_printf("redis+unix://:" PASSWORD "@%s", secured->unix_path);
+
+	lock_round_trip(secured, uri, "auth/unix-password", 0);
+	g_free(uri);
+}
+
+static void test_backend_uri_shown_to_users_has_no_password(void **state)
+{
+	char *uri = secured_uri("alice:alice-pw", NULL);
+	dlock_client *client;
+	dlock_lock *lock;
+	dlock_info *info;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "auth/shown", &lock), DLOCK_OK);
+	assert_non_null(dlock_lock_backend_uri(lock));
+	assert_null(strstr(dlock_lock_backend_uri(lock), "alice-pw"));
+	assert_int_equal(dlock_lock_query(lock, &info), DLOCK_OK);
+	assert_null(strstr(dlock_info_backend(info), "alice-pw"));
+	dlock_info_free(info);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(uri);
+}
+
+static void test_unix_socket_uri_connects(void **state)
+{
+	char *uri = test_redis_unix_uri(open_server, NULL);
+	long long before = test_redis_info_int(open_server, "total_connections_received");
+
+	lock_round_trip(open_server, uri, "auth/unix", 0);
+	/* The connections came in through the socket: CLIENT LIST shows no
+	 * TCP peer other than the inspection connection. */
+	{
+		char *list = test_redis_str(open_server, "CLIENT LIST");
+		gchar **lines = g_strsplit(list ? list : "", "\n", -1);
+		int tcp = 0;
+
+		for (int i = 0; lines[i]; i++)
+			if (strstr(lines[i], "addr=127.0.0.1:"))
+				tcp++;
+		assert_int_equal(tcp, 1);
+		g_strfreev(lines);
+		g_free(list);
+	}
+	assert_true(test_redis_info_int(open_server, "total_connections_received") > before);
+	g_free(uri);
+}
+
+static void test_database_number_in_uri_is_honoured(void **state)
+{
+	char *uri = test_redis_uri(open_server, "/3");
+	dlock_client *client;
+	dlock_lock *lock;
+
+	lock_round_trip(open_server, uri, "auth/db3", 3);
+	/* Nothing went to database 0. */
+	assert_int_equal(test_redis_int(open_server, "EXISTS dlock:{auth/db3}:fence"), 0);
+
+	/* A hold made through database 3 has its lease there (the renewals
+	 * and the release go to the same database). */
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "auth/db3", &lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	freeReplyObject(test_redis_cmd(open_server, "SELECT 3"));
+	assert_true(test_redis_int(open_server, "PTTL dlock:{auth/db3}") > 0);
+	freeReplyObject(test_redis_cmd(open_server, "SELECT 0"));
+	assert_int_equal(test_redis_int(open_server, "EXISTS dlock:{auth/db3}"), 0);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(uri);
+}
+
+/* Runs last: a group teardown's failure would not fail the program. */
+static void test_no_lock_key_of_this_suite_remains(void **state)
+{
+	assert_int_equal(test_redis_leftover_keys(secured, "dlock:{auth/"), 0);
+	assert_int_equal(test_redis_leftover_keys(open_server, "dlock:{auth/"), 0);
+}
+
+static int setup(void **state)
+{
+	redisReply *reply;
+
+	secured = test_redis_start(NULL, PASSWORD, true);
+	reply = test_redis_cmd(secured, "ACL SETUSER alice on >alice-pw ~* &* +@all");
+	assert_non_null(reply);
+	assert_int_equal(reply->type, REDIS_REPLY_STATUS);
+	freeReplyObject(reply);
+	reply = test_redis_cmd(secured, "ACL SETUSER bob on >bob-pw ~* resetchannels +@all");
+	assert_non_null(reply);
+	assert_int_equal(reply->type, REDIS_REPLY_STATUS);
+	freeReplyObject(reply);
+	open_server = test_redis_start(NULL, NULL, true);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	test_redis_stop(secured);
+	test_redis_stop(open_server);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_password_in_uri_authenticates),
+		cmocka_unit_test(test_acl_user_in_uri_authenticates),
+		cmocka_unit_test(test_acl_user_without_channel_rights_still_releases),
+		cmocka_unit_test(test_missing_password_fails_mentioning_authentication),
+		cmocka_unit_test(test_wrong_password_fails_mentioning_authentication),
+		cmocka_unit_test(test_wrong_acl_password_fails_mentioning_authentication),
+		cmocka_unit_test(test_unix_socket_with_password_authenticates),
+		cmocka_unit_test(test_backend_uri_shown_to_users_has_no_password),
+		cmocka_unit_test(test_unix_socket_uri_connects),
+		cmocka_unit_test(test_database_number_in_uri_is_honoured),
+		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
+	};
+
+	test_init(argv[0]);
+	return test_finish(cmocka_run_group_tests_name("redis-auth", tests, setup, teardown));
+}

@@ -1,0 +1,255 @@
+/*
+ * key-format=plain against a real peer: redis-py's Lock (SET NX PX on the
+ * bare name) and dlock exclude each other in both directions.
+ *
+ * The peer runs as Debian's /usr/bin/python3 (or $DLOCK_TEST_PYTHON) with
+ * interop.py next to this file; a missing interpreter or redis module
+ * fails the test.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-redis.h"
+
+#ifndef INTEROP_SCRIPT
+#error "INTEROP_SCRIPT must name interop.py"
+#endif
+
+static test_redis *server;
+
+static const char *python(void)
+{
+	const char *env = getenv("DLOCK_TEST_PYTHON");
+
+	return env && *env ? env : "/usr/bin/python3";
+}
+
+/* A running redis-py peer. */
+typedef struct peer {
+	pid_t pid;
+	int in_fd;
+	int out_fd;
+} peer;
+
+static peer peer_start(const char *name, const char *mode)
+{
+	char port[16];
+	const char *argv[] = { python(), INTEROP_SCRIPT, port, name, mode, NULL };
+	peer p;
+
+	g_snprintf(port, sizeof(port), "%d", server->port);
+	p.pid = test_spawn(argv, &p.in_fd, &p.out_fd);
+	return p;
+}
+
+/* The peer's next line; fails the test if there is none in 15 s. */
+static char *peer_line(peer *p)
+{
+	char line[256];
+
+	if (!test_read_line(p->out_fd, line, sizeof(line), 15000))
+		fail_msg("no answer from the redis-py peer (%s %s)", python(), INTEROP_SCRIPT);
+	return g_strdup(line);
+}
+
+static void peer_finish(peer *p)
+{
+	int sig;
+
+	close(p->in_fd);
+	close(p->out_fd);
+	assert_int_equal(test_wait_child(p->pid, &sig), 0);
+}
+
+/* What a one-shot redis-py acquire says: "acquired" or "busy". */
+static char *peer_try(const char *name)
+{
+	peer p = peer_start(name, "try");
+	char *answer = peer_line(&p);
+
+	peer_finish(&p);
+	return answer;
+}
+
+static void open_plain(const char *name, dlock_client **ret_client, dlock_lock **ret_lock)
+{
+	char *uri = test_redis_uri(server, "?key-format=plain");
+
+	assert_int_equal(dlock_client_new(uri, ret_client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(*ret_client, name, ret_lock), DLOCK_OK);
+	g_free(uri);
+}
+
+static void test_redis_py_holder_makes_dlock_busy_until_it_releases(void **state)
+{
+	const char *name = "interop/py-holds";
+	peer p = peer_start(name, "hold");
+	dlock_client *client;
+	dlock_lock *lock;
+	dlock_info *info;
+	char *line = peer_line(&p);
+	char *value;
+
+	assert_string_equal(line, "held");
+	g_free(line);
+	/* redis-py keeps its lock under the bare name. */
+	value = test_redis_str(server, "GET %s", name);
+	assert_non_null(value);
+
+	open_plain(name, &client, &lock);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_acquire(lock, 300), DLOCK_ETIMEDOUT);
+	assert_false(dlock_held(lock));
+	/* The foreign holder is shown as its raw value. */
+	assert_int_equal(dlock_lock_query(lock, &info), DLOCK_OK);
+	assert_int_equal(dlock_info_locked(info), 1);
+	assert_int_equal(dlock_info_hold(info), DLOCK_HOLD_NONE);
+	assert_string_equal(dlock_info_holder(info), value);
+	assert_int_equal(dlock_info_holder_pid(info), 0);
+	dlock_info_free(info);
+	{
+		char *after = test_redis_str(server, "GET %s", name);
+
+		assert_string_equal(after, value);
+		g_free(after);
+	}
+
+	assert_true(test_write_str(p.in_fd, "release\n"));
+	line = peer_line(&p);
+	assert_string_equal(line, "released");
+	g_free(line);
+	peer_finish(&p);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	assert_int_equal(test_redis_int(server, "EXISTS %s", name), 0);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(value);
+}
+
+static void test_dlock_holder_makes_redis_py_fail_until_it_releases(void **state)
+{
+	const char *name = "interop/dlock-holds";
+	dlock_client *client;
+	dlock_lock *lock;
+	char *answer;
+
+	open_plain(name, &client, &lock);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	/* Exactly the bare name is the lock key. */
+	assert_int_equal(test_redis_int(server, "EXISTS %s", name), 1);
+	assert_int_equal(test_redis_int(server, "EXISTS dlock:{%s}", name), 0);
+	answer = peer_try(name);
+	assert_string_equal(answer, "busy");
+	g_free(answer);
+	assert_true(dlock_held(lock));
+
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	answer = peer_try(name);
+	assert_string_equal(answer, "acquired");
+	g_free(answer);
+	/* And dlock can take it again after redis-py's release. */
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
+typedef struct waiter {
+	dlock_lock *lock;
+	int rc;
+	int64_t granted_ms;
+} waiter;
+
+static gpointer wait_for_lock(gpointer data)
+{
+	waiter *w = data;
+
+	w->rc = dlock_acquire(w->lock, 15000);
+	w->granted_ms = test_now_ms();
+	if (w->rc == DLOCK_OK)
+		w->rc = dlock_release(w->lock);
+	return NULL;
+}
+
+static bool waiting_on_channel(void *arg)
+{
+	return test_redis_numsub(server, arg) > 0;
+}
+
+static void test_dlock_waiter_gets_the_lock_after_redis_py_releases(void **state)
+{
+	const char *name = "interop/dlock-waits";
+	peer p = peer_start(name, "hold");
+	dlock_client *client;
+	waiter w = { NULL, 99, 0 };
+	GThread *t;
+	char *line = peer_line(&p);
+	int64_t released;
+
+	assert_string_equal(line, "held");
+	g_free(line);
+	open_plain(name, &client, &w.lock);
+	t = g_thread_new("waiter", wait_for_lock, &w);
+	/* The waiter is blocked once it listens on the release channel. */
+	assert_true(test_wait_until(waiting_on_channel, "interop/dlock-waits:released", 5000));
+	released = test_now_ms();
+	assert_true(test_write_str(p.in_fd, "release\n"));
+	g_thread_join(t);
+	assert_int_equal(w.rc, DLOCK_OK);
+	/* redis-py publishes nothing on release: dlock finds out by trying
+	 * again within its capped backoff, long before the peer's 30 s lease
+	 * would have ended. */
+	print_message("dlock acquired %" PRId64 " ms after redis-py was told to release\n",
+	              w.granted_ms - released);
+	assert_true(w.granted_ms - released < 5000);
+	line = peer_line(&p);
+	assert_string_equal(line, "released");
+	g_free(line);
+	peer_finish(&p);
+	dlock_lock_free(w.lock);
+	dlock_client_free(client);
+}
+
+/* Runs last: a group teardown's failure would not fail the program. */
+static void test_no_lock_key_of_this_suite_remains(void **state)
+{
+	assert_int_equal(test_redis_leftover_keys(server, "interop/"), 0);
+	assert_int_equal(test_redis_leftover_keys(server, "dlock:{interop/"), 0);
+}
+
+static int setup(void **state)
+{
+	server = test_redis_start(NULL, NULL, false);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	test_redis_stop(server);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_redis_py_holder_makes_dlock_busy_until_it_releases),
+		cmocka_unit_test(test_dlock_holder_makes_redis_py_fail_until_it_releases),
+		cmocka_unit_test(test_dlock_waiter_gets_the_lock_after_redis_py_releases),
+		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
+	};
+
+	test_init(argv[0]);
+	return test_finish(cmocka_run_group_tests_name("redis-interop", tests, setup, teardown));
+}
