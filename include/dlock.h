@@ -96,7 +96,8 @@ typedef struct dlock_lock dlock_lock;
  * Options: ttl, watchdog, connect-timeout, command-timeout, key-format,
  * prefix.  Durations read "250ms", "10s", "2m"; a bare number is seconds.
  *
- * spec NULL means the value of $DLOCK_CONFIG; without it, the file backend
+ * spec NULL means the value of $DLOCK_CONFIG (an empty spec is refused);
+ * without it, the file backend
  * in its default directory ($DLOCK_DIR, else /tmp/dlock-<uid>), which needs
  * no server: file:///path/to/dir names another directory.
  * No connection is made here: servers are contacted on first use, so a

@@ -199,7 +199,11 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 
 	if (!ret_client)
 		return dlock__error(DLOCK_EINVAL, "dlock_client_new: ret_client is NULL");
-	if (!spec || !*spec)
+	/* An empty string is a mistake (an unset variable, say), not "default". */
+	if (spec && !*spec)
+		return dlock__error(DLOCK_ECONFIG, "empty specification: pass a URI, a configuration file, "
+		                    "or NULL for $DLOCK_CONFIG or the file default");
+	if (!spec)
 		spec = getenv("DLOCK_CONFIG");
 	if (!spec || !*spec)
 		spec = DLOCK__DEFAULT_SPEC;

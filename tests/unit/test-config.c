@@ -227,6 +227,9 @@ static void test_config_unreadable_or_malformed_file_is_refused(void **state)
 	assert_null(client);
 	assert_message_has("missing.conf", NULL, NULL);
 	g_free(missing);
+	assert_int_equal(dlock_client_new("", &client), DLOCK_ECONFIG);
+	assert_non_null(strstr(dlock_last_error_message(), "empty specification"));
+	assert_null(client);
 	assert_int_equal(client_from("this is not ini\n", NULL), DLOCK_ECONFIG);
 	assert_int_equal(client_from("", NULL), DLOCK_ECONFIG);
 	assert_message_has("no [backend NAME] group", NULL, NULL);
