@@ -17,6 +17,9 @@
 
 #define BACKOFF_FIRST_US (50 * 1000)
 #define BACKOFF_CAP_US (1000 * 1000)
+/* After a release found the server unreachable, later releases within this
+ * time defer at once instead of each waiting out its own timeout. */
+#define RELEASE_DEFER_US (1000 * 1000)
 
 typedef enum try_result {
 	TRY_GRANTED,
@@ -173,6 +176,16 @@ static int release_now(dlock__backend *b, redis_lease *lease, int *ret_deleted)
 	return DLOCK_OK;
 }
 
+static bool release_deferred(dlock__backend *b)
+{
+	bool defer;
+
+	g_mutex_lock(&b->pool_mu);
+	defer = dlock__mono_us() < b->release_defer_until_us;
+	g_mutex_unlock(&b->pool_mu);
+	return defer;
+}
+
 /*
  * End a hold: stop the watchdog for it, then compare-and-delete.  If the
  * server is unreachable (or the watchdog already found it so), the delete
@@ -189,6 +202,8 @@ int dlock__redis_release(dlock__backend *b, dlock__hold *hold)
 		return DLOCK_OK;
 	dlock__hold_set_backend_data(hold, NULL);
 	suspended = dlock__redis_unwatch(b, lease, &lost);
+	if (!suspended && release_deferred(b))
+		suspended = true; /* a release just found the server unreachable */
 	if (suspended) {
 		dlock__redis_cleanup_later(b, lease->key, lease->channel, lease->token,
 		                           dlock__boot_us() + lease->ttl_ms * 1000);
@@ -196,6 +211,11 @@ int dlock__redis_release(dlock__backend *b, dlock__hold *hold)
 	} else if ((rc = release_now(b, lease, &deleted)) != DLOCK_OK) {
 		dlock__log(b->logger, DLOCK_LOG_WARNING, "release of '%s' deferred: %s", lease->key,
 		           dlock_last_error_message());
+		if (rc == DLOCK_EUNAVAILABLE) {
+			g_mutex_lock(&b->pool_mu);
+			b->release_defer_until_us = dlock__mono_us() + RELEASE_DEFER_US;
+			g_mutex_unlock(&b->pool_mu);
+		}
 		dlock__redis_cleanup_later(b, lease->key, lease->channel, lease->token,
 		                           dlock__boot_us() + lease->ttl_ms * 1000);
 		rc = DLOCK_OK;

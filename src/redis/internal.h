@@ -60,6 +60,11 @@ struct dlock__backend {
 	GMutex pool_mu;
 	GQueue pool;              /* idle redis_conn * */
 
+	/* Monotonic time until which releases defer at once: the last release
+	 * found the server unreachable.  Bounds teardown with many holds.
+	 * Guarded by pool_mu. */
+	int64_t release_defer_until_us;
+
 	GMutex lazy_mu;           /* guards starting the two threads below */
 	redis_sub *sub;
 	redis_watchdog *watchdog_thread;

@@ -52,6 +52,44 @@ static void test_release_during_outage_returns_at_once_and_deletes_later(void **
 	g_free(uri);
 }
 
+static bool no_outage_many_key(void *arg)
+{
+	return test_redis_count_keys(server, "dlock:{outage/many-*}") == 0;
+}
+
+static void test_many_releases_during_outage_cost_one_timeout(void **state)
+{
+	enum { N = 5 };
+	char *uri = test_redis_uri(server, "?command-timeout=300ms&connect-timeout=300ms");
+	dlock_client *client;
+	dlock_lock *locks[N];
+	int64_t t0, elapsed;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	for (int i = 0; i < N; i++) {
+		char name[32];
+
+		g_snprintf(name, sizeof(name), "outage/many-%d", i);
+		assert_int_equal(dlock_lock_new(client, name, &locks[i]), DLOCK_OK);
+		assert_int_equal(dlock_lock_set_ttl(locks[i], 20000), DLOCK_OK);
+		assert_int_equal(dlock_acquire(locks[i], 0), DLOCK_OK);
+	}
+	test_redis_signal(server, SIGSTOP);
+	t0 = test_now_ms();
+	for (int i = 0; i < N; i++)
+		assert_int_equal(dlock_release(locks[i]), DLOCK_OK);
+	elapsed = test_now_ms() - t0;
+	test_redis_signal(server, SIGCONT);
+	/* The first release waits out the command timeout; the rest defer at
+	 * once instead of paying it again (5 x 300 ms). */
+	assert_true(elapsed < 900);
+	assert_true(test_wait_until(no_outage_many_key, NULL, 5000));
+	for (int i = 0; i < N; i++)
+		dlock_lock_free(locks[i]);
+	dlock_client_free(client);
+	g_free(uri);
+}
+
 static void test_deadline_bounds_acquire_against_a_silent_server(void **state)
 {
 	char *uri = test_redis_uri(server, "?command-timeout=2s");
@@ -101,6 +139,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_release_during_outage_returns_at_once_and_deletes_later),
+		cmocka_unit_test(test_many_releases_during_outage_cost_one_timeout),
 		cmocka_unit_test(test_deadline_bounds_acquire_against_a_silent_server),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
