@@ -22,6 +22,7 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-handoff.h"
 #include "test-redis.h"
 
 #define PROCESSES 3
@@ -94,6 +95,8 @@ static int worker_main(int argc, char **argv)
 	dlock_client *client;
 	dlock_lock *lock;
 
+	if (argc >= 6 && strcmp(argv[2], "handoff") == 0)
+		return test_handoff_worker(argv[3], argv[4], atoi(argv[5]));
 	if (argc < 4 || dlock_client_new(argv[3], &client) != DLOCK_OK)
 		return 2;
 	if (strcmp(argv[2], "counter") == 0 && argc >= 7) {
@@ -114,23 +117,6 @@ static int worker_main(int argc, char **argv)
 		fflush(stdout);
 		for (;;)
 			pause();
-	}
-	if (strcmp(argv[2], "handoff") == 0 && argc >= 6) {
-		int n = atoi(argv[5]);
-
-		if (dlock_lock_new(client, argv[4], &lock) != DLOCK_OK)
-			return 2;
-		for (int i = 0; i < n; i++) {
-			if (dlock_acquire(lock, 30000) != DLOCK_OK)
-				return 3;
-			printf("%" PRId64 "\n", test_now_us());
-			fflush(stdout);
-			dlock_release(lock);
-			g_usleep(30000);
-		}
-		dlock_lock_free(lock);
-		dlock_client_free(client);
-		return 0;
 	}
 	return 64;
 }
@@ -205,48 +191,14 @@ static void test_killed_holder_releases_at_once_with_larger_token_next(void **st
 	dlock_client_free(client);
 }
 
-static int cmp(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return (x > y) - (x < y);
-}
-
 static void test_waiter_in_another_process_is_woken_by_inotify(void **state)
 {
-	enum { N = 10 };
-	const char *args[] = { "handoff", uri, "file/handoff", "10", NULL };
-	dlock_client *client;
-	dlock_lock *lock;
-	int64_t samples[N];
-	int fd;
-	pid_t pid;
+	/* 600 ms lets the waiter's backoff reach its 200 ms cap: only the
+	 * close event can wake it within a few ms. */
+	int64_t median_us = test_handoff_median_us(uri, "file/handoff", 10, 600000, NULL);
 
-	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
-	assert_int_equal(dlock_lock_new(client, "file/handoff", &lock), DLOCK_OK);
-	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
-	pid = test_spawn_worker(args, &fd);
-	for (int i = 0; i < N; i++) {
-		char line[64];
-		int64_t released;
-
-		/* Long enough for the waiter's backoff to reach its 200 ms cap:
-		 * only the close event can wake it within a few ms. */
-		g_usleep(600000);
-		released = test_now_us();
-		assert_int_equal(dlock_release(lock), DLOCK_OK);
-		assert_true(test_read_line(fd, line, sizeof(line), 10000));
-		samples[i] = g_ascii_strtoll(line, NULL, 10) - released;
-		assert_int_equal(dlock_acquire(lock, 10000), DLOCK_OK);
-	}
-	assert_int_equal(dlock_release(lock), DLOCK_OK);
-	assert_int_equal(test_wait_worker(pid), 0);
-	close(fd);
-	qsort(samples, N, sizeof(samples[0]), cmp);
-	print_message("file handoff median %" PRId64 " us\n", samples[N / 2]);
-	assert_true(samples[N / 2] < 50000);
-	dlock_lock_free(lock);
-	dlock_client_free(client);
+	print_message("file handoff median %" PRId64 " us\n", median_us);
+	assert_true(median_us < 50000);
 }
 
 static void test_try_and_deadline_and_two_clients_in_one_process(void **state)

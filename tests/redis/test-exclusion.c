@@ -19,6 +19,7 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-handoff.h"
 #include "test-redis.h"
 
 #define PROCESSES 3
@@ -120,28 +121,6 @@ static int worker_hold(char **argv)
 		pause();
 }
 
-/* Acquire COUNT times, printing the monotonic time of each grant. */
-static int worker_handoff(char **argv)
-{
-	int count = atoi(argv[2]);
-	dlock_client *client;
-	dlock_lock *lock;
-
-	if (dlock_client_new(argv[0], &client) != DLOCK_OK || dlock_lock_new(client, argv[1], &lock) != DLOCK_OK)
-		return 2;
-	for (int i = 0; i < count; i++) {
-		if (dlock_acquire(lock, 30000) != DLOCK_OK)
-			return 3;
-		printf("%" PRId64 "\n", test_now_us());
-		fflush(stdout);
-		dlock_release(lock);
-		g_usleep(30000); /* the parent takes it back meanwhile */
-	}
-	dlock_lock_free(lock);
-	dlock_client_free(client);
-	return 0;
-}
-
 static int worker_main(int argc, char **argv)
 {
 	if (argc >= 6 && strcmp(argv[2], "counter") == 0)
@@ -149,7 +128,7 @@ static int worker_main(int argc, char **argv)
 	if (argc >= 5 && strcmp(argv[2], "hold") == 0)
 		return worker_hold(argv + 3);
 	if (argc >= 6 && strcmp(argv[2], "handoff") == 0)
-		return worker_handoff(argv + 3);
+		return test_handoff_worker(argv[3], argv[4], atoi(argv[5]));
 	return 64;
 }
 
@@ -242,54 +221,19 @@ static void test_killed_holder_is_replaced_after_its_lease_with_larger_token(voi
 	g_free(uri);
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return (x > y) - (x < y);
-}
-
 static void test_waiter_in_another_process_is_woken_by_release(void **state)
 {
-	enum { HANDOFFS = 20 };
 	char *uri = test_redis_uri(server, NULL);
-	const char *args[] = { "handoff", uri, "excl/handoff", "20", NULL };
-	int64_t samples[HANDOFFS];
-	dlock_client *client;
-	dlock_lock *lock;
-	pid_t pid;
-	int fd;
+	int64_t max_us;
+	/* The waiter is subscribed and asleep after 150 ms; its lease is 30 s,
+	 * so only the release notification can wake it this soon. */
+	int64_t median_us = test_handoff_median_us(uri, "excl/handoff", 20, 150000, &max_us);
 
-	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
-	assert_int_equal(dlock_lock_new(client, "excl/handoff", &lock), DLOCK_OK);
-	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
-	pid = test_spawn_worker(args, &fd);
-	for (int i = 0; i < HANDOFFS; i++) {
-		char line[64];
-		int64_t released;
-
-		/* The worker is subscribed and asleep by now; the lease is 30 s,
-		 * so only the release notification can wake it this soon. */
-		g_usleep(150000);
-		released = test_now_us();
-		assert_int_equal(dlock_release(lock), DLOCK_OK);
-		assert_true(test_read_line(fd, line, sizeof(line), 10000));
-		samples[i] = g_ascii_strtoll(line, NULL, 10) - released;
-		assert_int_equal(dlock_acquire(lock, 10000), DLOCK_OK);
-	}
-	assert_int_equal(dlock_release(lock), DLOCK_OK);
-	assert_int_equal(test_wait_worker(pid), 0);
-	close(fd);
-	qsort(samples, HANDOFFS, sizeof(samples[0]), cmp_i64);
-	print_message("handoff median %" PRId64 " us, max %" PRId64 " us\n", samples[HANDOFFS / 2],
-	              samples[HANDOFFS - 1]);
-	assert_true(samples[HANDOFFS / 2] < 5000);
-	dlock_lock_free(lock);
-	dlock_client_free(client);
+	print_message("handoff median %" PRId64 " us, max %" PRId64 " us\n", median_us, max_us);
+	assert_true(median_us < 5000);
 	g_free(uri);
 }
 
-/* Runs last: a group teardown's failure would not fail the program. */
 static void test_no_lock_key_of_this_suite_remains(void **state)
 {
 	assert_int_equal(test_redis_leftover_keys(server, "dlock:{excl/"), 0);
