@@ -7,6 +7,7 @@
 #include "core.h"
 #include "file/file.h"
 #include "redis/redis.h"
+#include "zk/zk.h"
 
 static const struct {
 	const char *scheme;
@@ -15,11 +16,12 @@ static const struct {
 	{ "redis", &dlock__redis_ops },
 	{ "redis+unix", &dlock__redis_ops },
 	{ "file", &dlock__file_ops },
+	{ "zk", &dlock__zk_ops },
 };
 
 const char *dlock__backend_schemes(void)
 {
-	return "redis, redis+unix, file";
+	return "redis, redis+unix, file, zk";
 }
 
 const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme)

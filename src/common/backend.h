@@ -146,6 +146,11 @@ void dlock__hold_report(dlock__hold *hold, dlock_state state);
  */
 uint64_t dlock__waiter_seq(dlock__waiter *waiter);
 
+/* A waiter of the backend's own, for a wait outside acquire (a release or
+ * a query waiting for an answer). */
+dlock__waiter *dlock__waiter_new(void);
+void dlock__waiter_free(dlock__waiter *waiter);
+
 /* Sleep until the sequence number differs from seen (returns DLOCK_OK),
  * until_us on the monotonic clock passes (DLOCK_ETIMEDOUT), or the waiter is
  * canceled (DLOCK_ECANCELED, also returned at once if already canceled). */

@@ -149,8 +149,6 @@ void dlock__hold_teardown(dlock__hold *hold);
 
 /* ---- waiters ---------------------------------------------------------- */
 
-dlock__waiter *dlock__waiter_new(void);
-void dlock__waiter_free(dlock__waiter *waiter);
 void dlock__waiter_cancel(dlock__waiter *waiter);
 
 /* ---- locks ------------------------------------------------------------ */

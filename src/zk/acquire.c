@@ -1,0 +1,560 @@
+/*
+ * Acquire, release and query on ZooKeeper.
+ *
+ * Acquire creates an ephemeral sequential node "_c_<uuid>-lock-" under the
+ * resource's node, lists the children (no watch), and holds the lock if
+ * its node comes first among the lock nodes.  Otherwise it sets a data
+ * watch on the node just before its own and sleeps until that watch
+ * fires, the connection changes, or the deadline passes; then it lists
+ * again.  Each contender watches only its predecessor, so a release wakes
+ * exactly one waiter.
+ *
+ * If the connection drops while a create is in flight, the create may
+ * have happened: after reconnecting, acquire looks for its uuid among the
+ * children before creating again.  If the session ends, the node went
+ * with it, and acquire starts over on a new session with a new uuid.
+ */
+#include <string.h>
+
+#include "clock.h"
+#include "error.h"
+#include "internal.h"
+
+/* Internal result: the session ended under the attempt; start over. */
+#define AGAIN 1
+
+typedef struct attempt {
+	dlock__backend *b;
+	dlock__hold *hold;
+	dlock__waiter *waiter;
+	int64_t wait_ms;
+	int64_t deadline_us;
+	const char *resource;
+	char *dir;          /* <root>/<resource> */
+	char *data;         /* holder record stored in the node */
+	char *uuid;
+	char *path;         /* our node, once created */
+	const char *name;   /* its last segment */
+	int64_t czxid;
+} attempt;
+
+static void attempt_forget_node(attempt *a)
+{
+	g_free(a->path);
+	a->path = NULL;
+	a->name = NULL;
+	g_free(a->uuid);
+	a->uuid = dlock__zk_uuid_new();
+}
+
+static void attempt_set_node(attempt *a, const char *path, int64_t czxid)
+{
+	g_free(a->path);
+	a->path = g_strdup(path);
+	a->name = strrchr(a->path, '/') + 1;
+	a->czxid = czxid;
+}
+
+/* Map a failed wait (not a ZooKeeper answer) to the acquire's result. */
+static int wait_failed(attempt *a, int rc)
+{
+	if (rc == DLOCK_ELOST)
+		return AGAIN;
+	if (rc == DLOCK_ECANCELED)
+		return dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled", a->resource);
+	return dlock__error(DLOCK_ETIMEDOUT, "%s: deadline passed before the lock of '%s' was granted",
+	                    a->b->label, a->resource);
+}
+
+/* Send call, wait for its answer.  DLOCK_OK with call->rc set, or the
+ * failed wait mapped (the call is abandoned then). */
+static int await(attempt *a, zk_call *call)
+{
+	int rc = dlock__zk_call_wait(call, a->deadline_us);
+
+	if (rc != DLOCK_OK) {
+		dlock__zk_call_abandon(call);
+		return wait_failed(a, rc);
+	}
+	return DLOCK_OK;
+}
+
+/* After a connection loss: wait for the session to come back. */
+static int reconnect(attempt *a, zk_session *s)
+{
+	int rc = dlock__zk_session_wait_connected(s, a->waiter, a->deadline_us);
+
+	return rc == DLOCK_OK ? DLOCK_OK : wait_failed(a, rc);
+}
+
+static int unexpected(attempt *a, int zrc, const char *what, const char *path)
+{
+	if (zrc == ZNOAUTH)
+		return dlock__error(DLOCK_EBACKEND, "%s: not allowed to %s %s (ACL)", a->b->label, what, path);
+	return dlock__error(DLOCK_EBACKEND, "%s: %s %s: %s", a->b->label, what, path,
+	                    dlock__zk_strerror(zrc));
+}
+
+/* Create the resource's node and its parents as containers. */
+static int make_parents(attempt *a, zk_session *s)
+{
+	char **parts = g_strsplit(a->dir + 1, "/", -1);
+	GString *path = g_string_new(NULL);
+	int rc = DLOCK_OK;
+
+	for (size_t i = 0; parts[i] && rc == DLOCK_OK; i++) {
+		zk_call *call = dlock__zk_call_new(s, CALL_CREATE, a->waiter);
+		int zrc;
+
+		g_string_append_c(path, '/');
+		g_string_append(path, parts[i]);
+		dlock__zk_create(call, path->str, NULL, false, &ZOO_OPEN_ACL_UNSAFE);
+		if ((rc = await(a, call)) != DLOCK_OK)
+			break;
+		zrc = call->rc;
+		dlock__zk_call_unref(call);
+		if (zrc == ZOK || zrc == ZNODEEXISTS)
+			continue;
+		if (dlock__zk_rc_connection(zrc))
+			rc = reconnect(a, s);
+		else if (dlock__zk_rc_session_ended(zrc))
+			rc = AGAIN;
+		else if (zrc == ZNONODE && i == 0)
+			rc = dlock__error(DLOCK_EBACKEND, "%s: the chroot node does not exist", a->b->label);
+		else if (zrc == ZNONODE)
+			i = (size_t)-1, g_string_truncate(path, 0); /* reaped meanwhile: from the top */
+		else
+			rc = unexpected(a, zrc, "create", path->str);
+	}
+	g_string_free(path, TRUE);
+	g_strfreev(parts);
+	return rc;
+}
+
+/*
+ * List the resource's children.  ZNONODE gives an empty list (the node was
+ * reaped: ours is gone too).  Retries across connection losses.
+ */
+static int list_children(attempt *a, zk_session *s, char ***ret)
+{
+	for (;;) {
+		zk_call *call = dlock__zk_call_new(s, CALL_CHILDREN, a->waiter);
+		int rc, zrc;
+
+		dlock__zk_get_children(call, a->dir);
+		if ((rc = await(a, call)) != DLOCK_OK)
+			return rc;
+		zrc = call->rc;
+		if (zrc == ZOK || zrc == ZNONODE) {
+			*ret = zrc == ZOK ? call->children : g_new0(char *, 1);
+			call->children = NULL;
+			dlock__zk_call_unref(call);
+			return DLOCK_OK;
+		}
+		dlock__zk_call_unref(call);
+		if (dlock__zk_rc_session_ended(zrc))
+			return AGAIN;
+		if (!dlock__zk_rc_connection(zrc))
+			return unexpected(a, zrc, "list", a->dir);
+		if ((rc = reconnect(a, s)) != DLOCK_OK)
+			return rc;
+	}
+}
+
+/* After a lost answer to a create: find the node it made, if it did. */
+static int find_own_node(attempt *a, zk_session *s, bool *ret_found)
+{
+	char **children = NULL;
+	int rc = list_children(a, s, &children);
+
+	*ret_found = false;
+	for (size_t i = 0; rc == DLOCK_OK && children[i]; i++) {
+		char *path;
+		zk_call *call;
+
+		if (!dlock__zk_node_is_ours(children[i], a->uuid))
+			continue;
+		path = g_strconcat(a->dir, "/", children[i], NULL);
+		call = dlock__zk_call_new(s, CALL_EXISTS, a->waiter);
+		dlock__zk_exists(call, path);
+		if ((rc = await(a, call)) == DLOCK_OK) {
+			if (call->rc == ZOK) {
+				attempt_set_node(a, path, call->stat.czxid);
+				*ret_found = true;
+			} else if (dlock__zk_rc_session_ended(call->rc)) {
+				rc = AGAIN;
+			}
+			/* gone again, or no answer: create anew */
+			dlock__zk_call_unref(call);
+		}
+		g_free(path);
+		break;
+	}
+	g_strfreev(children);
+	return rc;
+}
+
+/* Create our node (protected: a lost answer is checked by uuid). */
+static int create_node(attempt *a, zk_session *s)
+{
+	char *prefix = dlock__zk_node_prefix(a->dir, a->uuid);
+	int rc;
+
+	for (;;) {
+		zk_call *call = dlock__zk_call_new(s, CALL_CREATE, a->waiter);
+		bool found;
+		int zrc;
+
+		dlock__zk_create(call, prefix, a->data, true, &a->b->lock_acl);
+		if ((rc = await(a, call)) != DLOCK_OK)
+			break;
+		zrc = call->rc;
+		if (zrc == ZOK) {
+			attempt_set_node(a, call->path, call->stat.czxid);
+			dlock__zk_call_unref(call);
+			break;
+		}
+		dlock__zk_call_unref(call);
+		if (zrc == ZNONODE) {
+			rc = make_parents(a, s);
+		} else if (dlock__zk_rc_connection(zrc)) {
+			if ((rc = reconnect(a, s)) == DLOCK_OK && (rc = find_own_node(a, s, &found)) == DLOCK_OK &&
+			    found)
+				break;
+		} else if (dlock__zk_rc_session_ended(zrc)) {
+			rc = AGAIN;
+		} else {
+			rc = unexpected(a, zrc, "create a lock node under", a->dir);
+		}
+		if (rc != DLOCK_OK)
+			break;
+	}
+	g_free(prefix);
+	return rc;
+}
+
+/*
+ * Wait for the predecessor's node to go: set a data watch on it and sleep
+ * until the watch fires, the connection changes, or the deadline passes.
+ * DLOCK_OK means "look again".
+ */
+static int wait_predecessor(attempt *a, zk_session *s, const char *name)
+{
+	char *path = g_strconcat(a->dir, "/", name, NULL);
+	zk_watch watch = { a->waiter, false };
+	zk_call *call = dlock__zk_call_new(s, CALL_GET, a->waiter);
+	int rc, zrc;
+
+	dlock__zk_watch_add(s, path, &watch);
+	dlock__zk_get(call, path, true);
+	rc = await(a, call);
+	if (rc != DLOCK_OK)
+		goto out;
+	zrc = call->rc;
+	dlock__zk_call_unref(call);
+	if (zrc == ZNONODE)
+		goto out; /* already gone: look again */
+	if (dlock__zk_rc_session_ended(zrc)) {
+		rc = AGAIN;
+		goto out;
+	}
+	if (zrc != ZOK && !dlock__zk_rc_connection(zrc)) {
+		rc = unexpected(a, zrc, "watch", path);
+		goto out;
+	}
+	while (zrc == ZOK) {
+		uint64_t seen = dlock__waiter_seq(a->waiter);
+
+		if (dlock__zk_watch_fired(s, &watch) || dlock__zk_session_phase(s) != ZK_CONNECTED)
+			break;
+		rc = dlock__waiter_sleep(a->waiter, seen, a->deadline_us);
+		if (rc != DLOCK_OK) {
+			rc = wait_failed(a, rc);
+			goto out;
+		}
+	}
+	switch (dlock__zk_session_phase(s)) {
+	case ZK_CONNECTED:
+		break;
+	case ZK_CONNECTING:
+		rc = reconnect(a, s);
+		break;
+	case ZK_ENDED:
+		rc = AGAIN;
+		break;
+	}
+out:
+	dlock__zk_watch_remove(s, path, &watch);
+	g_free(path);
+	return rc;
+}
+
+/* One attempt on one session: DLOCK_OK when our node comes first. */
+static int attempt_run(attempt *a, zk_session *s)
+{
+	int rc;
+
+	if (!a->path && (rc = create_node(a, s)) != DLOCK_OK)
+		return rc;
+	for (;;) {
+		char **children = NULL;
+		GArray *contenders;
+		const char *before = NULL;
+		char *predecessor;
+		bool present;
+
+		if ((rc = list_children(a, s, &children)) != DLOCK_OK)
+			return rc;
+		contenders = dlock__zk_contenders(children);
+		present = dlock__zk_predecessor(contenders, a->name, &before);
+		predecessor = g_strdup(before);
+		g_array_unref(contenders);
+		g_strfreev(children);
+
+		if (!present) {
+			g_free(predecessor);
+			if (dlock__zk_session_phase(s) == ZK_ENDED)
+				return AGAIN;
+			/* Deleted by someone else while we waited: queue again. */
+			dlock__log(a->b->logger, DLOCK_LOG_WARNING, "%s: lock node %s vanished; queueing again",
+			           a->b->label, a->path);
+			attempt_forget_node(a);
+			if ((rc = create_node(a, s)) != DLOCK_OK)
+				return rc;
+			continue;
+		}
+		if (!predecessor)
+			return DLOCK_OK;
+		if (a->wait_ms == 0) {
+			g_free(predecessor);
+			return dlock__error(DLOCK_EBUSY, "lock '%s' is held by another owner", a->resource);
+		}
+		rc = wait_predecessor(a, s, predecessor);
+		g_free(predecessor);
+		if (rc != DLOCK_OK)
+			return rc;
+	}
+}
+
+/* Delete a node we will not use, waiting (bounded) so that a try-lock
+ * leaves nothing behind when it returns; otherwise in the background. */
+static void delete_node(dlock__backend *b, zk_session *s, const char *path, bool wait)
+{
+	dlock__waiter *w;
+	zk_call *call;
+
+	if (!wait) {
+		dlock__zk_delete_later(s, path);
+		return;
+	}
+	w = dlock__waiter_new();
+	call = dlock__zk_call_new(s, CALL_DELETE, w);
+	dlock__zk_delete(call, path);
+	if (dlock__zk_call_wait(call, dlock__mono_us() + b->connect_timeout_ms * 1000) == DLOCK_OK &&
+	    (call->rc == ZOK || call->rc == ZNONODE || dlock__zk_rc_session_ended(call->rc))) {
+		dlock__zk_call_unref(call);
+	} else {
+		dlock__zk_call_abandon(call);
+		dlock__zk_delete_later(s, path);
+	}
+	dlock__waiter_free(w);
+}
+
+int dlock__zk_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
+                      int64_t wait_ms, int64_t deadline_us)
+{
+	attempt a = { 0 };
+	bool first = true;
+	int rc;
+
+	a.b = b;
+	a.hold = hold;
+	a.waiter = waiter;
+	a.wait_ms = wait_ms;
+	a.resource = dlock__hold_resource(hold);
+	/* A try is bounded by the backend's own timeouts. */
+	a.deadline_us = wait_ms == 0
+	                    ? dlock__mono_us() + (b->connect_timeout_ms + b->session_timeout_ms) * 1000
+	                    : deadline_us;
+	a.dir = dlock__zk_dir(b, a.resource);
+	a.data = dlock__token_new(dlock__hold_holder(hold));
+	a.uuid = dlock__zk_uuid_new();
+
+	for (;;) {
+		zk_session *s;
+		int64_t until = first ? MIN(a.deadline_us, dlock__mono_us() + b->connect_timeout_ms * 1000)
+		                      : a.deadline_us;
+
+		if (dlock__waiter_canceled(waiter)) {
+			rc = wait_failed(&a, DLOCK_ECANCELED);
+			break;
+		}
+		rc = dlock__zk_session_get(b, waiter, until, &s);
+		if (rc == DLOCK_EUNAVAILABLE && !first && wait_ms != 0)
+			rc = wait_failed(&a, DLOCK_ETIMEDOUT);
+		if (rc != DLOCK_OK)
+			break;
+		first = false;
+		dlock__zk_session_add_waiter(s, waiter);
+		rc = attempt_run(&a, s);
+		dlock__zk_session_remove_waiter(s, waiter);
+		if (rc == DLOCK_OK) {
+			zk_node *node = g_new0(zk_node, 1);
+
+			g_atomic_ref_count_init(&node->ref);
+			node->hold = dlock__hold_ref(hold);
+			node->session = s; /* the reference from dlock__zk_session_get */
+			node->path = a.path;
+			node->czxid = a.czxid;
+			a.path = NULL;
+			dlock__hold_set_token(hold, (uint64_t)node->czxid);
+			dlock__hold_set_backend_data(hold, node);
+			dlock__zk_session_track(s, node);
+			break;
+		}
+		if (a.path && rc != AGAIN)
+			delete_node(b, s, a.path, rc == DLOCK_EBUSY);
+		dlock__zk_session_unref(s);
+		if (rc != AGAIN)
+			break;
+		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: session ended while acquiring '%s'; retrying",
+		           b->label, a.resource);
+		attempt_forget_node(&a);
+	}
+	if (rc == DLOCK_ETIMEDOUT && wait_ms == 0)
+		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: no answer in time for a try of '%s'", b->label,
+		                  a.resource);
+	g_free(a.dir);
+	g_free(a.data);
+	g_free(a.uuid);
+	g_free(a.path);
+	return rc;
+}
+
+void dlock__zk_node_unref(zk_node *node)
+{
+	if (!node || !g_atomic_ref_count_dec(&node->ref))
+		return;
+	dlock__hold_unref(node->hold);
+	dlock__zk_session_unref(node->session);
+	g_free(node->path);
+	g_free(node);
+}
+
+/*
+ * End a hold: delete our node.  If the connection is down, or the server
+ * does not answer within the connect timeout, the delete goes on in the
+ * background until it succeeds or the session ends (which deletes the
+ * node too).
+ */
+int dlock__zk_release(dlock__backend *b, dlock__hold *hold)
+{
+	zk_node *node = dlock__hold_backend_data(hold);
+	zk_session *s;
+	int rc = DLOCK_OK;
+
+	if (!node)
+		return DLOCK_OK;
+	dlock__hold_set_backend_data(hold, NULL);
+	s = node->session;
+	if (!dlock__zk_session_untrack(s, node)) {
+		rc = DLOCK_ELOST; /* the session ended: the node went with it */
+	} else if (dlock__zk_session_phase(s) != ZK_CONNECTED) {
+		dlock__zk_delete_later(s, node->path);
+	} else {
+		dlock__waiter *w = dlock__waiter_new();
+		zk_call *call = dlock__zk_call_new(s, CALL_DELETE, w);
+
+		dlock__zk_delete(call, node->path);
+		if (dlock__zk_call_wait(call, dlock__mono_us() + b->connect_timeout_ms * 1000) != DLOCK_OK) {
+			dlock__zk_call_abandon(call);
+			if (dlock__zk_session_phase(s) == ZK_ENDED)
+				rc = DLOCK_ELOST;
+			else
+				dlock__zk_delete_later(s, node->path);
+		} else {
+			if (call->rc == ZNONODE || dlock__zk_rc_session_ended(call->rc))
+				rc = DLOCK_ELOST;
+			else if (call->rc != ZOK)
+				dlock__zk_delete_later(s, node->path);
+			dlock__zk_call_unref(call);
+		}
+		dlock__waiter_free(w);
+	}
+	if (rc == DLOCK_ELOST)
+		dlock__error(DLOCK_ELOST, "%s: lock node %s was gone before the release", b->label, node->path);
+	dlock__zk_node_unref(node);
+	return rc;
+}
+
+/*
+ * Who holds resource: the first lock node's data (a dlock holder record,
+ * or whatever a peer stores) and its czxid, the holder's fencing token.
+ */
+int dlock__zk_query(dlock__backend *b, const char *resource, int64_t deadline_us,
+                    dlock__server_info *ret)
+{
+	char *dir = dlock__zk_dir(b, resource);
+	dlock__waiter *w = dlock__waiter_new();
+	zk_session *s = NULL;
+	int rc;
+
+	if (deadline_us == INT64_MAX)
+		deadline_us = dlock__mono_us() + b->connect_timeout_ms * 1000;
+	rc = dlock__zk_session_get(b, NULL, deadline_us, &s);
+	/* The holder may release between the listing and the read: list again. */
+	for (int round = 0; rc == DLOCK_OK && round < 10; round++) {
+		zk_call *call = dlock__zk_call_new(s, CALL_CHILDREN, w);
+		GArray *contenders;
+		char *first = NULL;
+
+		dlock__zk_get_children(call, dir);
+		if (dlock__zk_call_wait(call, deadline_us) != DLOCK_OK) {
+			dlock__zk_call_abandon(call);
+			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: no answer to the query of '%s'", b->label,
+			                  resource);
+			break;
+		}
+		if (call->rc != ZOK && call->rc != ZNONODE) {
+			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: query of '%s': %s", b->label, resource,
+			                  dlock__zk_strerror(call->rc));
+			dlock__zk_call_unref(call);
+			break;
+		}
+		contenders = dlock__zk_contenders(call->children);
+		if (contenders->len > 0)
+			first = g_strconcat(dir, "/", g_array_index(contenders, dlock__zk_contender, 0).name, NULL);
+		g_array_unref(contenders);
+		dlock__zk_call_unref(call);
+		if (!first)
+			break; /* free */
+
+		call = dlock__zk_call_new(s, CALL_GET, w);
+		dlock__zk_get(call, first, false);
+		g_free(first);
+		if (dlock__zk_call_wait(call, deadline_us) != DLOCK_OK) {
+			dlock__zk_call_abandon(call);
+			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: no answer to the query of '%s'", b->label,
+			                  resource);
+			break;
+		}
+		if (call->rc == ZOK) {
+			ret->locked = true;
+			ret->holder_raw = g_strdup(call->data);
+			ret->fencing_token = (uint64_t)call->stat.czxid;
+			ret->expires_in_ms = -1;
+			dlock__zk_call_unref(call);
+			break;
+		}
+		if (call->rc != ZNONODE)
+			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: query of '%s': %s", b->label, resource,
+			                  dlock__zk_strerror(call->rc));
+		dlock__zk_call_unref(call);
+	}
+	if (!ret->locked)
+		ret->expires_in_ms = -1;
+	dlock__zk_session_unref(s);
+	dlock__waiter_free(w);
+	g_free(dir);
+	return rc;
+}

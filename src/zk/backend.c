@@ -1,0 +1,168 @@
+/*
+ * The ZooKeeper backend: options, paths, opening and closing, and the
+ * operations table.
+ *
+ * zk://[user:password@]host[:port][,host[:port]...][/chroot][?options]
+ * The chroot goes into the client's connect string; the lock of resource
+ * R is the node <root>/R (default root "/dlock"), whose children are the
+ * contenders' ephemeral sequential nodes.  With credentials the session
+ * authenticates with the digest scheme and lock nodes get the creator all
+ * rights and everyone else read (peers and `dlock status` read a holder's
+ * data); the container nodes above them stay open so that every identity
+ * can queue on the same resource.
+ */
+#include <string.h>
+
+#include "error.h"
+#include "internal.h"
+
+#define DEFAULT_PORT 2181
+
+char *dlock__zk_dir(const dlock__backend *b, const char *resource)
+{
+	return g_strconcat(b->root, "/", resource, NULL);
+}
+
+bool dlock__zk_rc_connection(int zrc)
+{
+	return zrc == ZCONNECTIONLOSS || zrc == ZOPERATIONTIMEOUT;
+}
+
+bool dlock__zk_rc_session_ended(int zrc)
+{
+	return zrc == ZSESSIONEXPIRED || zrc == ZINVALIDSTATE || zrc == ZCLOSING ||
+	       zrc == ZSESSIONMOVED || zrc == ZAUTHFAILED;
+}
+
+const char *dlock__zk_strerror(int zrc)
+{
+	return zerror(zrc);
+}
+
+static int check_resource(const dlock__backend *b, const char *resource)
+{
+	char *segment = dlock__zk_ambiguous_segment(resource);
+
+	if (segment) {
+		int rc = dlock__error(DLOCK_EINVAL,
+		                      "resource name '%s': segment '%s' would read as a lock node "
+		                      "of its parent on ZooKeeper", resource, segment);
+
+		g_free(segment);
+		return rc;
+	}
+	return DLOCK_OK;
+}
+
+/* "h1:p1,h2:p2[/chroot]" for zookeeper_init. */
+static char *connect_string(const dlock__uri *uri)
+{
+	GString *s = g_string_new(NULL);
+
+	for (guint i = 0; i < uri->hosts->len; i++) {
+		const dlock__host *h = uri->hosts->pdata[i];
+		bool v6 = strchr(h->host, ':') != NULL;
+
+		g_string_append_printf(s, "%s%s%s%s:%d", i ? "," : "", v6 ? "[" : "", h->host,
+		                       v6 ? "]" : "", h->port ? h->port : DEFAULT_PORT);
+	}
+	if (uri->path && strcmp(uri->path, "/") != 0)
+		g_string_append(s, uri->path);
+	return g_string_free(s, FALSE);
+}
+
+static int check_chroot(const dlock__uri *uri)
+{
+	const char *p = uri->path;
+
+	if (!p || strcmp(p, "/") == 0)
+		return DLOCK_OK;
+	if (g_str_has_suffix(p, "/") || strstr(p, "//") || strstr(p, "/./") ||
+	    strstr(p, "/../") || g_str_has_suffix(p, "/.") || g_str_has_suffix(p, "/.."))
+		return dlock__error(DLOCK_ECONFIG, "URI %s: chroot '%s' is not a clean absolute path",
+		                    uri->redacted, p);
+	return DLOCK_OK;
+}
+
+static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
+                        const dlock__options *opts, dlock__backend **ret)
+{
+	dlock__backend *b;
+
+	if (uri->hosts->len == 0)
+		return dlock__error(DLOCK_ECONFIG, "URI %s: zk takes one or more host[:port]", uri->redacted);
+	if (check_chroot(uri) != DLOCK_OK)
+		return DLOCK_ECONFIG;
+	if ((uri->user && *uri->user) != (uri->password != NULL))
+		return dlock__error(DLOCK_ECONFIG, "URI %s: digest credentials need both a user and a "
+		                    "password (zk://user:password@host)", uri->redacted);
+	if (uri->user && strchr(uri->user, ':'))
+		return dlock__error(DLOCK_ECONFIG, "URI %s: a digest user name cannot contain ':'",
+		                    uri->redacted);
+	if (opts->session_timeout_ms > INT32_MAX)
+		return dlock__error(DLOCK_ECONFIG, "URI %s: session-timeout is too large", uri->redacted);
+
+	b = g_new0(dlock__backend, 1);
+	b->logger = env->logger;
+	b->hosts = connect_string(uri);
+	b->label = g_strdup_printf("zk %s", b->hosts);
+	if (uri->user && *uri->user)
+		b->credentials = g_strconcat(uri->user, ":", uri->password, NULL);
+	b->root = g_strdup(opts->root);
+	b->session_timeout_ms = opts->session_timeout_ms;
+	b->connect_timeout_ms = opts->connect_timeout_ms;
+	if (b->credentials) {
+		b->acl_entries[0].perms = ZOO_PERM_ALL;
+		b->acl_entries[0].id = ZOO_AUTH_IDS;
+		b->acl_entries[1].perms = ZOO_PERM_READ;
+		b->acl_entries[1].id = ZOO_ANYONE_ID_UNSAFE;
+		b->lock_acl.count = 2;
+		b->lock_acl.data = b->acl_entries;
+	} else {
+		b->lock_acl = ZOO_OPEN_ACL_UNSAFE;
+	}
+	g_mutex_init(&b->mu);
+	g_cond_init(&b->cond);
+	b->sessions = g_ptr_array_new();
+	*ret = b;
+	return DLOCK_OK;
+}
+
+static void close_backend(dlock__backend *b)
+{
+	dlock__zk_sessions_stop(b);
+	g_ptr_array_unref(b->sessions);
+	g_mutex_clear(&b->mu);
+	g_cond_clear(&b->cond);
+	g_free(b->label);
+	g_free(b->hosts);
+	if (b->credentials)
+		memset(b->credentials, 0, strlen(b->credentials));
+	g_free(b->credentials);
+	g_free(b->root);
+	g_free(b);
+}
+
+/* Sessions, not leases: the TTL and watchdog options do not apply. */
+static int64_t default_ttl_ms(const dlock__backend *b)
+{
+	return b->session_timeout_ms;
+}
+
+static bool default_watchdog(const dlock__backend *b)
+{
+	return false;
+}
+
+const dlock__backend_ops dlock__zk_ops = {
+	.type = "zk",
+	.options = DLOCK__OPT_SESSION_TIMEOUT | DLOCK__OPT_CONNECT_TIMEOUT | DLOCK__OPT_ROOT,
+	.open = open_backend,
+	.close = close_backend,
+	.acquire = dlock__zk_acquire,
+	.release = dlock__zk_release,
+	.check_resource = check_resource,
+	.query = dlock__zk_query,
+	.default_ttl_ms = default_ttl_ms,
+	.default_watchdog = default_watchdog,
+};

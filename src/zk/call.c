@@ -1,0 +1,222 @@
+/*
+ * Asynchronous ZooKeeper requests that a thread with a deadline waits on.
+ *
+ * The ZooKeeper client runs completions on its own thread.  A completion
+ * here only records the result and wakes the thread that waits; it never
+ * blocks.  The waiting thread may give up (deadline, cancel) before the
+ * answer comes; the call then stays alive until its completion runs, and a
+ * create that succeeded after all has its node deleted, so nothing is left
+ * behind.
+ */
+#include <string.h>
+
+#include "clock.h"
+#include "internal.h"
+
+zk_call *dlock__zk_call_new(zk_session *s, zk_call_kind kind, dlock__waiter *waiter)
+{
+	zk_call *call = g_new0(zk_call, 1);
+
+	g_atomic_ref_count_init(&call->ref);
+	call->session = dlock__zk_session_ref(s);
+	call->kind = kind;
+	call->waiter = waiter;
+	g_mutex_init(&call->mu);
+	return call;
+}
+
+static zk_call *call_ref(zk_call *call)
+{
+	g_atomic_ref_count_inc(&call->ref);
+	return call;
+}
+
+void dlock__zk_call_unref(zk_call *call)
+{
+	if (!call || !g_atomic_ref_count_dec(&call->ref))
+		return;
+	dlock__zk_session_unref(call->session);
+	g_mutex_clear(&call->mu);
+	g_free(call->path);
+	g_strfreev(call->children);
+	g_free(call->data);
+	g_free(call);
+}
+
+/*
+ * Record the end of a call (from the completion thread, or at once when
+ * the client refused the request) and drop the completion's reference.
+ */
+static void finish(zk_call *call, int rc)
+{
+	char *orphan = NULL;
+
+	g_mutex_lock(&call->mu);
+	call->done = true;
+	call->rc = rc;
+	if (call->waiter)
+		dlock__waiter_wake(call->waiter);
+	if (call->abandoned && call->kind == CALL_CREATE && rc == ZOK && call->path)
+		orphan = g_strdup(call->path);
+	g_mutex_unlock(&call->mu);
+
+	if (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZNOTEMPTY)
+		dlock__zk_session_contact(call->session, call->sent_us);
+	if (orphan) {
+		/* Created after its waiter gave up: nobody will use it. */
+		dlock__zk_delete_later(call->session, orphan);
+		g_free(orphan);
+	}
+	dlock__zk_call_unref(call);
+}
+
+static void string_stat_done(int rc, const char *value, const struct Stat *stat, const void *data)
+{
+	zk_call *call = (zk_call *)data;
+
+	if (rc == ZOK) {
+		g_mutex_lock(&call->mu);
+		call->path = g_strdup(value);
+		if (stat)
+			call->stat = *stat;
+		g_mutex_unlock(&call->mu);
+	}
+	finish(call, rc);
+}
+
+static void strings_done(int rc, const struct String_vector *strings, const void *data)
+{
+	zk_call *call = (zk_call *)data;
+
+	if (rc == ZOK && strings) {
+		char **list = g_new0(char *, strings->count + 1);
+
+		for (int i = 0; i < strings->count; i++)
+			list[i] = g_strdup(strings->data[i]);
+		g_mutex_lock(&call->mu);
+		call->children = list;
+		g_mutex_unlock(&call->mu);
+	}
+	finish(call, rc);
+}
+
+static void data_done(int rc, const char *value, int len, const struct Stat *stat, const void *data)
+{
+	zk_call *call = (zk_call *)data;
+
+	if (rc == ZOK) {
+		g_mutex_lock(&call->mu);
+		call->data = value && len > 0 ? g_strndup(value, (gsize)len) : g_strdup("");
+		if (stat)
+			call->stat = *stat;
+		g_mutex_unlock(&call->mu);
+	}
+	finish(call, rc);
+}
+
+static void stat_done(int rc, const struct Stat *stat, const void *data)
+{
+	zk_call *call = (zk_call *)data;
+
+	if (rc == ZOK && stat) {
+		g_mutex_lock(&call->mu);
+		call->stat = *stat;
+		g_mutex_unlock(&call->mu);
+	}
+	finish(call, rc);
+}
+
+static void void_done(int rc, const void *data)
+{
+	finish((zk_call *)data, rc);
+}
+
+/*
+ * Requests are sent with the session's mutex held, so that the session
+ * thread cannot close the handle in between; a session that has ended
+ * refuses them.  A request the client refuses is not queued and gets no
+ * completion, so it is finished here with the client's code.
+ */
+#define SEND(call, expr)                                                     \
+	do {                                                                 \
+		zk_session *s_ = (call)->session;                            \
+		zk_call *ref_ = call_ref(call);                              \
+		int rc_;                                                     \
+		g_mutex_lock(&s_->mu);                                       \
+		(call)->sent_us = dlock__boot_us();                          \
+		rc_ = s_->phase == ZK_ENDED ? ZSESSIONEXPIRED : (expr);      \
+		g_mutex_unlock(&s_->mu);                                     \
+		if (rc_ != ZOK)                                              \
+			finish(ref_, rc_);                                   \
+	} while (0)
+
+void dlock__zk_create(zk_call *call, const char *path, const char *data, bool ephemeral_sequential,
+                      const struct ACL_vector *acl)
+{
+	int flags = ephemeral_sequential ? ZOO_EPHEMERAL_SEQUENTIAL : ZOO_CONTAINER;
+
+	SEND(call, zoo_acreate2(s_->zh, path, data, data ? (int)strlen(data) : -1, acl, flags,
+	                        string_stat_done, ref_));
+}
+
+void dlock__zk_get_children(zk_call *call, const char *path)
+{
+	SEND(call, zoo_aget_children(s_->zh, path, 0, strings_done, ref_));
+}
+
+void dlock__zk_get(zk_call *call, const char *path, bool watch)
+{
+	if (watch)
+		SEND(call, zoo_awget(s_->zh, path, dlock__zk_watcher, s_, data_done, ref_));
+	else
+		SEND(call, zoo_aget(s_->zh, path, 0, data_done, ref_));
+}
+
+void dlock__zk_exists(zk_call *call, const char *path)
+{
+	SEND(call, zoo_aexists(s_->zh, path, 0, stat_done, ref_));
+}
+
+void dlock__zk_delete(zk_call *call, const char *path)
+{
+	SEND(call, zoo_adelete(s_->zh, path, -1, void_done, ref_));
+}
+
+int dlock__zk_call_wait(zk_call *call, int64_t until_us)
+{
+	dlock__waiter *waiter = call->waiter;
+
+	for (;;) {
+		uint64_t seen = dlock__waiter_seq(waiter);
+		bool done;
+		int rc;
+
+		g_mutex_lock(&call->mu);
+		done = call->done;
+		g_mutex_unlock(&call->mu);
+		if (done)
+			return DLOCK_OK;
+		if (dlock__zk_session_phase(call->session) == ZK_ENDED)
+			return DLOCK_ELOST;
+		rc = dlock__waiter_sleep(waiter, seen, until_us);
+		if (rc != DLOCK_OK)
+			return rc;
+	}
+}
+
+void dlock__zk_call_abandon(zk_call *call)
+{
+	char *orphan = NULL;
+
+	g_mutex_lock(&call->mu);
+	call->waiter = NULL;
+	call->abandoned = true;
+	if (call->done && call->kind == CALL_CREATE && call->rc == ZOK && call->path)
+		orphan = g_strdup(call->path);
+	g_mutex_unlock(&call->mu);
+	if (orphan) {
+		dlock__zk_delete_later(call->session, orphan);
+		g_free(orphan);
+	}
+	dlock__zk_call_unref(call);
+}

@@ -1,0 +1,206 @@
+/*
+ * The ZooKeeper backend's internals, shared by its files:
+ *   backend.c  options, paths, open/close, the ops table
+ *   nodes.c    lock node names and their order (pure; see nodes.h)
+ *   session.c  sessions: state, loss detection, the session thread
+ *   cloexec.c  close-on-exec for the client library's descriptors
+ *   call.c     asynchronous calls that a deadline-bound thread waits on
+ *   acquire.c  acquire (create, list, watch the predecessor), release, query
+ *
+ * Threads: each session's zhandle has the client library's I/O and
+ * completion threads; the backend adds one "dlock-zk-session" thread for
+ * the client-side session timer, keep-alive probes, background deletes
+ * and closing ended sessions.  Nothing blocks on the completion thread:
+ * completions and watchers only record results, wake waiters and queue
+ * asynchronous deletes.
+ *
+ * Lock order, outermost first: backend->mu, session->mu, call->mu, then a
+ * waiter's mutex.  zookeeper_close() runs with none of them held, since it
+ * waits for the completion thread.
+ */
+#ifndef DLOCK_ZK_INTERNAL_H
+#define DLOCK_ZK_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <glib.h>
+#include <zookeeper/zookeeper.h>
+
+#include "backend.h"
+#include "nodes.h"
+
+typedef struct zk_session zk_session;
+
+struct dlock__backend {
+	const dlock__logger *logger;
+	char *label;               /* "zk 127.0.0.1:2181,127.0.0.1:2182/chroot", for messages */
+	char *hosts;               /* the client's connect string, chroot included */
+	char *credentials;         /* "user:password" for digest auth, or NULL */
+	char *root;                /* "/dlock" */
+	int64_t session_timeout_ms;
+	int64_t connect_timeout_ms;
+	struct ACL acl_entries[2];
+	struct ACL_vector lock_acl;  /* for lock nodes: open, or creator-all plus world-read */
+
+	GMutex mu;
+	GCond cond;                /* wakes the session thread */
+	zk_session *current;       /* the session new calls use; NULL before the first or after it ended */
+	GPtrArray *sessions;       /* every session not yet closed (one reference each) */
+	GThread *thread;           /* "dlock-zk-session", started with the first session */
+	bool stopping;
+};
+
+typedef enum zk_phase {
+	ZK_CONNECTING,   /* not connected yet, or connection lost within the session */
+	ZK_CONNECTED,
+	ZK_ENDED         /* expired, declared lost by our timer, refused auth, or closed */
+} zk_phase;
+
+struct zk_session {
+	gatomicrefcount ref;
+	dlock__backend *b;
+	zhandle_t *zh;             /* closed by the session thread or backend close */
+	GMutex mu;
+	/* guarded by mu */
+	zk_phase phase;
+	bool ever_connected;
+	const char *end_reason;    /* static text, set when ENDED */
+	int64_t timeout_ms;        /* negotiated, once connected */
+	int64_t contact_us;        /* CLOCK_BOOTTIME: send time of the last answered request */
+	int64_t probe_due_us;      /* CLOCK_BOOTTIME: next keep-alive probe */
+	bool probing;              /* a probe is in flight */
+	GPtrArray *holds;          /* zk_node * granted on this session (referenced) */
+	GPtrArray *waiters;        /* dlock__waiter * to wake on every state change */
+	GHashTable *watches;       /* node path -> GPtrArray of zk_watch * */
+	GPtrArray *retry_deletes;  /* paths (char *) whose delete failed for want of a connection */
+};
+
+/* A thread waiting for a data watch on one node to fire. */
+typedef struct zk_watch {
+	dlock__waiter *waiter;
+	bool fired;                /* guarded by the session's mu */
+} zk_watch;
+
+/* A granted lock node: the server-side state of one hold. */
+typedef struct zk_node {
+	gatomicrefcount ref;
+	dlock__hold *hold;         /* referenced */
+	zk_session *session;       /* referenced */
+	char *path;
+	int64_t czxid;
+} zk_node;
+
+typedef enum zk_call_kind {
+	CALL_CREATE,
+	CALL_CHILDREN,
+	CALL_GET,
+	CALL_EXISTS,
+	CALL_DELETE
+} zk_call_kind;
+
+/*
+ * One asynchronous request.  The completion fills it in and wakes whoever
+ * waits; a thread that gives up
+ * abandons it, and a create that lands after that has its node deleted by
+ * the completion.
+ */
+typedef struct zk_call {
+	gatomicrefcount ref;
+	zk_session *session;       /* referenced */
+	zk_call_kind kind;
+	int64_t sent_us;           /* CLOCK_BOOTTIME */
+	GMutex mu;
+	/* guarded by mu */
+	dlock__waiter *waiter;     /* woken on completion; NULL once abandoned */
+	bool done;
+	bool abandoned;
+	int rc;                    /* ZOK or a ZooKeeper error */
+	char *path;                /* create: the node created */
+	struct Stat stat;          /* create, get, exists */
+	char **children;           /* get_children */
+	char *data;                /* get: NUL-terminated copy */
+} zk_call;
+
+/* ---- backend.c ---- */
+/* "<root>/<resource>" */
+char *dlock__zk_dir(const dlock__backend *b, const char *resource);
+/* The ZooKeeper error as text, for messages. */
+const char *dlock__zk_strerror(int zrc);
+/* Whether zrc means the request may not have reached the server or its
+ * answer was lost, on a session that may still live. */
+bool dlock__zk_rc_connection(int zrc);
+/* Whether zrc means the session is over. */
+bool dlock__zk_rc_session_ended(int zrc);
+
+/* ---- session.c ---- */
+zk_session *dlock__zk_session_ref(zk_session *s);
+void dlock__zk_session_unref(zk_session *s);
+/*
+ * The current session, opened if there is none, once it is connected.
+ * Waits until until_us (monotonic), waking on cancel of waiter (which may
+ * be NULL).  DLOCK_OK and a reference, or DLOCK_EUNAVAILABLE (no
+ * connection in time), DLOCK_ECANCELED, DLOCK_EBACKEND (auth refused).
+ */
+int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
+                          zk_session **ret);
+/* Wait until s is connected: DLOCK_OK, DLOCK_ETIMEDOUT (until_us passed),
+ * DLOCK_ECANCELED, or DLOCK_ELOST (the session ended). */
+int dlock__zk_session_wait_connected(zk_session *s, dlock__waiter *waiter, int64_t until_us);
+zk_phase dlock__zk_session_phase(zk_session *s);
+/* Register a waiter for wake-ups on every state change of s. */
+void dlock__zk_session_add_waiter(zk_session *s, dlock__waiter *waiter);
+void dlock__zk_session_remove_waiter(zk_session *s, dlock__waiter *waiter);
+/* Register w for the data watch on path (before setting it). */
+void dlock__zk_watch_add(zk_session *s, const char *path, zk_watch *w);
+void dlock__zk_watch_remove(zk_session *s, const char *path, zk_watch *w);
+bool dlock__zk_watch_fired(zk_session *s, zk_watch *w);
+/* The watcher of every session and data watch (context: the session). */
+void dlock__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+/* A request sent at sent_us was answered: the session lived then. */
+void dlock__zk_session_contact(zk_session *s, int64_t sent_us);
+/* Track a granted node (SUSPENDED/RECONNECTED/LOST reports); untrack it.
+ * Untrack returns false if the node was not tracked (the session ended). */
+void dlock__zk_session_track(zk_session *s, zk_node *node);
+bool dlock__zk_session_untrack(zk_session *s, zk_node *node);
+/* Delete path in the background: now if possible, and again after each
+ * reconnect, until it is gone or the session ends.  Any thread. */
+void dlock__zk_delete_later(zk_session *s, const char *path);
+/* Stop the session thread and close every session (backend close). */
+void dlock__zk_sessions_stop(dlock__backend *b);
+
+/* ---- cloexec.c ---- */
+/* The open descriptors (sorted ints; g_array_unref). */
+GArray *dlock__zk_fds(void);
+/* Mark close-on-exec the pipes opened since before was taken. */
+void dlock__zk_cloexec_new_pipes(GArray *before);
+/* Mark close-on-exec the sockets connected to zh's current server. */
+void dlock__zk_cloexec_socket(zhandle_t *zh);
+
+/* ---- call.c ---- */
+zk_call *dlock__zk_call_new(zk_session *s, zk_call_kind kind, dlock__waiter *waiter);
+void dlock__zk_call_unref(zk_call *call);
+/* Send the request; a request the client refuses at once completes at
+ * once with its code. */
+void dlock__zk_create(zk_call *call, const char *path, const char *data, bool ephemeral_sequential,
+                      const struct ACL_vector *acl);
+void dlock__zk_get_children(zk_call *call, const char *path);
+void dlock__zk_get(zk_call *call, const char *path, bool watch);
+void dlock__zk_exists(zk_call *call, const char *path);
+void dlock__zk_delete(zk_call *call, const char *path);
+/* Wait for completion through the call's waiter: DLOCK_OK (done: see
+ * call->rc), DLOCK_ETIMEDOUT, DLOCK_ECANCELED, or DLOCK_ELOST if the
+ * session ended first. */
+int dlock__zk_call_wait(zk_call *call, int64_t until_us);
+/* Stop waiting: a create that succeeds later has its node deleted. */
+void dlock__zk_call_abandon(zk_call *call);
+
+/* ---- acquire.c ---- */
+int dlock__zk_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
+                      int64_t wait_ms, int64_t deadline_us);
+int dlock__zk_release(dlock__backend *b, dlock__hold *hold);
+int dlock__zk_query(dlock__backend *b, const char *resource, int64_t deadline_us,
+                    dlock__server_info *ret);
+void dlock__zk_node_unref(zk_node *node);
+
+#endif

@@ -1,0 +1,657 @@
+/*
+ * ZooKeeper sessions: connection state, hold reports, loss detection and
+ * the session thread.
+ *
+ * A backend uses one session at a time ("current").  The client library
+ * reports connection loss and reconnection; dlock turns them into
+ * SUSPENDED and RECONNECTED for every hold on the session.  The C client
+ * learns that a session expired only once it reaches a server again, so
+ * dlock also keeps its own timer: every answered request records when it
+ * was sent, and when the negotiated session timeout (less a margin) has
+ * passed since then, the server may already have expired the session and
+ * deleted our nodes.  The session thread then declares its holds LOST and
+ * closes it; the next acquisition opens a new session.  While holds exist
+ * the session thread sends a cheap request (exists "/") every third of the
+ * timeout, so the timer measures real contact, not the client's guess.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+
+#include "clock.h"
+#include "error.h"
+#include "internal.h"
+#include "thread.h"
+
+/* The session thread looks at each session at least this often. */
+#define TICK_US (1000 * 1000)
+
+/*
+ * Taken off the session timeout before the session is declared lost: 1%
+ * for clock rate differences between us and the servers, plus 5 ms for
+ * scheduling.  The server counts its timeout from when it last heard from
+ * us, which is after we sent, so counting from the send time is safe.
+ */
+static int64_t margin_us(int64_t timeout_ms)
+{
+	return timeout_ms * 10 + 5000;
+}
+
+zk_session *dlock__zk_session_ref(zk_session *s)
+{
+	g_atomic_ref_count_inc(&s->ref);
+	return s;
+}
+
+void dlock__zk_session_unref(zk_session *s)
+{
+	if (!s || !g_atomic_ref_count_dec(&s->ref))
+		return;
+	/* The handle was closed before the last reference went. */
+	g_ptr_array_unref(s->holds);
+	g_ptr_array_unref(s->waiters);
+	g_hash_table_unref(s->watches);
+	g_ptr_array_unref(s->retry_deletes);
+	g_mutex_clear(&s->mu);
+	g_free(s);
+}
+
+/* The client library's log: per handle, but without a context pointer,
+ * so it cannot reach the client's logger.  dlock logs what matters about
+ * sessions itself, and the library never writes to stderr. */
+static void discard_log(const char *message)
+{
+	(void)message;
+}
+
+static int64_t session_id(zhandle_t *zh)
+{
+	const clientid_t *id = zh ? zoo_client_id(zh) : NULL;
+
+	return id ? id->client_id : 0;
+}
+
+/* ---- state changes ---------------------------------------------------- */
+
+static GPtrArray *holds_copy_locked(zk_session *s)
+{
+	GPtrArray *copy = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__hold_unref);
+
+	for (guint i = 0; i < s->holds->len; i++) {
+		zk_node *node = s->holds->pdata[i];
+
+		g_ptr_array_add(copy, dlock__hold_ref(node->hold));
+	}
+	return copy;
+}
+
+static void wake_all_locked(zk_session *s)
+{
+	GHashTableIter iter;
+	gpointer value;
+
+	for (guint i = 0; i < s->waiters->len; i++)
+		dlock__waiter_wake(s->waiters->pdata[i]);
+	g_hash_table_iter_init(&iter, s->watches);
+	while (g_hash_table_iter_next(&iter, NULL, &value)) {
+		GPtrArray *list = value;
+
+		for (guint i = 0; i < list->len; i++)
+			dlock__waiter_wake(((zk_watch *)list->pdata[i])->waiter);
+	}
+}
+
+static void report(GPtrArray *holds, dlock_state state)
+{
+	if (!holds)
+		return;
+	for (guint i = 0; i < holds->len; i++)
+		dlock__hold_report(holds->pdata[i], state);
+	g_ptr_array_unref(holds);
+}
+
+/*
+ * End a session (expired, auth refused, or our timer ran out): every hold
+ * on it is lost, waiters move on, and the session thread will close it.
+ * Called with b->mu and s->mu held; returns the holds to report LOST.
+ */
+static GPtrArray *end_locked(dlock__backend *b, zk_session *s, const char *reason)
+{
+	s->phase = ZK_ENDED;
+	s->end_reason = reason;
+	if (b->current == s) {
+		b->current = NULL;
+		g_atomic_ref_count_dec(&s->ref); /* b->sessions still holds one */
+	}
+	wake_all_locked(s);
+	g_cond_broadcast(&b->cond);
+	dlock__log(b->logger, s->holds->len ? DLOCK_LOG_WARNING : DLOCK_LOG_INFO,
+	           "%s: session 0x%" PRIx64 " ended (%s); %u lock(s) lost", b->label,
+	           session_id(s->zh), reason, s->holds->len);
+	return holds_copy_locked(s);
+}
+
+static void state_changed(zk_session *s, zhandle_t *zh, int state)
+{
+	dlock__backend *b = s->b;
+	GPtrArray *holds = NULL;
+	dlock_state what = DLOCK_STATE_SUSPENDED;
+
+	g_mutex_lock(&b->mu);
+	g_mutex_lock(&s->mu);
+	if (s->phase == ZK_ENDED) {
+		/* already over */
+	} else if (state == ZOO_CONNECTED_STATE) {
+		bool reconnect = s->ever_connected && s->phase == ZK_CONNECTING;
+		int64_t now = dlock__boot_us();
+
+		dlock__zk_cloexec_socket(zh);
+		s->phase = ZK_CONNECTED;
+		s->ever_connected = true;
+		s->timeout_ms = zoo_recv_timeout(zh);
+		s->contact_us = MAX(s->contact_us, now);
+		s->probe_due_us = now + s->timeout_ms * 1000 / 3;
+		if (reconnect) {
+			holds = holds_copy_locked(s);
+			what = DLOCK_STATE_RECONNECTED;
+		}
+		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: session 0x%" PRIx64 " %s (timeout %d ms)",
+		           b->label, session_id(zh), reconnect ? "reconnected" : "connected",
+		           zoo_recv_timeout(zh));
+		wake_all_locked(s);
+		g_cond_broadcast(&b->cond);
+	} else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) {
+		if (s->phase == ZK_CONNECTED) {
+			s->phase = ZK_CONNECTING;
+			holds = holds_copy_locked(s);
+			what = DLOCK_STATE_SUSPENDED;
+			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: session 0x%" PRIx64 " disconnected",
+			           b->label, session_id(zh));
+			wake_all_locked(s);
+			g_cond_broadcast(&b->cond);
+		}
+	} else if (state == ZOO_EXPIRED_SESSION_STATE) {
+		holds = end_locked(b, s, "expired by the server");
+		what = DLOCK_STATE_LOST;
+	} else if (state == ZOO_AUTH_FAILED_STATE) {
+		holds = end_locked(b, s, "authentication refused");
+		what = DLOCK_STATE_LOST;
+	}
+	g_mutex_unlock(&s->mu);
+	g_mutex_unlock(&b->mu);
+	report(holds, what);
+}
+
+void dlock__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	zk_session *s = ctx;
+	GPtrArray *list;
+
+	if (type == ZOO_SESSION_EVENT) {
+		state_changed(s, zh, state);
+		return;
+	}
+	if (!path || type == ZOO_NOTWATCHING_EVENT)
+		return;
+	/* A data watch fired (the node was deleted or changed): wake the
+	 * threads waiting on it.  The watch is used up. */
+	g_mutex_lock(&s->mu);
+	list = g_hash_table_lookup(s->watches, path);
+	if (list) {
+		for (guint i = 0; i < list->len; i++) {
+			zk_watch *w = list->pdata[i];
+
+			w->fired = true;
+			dlock__waiter_wake(w->waiter);
+		}
+		g_hash_table_remove(s->watches, path);
+	}
+	g_mutex_unlock(&s->mu);
+}
+
+void dlock__zk_session_contact(zk_session *s, int64_t sent_us)
+{
+	g_mutex_lock(&s->mu);
+	if (sent_us > s->contact_us)
+		s->contact_us = sent_us;
+	g_mutex_unlock(&s->mu);
+}
+
+/* ---- opening and waiting ---------------------------------------------- */
+
+static gpointer session_thread(gpointer data);
+
+/* Open a session (no I/O beyond resolving host names: the client library
+ * connects in its own thread).  Called with b->mu held. */
+static int session_open(dlock__backend *b, zk_session **ret)
+{
+	zk_session *s = g_new0(zk_session, 1);
+	sigset_t all, old;
+	GArray *fds;
+	int saved_errno;
+
+	g_atomic_ref_count_init(&s->ref);
+	s->b = b;
+	g_mutex_init(&s->mu);
+	s->phase = ZK_CONNECTING;
+	s->holds = g_ptr_array_new();
+	s->waiters = g_ptr_array_new();
+	s->watches = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+	                                   (GDestroyNotify)g_ptr_array_unref);
+	s->retry_deletes = g_ptr_array_new_with_free_func(g_free);
+
+	/* The client's I/O and completion threads inherit this mask: library
+	 * threads run with every signal blocked. */
+	sigfillset(&all);
+	fds = dlock__zk_fds();
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	s->zh = zookeeper_init2(b->hosts, dlock__zk_watcher, (int)b->session_timeout_ms, NULL, s, 0,
+	                        discard_log);
+	saved_errno = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	dlock__zk_cloexec_new_pipes(fds);
+	g_array_unref(fds);
+	if (!s->zh) {
+		dlock__zk_session_unref(s);
+		return dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot start a session: %s", b->label,
+		                    g_strerror(saved_errno));
+	}
+	if (b->credentials)
+		zoo_add_auth(s->zh, "digest", b->credentials, (int)strlen(b->credentials), NULL, NULL);
+
+	g_ptr_array_add(b->sessions, s);           /* the list's reference */
+	b->current = dlock__zk_session_ref(s);     /* current's reference */
+	if (!b->thread)
+		b->thread = dlock__thread_new("dlock-zk-session", session_thread, b);
+	*ret = s;
+	return DLOCK_OK;
+}
+
+zk_phase dlock__zk_session_phase(zk_session *s)
+{
+	zk_phase phase;
+
+	g_mutex_lock(&s->mu);
+	phase = s->phase;
+	g_mutex_unlock(&s->mu);
+	return phase;
+}
+
+void dlock__zk_session_add_waiter(zk_session *s, dlock__waiter *waiter)
+{
+	g_mutex_lock(&s->mu);
+	g_ptr_array_add(s->waiters, waiter);
+	g_mutex_unlock(&s->mu);
+}
+
+void dlock__zk_session_remove_waiter(zk_session *s, dlock__waiter *waiter)
+{
+	g_mutex_lock(&s->mu);
+	g_ptr_array_remove_fast(s->waiters, waiter);
+	g_mutex_unlock(&s->mu);
+}
+
+int dlock__zk_session_wait_connected(zk_session *s, dlock__waiter *waiter, int64_t until_us)
+{
+	dlock__waiter *own = waiter ? NULL : dlock__waiter_new();
+	dlock__waiter *w = waiter ? waiter : own;
+	int rc;
+
+	dlock__zk_session_add_waiter(s, w);
+	for (;;) {
+		uint64_t seen = dlock__waiter_seq(w);
+		zk_phase phase = dlock__zk_session_phase(s);
+
+		if (phase == ZK_CONNECTED) {
+			rc = DLOCK_OK;
+			break;
+		}
+		if (phase == ZK_ENDED) {
+			rc = DLOCK_ELOST;
+			break;
+		}
+		rc = dlock__waiter_sleep(w, seen, until_us);
+		if (rc != DLOCK_OK)
+			break;
+	}
+	dlock__zk_session_remove_waiter(s, w);
+	dlock__waiter_free(own);
+	return rc;
+}
+
+int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
+                          zk_session **ret)
+{
+	for (;;) {
+		zk_session *s;
+		const char *reason;
+		int rc;
+
+		g_mutex_lock(&b->mu);
+		if (b->stopping) {
+			g_mutex_unlock(&b->mu);
+			return dlock__error(DLOCK_ECANCELED, "%s: the client is being freed", b->label);
+		}
+		s = b->current;
+		if (!s && (rc = session_open(b, &s)) != DLOCK_OK) {
+			g_mutex_unlock(&b->mu);
+			return rc;
+		}
+		dlock__zk_session_ref(s);
+		g_mutex_unlock(&b->mu);
+
+		rc = dlock__zk_session_wait_connected(s, waiter, until_us);
+		if (rc == DLOCK_OK) {
+			*ret = s;
+			return DLOCK_OK;
+		}
+		g_mutex_lock(&s->mu);
+		reason = s->end_reason;
+		g_mutex_unlock(&s->mu);
+		dlock__zk_session_unref(s);
+		if (rc == DLOCK_ETIMEDOUT)
+			return dlock__error(DLOCK_EUNAVAILABLE, "%s: no server answered in time", b->label);
+		if (rc != DLOCK_ELOST)
+			return dlock__error(rc, "%s: wait for a session was canceled", b->label);
+		if (reason && strcmp(reason, "authentication refused") == 0)
+			return dlock__error(DLOCK_EBACKEND, "%s: the servers refused the credentials", b->label);
+		/* The session ended while connecting: open another. */
+	}
+}
+
+/* ---- watches and holds ------------------------------------------------ */
+
+void dlock__zk_watch_add(zk_session *s, const char *path, zk_watch *w)
+{
+	GPtrArray *list;
+
+	g_mutex_lock(&s->mu);
+	w->fired = false;
+	list = g_hash_table_lookup(s->watches, path);
+	if (!list) {
+		list = g_ptr_array_new();
+		g_hash_table_insert(s->watches, g_strdup(path), list);
+	}
+	g_ptr_array_add(list, w);
+	g_mutex_unlock(&s->mu);
+}
+
+void dlock__zk_watch_remove(zk_session *s, const char *path, zk_watch *w)
+{
+	GPtrArray *list;
+
+	g_mutex_lock(&s->mu);
+	list = g_hash_table_lookup(s->watches, path);
+	if (list) {
+		g_ptr_array_remove_fast(list, w);
+		if (list->len == 0)
+			g_hash_table_remove(s->watches, path);
+	}
+	g_mutex_unlock(&s->mu);
+}
+
+bool dlock__zk_watch_fired(zk_session *s, zk_watch *w)
+{
+	bool fired;
+
+	g_mutex_lock(&s->mu);
+	fired = w->fired;
+	g_mutex_unlock(&s->mu);
+	return fired;
+}
+
+void dlock__zk_session_track(zk_session *s, zk_node *node)
+{
+	g_mutex_lock(&s->mu);
+	g_ptr_array_add(s->holds, node);
+	if (s->holds->len == 1)
+		s->probe_due_us = dlock__boot_us() + s->timeout_ms * 1000 / 3;
+	g_mutex_unlock(&s->mu);
+	g_cond_broadcast(&s->b->cond);
+}
+
+bool dlock__zk_session_untrack(zk_session *s, zk_node *node)
+{
+	bool alive;
+
+	g_mutex_lock(&s->mu);
+	g_ptr_array_remove_fast(s->holds, node);
+	alive = s->phase != ZK_ENDED;
+	g_mutex_unlock(&s->mu);
+	return alive;
+}
+
+/* ---- background deletes ------------------------------------------------ */
+
+typedef struct delete_ctx {
+	zk_session *session;
+	char *path;
+} delete_ctx;
+
+static void delete_ctx_free(delete_ctx *ctx)
+{
+	dlock__zk_session_unref(ctx->session);
+	g_free(ctx->path);
+	g_free(ctx);
+}
+
+static void delete_done(int rc, const void *data)
+{
+	delete_ctx *ctx = (delete_ctx *)data;
+	zk_session *s = ctx->session;
+
+	if (dlock__zk_rc_connection(rc)) {
+		/* Sent again by the session thread after the next reconnect. */
+		g_mutex_lock(&s->mu);
+		if (s->phase != ZK_ENDED) {
+			g_ptr_array_add(s->retry_deletes, ctx->path);
+			ctx->path = NULL;
+		}
+		g_mutex_unlock(&s->mu);
+	} else if (rc != ZOK && rc != ZNONODE && !dlock__zk_rc_session_ended(rc)) {
+		dlock__log(s->b->logger, DLOCK_LOG_WARNING, "%s: cannot delete %s: %s", s->b->label,
+		           ctx->path, dlock__zk_strerror(rc));
+	}
+	delete_ctx_free(ctx);
+}
+
+/* Send the delete; s->mu held (the handle stays open meanwhile). */
+static void delete_send_locked(zk_session *s, const char *path)
+{
+	delete_ctx *ctx;
+	int rc;
+
+	if (s->phase == ZK_ENDED)
+		return; /* the node ends with its session */
+	ctx = g_new0(delete_ctx, 1);
+	ctx->session = dlock__zk_session_ref(s);
+	ctx->path = g_strdup(path);
+	rc = zoo_adelete(s->zh, path, -1, delete_done, ctx);
+	if (rc != ZOK) {
+		if (dlock__zk_rc_connection(rc))
+			g_ptr_array_add(s->retry_deletes, g_strdup(path));
+		/* delete_ctx_free takes s->mu only through unref's free path,
+		 * which cannot run here: the caller holds a reference. */
+		dlock__zk_session_unref(ctx->session);
+		g_free(ctx->path);
+		g_free(ctx);
+	}
+}
+
+void dlock__zk_delete_later(zk_session *s, const char *path)
+{
+	g_mutex_lock(&s->mu);
+	delete_send_locked(s, path);
+	g_mutex_unlock(&s->mu);
+}
+
+/* ---- the session thread ------------------------------------------------- */
+
+/* The send time of a keep-alive probe travels with it, so that its
+ * answer records exactly when the request left. */
+typedef struct probe_ctx {
+	zk_session *session;
+	int64_t sent_us;
+} probe_ctx;
+
+static void probe_answered(int rc, const struct Stat *stat, const void *data)
+{
+	probe_ctx *ctx = (probe_ctx *)data;
+	zk_session *s = ctx->session;
+
+	(void)stat;
+	g_mutex_lock(&s->mu);
+	s->probing = false;
+	if ((rc == ZOK || rc == ZNONODE) && ctx->sent_us > s->contact_us)
+		s->contact_us = ctx->sent_us;
+	g_mutex_unlock(&s->mu);
+	dlock__zk_session_unref(s);
+	g_free(ctx);
+}
+
+/* Send a keep-alive probe; s->mu held. */
+static void probe_send_locked(zk_session *s, int64_t now)
+{
+	probe_ctx *ctx = g_new0(probe_ctx, 1);
+
+	ctx->session = dlock__zk_session_ref(s);
+	ctx->sent_us = now;
+	s->probing = true;
+	if (zoo_aexists(s->zh, "/", 0, probe_answered, ctx) != ZOK) {
+		s->probing = false;
+		g_atomic_ref_count_dec(&s->ref); /* the caller holds another */
+		g_free(ctx);
+	}
+}
+
+/*
+ * One pass over the sessions, with b->mu held: declare lost the sessions
+ * whose timer ran out, send probes and retried deletes, and take ended
+ * sessions off the list (into to_close).  Returns when it wants to run
+ * next (CLOCK_BOOTTIME), and the holds to report LOST in *lost.
+ */
+static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lost)
+{
+	int64_t now = dlock__boot_us();
+	int64_t next = now + TICK_US;
+
+	for (guint i = 0; i < b->sessions->len;) {
+		zk_session *s = b->sessions->pdata[i];
+
+		g_mutex_lock(&s->mu);
+		if (s->phase != ZK_ENDED && s->ever_connected &&
+		    (s->phase == ZK_CONNECTING || s->holds->len > 0)) {
+			int64_t expiry = s->contact_us + s->timeout_ms * 1000 - margin_us(s->timeout_ms);
+
+			if (now >= expiry) {
+				GPtrArray *holds = end_locked(b, s, "no contact with a server within the session timeout");
+
+				g_ptr_array_extend_and_steal(lost, holds);
+			} else {
+				next = MIN(next, expiry);
+			}
+		}
+		if (s->phase == ZK_CONNECTED) {
+			if (s->holds->len > 0 && !s->probing) {
+				if (now >= s->probe_due_us) {
+					probe_send_locked(s, now);
+					s->probe_due_us = now + s->timeout_ms * 1000 / 3;
+				}
+				next = MIN(next, s->probe_due_us);
+			}
+			while (s->retry_deletes->len > 0) {
+				char *path = g_ptr_array_steal_index_fast(s->retry_deletes, 0);
+
+				delete_send_locked(s, path);
+				g_free(path);
+			}
+		}
+		if (s->phase == ZK_ENDED) {
+			g_mutex_unlock(&s->mu);
+			g_ptr_array_add(to_close, g_ptr_array_steal_index(b->sessions, i));
+			continue;
+		}
+		g_mutex_unlock(&s->mu);
+		i++;
+	}
+	return next;
+}
+
+/*
+ * Close a session's handle: with the server's cooperation if it is still
+ * reachable (our ephemeral nodes go at once), otherwise locally.  Never on
+ * the completion thread, and with no lock held: it waits for that thread.
+ */
+static void session_close(zk_session *s)
+{
+	zhandle_t *zh;
+
+	g_mutex_lock(&s->mu);
+	zh = s->zh;
+	s->phase = ZK_ENDED;
+	g_mutex_unlock(&s->mu);
+	if (zh)
+		zookeeper_close(zh);
+	/* After zookeeper_close no callback runs; s->zh is not used again
+	 * (every sender checks the phase first). */
+	g_ptr_array_set_size(s->retry_deletes, 0);
+	dlock__zk_session_unref(s);
+}
+
+static gpointer session_thread(gpointer data)
+{
+	dlock__backend *b = data;
+
+	g_mutex_lock(&b->mu);
+	while (!b->stopping) {
+		GPtrArray *to_close = g_ptr_array_new();
+		GPtrArray *lost = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__hold_unref);
+		int64_t next = pass_locked(b, to_close, lost);
+
+		if (to_close->len > 0 || lost->len > 0) {
+			g_mutex_unlock(&b->mu);
+			report(lost, DLOCK_STATE_LOST);
+			for (guint i = 0; i < to_close->len; i++)
+				session_close(to_close->pdata[i]);
+			g_ptr_array_unref(to_close);
+			g_mutex_lock(&b->mu);
+			continue;
+		}
+		g_ptr_array_unref(lost);
+		g_ptr_array_unref(to_close);
+		g_cond_wait_until(&b->cond, &b->mu,
+		                  dlock__mono_us() + MAX(next - dlock__boot_us(), 1000));
+	}
+	g_mutex_unlock(&b->mu);
+	return NULL;
+}
+
+void dlock__zk_sessions_stop(dlock__backend *b)
+{
+	GPtrArray *sessions;
+	GThread *thread;
+
+	g_mutex_lock(&b->mu);
+	b->stopping = true;
+	g_cond_broadcast(&b->cond);
+	thread = b->thread;
+	b->thread = NULL;
+	g_mutex_unlock(&b->mu);
+	if (thread)
+		g_thread_join(thread);
+
+	g_mutex_lock(&b->mu);
+	sessions = b->sessions;
+	b->sessions = g_ptr_array_new();
+	if (b->current) {
+		g_atomic_ref_count_dec(&b->current->ref); /* the list holds another */
+		b->current = NULL;
+	}
+	g_mutex_unlock(&b->mu);
+	/* Closing tells the servers: our nodes go at once. */
+	for (guint i = 0; i < sessions->len; i++)
+		session_close(sessions->pdata[i]);
+	g_ptr_array_unref(sessions);
+}
