@@ -108,7 +108,11 @@ static int make_parents(attempt *a, zk_session *s)
 
 		g_string_append_c(path, '/');
 		g_string_append(path, parts[i]);
-		dlock__zk_create(call, path->str, NULL, false, &ZOO_OPEN_ACL_UNSAFE);
+		/* In ZooKeeper the parent's ACL decides who may delete a node:
+		 * with credentials the resource's own node admits only their
+		 * identity (and lets everyone read); the nodes above stay open. */
+		dlock__zk_create(call, path->str, NULL, false,
+		                 parts[i + 1] ? &ZOO_OPEN_ACL_UNSAFE : &a->b->lock_acl);
 		if ((rc = await(a, call)) != DLOCK_OK)
 			break;
 		zrc = call->rc;

@@ -6,10 +6,12 @@
  * The chroot goes into the client's connect string; the lock of resource
  * R is the node <root>/R (default root "/dlock"), whose children are the
  * contenders' ephemeral sequential nodes.  With credentials the session
- * authenticates with the digest scheme and lock nodes get the creator all
- * rights and everyone else read (peers and `dlock status` read a holder's
- * data); the container nodes above them stay open so that every identity
- * can queue on the same resource.
+ * authenticates with the digest scheme, and lock nodes and the resource's
+ * node get the creator all rights and everyone else read (peers and
+ * `dlock status` read a holder's data).  ZooKeeper checks a delete against
+ * the parent's ACL, so it is the resource node's ACL that keeps other
+ * identities from deleting (or queueing behind) a lock taken with
+ * credentials; the nodes above it stay open.
  */
 #include <string.h>
 

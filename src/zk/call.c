@@ -51,6 +51,10 @@ static void finish(zk_call *call, int rc)
 {
 	char *orphan = NULL;
 
+	/* Before the waiter wakes: it may make a hold of this answer, and the
+	 * session timer must then count from this request. */
+	if (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZNOTEMPTY)
+		dlock__zk_session_contact(call->session, call->sent_us);
 	g_mutex_lock(&call->mu);
 	call->done = true;
 	call->rc = rc;
@@ -60,8 +64,6 @@ static void finish(zk_call *call, int rc)
 		orphan = g_strdup(call->path);
 	g_mutex_unlock(&call->mu);
 
-	if (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZNOTEMPTY)
-		dlock__zk_session_contact(call->session, call->sent_us);
 	if (orphan) {
 		/* Created after its waiter gave up: nobody will use it. */
 		dlock__zk_delete_later(call->session, orphan);

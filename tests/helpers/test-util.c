@@ -142,6 +142,11 @@ pid_t test_spawn(const char *const *argv, int *ret_in_fd, int *ret_out_fd)
 
 pid_t test_spawn_worker(const char *const *args, int *ret_out_fd)
 {
+	return test_spawn_worker_io(args, NULL, ret_out_fd);
+}
+
+pid_t test_spawn_worker_io(const char *const *args, int *ret_in_fd, int *ret_out_fd)
+{
 	GPtrArray *argv = g_ptr_array_new();
 	pid_t pid;
 
@@ -152,7 +157,7 @@ pid_t test_spawn_worker(const char *const *args, int *ret_out_fd)
 	for (int i = 0; args[i]; i++)
 		g_ptr_array_add(argv, (char *)args[i]);
 	g_ptr_array_add(argv, NULL);
-	pid = test_spawn((const char *const *)argv->pdata, NULL, ret_out_fd);
+	pid = test_spawn((const char *const *)argv->pdata, ret_in_fd, ret_out_fd);
 	g_ptr_array_unref(argv);
 	return pid;
 }

@@ -59,6 +59,8 @@ pid_t test_spawn(const char *const *argv, int *ret_in_fd, int *ret_out_fd);
  * Its stdout is readable through *ret_out_fd.
  */
 pid_t test_spawn_worker(const char *const *args, int *ret_out_fd);
+/* The same, with its stdin writable through *ret_in_fd. */
+pid_t test_spawn_worker_io(const char *const *args, int *ret_in_fd, int *ret_out_fd);
 
 /* Read one line (without '\n') from fd into buf; false at EOF or after
  * timeout_ms. */

@@ -1,0 +1,388 @@
+/*
+ * ZooKeeper sessions under faults: a holder paused until the server expires
+ * its session, a server
+ * frozen past the session timeout, and an ensemble losing its leader while
+ * locks are held and contended.
+ */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-zk.h"
+
+/* ---- state callback recording ------------------------------------------ */
+
+typedef struct events {
+	GMutex mu;
+	int count;
+	dlock_state states[16];
+	int64_t at_ms[16];
+} events;
+
+static void record(dlock_lock *lock, dlock_state state, void *user_data)
+{
+	events *e = user_data;
+
+	g_mutex_lock(&e->mu);
+	if (e->count < 16) {
+		e->states[e->count] = state;
+		e->at_ms[e->count] = test_now_ms();
+		e->count++;
+	}
+	g_mutex_unlock(&e->mu);
+}
+
+typedef struct seen_state {
+	events *e;
+	dlock_state state;
+} seen_state;
+
+/* When state was first reported, or -1. */
+static int64_t first_at(events *e, dlock_state state)
+{
+	int64_t at = -1;
+
+	g_mutex_lock(&e->mu);
+	for (int i = 0; i < e->count && at < 0; i++)
+		if (e->states[i] == state)
+			at = e->at_ms[i];
+	g_mutex_unlock(&e->mu);
+	return at;
+}
+
+static bool has_state(void *arg)
+{
+	seen_state *s = arg;
+
+	return first_at(s->e, s->state) >= 0;
+}
+
+static int count_children(test_zk *zk, const char *path)
+{
+	char **children = test_zk_children(zk, path);
+	int n = children ? (int)g_strv_length(children) : 0;
+
+	g_strfreev(children);
+	return n;
+}
+
+typedef struct empty_dir {
+	test_zk *zk;
+	const char *path;
+} empty_dir;
+
+static bool is_empty(void *arg)
+{
+	empty_dir *d = arg;
+
+	return count_children(d->zk, d->path) == 0;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+/* ---- worker: a holder that gets paused ---- */
+
+static events worker_events;
+
+/*
+ * Acquire and print "held TOKEN"; then, for each line on stdin:
+ * "release" waits (up to 10 s) for LOST and prints "release RC";
+ * "try" prints "try RC" for a try; "acquire" prints "acquire RC" for a
+ * 10 s acquire, then releases.
+ */
+static int worker_pause(const char *uri, const char *resource)
+{
+	seen_state lost = { &worker_events, DLOCK_STATE_LOST };
+	dlock_client *client;
+	dlock_lock *lock;
+	char line[64];
+
+	g_mutex_init(&worker_events.mu);
+	if (dlock_client_new(uri, &client) != DLOCK_OK || dlock_lock_new(client, resource, &lock) != DLOCK_OK ||
+	    dlock_lock_set_state_callback(lock, record, &worker_events) != DLOCK_OK ||
+	    dlock_acquire(lock, 10000) != DLOCK_OK)
+		return 2;
+	printf("held %" PRIu64 "\n", dlock_fencing_token(lock));
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+		if (strncmp(line, "release", 7) == 0) {
+			test_wait_until(has_state, &lost, 10000);
+			printf("release %d held=%d\n", dlock_release(lock), dlock_held(lock));
+		} else if (strncmp(line, "try", 3) == 0) {
+			printf("try %d\n", dlock_acquire(lock, 0));
+		} else if (strncmp(line, "acquire", 7) == 0) {
+			int rc = dlock_acquire(lock, 10000);
+
+			printf("acquire %d\n", rc);
+			if (rc == DLOCK_OK)
+				dlock_release(lock);
+		}
+		fflush(stdout);
+	}
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	return 0;
+}
+
+/*
+ * A holder process paused (SIGSTOP: a GC or VM pause) past its session
+ * timeout: the server expires the session and deletes the node, another
+ * process acquires meanwhile, and once the holder runs again it reports
+ * LOST, its release returns DLOCK_ELOST, and it can acquire again later
+ * on a new session.
+ */
+static void test_paused_holder_session_expires_and_it_recovers(void **state)
+{
+	test_zk *zk = test_zk_start(1, 200, 20000);
+	char *u = test_zk_uri(zk, "?session-timeout=2s");
+	const char *args[] = { "pause", u, "sess/expired", NULL };
+	dlock_client *b;
+	dlock_lock *lb;
+	char line[128];
+	int64_t paused_ms, waited_ms;
+	uint64_t token;
+	int fd_out, fd_in;
+	pid_t pid = test_spawn_worker_io(args, &fd_in, &fd_out);
+
+	assert_true(test_read_line(fd_out, line, sizeof(line), 20000));
+	assert_true(g_str_has_prefix(line, "held "));
+	token = g_ascii_strtoull(line + 5, NULL, 10);
+	assert_int_equal(dlock_client_new(u, &b), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(b, "sess/expired", &lb), DLOCK_OK);
+
+	kill(pid, SIGSTOP);
+	paused_ms = test_now_ms();
+	assert_int_equal(dlock_acquire(lb, 20000), DLOCK_OK);
+	waited_ms = test_now_ms() - paused_ms;
+	print_message("acquired %" PRId64 " ms into the holder's pause\n", waited_ms);
+	assert_true(waited_ms >= 1000);
+	assert_true(dlock_fencing_token(lb) > token);
+
+	kill(pid, SIGCONT);
+	assert_true(test_write_str(fd_in, "release\n"));
+	assert_true(test_read_line(fd_out, line, sizeof(line), 20000));
+	assert_string_equal(line, "release -5 held=0"); /* DLOCK_ELOST */
+	assert_true(test_write_str(fd_in, "try\n"));
+	assert_true(test_read_line(fd_out, line, sizeof(line), 20000));
+	assert_string_equal(line, "try -2"); /* DLOCK_EBUSY: we hold it */
+	assert_int_equal(dlock_release(lb), DLOCK_OK);
+	assert_true(test_write_str(fd_in, "acquire\n"));
+	assert_true(test_read_line(fd_out, line, sizeof(line), 20000));
+	assert_string_equal(line, "acquire 0");
+	close(fd_in);
+	assert_int_equal(test_wait_worker(pid), 0);
+	close(fd_out);
+
+	dlock_lock_free(lb);
+	dlock_client_free(b);
+	assert_int_equal(test_zk_leftover_nodes(zk, "/dlock"), 0);
+	test_zk_stop(zk);
+	g_free(u);
+}
+
+/*
+ * A frozen server answers nothing.  The client reports SUSPENDED when its
+ * connection times out, and LOST from its own timer before the session
+ * timeout has passed since the server last heard from it, while the
+ * server is still frozen.  Once the server runs again it expires the
+ * session, so our node goes and others acquire.
+ */
+static void test_frozen_server_gives_suspended_then_lost_before_the_timeout(void **state)
+{
+	test_zk *zk = test_zk_start(1, 200, 20000);
+	char *u = test_zk_uri(zk, "?session-timeout=2s");
+	events ev = { 0 };
+	seen_state lost = { &ev, DLOCK_STATE_LOST };
+	empty_dir gone = { zk, "/dlock/sess/frozen" };
+	dlock_client *a, *b;
+	dlock_lock *la, *lb;
+	int64_t stopped_ms, suspended_ms, lost_ms;
+
+	g_mutex_init(&ev.mu);
+	assert_int_equal(dlock_client_new(u, &a), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(a, "sess/frozen", &la), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(la, record, &ev), DLOCK_OK);
+	assert_int_equal(dlock_acquire(la, 10000), DLOCK_OK);
+	g_usleep(1000 * 1000); /* a few keep-alive rounds */
+
+	test_zk_signal(zk, 0, SIGSTOP);
+	stopped_ms = test_now_ms();
+	assert_true(test_wait_until(has_state, &lost, 10000));
+	suspended_ms = first_at(&ev, DLOCK_STATE_SUSPENDED) - stopped_ms;
+	lost_ms = first_at(&ev, DLOCK_STATE_LOST) - stopped_ms;
+	print_message("SUSPENDED %" PRId64 " ms, LOST %" PRId64 " ms after the freeze\n", suspended_ms,
+	              lost_ms);
+	assert_true(first_at(&ev, DLOCK_STATE_SUSPENDED) >= 0);
+	assert_true(suspended_ms <= lost_ms);
+	/* The server last heard from us before it froze. */
+	assert_true(lost_ms < 2000);
+	assert_int_equal(dlock_held(la), 0);
+	assert_int_equal(dlock_release(la), DLOCK_ELOST);
+
+	test_zk_signal(zk, 0, SIGCONT);
+	assert_true(test_wait_until(is_empty, &gone, 20000));
+	assert_int_equal(dlock_client_new(u, &b), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(b, "sess/frozen", &lb), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lb, 10000), DLOCK_OK);
+	assert_int_equal(dlock_release(lb), DLOCK_OK);
+	/* and the first client works again on a new session */
+	assert_int_equal(dlock_acquire(la, 10000), DLOCK_OK);
+	assert_int_equal(dlock_release(la), DLOCK_OK);
+
+	dlock_lock_free(la);
+	dlock_lock_free(lb);
+	dlock_client_free(a);
+	dlock_client_free(b);
+	test_zk_stop(zk);
+	g_mutex_clear(&ev.mu);
+	g_free(u);
+}
+
+/* ---- the ensemble ---- */
+
+#define ENS_THREADS 4
+
+typedef struct ens_job {
+	const char *uri;
+	volatile int stop;
+	int inside;      /* threads inside the critical section now */
+	int overlaps;
+	int rounds;
+	int failures;
+	uint64_t last_token;
+	GMutex mu;
+} ens_job;
+
+static void *ens_thread(void *data)
+{
+	ens_job *job = data;
+	dlock_client *client;
+	dlock_lock *lock;
+
+	if (dlock_client_new(job->uri, &client) != DLOCK_OK ||
+	    dlock_lock_new(client, "ens/counter", &lock) != DLOCK_OK) {
+		__atomic_add_fetch(&job->failures, 1, __ATOMIC_SEQ_CST);
+		return NULL;
+	}
+	while (!job->stop) {
+		int rc = dlock_acquire(lock, 30000);
+
+		if (rc != DLOCK_OK) {
+			fprintf(stderr, "ensemble acquire: %s\n", dlock_last_error_message());
+			__atomic_add_fetch(&job->failures, 1, __ATOMIC_SEQ_CST);
+			continue;
+		}
+		if (__atomic_add_fetch(&job->inside, 1, __ATOMIC_SEQ_CST) != 1)
+			__atomic_add_fetch(&job->overlaps, 1, __ATOMIC_SEQ_CST);
+		g_mutex_lock(&job->mu);
+		if (dlock_fencing_token(lock) <= job->last_token)
+			job->overlaps++;
+		job->last_token = dlock_fencing_token(lock);
+		job->rounds++;
+		g_mutex_unlock(&job->mu);
+		g_usleep(2000);
+		__atomic_sub_fetch(&job->inside, 1, __ATOMIC_SEQ_CST);
+		rc = dlock_release(lock);
+		/* A release during the election may find the node already
+		 * gone only if the session ended, which must not happen. */
+		if (rc != DLOCK_OK)
+			__atomic_add_fetch(&job->failures, 1, __ATOMIC_SEQ_CST);
+	}
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	return NULL;
+}
+
+typedef struct held_again {
+	dlock_lock *lock;
+} held_again;
+
+static bool is_held(void *arg)
+{
+	return dlock_held(((held_again *)arg)->lock) == 1;
+}
+
+static void test_leader_kill_keeps_holds_and_exclusion(void **state)
+{
+	test_zk *zk = test_zk_start(3, 200, 30000);
+	char *u = test_zk_uri(zk, "?session-timeout=10s");
+	ens_job job = { 0 };
+	events ev = { 0 };
+	pthread_t threads[ENS_THREADS];
+	dlock_client *client;
+	dlock_lock *lock;
+	held_again again;
+	uint64_t token;
+	int leader, rounds_at_kill;
+
+	g_mutex_init(&ev.mu);
+	g_mutex_init(&job.mu);
+	job.uri = u;
+	assert_int_equal(dlock_client_new(u, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "ens/held", &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(lock, record, &ev), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 10000), DLOCK_OK);
+	token = dlock_fencing_token(lock);
+	for (int i = 0; i < ENS_THREADS; i++)
+		pthread_create(&threads[i], NULL, ens_thread, &job);
+	g_usleep(1000 * 1000);
+
+	leader = test_zk_leader(zk, 10000);
+	assert_true(leader >= 0);
+	g_mutex_lock(&job.mu);
+	rounds_at_kill = job.rounds;
+	g_mutex_unlock(&job.mu);
+	test_zk_signal(zk, leader, SIGKILL);
+	assert_true(test_zk_leader(zk, 20000) >= 0);
+	g_usleep(2000 * 1000); /* contention goes on under the new leader */
+
+	again.lock = lock;
+	assert_true(test_wait_until(is_held, &again, 15000));
+	assert_int_equal(first_at(&ev, DLOCK_STATE_LOST), -1);
+	assert_int_equal(dlock_fencing_token(lock), token);
+
+	job.stop = 1;
+	for (int i = 0; i < ENS_THREADS; i++)
+		pthread_join(threads[i], NULL);
+	print_message("rounds: %d before the kill, %d in all; events on the held lock: %d\n",
+	              rounds_at_kill, job.rounds, ev.count);
+	assert_int_equal(job.overlaps, 0);
+	assert_int_equal(job.failures, 0);
+	assert_true(job.rounds > rounds_at_kill);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+
+	test_zk_restart_server(zk, leader, false);
+	assert_int_equal(test_zk_leftover_nodes(zk, "/dlock"), 0);
+	test_zk_stop(zk);
+	g_mutex_clear(&ev.mu);
+	g_mutex_clear(&job.mu);
+	g_free(u);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_paused_holder_session_expires_and_it_recovers),
+		cmocka_unit_test(test_frozen_server_gives_suspended_then_lost_before_the_timeout),
+		cmocka_unit_test(test_leader_kill_keeps_holds_and_exclusion),
+	};
+
+	test_init(argv[0]);
+	if (argc >= 5 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "pause") == 0)
+		return worker_pause(argv[3], argv[4]);
+	return test_zk_finish(cmocka_run_group_tests_name("zk-session", tests, NULL, NULL));
+}
