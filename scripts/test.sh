@@ -177,8 +177,19 @@ if ! step "install missing Debian packages" dlock_install_packages "${DLOCK_PACK
 	summary
 	exit 1
 fi
-# The redis suite fails without a server; say why up front.  Never skipped.
+# shellcheck disable=SC2317  # called through step
+check_zookeeper_server() {
+	if [[ -f /usr/share/java/zookeeper.jar ]] && command -v java >/dev/null 2>&1; then
+		return 0
+	fi
+	dlock_log "no ZooKeeper server (/usr/share/java/zookeeper.jar) or no java: the zk suite cannot pass"
+	return 1
+}
+
+# The redis and zk suites fail without their servers; say why up front.
+# Never skipped.
 step "redis-server present" check_redis_server
+step "ZooKeeper server present" check_zookeeper_server
 
 # ---------------------------------------------------------------------------
 # 2. Plain build, every suite

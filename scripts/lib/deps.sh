@@ -13,6 +13,8 @@ DLOCK_PACKAGES=(
 	build-essential meson ninja-build pkg-config       # toolchain
 	libglib2.0-dev libhiredis-dev libcmocka-dev        # libraries (cmocka: the tests are part of the build)
 	redis-server redis-tools python3-redis             # Redis backend: server for tests, CLI, peer
+	libzookeeper-mt-dev zookeeper                      # ZooKeeper backend: C client, server (and a JVM) for tests
+	python3-kazoo libcurator-recipes-java default-jdk-headless  # ZooKeeper peers: kazoo, Curator (javac for its driver)
 	valgrind g++ binutils                              # checks: valgrind pass, C++ header test, nm in the abi test
 )
 

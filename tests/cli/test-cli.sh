@@ -4,7 +4,8 @@
 # environment and descriptors, signals, lock loss, configuration errors
 # and status output.  Starts its own redis-server (with a password, so
 # that its absence from the child's environment and from status output
-# is checked) on a free loopback port; stops it by PID.
+# is checked) and a ZooKeeper server (for routing) on free loopback
+# ports; stops them by PID.
 #
 # usage: test-cli.sh PATH/TO/dlock
 
@@ -14,9 +15,11 @@ passed=0
 failed=0
 tmp=$(mktemp -d)
 server=
+zk_server=
 
 cleanup() {
 	[[ -n "$server" ]] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
+	[[ -n "$zk_server" ]] && kill -9 "$zk_server" 2>/dev/null && wait "$zk_server" 2>/dev/null
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -202,6 +205,84 @@ in_file=$("$dlock" run -c "$tmp/mixed.conf" local/job -- sh -c "redis-cli -p $po
 check "other names are locked in a file of the file backend" test "$(echo $in_file)" = "0 r-local%2Fjob"
 check "status of a file lock names the file backend" \
 	grep -q "backend:  file://$tmp/locks" <<<"$("$dlock" status -c "$tmp/mixed.conf" local/job)"
+
+# ---- routing between Redis and ZooKeeper --------------------------------
+zk_port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mkdir -p "$tmp/zk/data"
+cat >"$tmp/zk/zoo.cfg" <<CONF
+tickTime=200
+dataDir=$tmp/zk/data
+clientPort=$zk_port
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=*
+maxClientCnxns=0
+CONF
+java -Xms32m -Xmx256m -XX:+UseSerialGC \
+	-cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar \
+	org.apache.zookeeper.server.quorum.QuorumPeerMain "$tmp/zk/zoo.cfg" >"$tmp/zk/zk.log" 2>&1 &
+zk_server=$!
+zk_up=no
+for _ in $(seq 300); do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$zk_port" && echo srvr >&3 && grep -q Mode <&3) 2>/dev/null; then
+		zk_up=yes
+		break
+	fi
+	sleep 0.1
+done
+check "a ZooKeeper server started for the routing checks" test "$zk_up" = yes
+# zk_children PATH — the children of PATH, or "none" if it does not exist
+zk_children() {
+	/usr/bin/python3 - "$zk_port" "$1" <<'PY'
+import sys
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+zk = KazooClient(hosts="127.0.0.1:" + sys.argv[1])
+zk.start(timeout=10)
+try:
+    print(len(zk.get_children(sys.argv[2])))
+except NoNodeError:
+    print("none")
+zk.stop()
+PY
+}
+export -f zk_children
+export zk_port
+cat >"$tmp/both.conf" <<CONF
+[defaults]
+backend = local
+
+[backend local]
+url = file://$tmp/locks
+
+[backend fast]
+url = $uri
+
+[backend strong]
+url = zk://127.0.0.1:$zk_port?session-timeout=4s
+
+[route fast]
+match = fast/*
+backend = fast
+
+[route strong]
+match = strong/*
+backend = strong
+CONF
+strong=$("$dlock" run -c "$tmp/both.conf" strong/job -- bash -c "redis-cli -p $port -a s3cret --no-auth-warning exists 'dlock:{strong/job}'; zk_children /dlock/strong/job; echo \$DLOCK_BACKEND")
+check "strong/* is locked in ZooKeeper, not in Redis" test "$(echo $strong)" = "0 1 zk://127.0.0.1:$zk_port?session-timeout=4s"
+fast=$("$dlock" run -c "$tmp/both.conf" fast/job2 -- bash -c "redis-cli -p $port -a s3cret --no-auth-warning exists 'dlock:{fast/job2}'; zk_children /dlock/fast/job2")
+check "fast/* is locked in Redis, not in ZooKeeper" test "$(echo $fast)" = "1 none"
+check "no node is left under the ZooKeeper lock after the run" test "$(zk_children /dlock/strong/job)" != 1
+zk_status=$("$dlock" run -c "$tmp/both.conf" strong/held -- sh -c "$dlock status -c $tmp/both.conf strong/held; echo status=\$?")
+check "status of a ZooKeeper lock names the holder and exits 1" \
+	grep -q "pid=" <<<"$zk_status"
+check "status of a ZooKeeper lock exits 1 while held" grep -q "status=1" <<<"$zk_status"
+t1=$("$dlock" run -c "$tmp/both.conf" strong/tokens -- sh -c 'echo $DLOCK_FENCING_TOKEN')
+t2=$("$dlock" run -c "$tmp/both.conf" strong/tokens -- sh -c 'echo $DLOCK_FENCING_TOKEN')
+check "ZooKeeper fencing tokens increase across runs ($t1 < $t2)" test "$t1" -lt "$t2"
+busy=$("$dlock" run -c "$tmp/both.conf" strong/busy -- sh -c "$dlock run -c $tmp/both.conf -w 0 strong/busy -- true; echo \$?")
+check "-w 0 while another dlock run holds a ZooKeeper lock -> 75" test "$busy" = 75
 
 echo "${passed} passed, ${failed} failed"
 [[ "$failed" = 0 ]]

@@ -212,7 +212,7 @@ static void test_credentialed_lock_is_readable_not_deletable_by_others(void **st
 	char *hosts = test_zk_hosts(zk);
 	char *alice = g_strdup_printf("zk://alice:secret%%2Fpw@%s", hosts);
 	char *bob = g_strdup_printf("zk://bob:other@%s", hosts);
-	char *node;
+	char *node, *data;
 	char **children;
 	dlock_client *a1, *a2, *b;
 	dlock_lock *la1, *la2, *lb;
@@ -230,7 +230,9 @@ static void test_credentialed_lock_is_readable_not_deletable_by_others(void **st
 	assert_int_equal(g_strv_length(children), 1);
 	node = g_strconcat("/dlock/cred/x/", children[0], NULL);
 	/* Others read it (world READ): the inspection session, and bob. */
-	assert_non_null(test_zk_get(zk, node, NULL));
+	data = test_zk_get(zk, node, NULL);
+	assert_non_null(data);
+	g_free(data);
 	assert_int_equal(dlock_lock_query(lb, &info), DLOCK_OK);
 	assert_int_equal(dlock_info_locked(info), 1);
 	assert_int_equal(dlock_info_holder_pid(info), getpid());
