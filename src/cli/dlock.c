@@ -237,7 +237,7 @@ static int open_lock(const options *o, dlock_client **ret_client, dlock_lock **r
 	bool backend_is_uri = o->backend && strstr(o->backend, "://");
 	const char *spec = backend_is_uri ? o->backend : o->config;
 	dlock_client *client;
-	dlock_lock *lock;
+	dlock_lock *lock = NULL; /* untouched by a failed dlock_lock_new() */
 	int rc;
 
 	rc = dlock_client_new(spec, &client);

@@ -159,7 +159,14 @@ check "and names the file, group and key" grep -q "bad.conf.*\[backend cache\].*
 check "an unreachable backend exits 69" \
 	test "$(status_of "$dlock" run -b "redis://127.0.0.1:1?connect-timeout=500ms" cli/x -- true)" = 69
 check "a usage error exits 64" test "$(status_of "$dlock" run cli/x)" = 64
-check "an invalid resource name is a usage error" test "$(status_of "$dlock" run -b "$uri" 'a//b' -- true)" = 64
+# Repeated: a failure path that touched uninitialised memory crashed
+# only some of the time.
+for _ in 1 2 3 4 5; do
+	check "an invalid resource name is a usage error for run" \
+		test "$(status_of "$dlock" run -b "$uri" 'a//b' -- true)" = 64
+	check "an invalid resource name is a usage error for status" \
+		test "$(status_of "$dlock" status -b "$uri" 'a/../b')" = 64
+done
 
 # ---- routing by configuration ----
 cat >"$tmp/route.conf" <<CONF
