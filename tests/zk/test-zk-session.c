@@ -98,7 +98,8 @@ static events worker_events;
 
 /*
  * Acquire and print "held TOKEN"; then, for each line on stdin:
- * "release" waits (up to 10 s) for LOST and prints "release RC";
+ * "release" waits (up to 10 s) for LOST and prints "release RC held=H
+ * lost=L" (L: whether the callback reported LOST);
  * "try" prints "try RC" for a try; "acquire" prints "acquire RC" for a
  * 10 s acquire, then releases.
  */
@@ -118,8 +119,9 @@ static int worker_pause(const char *uri, const char *resource)
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin)) {
 		if (strncmp(line, "release", 7) == 0) {
-			test_wait_until(has_state, &lost, 10000);
-			printf("release %d held=%d\n", dlock_release(lock), dlock_held(lock));
+			bool saw_lost = test_wait_until(has_state, &lost, 10000);
+
+			printf("release %d held=%d lost=%d\n", dlock_release(lock), dlock_held(lock), saw_lost);
 		} else if (strncmp(line, "try", 3) == 0) {
 			printf("try %d\n", dlock_acquire(lock, 0));
 		} else if (strncmp(line, "acquire", 7) == 0) {
@@ -173,7 +175,7 @@ static void test_paused_holder_session_expires_and_it_recovers(void **state)
 	kill(pid, SIGCONT);
 	assert_true(test_write_str(fd_in, "release\n"));
 	assert_true(test_read_line(fd_out, line, sizeof(line), 20000));
-	assert_string_equal(line, "release -5 held=0"); /* DLOCK_ELOST */
+	assert_string_equal(line, "release -5 held=0 lost=1"); /* LOST reported, then DLOCK_ELOST */
 	assert_true(test_write_str(fd_in, "try\n"));
 	assert_true(test_read_line(fd_out, line, sizeof(line), 20000));
 	assert_string_equal(line, "try -2"); /* DLOCK_EBUSY: we hold it */
