@@ -22,6 +22,7 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-exclusion.h"
 #include "test-handoff.h"
 #include "test-redis.h"
 
@@ -48,48 +49,6 @@ static int count_entries(const char *path)
 
 /* ---- workers ---------------------------------------------------------- */
 
-typedef struct job {
-	dlock_client *client;
-	const char *resource, *counter, *tokens;
-	int failures;
-} job;
-
-static void *counter_thread(void *data)
-{
-	job *j = data;
-	dlock_lock *lock;
-
-	if (dlock_lock_new(j->client, j->resource, &lock) != DLOCK_OK)
-		return NULL;
-	for (int i = 0; i < ROUNDS; i++) {
-		char buf[32] = "0", line[32];
-		FILE *f;
-		int fd;
-
-		if (dlock_acquire(lock, 60000) != DLOCK_OK) {
-			__atomic_add_fetch(&j->failures, 1, __ATOMIC_SEQ_CST);
-			continue;
-		}
-		if ((f = fopen(j->counter, "r"))) {
-			if (!fgets(buf, sizeof(buf), f))
-				buf[0] = '\0';
-			fclose(f);
-		}
-		g_usleep(100);
-		f = fopen(j->counter, "w");
-		fprintf(f, "%ld\n", strtol(buf, NULL, 10) + 1);
-		fclose(f);
-		snprintf(line, sizeof(line), "%" PRIu64 "\n", dlock_fencing_token(lock));
-		fd = open(j->tokens, O_WRONLY | O_APPEND | O_CREAT, 0600);
-		if (write(fd, line, strlen(line)) < 0)
-			j->failures++;
-		close(fd);
-		dlock_release(lock);
-	}
-	dlock_lock_free(lock);
-	return NULL;
-}
-
 static int worker_main(int argc, char **argv)
 {
 	dlock_client *client;
@@ -97,19 +56,10 @@ static int worker_main(int argc, char **argv)
 
 	if (argc >= 6 && strcmp(argv[2], "handoff") == 0)
 		return test_handoff_worker(argv[3], argv[4], atoi(argv[5]));
+	if (argc >= 9 && strcmp(argv[2], "counter") == 0)
+		return test_exclusion_worker(argv + 3);
 	if (argc < 4 || dlock_client_new(argv[3], &client) != DLOCK_OK)
 		return 2;
-	if (strcmp(argv[2], "counter") == 0 && argc >= 7) {
-		job j = { client, argv[4], argv[5], argv[6], 0 };
-		pthread_t t[THREADS];
-
-		for (int i = 0; i < THREADS; i++)
-			pthread_create(&t[i], NULL, counter_thread, &j);
-		for (int i = 0; i < THREADS; i++)
-			pthread_join(t[i], NULL);
-		dlock_client_free(client);
-		return j.failures ? 3 : 0;
-	}
 	if (strcmp(argv[2], "hold") == 0 && argc >= 5) {
 		if (dlock_lock_new(client, argv[4], &lock) != DLOCK_OK || dlock_acquire(lock, 5000) != DLOCK_OK)
 			return 2;
@@ -125,42 +75,7 @@ static int worker_main(int argc, char **argv)
 
 static void test_processes_and_threads_never_overlap_and_tokens_increase(void **state)
 {
-	char *counter = g_build_filename(dir, "..", "counter-data", NULL);
-	char *tokens = g_strconcat(counter, ".tokens", NULL);
-	const char *args[] = { "counter", uri, "file/counter", counter, tokens, NULL };
-	pid_t pids[PROCESSES];
-	int fds[PROCESSES];
-	char *text;
-	gchar **lines;
-	uint64_t last = 0;
-	int n = 0;
-
-	unlink(counter);
-	unlink(tokens);
-	for (int i = 0; i < PROCESSES; i++)
-		pids[i] = test_spawn_worker(args, &fds[i]);
-	for (int i = 0; i < PROCESSES; i++) {
-		assert_int_equal(test_wait_worker(pids[i]), 0);
-		close(fds[i]);
-	}
-	assert_true(g_file_get_contents(counter, &text, NULL, NULL));
-	assert_int_equal(strtol(text, NULL, 10), PROCESSES * THREADS * ROUNDS);
-	g_free(text);
-	assert_true(g_file_get_contents(tokens, &text, NULL, NULL));
-	lines = g_strsplit(text, "\n", -1);
-	for (int i = 0; lines[i] && *lines[i]; i++, n++) {
-		uint64_t t = g_ascii_strtoull(lines[i], NULL, 10);
-
-		assert_true(t > last);
-		last = t;
-	}
-	assert_int_equal(n, PROCESSES * THREADS * ROUNDS);
-	g_strfreev(lines);
-	g_free(text);
-	unlink(counter);
-	unlink(tokens);
-	g_free(counter);
-	g_free(tokens);
+	test_exclusion_run(uri, "file/counter", PROCESSES, THREADS, ROUNDS);
 }
 
 static void test_killed_holder_releases_at_once_with_larger_token_next(void **state)

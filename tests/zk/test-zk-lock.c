@@ -19,6 +19,7 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-exclusion.h"
 #include "test-handoff.h"
 #include "test-zk.h"
 
@@ -30,80 +31,6 @@
 static test_zk *zk;
 
 /* ---- worker side ------------------------------------------------------ */
-
-typedef struct counter_job {
-	const char *uri;
-	const char *resource;
-	const char *counter_path;
-	const char *tokens_path;
-	dlock_client *client;
-	int failures;
-} counter_job;
-
-/* Read-modify-write of a number in a file: any overlap loses an increment. */
-static void bump(const char *path)
-{
-	char buf[32] = "0";
-	FILE *f = fopen(path, "r");
-	long value;
-
-	if (f) {
-		if (!fgets(buf, sizeof(buf), f))
-			buf[0] = '\0';
-		fclose(f);
-	}
-	value = strtol(buf, NULL, 10);
-	g_usleep(200);
-	f = fopen(path, "w");
-	fprintf(f, "%ld\n", value + 1);
-	fclose(f);
-}
-
-static void *counter_thread(void *data)
-{
-	counter_job *job = data;
-	dlock_lock *lock;
-
-	if (dlock_lock_new(job->client, job->resource, &lock) != DLOCK_OK) {
-		__atomic_add_fetch(&job->failures, 1, __ATOMIC_SEQ_CST);
-		return NULL;
-	}
-	for (int i = 0; i < ROUNDS; i++) {
-		char line[64];
-		int fd;
-
-		if (dlock_acquire(lock, 60000) != DLOCK_OK) {
-			fprintf(stderr, "acquire: %s\n", dlock_last_error_message());
-			__atomic_add_fetch(&job->failures, 1, __ATOMIC_SEQ_CST);
-			continue;
-		}
-		bump(job->counter_path);
-		snprintf(line, sizeof(line), "%" PRIu64 "\n", dlock_fencing_token(lock));
-		fd = open(job->tokens_path, O_WRONLY | O_APPEND | O_CREAT, 0600);
-		if (write(fd, line, strlen(line)) < 0)
-			__atomic_add_fetch(&job->failures, 1, __ATOMIC_SEQ_CST);
-		close(fd);
-		if (dlock_release(lock) != DLOCK_OK)
-			__atomic_add_fetch(&job->failures, 1, __ATOMIC_SEQ_CST);
-	}
-	dlock_lock_free(lock);
-	return NULL;
-}
-
-static int worker_counter(char **argv)
-{
-	counter_job job = { argv[0], argv[1], argv[2], argv[3], NULL, 0 };
-	pthread_t threads[THREADS];
-
-	if (dlock_client_new(job.uri, &job.client) != DLOCK_OK)
-		return 2;
-	for (int i = 0; i < THREADS; i++)
-		pthread_create(&threads[i], NULL, counter_thread, &job);
-	for (int i = 0; i < THREADS; i++)
-		pthread_join(threads[i], NULL);
-	dlock_client_free(job.client);
-	return job.failures ? 3 : 0;
-}
 
 /* Acquire, say so with the token, then hang until killed. */
 static int worker_hold(char **argv)
@@ -122,8 +49,8 @@ static int worker_hold(char **argv)
 
 static int worker_main(int argc, char **argv)
 {
-	if (argc >= 7 && strcmp(argv[2], "counter") == 0)
-		return worker_counter(argv + 3);
+	if (argc >= 9 && strcmp(argv[2], "counter") == 0)
+		return test_exclusion_worker(argv + 3);
 	if (argc >= 5 && strcmp(argv[2], "hold") == 0)
 		return worker_hold(argv + 3);
 	if (argc >= 6 && strcmp(argv[2], "handoff") == 0)
@@ -163,45 +90,10 @@ static bool has_at_most(void *arg)
 
 static void test_processes_and_threads_never_overlap_and_tokens_increase(void **state)
 {
-	char *dir = g_dir_make_tmp("dlock-zk-excl-XXXXXX", NULL);
-	char *counter_path = g_build_filename(dir, "counter", NULL);
-	char *tokens_path = g_build_filename(dir, "tokens", NULL);
 	char *u = uri(NULL);
-	const char *args[] = { "counter", u, "excl/counter", counter_path, tokens_path, NULL };
-	pid_t pids[PROCESSES];
-	int fds[PROCESSES];
-	char *text = NULL;
-	gchar **lines;
-	uint64_t last = 0;
-	int count = 0;
 
-	for (int i = 0; i < PROCESSES; i++)
-		pids[i] = test_spawn_worker(args, &fds[i]);
-	for (int i = 0; i < PROCESSES; i++) {
-		assert_int_equal(test_wait_worker(pids[i]), 0);
-		close(fds[i]);
-	}
-	assert_true(g_file_get_contents(counter_path, &text, NULL, NULL));
-	assert_int_equal(strtol(text, NULL, 10), PROCESSES * THREADS * ROUNDS);
-	g_free(text);
-	assert_true(g_file_get_contents(tokens_path, &text, NULL, NULL));
-	lines = g_strsplit(text, "\n", -1);
-	for (int i = 0; lines[i] && *lines[i]; i++, count++) {
-		uint64_t token = g_ascii_strtoull(lines[i], NULL, 10);
-
-		assert_true(token > last);
-		last = token;
-	}
-	assert_int_equal(count, PROCESSES * THREADS * ROUNDS);
+	test_exclusion_run(u, "excl/counter", PROCESSES, THREADS, ROUNDS);
 	assert_int_equal(count_children("/dlock/excl/counter"), 0);
-	g_strfreev(lines);
-	g_free(text);
-	unlink(counter_path);
-	unlink(tokens_path);
-	rmdir(dir);
-	g_free(counter_path);
-	g_free(tokens_path);
-	g_free(dir);
 	g_free(u);
 }
 
