@@ -246,26 +246,6 @@ static void kill_server(test_redis *r, int sig)
 	r->pid = 0;
 }
 
-static void remove_tree(const char *dir)
-{
-	GDir *d = g_dir_open(dir, 0, NULL);
-	const char *name;
-
-	if (d) {
-		while ((name = g_dir_read_name(d))) {
-			char *path = g_build_filename(dir, name, NULL);
-
-			if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK))
-				remove_tree(path);
-			else
-				g_unlink(path);
-			g_free(path);
-		}
-		g_dir_close(d);
-	}
-	g_rmdir(dir);
-}
-
 void test_redis_halt(test_redis *r)
 {
 	if (r->ctx) {
@@ -313,7 +293,7 @@ void test_redis_stop(test_redis *r)
 			saved_logs = g_ptr_array_new_with_free_func(g_free);
 		g_ptr_array_add(saved_logs, tail);
 	}
-	remove_tree(r->dir);
+	test_remove_tree(r->dir);
 	g_strfreev(r->extra);
 	g_free(r->dir);
 	g_free(r->unix_path);

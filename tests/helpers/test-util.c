@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 #include <glib.h>
+#include <glib/gstdio.h>
 
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
@@ -493,4 +494,24 @@ void test_proxy_stop(test_proxy *p)
 	g_mutex_clear(&p->mu);
 	g_cond_clear(&p->cond);
 	g_free(p);
+}
+
+void test_remove_tree(const char *dir)
+{
+	GDir *d = g_dir_open(dir, 0, NULL);
+	const char *name;
+
+	if (d) {
+		while ((name = g_dir_read_name(d))) {
+			char *path = g_build_filename(dir, name, NULL);
+
+			if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK))
+				test_remove_tree(path);
+			else
+				g_unlink(path);
+			g_free(path);
+		}
+		g_dir_close(d);
+	}
+	g_rmdir(dir);
 }

@@ -39,6 +39,11 @@ bool test_wait_until(bool (*cond)(void *), void *arg, int64_t timeout_ms);
 int test_slack_factor(void);
 int64_t test_slack(int64_t margin_ms);
 
+/* ---- files ---- */
+
+/* Remove dir and everything below it (symbolic links, not their targets). */
+void test_remove_tree(const char *dir);
+
 /* ---- worker processes ---- */
 
 /* Remember the test program's own path (call first in main): under

@@ -104,26 +104,6 @@ static void save_log(const test_zk_server *s)
 	g_ptr_array_add(saved_logs, tail);
 }
 
-static void remove_tree(const char *dir)
-{
-	GDir *d = g_dir_open(dir, 0, NULL);
-	const char *name;
-
-	if (d) {
-		while ((name = g_dir_read_name(d))) {
-			char *path = g_build_filename(dir, name, NULL);
-
-			if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK))
-				remove_tree(path);
-			else
-				g_unlink(path);
-			g_free(path);
-		}
-		g_dir_close(d);
-	}
-	g_rmdir(dir);
-}
-
 /* Write server i's zoo.cfg, and create its data directory (with myid in an
  * ensemble) if it is missing. */
 static void write_config(test_zk *z, int i)
@@ -483,7 +463,7 @@ test_zk *test_zk_start(int count, int tick_ms, int max_session_ms)
 			s->port = test_closed_port(&fds[n++]);
 			s->peer_port = count > 1 ? test_closed_port(&fds[n++]) : 0;
 			s->election_port = count > 1 ? test_closed_port(&fds[n++]) : 0;
-			remove_tree(data);
+			test_remove_tree(data);
 			g_free(data);
 		}
 		while (n > 0)
@@ -500,7 +480,7 @@ test_zk *test_zk_start(int count, int tick_ms, int max_session_ms)
 			silent++;
 	}
 	print_logs(z);
-	remove_tree(z->dir);
+	test_remove_tree(z->dir);
 	fail_msg("ZooKeeper (%d server%s) did not start: %s (log above)", count, count > 1 ? "s" : "",
 	         result == SILENT ? "no answer to srvr within 30 s" : "a server exited");
 	return NULL;
@@ -530,7 +510,7 @@ void test_zk_stop(test_zk *z)
 		save_log(&z->servers[i]);
 		g_free(z->servers[i].dir);
 	}
-	remove_tree(z->dir);
+	test_remove_tree(z->dir);
 	g_free(z->dir);
 	g_free(z);
 }
@@ -613,7 +593,7 @@ void test_zk_restart_server(test_zk *z, int i, bool wipe)
 	if (wipe) {
 		char *data = server_file(s, "data");
 
-		remove_tree(data);
+		test_remove_tree(data);
 		g_free(data);
 	}
 	write_config(z, i);
