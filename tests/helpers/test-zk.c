@@ -737,6 +737,15 @@ char **test_zk_children(test_zk *z, const char *path)
 	return list;
 }
 
+int test_zk_count_children(test_zk *z, const char *path)
+{
+	char **children = test_zk_children(z, path);
+	int n = children ? (int)g_strv_length(children) : 0;
+
+	g_strfreev(children);
+	return n;
+}
+
 bool test_zk_exists(test_zk *z, const char *path)
 {
 	int64_t until = test_now_ms() + CALL_TIMEOUT_MS;

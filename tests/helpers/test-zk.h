@@ -80,6 +80,8 @@ long long test_zk_mntr(test_zk *z, int i, const char *key);
 /* Children of path, sorted, NULL-terminated (g_strfreev); NULL if the
  * node does not exist.  Fails the test if the ensemble does not answer. */
 char **test_zk_children(test_zk *z, const char *path);
+/* How many children path has (0 if it does not exist). */
+int test_zk_count_children(test_zk *z, const char *path);
 /* Whether path exists. */
 bool test_zk_exists(test_zk *z, const char *path);
 /* The data of path (g_free) or NULL if it does not exist; *ret_czxid gets

@@ -67,11 +67,7 @@ static char *uri(const char *suffix)
 
 static int count_children(const char *path)
 {
-	char **children = test_zk_children(zk, path);
-	int n = children ? (int)g_strv_length(children) : 0;
-
-	g_strfreev(children);
-	return n;
+	return test_zk_count_children(zk, path);
 }
 
 typedef struct children_at_most {

@@ -69,15 +69,6 @@ static bool has_state(void *arg)
 	return first_at(s->e, s->state) >= 0;
 }
 
-static int count_children(test_zk *zk, const char *path)
-{
-	char **children = test_zk_children(zk, path);
-	int n = children ? (int)g_strv_length(children) : 0;
-
-	g_strfreev(children);
-	return n;
-}
-
 typedef struct empty_dir {
 	test_zk *zk;
 	const char *path;
@@ -87,7 +78,7 @@ static bool is_empty(void *arg)
 {
 	empty_dir *d = arg;
 
-	return count_children(d->zk, d->path) == 0;
+	return test_zk_count_children(d->zk, d->path) == 0;
 }
 
 /* ---- tests ------------------------------------------------------------ */
