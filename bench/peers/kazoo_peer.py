@@ -1,0 +1,82 @@
+#!/usr/bin/python3
+"""Peer driver: kazoo's lock recipe, KazooClient(hosts=ADDR).Lock(path),
+on ZooKeeper.
+
+    bench/peers/kazoo_peer.py latency    --server 127.0.0.1:P1[,127.0.0.1:P2...] --resource NAME --warmup N --count N
+    bench/peers/kazoo_peer.py throughput --server 127.0.0.1:P1[,...] --resource-prefix NAME --resources R --threads T --seconds S
+    bench/peers/kazoo_peer.py handoff    --server 127.0.0.1:P1[,...] --resource NAME --count N
+
+The lock of NAME is the node /bench-peers/NAME; the recipe creates it (and
+its parents) as persistent nodes and a sequential ephemeral child per
+acquire.  At the end the driver deletes those persistent nodes again, as
+far up as /bench-peers, wherever they have no children left.  Throughput
+threads share one KazooClient (thread-safe), each with its own Lock objects.
+Prints one JSON line; see peer_common.py.  Needs Debian's python3-kazoo.
+"""
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+
+from kazoo.client import KazooClient  # noqa: E402
+from kazoo.exceptions import LockTimeout, NoNodeError, NotEmptyError  # noqa: E402
+
+from peer_common import ACQUIRE_TIMEOUT, PeerError, main  # noqa: E402
+
+ROOT = "/bench-peers"
+CONNECT_TIMEOUT = 15  # seconds
+
+
+def lock_path(name):
+    return f"{ROOT}/{name.strip('/')}"
+
+
+class Lock:
+    def __init__(self, client, name):
+        self.path = lock_path(name)
+        self.lock = client.Lock(self.path)
+
+    def acquire(self):
+        try:
+            self.lock.acquire(timeout=ACQUIRE_TIMEOUT)
+        except LockTimeout:
+            raise PeerError(f"acquire {self.path}: not acquired within {ACQUIRE_TIMEOUT:g} s") from None
+
+    def release(self):
+        if not self.lock.release():
+            raise PeerError(f"release {self.path}: the lock was not held")
+
+
+class Backend:
+    peer = "kazoo"
+
+    @staticmethod
+    def connect(server):
+        client = KazooClient(hosts=server)
+        client.start(timeout=CONNECT_TIMEOUT)
+        return client
+
+    new_lock = Lock
+
+    @staticmethod
+    def cleanup(client, names):
+        """Delete each lock node and its empty parents up to ROOT; a node
+        still in use (children left) is left alone."""
+        for name in names:
+            path = lock_path(name)
+            while path.startswith(ROOT):
+                try:
+                    client.delete(path)
+                except NoNodeError:
+                    pass
+                except NotEmptyError:
+                    break
+                path = path.rsplit("/", 1)[0]
+
+    @staticmethod
+    def close(client):
+        client.stop()
+        client.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(Backend()))
