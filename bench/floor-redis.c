@@ -1,0 +1,204 @@
+/*
+ * The Redis floor: bare hiredis on synchronous connections, with none of
+ * dlock's work around it.
+ *
+ * A pair is the textbook SET-NX-PX lock: "SET key token NX PX 30000" and
+ * then the compare-and-delete script by EVALSHA (GET == token then DEL) —
+ * two round trips, as dlock's uncontended acquire (one EVALSHA) and
+ * release (one EVALSHA) are.  dlock's scripts also count a fencing token
+ * and publish the release; that is part of what the ratio measures.  The
+ * round-trip floor is PING.
+ *
+ * The handoff floor is the same lock with a release channel: the holder's
+ * compare-and-delete script also PUBLISHes; the waiter, subscribed on a
+ * connection of its own, tries SET NX once, blocks reading that
+ * connection until the message arrives, and sets the key.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "bench.h"
+
+static const char release_lua[] =
+	"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+static const char release_publish_lua[] =
+	"if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) "
+	"redis.call('PUBLISH', ARGV[2], 'released') return 1 end return 0";
+
+typedef struct redis_floor {
+	bench_floor base;
+	const bench_target *t;
+	redisContext *c;
+	redisContext *sub; /* the waiter's subscription, opened on first use */
+	bool owner;
+	char sha[48], sha_publish[48];
+	char key[64], channel[80];
+	char token[160];
+} redis_floor;
+
+static redisContext *connect_to(const bench_target *t)
+{
+	struct timeval timeout = { .tv_sec = 5 };
+	redisContext *c = redisConnectWithTimeout(t->host[0], t->port[0], timeout);
+
+	if (!c || c->err)
+		bench_fail("cannot connect to Redis at %s:%d: %s", t->host[0], t->port[0],
+		           c ? c->errstr : "out of memory");
+	timeout.tv_sec = 30;
+	redisSetTimeout(c, timeout);
+	return c;
+}
+
+/* A reply that must be of type want. */
+static redisReply *must(redisContext *c, int want, redisReply *r, const char *what)
+{
+	if (!r)
+		bench_fail("Redis %s: %s", what, c->errstr);
+	if (r->type != want)
+		bench_fail("Redis %s: unexpected reply (type %d%s%s)", what, r->type,
+		           r->type == REDIS_REPLY_ERROR ? ": " : "", r->type == REDIS_REPLY_ERROR ? r->str : "");
+	return r;
+}
+
+/* SET NX PX: true if set, false if held. */
+static bool try_set(redis_floor *rf)
+{
+	redisReply *r = redisCommand(rf->c, "SET %s %s NX PX 30000", rf->key, rf->token);
+	bool set;
+
+	if (!r)
+		bench_fail("Redis floor SET NX PX: %s", rf->c->errstr);
+	if (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_NIL)
+		must(rf->c, REDIS_REPLY_STATUS, r, "floor SET NX PX");
+	set = r->type == REDIS_REPLY_STATUS;
+	freeReplyObject(r);
+	return set;
+}
+
+static void release(redis_floor *rf, bool publish)
+{
+	redisReply *r;
+
+	if (publish)
+		r = redisCommand(rf->c, "EVALSHA %s 1 %s %s %s", rf->sha_publish, rf->key, rf->token, rf->channel);
+	else
+		r = redisCommand(rf->c, "EVALSHA %s 1 %s %s", rf->sha, rf->key, rf->token);
+	must(rf->c, REDIS_REPLY_INTEGER, r, "floor release");
+	if (r->integer != 1) {
+		redisReply *v = redisCommand(rf->c, "GET %s", rf->key);
+
+		bench_fail("Redis floor release (pid %d): %s holds '%s', not our '%s'", (int)getpid(), rf->key,
+		           v && v->type == REDIS_REPLY_STRING ? v->str : "(nothing)", rf->token);
+	}
+	freeReplyObject(r);
+}
+
+static void pair(bench_floor *f)
+{
+	redis_floor *rf = f->impl;
+
+	if (!try_set(rf))
+		bench_fail("Redis floor: %s is held", rf->key);
+	release(rf, false);
+}
+
+static void rtt(bench_floor *f)
+{
+	redis_floor *rf = f->impl;
+
+	freeReplyObject(must(rf->c, REDIS_REPLY_STATUS, redisCommand(rf->c, "PING"), "PING"));
+}
+
+static void hold(bench_floor *f)
+{
+	if (!try_set(f->impl))
+		bench_fail("Redis floor: the lock is held by the waiter");
+}
+
+static void unhold(bench_floor *f)
+{
+	release(f->impl, true);
+}
+
+static int64_t wait_acquire(bench_floor *f)
+{
+	redis_floor *rf = f->impl;
+	int64_t t;
+
+	if (!rf->sub) {
+		rf->sub = connect_to(rf->t);
+		freeReplyObject(must(rf->sub, REDIS_REPLY_ARRAY, redisCommand(rf->sub, "SUBSCRIBE %s", rf->channel),
+		                     "SUBSCRIBE"));
+	}
+	/* One try now that the subscription is confirmed, then one per
+	 * message (the holder publishes once per release). */
+	while (!try_set(rf)) {
+		void *reply = NULL;
+
+		if (redisGetReply(rf->sub, &reply) != REDIS_OK)
+			bench_fail("Redis floor: no release message: %s", rf->sub->errstr);
+		freeReplyObject(reply);
+	}
+	t = bench_now_ns();
+	release(rf, false);
+	return t;
+}
+
+static void close_floor(bench_floor *f)
+{
+	redis_floor *rf = f->impl;
+
+	if (rf->owner)
+		freeReplyObject(redisCommand(rf->c, "DEL %s", rf->key));
+	redisFree(rf->c);
+	if (rf->sub)
+		redisFree(rf->sub);
+	free(rf);
+}
+
+static void load(redisContext *c, const char *body, char *sha, size_t len)
+{
+	redisReply *r = must(c, REDIS_REPLY_STRING, redisCommand(c, "SCRIPT LOAD %s", body), "SCRIPT LOAD");
+
+	snprintf(sha, len, "%s", r->str);
+	freeReplyObject(r);
+}
+
+bench_floor *bench_floor_redis_open(const bench_target *t, int id, bool owner)
+{
+	redis_floor *rf = calloc(1, sizeof(*rf));
+
+	if (!rf)
+		bench_fail("out of memory");
+	rf->t = t;
+	rf->owner = owner;
+	rf->c = connect_to(t);
+	load(rf->c, release_lua, rf->sha, sizeof(rf->sha));
+	load(rf->c, release_publish_lua, rf->sha_publish, sizeof(rf->sha_publish));
+	snprintf(rf->key, sizeof(rf->key), "dlock-bench:floor:%d", id);
+	snprintf(rf->channel, sizeof(rf->channel), "dlock-bench:floor:%d:released", id);
+	bench_token(rf->token, sizeof(rf->token));
+	rf->base.pair = pair;
+	rf->base.rtt = rtt;
+	rf->base.hold = hold;
+	rf->base.unhold = unhold;
+	rf->base.wait_acquire = wait_acquire;
+	rf->base.close = close_floor;
+	rf->base.impl = rf;
+	return &rf->base;
+}
+
+/* DEL the fencing counters dlock left for the bench's resources, in both
+ * key formats (braced with the default prefix, and plain). */
+void bench_floor_redis_forget(const bench_target *t, const char *const *resources, int n)
+{
+	redisContext *c = connect_to(t);
+
+	for (int i = 0; i < n; i++)
+		freeReplyObject(redisCommand(c, "DEL dlock:{%s}:fence %s:fence", resources[i], resources[i]));
+	redisFree(c);
+}

@@ -1,0 +1,135 @@
+/*
+ * latency: what one uncontended lock costs.
+ *
+ * Three subjects, measured in one process on the same server: dlock
+ * (acquire + release on one handle), the floor (the backend's bare
+ * acquire + release, see floor-*.c), and one round trip (PING, exists;
+ * none for files).  After a warm-up that is not measured — at least
+ * --warmup pairs of each subject and, on ZooKeeper, at least 2 s, since a
+ * JVM runs several times slower in its first seconds — come --rounds
+ * rounds of --count pairs of each subject, in an order that is reversed
+ * every other round so that drift (another load on the machine, the JIT,
+ * the server's allocator) hits every subject alike.
+ */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+enum { SUBJECT_DLOCK, SUBJECT_FLOOR, SUBJECT_RTT, SUBJECTS };
+
+static const char *const subject_names[SUBJECTS] = { "dlock", "floor", "rtt" };
+
+typedef struct latency_run {
+	dlock_lock *lock;
+	bench_floor *floor;
+} latency_run;
+
+static void dlock_pair(dlock_lock *lock)
+{
+	int rc;
+
+	if ((rc = dlock_acquire(lock, BENCH_ACQUIRE_WAIT_MS)) != DLOCK_OK)
+		bench_fail_dlock("acquire", rc);
+	if ((rc = dlock_release(lock)) != DLOCK_OK)
+		bench_fail_dlock("release", rc);
+}
+
+/* One operation of a subject. */
+static void run_one(latency_run *run, int subject)
+{
+	switch (subject) {
+	case SUBJECT_DLOCK:
+		dlock_pair(run->lock);
+		break;
+	case SUBJECT_FLOOR:
+		run->floor->pair(run->floor);
+		break;
+	default:
+		run->floor->rtt(run->floor);
+		break;
+	}
+}
+
+static void warm_up(latency_run *run, const bench_opts *o, int subjects)
+{
+	int64_t min_ns = o->target.kind == BENCH_ZK ? 2000000000 : 200000000;
+	int64_t until = bench_now_ns() + min_ns;
+	int done = 0;
+
+	/* Bounded: the time floor ends, and the pair count is finite. */
+	while (done < o->warmup || bench_now_ns() < until) {
+		for (int s = 0; s < subjects; s++)
+			run_one(run, s);
+		done++;
+	}
+}
+
+static void emit(const bench_opts *o, int subject, const bench_summary *s, const bench_summary *floor)
+{
+	bench_result r;
+
+	bench_result_begin(&r, o, "latency", subject_names[subject]);
+	bench_result_summary(&r, s);
+	bench_result_int(&r, "rounds", o->rounds);
+	bench_result_int(&r, "pairs_per_round", o->count);
+	if (subject == SUBJECT_DLOCK) {
+		bench_result_num(&r, "ratio_mean_to_floor", s->mean_us / floor->mean_us);
+		bench_result_num(&r, "ratio_p50_to_floor", s->p50_us / floor->p50_us);
+	}
+	bench_result_emit(&r, o);
+}
+
+int bench_latency(const bench_opts *o)
+{
+	latency_run run;
+	dlock_client *client;
+	bench_samples samples[SUBJECTS] = { { 0 } };
+	bench_summary sum[SUBJECTS];
+	char resource[128];
+	const char *resources[1] = { resource };
+	int subjects;
+	int rc;
+
+	bench_resource(resource, sizeof(resource), "latency", getpid());
+	if ((rc = dlock_client_new(o->target.uri, &client)) != DLOCK_OK)
+		bench_fail_dlock("client", rc);
+	if ((rc = dlock_lock_new(client, resource, &run.lock)) != DLOCK_OK)
+		bench_fail_dlock("lock", rc);
+	run.floor = bench_floor_open(&o->target, (int)getpid(), true);
+	subjects = run.floor->rtt ? SUBJECTS : SUBJECT_RTT;
+
+	warm_up(&run, o, subjects);
+	for (int round = 0; round < o->rounds; round++) {
+		for (int k = 0; k < subjects; k++) {
+			int subject = round % 2 == 0 ? k : subjects - 1 - k;
+
+			for (int i = 0; i < o->count; i++) {
+				int64_t t0 = bench_now_ns();
+
+				run_one(&run, subject);
+				bench_samples_add(&samples[subject], bench_now_ns() - t0);
+			}
+		}
+	}
+	for (int s = 0; s < subjects; s++)
+		sum[s] = bench_summarize(&samples[s]);
+
+	printf("latency on %s (%s): %d rounds x %d pairs per subject, interleaved, after %d warm-up pairs\n",
+	       o->target.label, o->target.uri, o->rounds, o->count, o->warmup);
+	bench_print_header();
+	for (int s = 0; s < subjects; s++)
+		bench_print_row(subject_names[s], &sum[s]);
+	printf("  ratio dlock/floor: mean %.2f, p50 %.2f\n", sum[SUBJECT_DLOCK].mean_us / sum[SUBJECT_FLOOR].mean_us,
+	       sum[SUBJECT_DLOCK].p50_us / sum[SUBJECT_FLOOR].p50_us);
+	for (int s = 0; s < subjects; s++)
+		emit(o, s, &sum[s], &sum[SUBJECT_FLOOR]);
+
+	dlock_lock_free(run.lock);
+	dlock_client_free(client);
+	bench_floor_close(run.floor);
+	bench_forget(&o->target, resources, 1);
+	for (int s = 0; s < SUBJECTS; s++)
+		bench_samples_free(&samples[s]);
+	return 0;
+}
