@@ -1,56 +1,370 @@
 #!/usr/bin/env bash
 #
-# scripts/bench.sh — build dlock and run dlock-bench against a throwaway
-# redis-server on a free loopback port.  Ratios, not absolute numbers, are
-# what carries over between machines: each figure is dlock against the
-# floor measured in the same run.
+# scripts/bench.sh [--quick] — dlock against the raw server floor and
+# against peer libraries, side by side in one run (issue #5).
 #
-# Placement dominates loopback latency on a small machine, so the latency
-# mode runs twice: client and server pinned to one core (every CPU cycle
-# dlock adds shows), and to two different cores.
+# Builds dlock-bench, starts throwaway servers on free loopback ports — one
+# redis-server, one ZooKeeper server, one 3-node ZooKeeper ensemble — and a
+# file-backend directory, then runs every mode of dlock-bench (latency,
+# handoff, throughput, waiters) on each, and the peer drivers of
+# bench/peers/ (redis-py and tooz on Redis; kazoo and Curator on
+# ZooKeeper) on the same servers with the same counts.  Writes
+# docs/bench/results.json (machine, versions, every result),
+# docs/bench/results.md (tables of ratios, the issue's targets) and PNG
+# plots, through scripts/bench-report.py.  Stops every server it started,
+# by PID, on exit.
+#
+#   --quick   small counts, about two minutes: a smoke check of the whole
+#             pipeline, not numbers to quote.
+#
+# The full run takes about 13 minutes on a 2-core machine.  It is never
+# part of the test suite.  Environment: DLOCK_BENCH_PEERS=DIR runs the
+# peer drivers from DIR instead of bench/peers/; DLOCK_BENCH_OUT=DIR writes
+# the results to DIR instead of docs/bench/.
 
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 DLOCK_SCRIPT_NAME=bench.sh
+quick=0
+for arg in "$@"; do
+	case $arg in
+	--quick) quick=1 ;;
+	-h | --help)
+		sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//'
+		exit 0
+		;;
+	*)
+		echo "usage: scripts/bench.sh [--quick]" >&2
+		exit 64
+		;;
+	esac
+done
+
 # shellcheck source=scripts/lib/deps.sh
 source "$root/scripts/lib/deps.sh"
-dlock_install_packages "${DLOCK_PACKAGES[@]}"
+# gnuplot-nox draws the plots; python3-tooz is the tooz peer; libslf4j-java
+# gives the Curator peer its slf4j-simple logger.
+dlock_install_packages "${DLOCK_PACKAGES[@]}" gnuplot-nox python3-tooz libslf4j-java
 dlock_meson_setup build >/dev/null
 meson compile -C build dlock-bench >/dev/null
 
-tmp=$(mktemp -d)
-server_pid=
+PY=/usr/bin/python3 # Debian's, which sees the peers' packages
+bench=$root/build/dlock-bench
+report=$root/scripts/bench-report.py
+peers_dir=${DLOCK_BENCH_PEERS:-$root/bench/peers}
+out_dir=${DLOCK_BENCH_OUT:-$root/docs/bench}
+
+# ---- counts ----------------------------------------------------------------
+# Latency: rounds x pairs per subject, per backend kind; peers get the same
+# total (rounds x pairs) and the same warm-up.
+if ((quick)); then
+	outer_rounds=1
+	lat_redis=(2 300 300) lat_zk=(2 100 200) lat_file=(2 500 500) # rounds count warmup
+	handoffs=20
+	tp_rounds=1 tp_seconds=1 tp_threads=4 tp_resources=2
+	waiter_handoffs=40
+else
+	outer_rounds=2
+	lat_redis=(10 1000 1000) lat_zk=(5 300 1000) lat_file=(10 2000 1000)
+	handoffs=200
+	# Throughput is the most sensitive to other load on the machine: more,
+	# shorter rounds, and the report takes the median over rounds.
+	tp_rounds=4 tp_seconds=3 tp_threads=4 tp_resources=2
+	waiter_handoffs=300
+fi
+waiter_list=1,4,16,64
+
+# ---- placement -----------------------------------------------------------------
+# Loopback latency on a small machine depends mostly on where the processes
+# run.  With two or more cores the servers (redis-server and every
+# ZooKeeper JVM) run on CPU 1 and every client (dlock-bench with its floor,
+# its worker processes, every peer driver) on CPU 0: a client never
+# competes with its server for a core, as over a network, and every subject
+# gets the same placement.  Within latency and handoff, dlock and its floor
+# run in one dlock-bench process, interleaved round by round, so drift
+# (other load, the JIT) hits both alike; peers alternate with dlock runs.
+cores=$(nproc)
+if ((cores >= 2)); then
+	srv=(taskset -c 1)
+	cli=(taskset -c 0)
+	placement="Servers (redis-server, every ZooKeeper JVM) pinned to CPU 1, every client process (dlock-bench, its workers, the peer drivers) to CPU 0 (taskset)."
+else
+	srv=()
+	cli=()
+	placement="One core: nothing pinned."
+fi
+
+tmp=$(mktemp -d /tmp/dlock-bench.XXXXXX)
+pids=()
 cleanup() {
-	[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+	local pid
+	for pid in "${pids[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
+	for pid in "${pids[@]}"; do
+		# A JVM takes a moment; SIGKILL what is still there after 10 s.
+		for _ in $(seq 100); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -9 "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" >"$tmp/redis.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 100); do
-	redis-cli -p "$port" ping >/dev/null 2>&1 && break
-	sleep 0.05
+log() { printf 'bench.sh: [%4ds] %s\n' "$SECONDS" "$*" >&2; }
+fail() {
+	log "$*"
+	exit 1
+}
+notes=$tmp/notes.txt
+: >"$notes"
+note() {
+	printf '%s\n' "$*" >>"$notes"
+	log "$*"
+}
+
+# Free loopback ports, all different: Redis, ZooKeeper, 3 x (client, peer,
+# election) for the ensemble.
+mapfile -t ports < <($PY - <<'EOF'
+import socket
+socks = []
+for _ in range(11):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+for s in socks:
+    print(s.getsockname()[1])
+EOF
+)
+
+# ---- servers -------------------------------------------------------------------
+redis_port=${ports[0]}
+mkdir -p "$tmp/redis"
+"${srv[@]}" redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+	--dir "$tmp/redis" </dev/null >"$tmp/redis/redis.log" 2>&1 &
+pids+=($!)
+
+zk_classpath=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
+
+# zk_start DIR CLIENT_PORT [MYID SERVER_LINES] — zoo.cfg as the tests'
+# helper (tests/helpers/test-zk.c) writes it, and the same JVM command line.
+zk_start() {
+	local dir=$1 port=$2 myid=${3:-} servers=${4:-}
+	mkdir -p "$dir/data"
+	cat >"$dir/zoo.cfg" <<EOF
+tickTime=2000
+dataDir=$dir/data
+clientPort=$port
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=*
+maxClientCnxns=0
+EOF
+	if [[ -n "$myid" ]]; then
+		printf 'initLimit=10\nsyncLimit=5\n%s' "$servers" >>"$dir/zoo.cfg"
+		echo "$myid" >"$dir/data/myid"
+	fi
+	"${srv[@]}" java -Xms32m -Xmx256m -XX:+UseSerialGC "-Dzookeeper.log.dir=$dir" \
+		-Dzookeeper.root.logger=INFO,CONSOLE -cp "$zk_classpath" \
+		org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" </dev/null >"$dir/zk.log" 2>&1 &
+	pids+=($!)
+}
+
+# A four-letter word's answer, within 3 s (a frozen JVM still accepts).
+zk_4lw() {
+	timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf %s "$2" >&3 && cat <&3' _ "$1" "$2" \
+		2>/dev/null || true
+}
+
+zk_port=${ports[1]}
+zk_start "$tmp/zk" "$zk_port"
+zk3_ports=("${ports[2]}" "${ports[3]}" "${ports[4]}")
+zk3_servers=""
+for i in 0 1 2; do
+	zk3_servers+="server.$((i + 1))=127.0.0.1:${ports[5 + 2 * i]}:${ports[6 + 2 * i]}"$'\n'
+done
+for i in 0 1 2; do
+	zk_start "$tmp/zk3-$((i + 1))" "${zk3_ports[i]}" "$((i + 1))" "$zk3_servers"
 done
 
-uri="redis://127.0.0.1:$port"
-cores=$(nproc)
-echo "machine: $(uname -m), $cores cores; $(redis-server --version | cut -d' ' -f3)"
-echo
-echo "== latency, client and server on one core"
-taskset -pc 0 "$server_pid" >/dev/null
-taskset -c 0 build/dlock-bench latency "$uri" 10 2000
-if ((cores > 1)); then
-	echo
-	echo "== latency, client and server on different cores"
-	taskset -pc 1 "$server_pid" >/dev/null
-	taskset -c 0 build/dlock-bench latency "$uri" 10 2000
-fi
-echo
-echo "== handoff to a waiter in another process"
-taskset -pc 0-$((cores - 1)) "$server_pid" >/dev/null
-build/dlock-bench handoff "$uri" 50
+for _ in $(seq 200); do
+	redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG && break
+	sleep 0.05
+done
+redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG ||
+	fail "redis-server did not answer PING; its log: $(tail -n 5 "$tmp/redis/redis.log")"
+
+# Wait until every server answers srvr with a mode, and the ensemble has a
+# leader: up to 60 s.
+zk_ready() {
+	local modes="" port mode
+	for port in "$@"; do
+		mode=$(zk_4lw "$port" srvr | sed -n 's/^Mode: //p')
+		[[ -n "$mode" ]] || return 1
+		modes+="$mode "
+	done
+	(($# == 1)) || [[ "$modes" == *leader* ]]
+}
+for _ in $(seq 240); do
+	zk_ready "$zk_port" && zk_ready "${zk3_ports[@]}" && break
+	sleep 0.25
+done
+zk_ready "$zk_port" || fail "ZooKeeper did not start; its log: $(tail -n 5 "$tmp/zk/zk.log")"
+zk_ready "${zk3_ports[@]}" || fail "the ZooKeeper ensemble elected no leader; see $tmp/zk3-*/zk.log"
+zk_version=$(zk_4lw "$zk_port" srvr | sed -n 's/^Zookeeper version: //p')
+
+files=$tmp/files
+mkdir -m 700 "$files"
+
+declare -A uri server
+uri[redis]="redis://127.0.0.1:$redis_port"
+uri[zk]="zk://127.0.0.1:$zk_port"
+uri[zk3]="zk://127.0.0.1:${zk3_ports[0]},127.0.0.1:${zk3_ports[1]},127.0.0.1:${zk3_ports[2]}"
+uri[file]="file://$files"
+server[redis]="127.0.0.1:$redis_port"
+server[zk]="127.0.0.1:$zk_port"
+server[zk3]="127.0.0.1:${zk3_ports[0]},127.0.0.1:${zk3_ports[1]},127.0.0.1:${zk3_ports[2]}"
+declare -A peers
+peers[redis]="redis-py tooz"
+peers[zk]="kazoo curator"
+peers[zk3]="kazoo curator"
+peers[file]=""
+backends=(redis zk zk3 file)
+
+log "machine: $(uname -m), $cores cores; servers up: Redis $redis_port, ZooKeeper $zk_port, ensemble ${zk3_ports[*]}"
+
+# ---- runs ------------------------------------------------------------------------
+results=$tmp/results.jsonl
+: >"$results"
+failed=0
+
+# run_dlock ROUND MODE BACKEND ARGS... — one dlock-bench run, its results
+# tagged with the round.
+run_dlock() {
+	local round=$1 mode=$2 backend=$3
+	shift 3
+	local part=$tmp/part.jsonl
+	: >"$part"
+	log "dlock-bench $mode on $backend (round $round)"
+	if "${cli[@]}" "$bench" "$mode" "${uri[$backend]}" --label "$backend" --json "$part" "$@"; then
+		$PY "$report" tag "round=$round" <"$part" >>"$results"
+	else
+		note "dlock-bench $mode on $backend (round $round) failed; see its message above"
+		failed=1
+	fi
+}
+
+declare -A peer_file peer_missing
+peer_file[redis-py]=redispy_peer.py
+peer_file[tooz]=tooz_peer.py
+peer_file[kazoo]=kazoo_peer.py
+peer_file[curator]=curator-peer.sh
+
+# run_peer PEER ROUND MODE BACKEND ARGS... — one peer driver run on the
+# backend's server; a missing driver or a failed run is noted, not fatal.
+run_peer() {
+	local peer=$1 round=$2 mode=$3 backend=$4
+	shift 4
+	local file=$peers_dir/${peer_file[$peer]} out
+	local -a cmd
+	if [[ ! -f "$file" ]]; then
+		if [[ -z "${peer_missing[$peer]:-}" ]]; then
+			peer_missing[$peer]=1
+			note "peer $peer: driver missing ($file)"
+		fi
+		return 0
+	fi
+	if [[ "$file" == *.py ]]; then
+		cmd=("$PY" "$file")
+	else
+		cmd=("$file")
+	fi
+	log "peer $peer $mode on $backend (round $round)"
+	if out=$("${cli[@]}" timeout 900 "${cmd[@]}" "$mode" --server "${server[$backend]}" "$@" \
+		2>"$tmp/peer.err"); then
+		if ! printf '%s\n' "$out" | tail -n 1 |
+			$PY "$report" tag "backend=$backend" "round=$round" source=peer >>"$results"; then
+			note "peer $peer: $mode on $backend (round $round) printed no JSON result"
+		fi
+	else
+		note "peer $peer: $mode on $backend (round $round) failed: $(tail -n 1 "$tmp/peer.err")"
+	fi
+}
+
+latency_args() { # BACKEND -> rounds count warmup
+	case $1 in
+	redis) echo "${lat_redis[@]}" ;;
+	zk | zk3) echo "${lat_zk[@]}" ;;
+	file) echo "${lat_file[@]}" ;;
+	esac
+}
+
+start_time=$SECONDS
+
+# Latency: dlock, floor and round trip inside one process; peers between.
+for b in "${backends[@]}"; do
+	read -r rounds count warmup <<<"$(latency_args "$b")"
+	for round in $(seq "$outer_rounds"); do
+		run_dlock "$round" latency "$b" --rounds "$rounds" --count "$count" --warmup "$warmup"
+		for p in ${peers[$b]}; do
+			run_peer "$p" "$round" latency "$b" --resource "bench-$p-latency-$round" \
+				--warmup "$warmup" --count $((rounds * count))
+		done
+	done
+done
+
+# Handoff: to a waiter in another process.
+for b in "${backends[@]}"; do
+	for round in $(seq "$outer_rounds"); do
+		run_dlock "$round" handoff "$b" --count "$handoffs"
+		for p in ${peers[$b]}; do
+			run_peer "$p" "$round" handoff "$b" --resource "bench-$p-handoff-$round" --count "$handoffs"
+		done
+	done
+done
+
+# Throughput: one process of T threads (the peers' shape), then dlock only
+# with the same threads split over two processes.
+for b in "${backends[@]}"; do
+	for round in $(seq "$tp_rounds"); do
+		run_dlock "$round" throughput "$b" --procs 1 --threads "$tp_threads" \
+			--resources "$tp_resources" --seconds "$tp_seconds"
+		for p in ${peers[$b]}; do
+			run_peer "$p" "$round" throughput "$b" --resource-prefix "bench-$p-tp-$round" \
+				--resources "$tp_resources" --threads "$tp_threads" --seconds "$tp_seconds"
+		done
+	done
+	if ((!quick)); then
+		run_dlock 1 throughput "$b" --procs 2 --threads $((tp_threads / 2)) \
+			--resources "$tp_resources" --seconds "$tp_seconds"
+	fi
+done
+
+# Waiters: 1, 4, 16, 64 waiters with server work per handoff.
+for b in "${backends[@]}"; do
+	run_dlock 1 waiters "$b" --waiters "$waiter_list" --count "$waiter_handoffs"
+done
+
+log "measured in $((SECONDS - start_time)) s"
+
+# ---- report ------------------------------------------------------------------
+$PY "$report" build --lines "$results" --notes "$notes" --out "$out_dir" \
+	--setting "quick=$quick" \
+	--setting "placement=$placement" \
+	--setting "zookeeper_server=$zk_version" \
+	--setting "outer_rounds=$outer_rounds" \
+	--setting "latency_redis=${lat_redis[0]} rounds x ${lat_redis[1]} pairs, warm-up ${lat_redis[2]}" \
+	--setting "latency_zk=${lat_zk[0]} rounds x ${lat_zk[1]} pairs, warm-up ${lat_zk[2]} and >= 2 s" \
+	--setting "latency_file=${lat_file[0]} rounds x ${lat_file[1]} pairs, warm-up ${lat_file[2]}" \
+	--setting "handoffs=$handoffs" \
+	--setting "throughput=$tp_rounds rounds of $tp_threads threads, $tp_resources resources, $tp_seconds s after 1 s warm-up" \
+	--setting "waiters=$waiter_list, $waiter_handoffs handoffs each, hold 1 ms" \
+	--setting "zookeeper=tickTime 2000, JVM -Xms32m -Xmx256m -XX:+UseSerialGC"
+log "wrote $out_dir/results.json, results.md and plots"
+exit "$failed"
