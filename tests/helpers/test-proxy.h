@@ -119,7 +119,8 @@ void test_proxy_reset(test_proxy *p);
 
 /* Connections accepted so far (slammed and blackholed ones included). */
 int test_proxy_accepted(test_proxy *p);
-/* Connections open now (blackholed ones included). */
+/* Connections open now.  Blackholed ones count until test_proxy_reset_all()
+ * or test_proxy_stop(), since the proxy never reads them to see them close. */
 int test_proxy_open(test_proxy *p);
 
 /* Close everything and join the thread.  NULL is a no-op. */
