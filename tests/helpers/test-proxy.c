@@ -60,6 +60,7 @@ typedef struct conn {
 	int server;
 	flow up;   /* client -> server */
 	flow down; /* server -> client */
+	bool connecting; /* the connection to the server is not up yet */
 	bool raw;  /* the bytes did not parse: forwarded as they are */
 	bool subscribed; /* Redis: a subscribe command was read from the client */
 	bool reset_pending; /* reset once `down.out` is delivered */
@@ -150,18 +151,26 @@ static int connect_target(int port)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 		                    .sin_port = htons((uint16_t)port) };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 
 	if (fd < 0)
 		return -1;
-	/* Blocking: on loopback the kernel completes it at once, even for
-	 * a stopped server, through the listen backlog. */
-	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 ||
-	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
+	/* Not blocking: a stopped server whose backlog is full would hold
+	 * the proxy thread, and every control call with it, for minutes. */
+	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 && errno != EINPROGRESS) {
 		close(fd);
 		return -1;
 	}
 	return fd;
+}
+
+/* Whether the connect() started on fd succeeded. */
+static bool connected(int fd)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	return getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
 }
 
 /* Close with a TCP reset instead of an orderly FIN. */
@@ -181,6 +190,7 @@ static conn *conn_new(int client, int server)
 
 	c->client = client;
 	c->server = server;
+	c->connecting = true;
 	c->up.in = g_byte_array_new();
 	c->up.out = g_byte_array_new();
 	c->down.in = g_byte_array_new();
@@ -435,9 +445,17 @@ static bool service(test_proxy *p, conn *c, short crev, short srev)
 {
 	bool ok = true;
 
+	if (c->connecting && srev) {
+		if (!connected(c->server)) {
+			conn_free(c, true);
+			return false;
+		}
+		c->connecting = false;
+		srev = 0;
+	}
 	if (crev && wants_read(c, &c->up))
 		ok = fill(c->client, &c->up);
-	if (ok && srev && wants_read(c, &c->down))
+	if (ok && srev && !c->connecting && wants_read(c, &c->down))
 		ok = fill(c->server, &c->down);
 	if (ok && p->proto != TEST_PROXY_RAW) {
 		parse_up(p, c);
@@ -452,7 +470,7 @@ static bool service(test_proxy *p, conn *c, short crev, short srev)
 		move_bytes(c->up.in, c->up.out, c->up.in->len);
 	if (c->down.eof && !c->reset_pending)
 		move_bytes(c->down.in, c->down.out, c->down.in->len);
-	if (ok && !(p->stalled & TEST_PROXY_UP))
+	if (ok && !c->connecting && !(p->stalled & TEST_PROXY_UP))
 		ok = drain(c->server, &c->up);
 	if (ok && !(p->stalled & TEST_PROXY_DOWN))
 		ok = drain(c->client, &c->down);
@@ -625,7 +643,7 @@ static gpointer proxy_main(gpointer data)
 		for (guint i = 0; i < n; i++) {
 			conn *c = g_ptr_array_index(p->conns, i);
 			short cev = conn_events(p, c, &c->up, &c->down, TEST_PROXY_DOWN);
-			short sev = conn_events(p, c, &c->down, &c->up, TEST_PROXY_UP);
+			short sev = c->connecting ? POLLOUT : conn_events(p, c, &c->down, &c->up, TEST_PROXY_UP);
 
 			/* No events asked: leave the descriptor out, or a
 			 * hang-up would be reported again and again. */

@@ -344,6 +344,41 @@ static void test_blackhole_mode_accepts_and_never_answers(void **state)
 	test_proxy_stop(proxy);
 }
 
+static bool proxy_accepted_three(void *proxy)
+{
+	return test_proxy_accepted(proxy) == 3;
+}
+
+/*
+ * A server whose listen backlog is full (as when it is stopped and
+ * clients keep connecting) drops new SYNs, so a connect() to it blocks
+ * for minutes: the proxy must go on accepting and answering control calls
+ * meanwhile.
+ */
+static void test_proxy_keeps_serving_while_the_server_backlog_is_full(void **state)
+{
+	int target_fd;
+	int target = test_closed_port(&target_fd);
+	test_proxy *proxy;
+	int fds[3];
+
+	/* Backlog 0: one pending connection fills it; nothing accepts. */
+	assert_int_equal(listen(target_fd, 0), 0);
+	proxy = test_proxy_start(target);
+	for (int i = 0; i < 3; i++) {
+		fds[i] = raw_connect(test_proxy_port(proxy));
+		assert_true(fds[i] >= 0);
+	}
+	if (!test_wait_until(proxy_accepted_three, proxy, 5000))
+		fail_msg("the proxy accepted %d of 3 connections within 5 s", test_proxy_accepted(proxy));
+	test_proxy_stall(proxy, TEST_PROXY_BOTH);
+	assert_int_equal(test_proxy_open(proxy), 3);
+	test_proxy_stop(proxy);
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	close(target_fd);
+}
+
 static int setup(void **state)
 {
 	server = test_redis_start(NULL, NULL, false);
@@ -369,6 +404,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_refuse_mode_refuses_connections_until_admitting_again),
 		cmocka_unit_test(test_slam_mode_accepts_and_resets_at_once),
 		cmocka_unit_test(test_blackhole_mode_accepts_and_never_answers),
+		cmocka_unit_test(test_proxy_keeps_serving_while_the_server_backlog_is_full),
 	};
 
 	test_init(argv[0]);
