@@ -2,7 +2,8 @@
  * The fault-injection proxy in ZooKeeper mode, against a real server and
  * the ZooKeeper C client: the reply to a chosen request is discarded,
  * the request itself is applied, and with reset_after the client sees
- * the connection lost and reconnects to the same session.
+ * the connection lost and reconnects to the same session; a stalled
+ * watch event arrives on unstall.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -19,13 +20,17 @@
 #include "test-proxy.h"
 #include "test-zk.h"
 
-static void ignore_events(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+/* Node-created events seen by the sessions of this test. */
+static int created_events;
+
+static void count_events(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
 	(void)zh;
-	(void)type;
 	(void)state;
 	(void)path;
 	(void)ctx;
+	if (type == ZOO_CREATED_EVENT)
+		g_atomic_int_inc(&created_events);
 }
 
 static void discard_log(const char *message)
@@ -48,7 +53,7 @@ static zhandle_t *connect_through(test_proxy *proxy)
 	 * test are never handled on them. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	zh = zookeeper_init2(hosts, ignore_events, 6000, NULL, NULL, 0, discard_log);
+	zh = zookeeper_init2(hosts, count_events, 6000, NULL, NULL, 0, discard_log);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	assert_non_null(zh);
 	assert_true(test_wait_until(is_connected, zh, 10000));
@@ -90,10 +95,39 @@ static void test_dropped_create_reply_loses_the_connection_but_the_node_exists(v
 	test_zk_stop(zk);
 }
 
+static bool created_event_seen(void *unused)
+{
+	(void)unused;
+	return g_atomic_int_get(&created_events) > 0;
+}
+
+static void test_stalled_watch_event_arrives_on_unstall(void **state)
+{
+	test_zk *zk = test_zk_start(1, 500, 0);
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_ZK, zk->servers[0].port);
+	zhandle_t *zh = connect_through(proxy);
+	struct Stat st;
+
+	g_atomic_int_set(&created_events, 0);
+	assert_int_equal(zoo_exists(zh, "/proxy-watch", 1, &st), ZNONODE);
+	test_proxy_stall(proxy, TEST_PROXY_DOWN);
+	assert_int_equal(test_zk_create(zk, "/proxy-watch", "x"), 0);
+	g_usleep(300 * 1000);
+	assert_int_equal(g_atomic_int_get(&created_events), 0);
+	test_proxy_unstall(proxy, TEST_PROXY_DOWN);
+	assert_true(test_wait_until(created_event_seen, NULL, 5000));
+	assert_int_equal(zoo_state(zh), ZOO_CONNECTED_STATE);
+	zookeeper_close(zh);
+	test_zk_delete(zk, "/proxy-watch");
+	test_proxy_stop(proxy);
+	test_zk_stop(zk);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dropped_create_reply_loses_the_connection_but_the_node_exists),
+		cmocka_unit_test(test_stalled_watch_event_arrives_on_unstall),
 	};
 
 	test_init(argv[0]);
