@@ -95,6 +95,12 @@ static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_u
 		dlock__log(sub->b->logger, DLOCK_LOG_WARNING, "%s: subscriber: %s", sub->b->label, reply->str);
 		return;
 	}
+	/* PING is answered ["pong", ""] in subscribed mode, but +PONG once the
+	 * connection has no channel left (every waiter has gone). */
+	if (reply->type == REDIS_REPLY_STATUS && strcmp(reply->str, "PONG") == 0) {
+		*ping_sent_us = 0;
+		return;
+	}
 	if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 ||
 	    reply->element[0]->type != REDIS_REPLY_STRING)
 		return;

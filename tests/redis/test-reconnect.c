@@ -1,0 +1,126 @@
+/*
+ * How often a Redis client connects: an idle client keeps its subscriber
+ * connection (the PING that checks it is answered outside subscribed mode
+ * too), and a far end that accepts and at once closes every connection (a
+ * proxy or load balancer before a down server) is retried with backoff,
+ * not in a tight loop.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-redis.h"
+
+/* The subscriber checks a connection after 15 s without input. */
+#define SUBSCRIBER_PING_IDLE_MS 15000
+
+static test_redis *server;
+
+typedef struct waiter_run {
+	dlock_lock *lock;
+	int64_t wait_ms;
+	int rc;
+	gint done;
+	GThread *thread;
+} waiter_run;
+
+static gpointer acquire_main(gpointer data)
+{
+	waiter_run *w = data;
+
+	w->rc = dlock_acquire(w->lock, w->wait_ms);
+	g_atomic_int_set(&w->done, 1);
+	return NULL;
+}
+
+static bool waiter_done(void *arg)
+{
+	return g_atomic_int_get(&((waiter_run *)arg)->done) != 0;
+}
+
+static bool subscribed(void *arg)
+{
+	return test_redis_numsub(server, arg) == 1;
+}
+
+static bool unsubscribed(void *arg)
+{
+	return test_redis_numsub(server, arg) == 0;
+}
+
+static long long connections_baseline;
+
+static bool server_saw_a_new_connection(void *arg)
+{
+	return test_redis_info_int(server, "total_connections_received") > connections_baseline;
+}
+
+static void test_idle_subscriber_keeps_its_connection(void **state)
+{
+	char *uri = test_redis_uri(server, "?command-timeout=300ms");
+	const char *channel = "dlock:{reconnect/idle}:released";
+	dlock_client *holder, *client;
+	dlock_lock *held;
+	waiter_run w = { .wait_ms = 10000 };
+
+	assert_int_equal(dlock_client_new(uri, &holder), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(holder, "reconnect/idle", &held), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "reconnect/idle", &w.lock), DLOCK_OK);
+	/* Acquired by the waiter thread, released here. */
+	assert_int_equal(dlock_lock_set_owner(w.lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	assert_int_equal(dlock_acquire(held, 0), DLOCK_OK);
+	w.thread = g_thread_new("waiter", acquire_main, &w);
+	assert_true(test_wait_until(subscribed, (void *)channel, 5000));
+	assert_int_equal(dlock_release(held), DLOCK_OK);
+	assert_true(test_wait_until(waiter_done, &w, 5000));
+	g_thread_join(w.thread);
+	assert_int_equal(w.rc, DLOCK_OK);
+	assert_int_equal(dlock_release(w.lock), DLOCK_OK);
+	dlock_lock_free(held);
+	dlock_client_free(holder);
+	/* Now idle, out of subscribed mode; the subscriber connection stays. */
+	assert_true(test_wait_until(unsubscribed, (void *)channel, 5000));
+	connections_baseline = test_redis_info_int(server, "total_connections_received");
+	assert_true(connections_baseline > 0);
+	/* Past the idle PING and many command timeouts after it. */
+	assert_false(test_wait_until(server_saw_a_new_connection, NULL, SUBSCRIBER_PING_IDLE_MS + 2500));
+	dlock_lock_free(w.lock);
+	dlock_client_free(client);
+	g_free(uri);
+}
+
+static int setup(void **state)
+{
+	server = test_redis_start(NULL, NULL, false);
+	return 0;
+}
+
+static void test_no_lock_key_of_this_suite_remains(void **state)
+{
+	assert_int_equal(test_redis_leftover_keys(server, "dlock:{reconnect/"), 0);
+}
+
+static int teardown(void **state)
+{
+	test_redis_stop(server);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_idle_subscriber_keeps_its_connection),
+		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
+	};
+
+	test_init(argv[0]);
+	return test_finish(cmocka_run_group_tests_name("redis-reconnect", tests, setup, teardown));
+}
