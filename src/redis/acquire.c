@@ -162,11 +162,13 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 static int release_now(dlock__backend *b, redis_lease *lease, int *ret_deleted)
 {
 	const char *words[3] = { lease->key, lease->token, lease->channel };
+	/* The whole release, a reconnect included, fits in one command timeout. */
+	int64_t deadline_us = dlock__mono_us() + b->command_timeout_ms * 1000;
 	redisReply *reply;
 	bool uncertain = false;
 	int rc;
 
-	rc = dlock__redis_eval_pooled(b, INT64_MAX, SCRIPT_RELEASE, 1, 2, words, &reply, &uncertain);
+	rc = dlock__redis_eval_pooled(b, deadline_us, SCRIPT_RELEASE, 1, 2, words, &reply, &uncertain);
 	if (rc != DLOCK_OK)
 		return rc;
 	/* After an attempt without an answer, "not ours" may mean that attempt

@@ -201,8 +201,12 @@ void dlock__redis_pool_clear(dlock__backend *b)
 int dlock__redis_command(dlock__backend *b, redis_conn *conn, int argc, const char **argv,
                          const size_t *lens, redisReply **ret)
 {
-	redisReply *reply = dlock__redis_call(conn->ctx, argc, argv, lens);
+	redisReply *reply;
 
+	/* hiredis leaves errno as the failed read or send set it. */
+	errno = 0;
+	reply = dlock__redis_call(conn->ctx, argc, argv, lens);
+	conn->timed_out = !reply && (errno == EAGAIN || errno == EWOULDBLOCK);
 	if (!reply)
 		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label,
 		                    conn->ctx->errstr[0] ? conn->ctx->errstr : "no reply");

@@ -33,6 +33,7 @@ typedef struct redis_conn {
 	redisContext *ctx;
 	int64_t timeout_us;
 	bool reused;              /* came from the pool (may have gone stale) */
+	bool timed_out;           /* the last command failed for want of an answer */
 } redis_conn;
 
 struct dlock__backend {
@@ -129,9 +130,11 @@ const char *dlock__redis_script_body(redis_script script);
 /*
  * Run a script on a pooled connection, bounded by the command timeout and
  * deadline_us.  If a pooled connection turns out dead (the server
- * restarted, or dropped it while idle), the pool is emptied and the script
- * runs once more on a new connection.  *ret_uncertain is set when an
- * attempt got no answer, so the script may have run.
+ * restarted, or dropped it while idle: the failure comes at once), the
+ * pool is emptied and the script runs once more on a new connection; a
+ * server that is there but silent (a timeout) is not tried twice.
+ * *ret_uncertain is set when an attempt got no answer, so the script may
+ * have run.
  */
 int dlock__redis_eval_pooled(dlock__backend *b, int64_t deadline_us, redis_script script, int nkeys,
                              int nargs, const char **words, redisReply **ret, bool *ret_uncertain);

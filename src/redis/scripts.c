@@ -131,7 +131,7 @@ int dlock__redis_eval_pooled(dlock__backend *b, int64_t deadline_us, redis_scrip
 
 	for (int attempt = 0; attempt < 2; attempt++) {
 		redis_conn *conn;
-		bool reused;
+		bool reused, timed_out;
 
 		rc = dlock__redis_conn_get(b, deadline_us, &conn);
 		if (rc != DLOCK_OK)
@@ -141,11 +141,14 @@ int dlock__redis_eval_pooled(dlock__backend *b, int64_t deadline_us, redis_scrip
 		dlock__redis_conn_timeout(conn, MIN(dlock__remaining_us(deadline_us),
 		                                    b->command_timeout_ms * 1000));
 		rc = dlock__redis_eval(b, conn, script, nkeys, nargs, words, ret);
+		timed_out = conn->timed_out;
 		dlock__redis_conn_put(b, conn, rc != DLOCK_EUNAVAILABLE);
 		if (rc != DLOCK_EUNAVAILABLE)
 			return rc;
 		*ret_uncertain = true;
-		if (!reused || dlock__remaining_us(deadline_us) == 0)
+		/* A timeout means a silent server, not a stale connection: a
+		 * new connection would only wait out a second timeout. */
+		if (!reused || timed_out || dlock__remaining_us(deadline_us) == 0)
 			break;
 		/* The pooled connections are likely all stale: start afresh. */
 		dlock__redis_pool_clear(b);
