@@ -86,6 +86,21 @@ static redis_lease *lease_new(dlock__backend *b, dlock__hold *hold)
 	return lease;
 }
 
+/*
+ * Whether a grant whose try was sent at sent_us (CLOCK_BOOTTIME) is still
+ * alive now.  The lease counts from the send, as the watchdog counts it;
+ * an answer that comes later than that (the server paused, or the link
+ * stalled, in between) brings a hold that is dead or about to be declared
+ * lost.  One more margin is asked for, so the watchdog cannot declare the
+ * hold lost before the caller has it.
+ */
+static bool grant_alive(const redis_lease *lease, int64_t sent_us)
+{
+	int64_t margin_us = dlock__redis_margin_us(lease->ttl_ms);
+
+	return dlock__boot_us() + margin_us < sent_us + lease->ttl_ms * 1000 - margin_us;
+}
+
 /* How long to sleep before the next try when woken by nothing else. */
 static int64_t next_sleep_us(int64_t pttl_ms, int64_t backoff_us)
 {
@@ -117,6 +132,22 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 			break;
 		}
 		result = try_once(b, lease, waiter, fence_key, deadline_us, &token, &pttl, &sent_us, &rc);
+		if (result == TRY_GRANTED && !grant_alive(lease, sent_us)) {
+			/* Not a grant.  Our token may still be in the key: a later
+			 * try renews it from its own send, a failure deletes it. */
+			uncertain = true;
+			first = false;
+			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: the grant of '%s' came after its %" PRId64
+			           " ms lease had run out", b->label, dlock__hold_resource(hold), lease->ttl_ms);
+			if (wait_ms == 0) {
+				rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: the grant of '%s' came after its "
+				                  "%" PRId64 " ms lease had run out", b->label,
+				                  dlock__hold_resource(hold), lease->ttl_ms);
+				break;
+			}
+			/* No pause: that answer alone took longer than the lease. */
+			continue;
+		}
 		if (result == TRY_GRANTED) {
 			lease->confirmed_us = sent_us;
 			dlock__hold_set_token(hold, token);

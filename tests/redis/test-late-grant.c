@@ -1,0 +1,136 @@
+/*
+ * A grant whose answer arrives after the lease could have run out (the
+ * server paused, or the link stalled, between the send and the answer) is
+ * not a grant: the lease is counted from the send, so such a hold would be
+ * dead, or lost a moment later.  Acquire must not return it as DLOCK_OK: it
+ * goes on within its deadline and returns a live hold, or fails, and
+ * leaves no key behind either way.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-redis.h"
+
+#define TTL_MS 300
+#define PAUSE_MS 600
+
+static test_redis *server;
+
+typedef struct waiter_run {
+	dlock_lock *lock;
+	int rc;
+	uint64_t token;
+	int held;
+	gint done;
+	GThread *thread;
+} waiter_run;
+
+static gint lost_reports;
+
+static void on_state(dlock_lock *lock, dlock_state state, void *user_data)
+{
+	if (state == DLOCK_STATE_LOST)
+		g_atomic_int_inc(&lost_reports);
+}
+
+static gpointer acquire_main(gpointer data)
+{
+	waiter_run *w = data;
+
+	w->rc = dlock_acquire(w->lock, 5000);
+	w->token = dlock_fencing_token(w->lock);
+	w->held = dlock_held(w->lock);
+	g_atomic_int_set(&w->done, 1);
+	return NULL;
+}
+
+static bool waiter_done(void *arg)
+{
+	return g_atomic_int_get(&((waiter_run *)arg)->done) != 0;
+}
+
+static bool key_gone(void *arg)
+{
+	return test_redis_int(server, "EXISTS %s", (const char *)arg) == 0;
+}
+
+static void test_grant_answered_after_its_lease_ran_out_is_not_returned(void **state)
+{
+	char *uri = test_redis_uri(server, "?command-timeout=5s");
+	dlock_client *client;
+	waiter_run w = { 0 };
+	uint64_t warm_token;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "late/paused", &w.lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_ttl(w.lock, TTL_MS), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_owner(w.lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(w.lock, on_state, NULL), DLOCK_OK);
+	/* Warm the pool and the script cache: the next try is one EVALSHA. */
+	assert_int_equal(dlock_acquire(w.lock, 0), DLOCK_OK);
+	warm_token = dlock_fencing_token(w.lock);
+	assert_int_equal(dlock_release(w.lock), DLOCK_OK);
+
+	/* The server sleeps through the acquire's send and answers only
+	 * after twice the TTL. */
+	test_redis_signal(server, SIGSTOP);
+	w.thread = g_thread_new("acquire", acquire_main, &w);
+	g_usleep(PAUSE_MS * 1000);
+	test_redis_signal(server, SIGCONT);
+	assert_true(test_wait_until(waiter_done, &w, 10000));
+	g_thread_join(w.thread);
+
+	print_message("acquire after the pause: %s\n", dlock_code_name(w.rc));
+	if (w.rc == DLOCK_OK) {
+		/* Only a live hold: a token of its own, held, and kept. */
+		assert_int_equal(w.held, 1);
+		assert_true(w.token > warm_token);
+		g_usleep(2 * TTL_MS * 1000);
+		assert_int_equal(dlock_held(w.lock), 1);
+		assert_int_equal(g_atomic_int_get(&lost_reports), 0);
+		assert_int_equal(dlock_release(w.lock), DLOCK_OK);
+	} else {
+		assert_int_equal(w.rc, DLOCK_ETIMEDOUT);
+		assert_int_equal(dlock_held(w.lock), 0);
+	}
+	assert_true(test_wait_until(key_gone, "dlock:{late/paused}", 5000));
+	dlock_lock_free(w.lock);
+	dlock_client_free(client);
+	g_free(uri);
+}
+
+static int setup(void **state)
+{
+	server = test_redis_start(NULL, NULL, false);
+	return 0;
+}
+
+static void test_no_lock_key_of_this_suite_remains(void **state)
+{
+	assert_int_equal(test_redis_leftover_keys(server, "dlock:{late/"), 0);
+}
+
+static int teardown(void **state)
+{
+	test_redis_stop(server);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_grant_answered_after_its_lease_ran_out_is_not_returned),
+		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
+	};
+
+	test_init(argv[0]);
+	return test_finish(cmocka_run_group_tests_name("redis-late-grant", tests, setup, teardown));
+}
