@@ -97,6 +97,74 @@ static void test_idle_subscriber_keeps_its_connection(void **state)
 	g_free(uri);
 }
 
+static long long rejected_baseline;
+
+static bool server_rejected_many(void *arg)
+{
+	return test_redis_info_int(server, "rejected_connections") - rejected_baseline >= 50;
+}
+
+static void set_maxclients(long long n)
+{
+	redisReply *reply = test_redis_cmd(server, "CONFIG SET maxclients %lld", n);
+
+	assert_non_null(reply);
+	assert_int_equal(reply->type, REDIS_REPLY_STATUS);
+	freeReplyObject(reply);
+}
+
+/*
+ * A server at maxclients accepts each new connection, says so and closes
+ * it: the subscriber's connection is made, and ends at once.  It must back
+ * off as from a refused connection, not reconnect in a tight loop.
+ */
+static void test_subscriber_backs_off_when_each_new_connection_is_closed(void **state)
+{
+	char *uri = test_redis_uri(server, NULL);
+	dlock_client *holder, *client;
+	dlock_lock *held;
+	waiter_run w = { .wait_ms = 20000 };
+	long long rejected;
+	redisReply *reply;
+
+	assert_int_equal(dlock_client_new(uri, &holder), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(holder, "reconnect/full", &held), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_ttl(held, 30000), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "reconnect/full", &w.lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(held, 0), DLOCK_OK);
+	w.thread = g_thread_new("waiter", acquire_main, &w);
+	assert_true(test_wait_until(subscribed, "dlock:{reconnect/full}:released", 5000));
+
+	/* The subscriber loses its connection, and there is no room for
+	 * another one. */
+	set_maxclients(test_redis_info_int(server, "connected_clients") - 1);
+	rejected_baseline = test_redis_info_int(server, "rejected_connections");
+	reply = test_redis_cmd(server, "CLIENT KILL TYPE pubsub");
+	assert_non_null(reply);
+	assert_int_equal(reply->type, REDIS_REPLY_INTEGER);
+	assert_int_equal(reply->integer, 1);
+	freeReplyObject(reply);
+	test_wait_until(server_rejected_many, NULL, 2000);
+	rejected = test_redis_info_int(server, "rejected_connections") - rejected_baseline;
+	set_maxclients(10000);
+
+	assert_false(waiter_done(&w));
+	assert_int_equal(dlock_lock_cancel(w.lock), DLOCK_OK);
+	assert_true(test_wait_until(waiter_done, &w, 5000));
+	g_thread_join(w.thread);
+	assert_int_equal(dlock_release(held), DLOCK_OK);
+	dlock_lock_free(held);
+	dlock_lock_free(w.lock);
+	dlock_client_free(holder);
+	dlock_client_free(client);
+	g_free(uri);
+	print_message("connections closed at once in 2 s: %lld\n", rejected);
+	assert_true(rejected > 0);
+	assert_true(rejected < 50);
+	assert_int_equal(w.rc, DLOCK_ECANCELED);
+}
+
 static int setup(void **state)
 {
 	server = test_redis_start(NULL, NULL, false);
@@ -118,6 +186,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_idle_subscriber_keeps_its_connection),
+		cmocka_unit_test(test_subscriber_backs_off_when_each_new_connection_is_closed),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 
