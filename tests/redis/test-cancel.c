@@ -87,6 +87,7 @@ static void test_cancel_wakes_a_waiter_blocked_in_a_command(void **state)
 	test_wait_until(waiter_done, &w, 15000);
 	g_thread_join(w.thread);
 	thaw_and_check_clean("dlock:{cancel/cancel}");
+	print_message("acquire returned %lld ms after the cancel\n", (long long)(w.done_ms - t0));
 	assert_int_equal(w.rc, DLOCK_ECANCELED);
 	assert_true(w.done_ms - t0 < test_slack(300));
 	/* The interrupted connection was discarded: the next call works. */
@@ -108,6 +109,7 @@ static void test_lock_free_wakes_a_waiter_blocked_in_a_command(void **state)
 	elapsed = test_now_ms() - t0;
 	g_thread_join(w.thread);
 	thaw_and_check_clean("dlock:{cancel/lock-free}");
+	print_message("dlock_lock_free took %lld ms\n", (long long)elapsed);
 	assert_int_equal(w.rc, DLOCK_ECANCELED);
 	assert_true(elapsed < test_slack(300));
 	assert_true(w.done_ms - t0 < test_slack(300));
@@ -126,10 +128,12 @@ static void test_client_free_wakes_a_waiter_blocked_in_a_command(void **state)
 	elapsed = test_now_ms() - t0;
 	g_thread_join(w.thread);
 	thaw_and_check_clean("dlock:{cancel/client-free}");
+	print_message("dlock_client_free took %lld ms\n", (long long)elapsed);
 	assert_int_equal(w.rc, DLOCK_ECANCELED);
 	assert_true(w.done_ms - t0 < test_slack(300));
-	/* Teardown still gives the deferred delete one bounded try (0.5 s). */
-	assert_true(elapsed < test_slack(1500));
+	/* The waiter leaves at once; teardown then still gives the delete of
+	 * what its try may have set a bounded try or two (0.5 s each). */
+	assert_true(elapsed < test_slack(2000));
 	dlock_lock_free(w.lock);
 }
 
