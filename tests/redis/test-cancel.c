@@ -137,6 +137,36 @@ static void test_client_free_wakes_a_waiter_blocked_in_a_command(void **state)
 	dlock_lock_free(w.lock);
 }
 
+/* A new connection's AUTH waits for its answer as a command does. */
+static void test_cancel_wakes_a_waiter_blocked_in_authentication(void **state)
+{
+	test_redis *secured = test_redis_start(NULL, "cancel-secret", false);
+	char *uri = g_strdup_printf("redis://:cancel-secret@127.0.0.1:%d?command-timeout=5s",
+	                            secured->port);
+	waiter_run w = { 0 };
+	dlock_client *client;
+	int64_t t0;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "cancel/auth", &w.lock), DLOCK_OK);
+	test_redis_signal(secured, SIGSTOP);
+	w.thread = g_thread_new("waiter", acquire_main, &w);
+	g_usleep(BLOCK_SETTLE_MS * 1000);
+	assert_false(waiter_done(&w));
+	t0 = test_now_ms();
+	assert_int_equal(dlock_lock_cancel(w.lock), DLOCK_OK);
+	test_wait_until(waiter_done, &w, 15000);
+	g_thread_join(w.thread);
+	test_redis_signal(secured, SIGCONT);
+	print_message("acquire returned %lld ms after the cancel\n", (long long)(w.done_ms - t0));
+	assert_int_equal(w.rc, DLOCK_ECANCELED);
+	assert_true(w.done_ms - t0 < test_slack(300));
+	dlock_lock_free(w.lock);
+	dlock_client_free(client);
+	test_redis_stop(secured);
+	g_free(uri);
+}
+
 static int setup(void **state)
 {
 	server = test_redis_start(NULL, NULL, false);
@@ -160,6 +190,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_cancel_wakes_a_waiter_blocked_in_a_command),
 		cmocka_unit_test(test_lock_free_wakes_a_waiter_blocked_in_a_command),
 		cmocka_unit_test(test_client_free_wakes_a_waiter_blocked_in_a_command),
+		cmocka_unit_test(test_cancel_wakes_a_waiter_blocked_in_authentication),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 
