@@ -75,6 +75,7 @@ static void test_release_on_frozen_server_returns_within_one_command_timeout(voi
 	assert_false(dlock_held(lock));
 	test_redis_signal(server, SIGCONT);
 	resumed = test_now_ms();
+	print_message("release took %lld ms\n", (long long)elapsed);
 	assert_true(elapsed < 1000 + test_slack(300));
 	assert_true(test_wait_until(key_gone, "dlock:{outage/one-timeout}", 5000));
 	assert_true(test_now_ms() - resumed < 5000);
