@@ -1,8 +1,8 @@
 /*
  * Generic utilities for the integration tests: clocks, polling, timing
  * slack, worker processes started by re-executing the test program, and
- * small fake network peers (a closed port, a listener that never answers,
- * a proxy that can reset every connection).
+ * small fake network peers (a closed port, a listener that never answers;
+ * the fault-injection proxy is in test-proxy.h).
  *
  * Nothing here skips a test: a helper that cannot do its job fails the
  * calling test through cmocka.
@@ -92,21 +92,7 @@ int test_closed_port(int *ret_fd);
  */
 int test_silent_port(int *ret_fd);
 
-/*
- * A TCP proxy on a loopback port to 127.0.0.1:target_port, served by its
- * own thread.  test_proxy_reset() ends every proxied connection with a
- * FIN followed by a TCP reset (SO_LINGER 0), which leaves the client's
- * socket in the state where its next write fails with EPIPE and raises
- * SIGPIPE (unless suppressed); from then on it resets each new connection
- * as soon as it is accepted.  It returns once the resets have been sent.
- */
-typedef struct test_proxy test_proxy;
-
-test_proxy *test_proxy_start(int target_port);
-int test_proxy_port(const test_proxy *p);
-void test_proxy_reset(test_proxy *p);
-/* Number of client connections accepted so far. */
-int test_proxy_accepted(test_proxy *p);
-void test_proxy_stop(test_proxy *p);
+/* The fault-injection proxy, test_proxy_*, has a header of its own. */
+#include "test-proxy.h"
 
 #endif

@@ -1,0 +1,101 @@
+/*
+ * The fault-injection proxy in ZooKeeper mode, against a real server and
+ * the ZooKeeper C client: the reply to a chosen request is discarded,
+ * the request itself is applied, and with reset_after the client sees
+ * the connection lost and reconnects to the same session.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <pthread.h>
+
+#include <cmocka.h>
+#include <glib.h>
+#include <zookeeper/zookeeper.h>
+
+#include "test-proxy.h"
+#include "test-zk.h"
+
+static void ignore_events(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	(void)zh;
+	(void)type;
+	(void)state;
+	(void)path;
+	(void)ctx;
+}
+
+static void discard_log(const char *message)
+{
+	(void)message;
+}
+
+static bool is_connected(void *zh)
+{
+	return zoo_state(zh) == ZOO_CONNECTED_STATE;
+}
+
+static zhandle_t *connect_through(test_proxy *proxy)
+{
+	char *hosts = g_strdup_printf("127.0.0.1:%d", test_proxy_port(proxy));
+	sigset_t all, old;
+	zhandle_t *zh;
+
+	/* The client's threads inherit this mask: signals meant for the
+	 * test are never handled on them. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	zh = zookeeper_init2(hosts, ignore_events, 6000, NULL, NULL, 0, discard_log);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	assert_non_null(zh);
+	assert_true(test_wait_until(is_connected, zh, 10000));
+	g_free(hosts);
+	return zh;
+}
+
+static bool proxy_accepted_two(void *proxy)
+{
+	return test_proxy_accepted(proxy) >= 2;
+}
+
+static void test_dropped_create_reply_loses_the_connection_but_the_node_exists(void **state)
+{
+	test_zk *zk = test_zk_start(1, 500, 0);
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_ZK, zk->servers[0].port);
+	zhandle_t *zh = connect_through(proxy);
+	int64_t session = zoo_client_id(zh)->client_id;
+	struct Stat st;
+	int rc;
+
+	/* A request of another kind first: its reply is untouched. */
+	assert_int_equal(zoo_exists(zh, "/proxy-create", 0, &st), ZNONODE);
+	test_proxy_drop_replies(proxy, "create", 1, true);
+	rc = zoo_create(zh, "/proxy-create", "x", 1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+	assert_int_equal(rc, ZCONNECTIONLOSS);
+	assert_int_equal(test_proxy_dropped(proxy), 1);
+	assert_true(test_zk_exists(zk, "/proxy-create"));
+	/* The client reconnects through the proxy to the same session, and
+	 * replies flow again. */
+	assert_true(test_wait_until(proxy_accepted_two, proxy, 10000));
+	assert_true(test_wait_until(is_connected, zh, 10000));
+	assert_int_equal(zoo_client_id(zh)->client_id, session);
+	assert_int_equal(zoo_exists(zh, "/proxy-create", 0, &st), ZOK);
+	assert_int_equal(zoo_delete(zh, "/proxy-create", -1), ZOK);
+	assert_int_equal(test_proxy_dropped(proxy), 1);
+	zookeeper_close(zh);
+	test_proxy_stop(proxy);
+	test_zk_stop(zk);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dropped_create_reply_loses_the_connection_but_the_node_exists),
+	};
+
+	test_init(argv[0]);
+	return test_zk_finish(cmocka_run_group_tests_name("zk-proxy", tests, NULL, NULL));
+}
