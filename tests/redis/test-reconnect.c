@@ -16,6 +16,7 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-proxy.h"
 #include "test-redis.h"
 
 /* The subscriber checks a connection after 15 s without input. */
@@ -165,6 +166,67 @@ static void test_subscriber_backs_off_when_each_new_connection_is_closed(void **
 	assert_int_equal(w.rc, DLOCK_ECANCELED);
 }
 
+static test_proxy *slam_proxy;
+static int accepted_baseline;
+
+/* With backoff the subscriber reconnects about 5 times in 2 s and the
+ * waiter tries about 6 times (a connection each). */
+#define SLAM_CONNECTIONS_MAX 25
+
+static bool proxy_accepted_many(void *arg)
+{
+	return test_proxy_accepted(slam_proxy) - accepted_baseline >= SLAM_CONNECTIONS_MAX;
+}
+
+/*
+ * A waiting client whose server is behind a proxy that, from some moment,
+ * accepts every connection and closes it at once (a load balancer before
+ * a down server): its subscriber and its waiter both back off.
+ */
+static void test_waiter_backs_off_from_a_proxy_that_closes_each_connection(void **state)
+{
+	char *direct_uri = test_redis_uri(server, NULL);
+	char *proxy_uri;
+	dlock_client *holder, *client;
+	dlock_lock *held;
+	waiter_run w = { .wait_ms = 20000 };
+	int accepted;
+
+	slam_proxy = test_proxy_start(server->port);
+	proxy_uri = g_strdup_printf("redis://127.0.0.1:%d", test_proxy_port(slam_proxy));
+	assert_int_equal(dlock_client_new(direct_uri, &holder), DLOCK_OK);
+	assert_int_equal(dlock_client_new(proxy_uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(holder, "reconnect/slam", &held), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_ttl(held, 30000), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "reconnect/slam", &w.lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(held, 0), DLOCK_OK);
+	w.thread = g_thread_new("waiter", acquire_main, &w);
+	assert_true(test_wait_until(subscribed, "dlock:{reconnect/slam}:released", 5000));
+
+	accepted_baseline = test_proxy_accepted(slam_proxy);
+	test_proxy_admit_mode(slam_proxy, TEST_PROXY_SLAM);
+	test_proxy_reset_all(slam_proxy);
+	test_wait_until(proxy_accepted_many, NULL, 2000);
+	accepted = test_proxy_accepted(slam_proxy) - accepted_baseline;
+
+	assert_false(waiter_done(&w));
+	assert_int_equal(dlock_lock_cancel(w.lock), DLOCK_OK);
+	assert_true(test_wait_until(waiter_done, &w, 5000));
+	g_thread_join(w.thread);
+	assert_int_equal(dlock_release(held), DLOCK_OK);
+	dlock_lock_free(held);
+	dlock_lock_free(w.lock);
+	dlock_client_free(holder);
+	dlock_client_free(client);
+	test_proxy_stop(slam_proxy);
+	g_free(proxy_uri);
+	g_free(direct_uri);
+	print_message("connections accepted and closed in 2 s: %d\n", accepted);
+	assert_true(accepted > 0);
+	assert_true(accepted < SLAM_CONNECTIONS_MAX);
+	assert_int_equal(w.rc, DLOCK_ECANCELED);
+}
+
 static int setup(void **state)
 {
 	server = test_redis_start(NULL, NULL, false);
@@ -187,6 +249,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_idle_subscriber_keeps_its_connection),
 		cmocka_unit_test(test_subscriber_backs_off_when_each_new_connection_is_closed),
+		cmocka_unit_test(test_waiter_backs_off_from_a_proxy_that_closes_each_connection),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 
