@@ -146,6 +146,43 @@ static void test_grant_delayed_on_a_stalled_link_is_not_returned(void **state)
 	g_free(uri);
 }
 
+static gpointer try_main(gpointer data)
+{
+	waiter_run *w = data;
+
+	w->rc = dlock_acquire(w->lock, 0);
+	w->held = dlock_held(w->lock);
+	g_atomic_int_set(&w->done, 1);
+	return NULL;
+}
+
+/* A try-lock has no deadline to go on within: a late grant fails it as a
+ * server that did not answer in time would. */
+static void test_try_lock_with_a_late_grant_fails_unavailable(void **state)
+{
+	test_proxy *proxy = test_proxy_start(server->port);
+	char *uri = g_strdup_printf("redis://127.0.0.1:%d?command-timeout=5s", test_proxy_port(proxy));
+	dlock_client *client;
+	waiter_run w = { 0 };
+
+	warm_lock(uri, "late/try", &client, &w);
+	test_proxy_stall(proxy, TEST_PROXY_DOWN);
+	w.thread = g_thread_new("try", try_main, &w);
+	g_usleep(PAUSE_MS * 1000);
+	test_proxy_unstall(proxy, TEST_PROXY_DOWN);
+	assert_true(test_wait_until(waiter_done, &w, 10000));
+	g_thread_join(w.thread);
+	print_message("try-lock after the delay: %s\n", dlock_code_name(w.rc));
+	assert_int_equal(w.rc, DLOCK_EUNAVAILABLE);
+	assert_int_equal(w.held, 0);
+	assert_int_equal(g_atomic_int_get(&lost_reports), 0);
+	assert_true(test_wait_until(key_gone, "dlock:{late/try}", 5000));
+	dlock_lock_free(w.lock);
+	dlock_client_free(client);
+	test_proxy_stop(proxy);
+	g_free(uri);
+}
+
 static int setup(void **state)
 {
 	server = test_redis_start(NULL, NULL, false);
@@ -168,6 +205,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_grant_answered_after_its_lease_ran_out_is_not_returned),
 		cmocka_unit_test(test_grant_delayed_on_a_stalled_link_is_not_returned),
+		cmocka_unit_test(test_try_lock_with_a_late_grant_fails_unavailable),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 
