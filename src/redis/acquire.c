@@ -52,8 +52,9 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 	                              &uncertain);
 	if (rc != DLOCK_OK) {
 		*ret_rc = rc;
-		return uncertain && (rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ECANCELED) ? TRY_UNCERTAIN
-		                                                                         : TRY_FAILED;
+		if (uncertain && (rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ECANCELED))
+			return TRY_UNCERTAIN;
+		return TRY_FAILED;
 	}
 	if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
 	    reply->element[0]->type != REDIS_REPLY_INTEGER ||
@@ -137,14 +138,12 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 			 * try renews it from its own send, a failure deletes it. */
 			uncertain = true;
 			first = false;
-			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: the grant of '%s' came after its %" PRId64
-			           " ms lease had run out", b->label, dlock__hold_resource(hold), lease->ttl_ms);
-			if (wait_ms == 0) {
-				rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: the grant of '%s' came after its "
-				                  "%" PRId64 " ms lease had run out", b->label,
-				                  dlock__hold_resource(hold), lease->ttl_ms);
+			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: the grant of '%s' came after its %" PRId64
+			                  " ms lease had run out", b->label, dlock__hold_resource(hold),
+			                  lease->ttl_ms);
+			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s", dlock_last_error_message());
+			if (wait_ms == 0)
 				break;
-			}
 			/* No pause: that answer alone took longer than the lease. */
 			continue;
 		}
@@ -207,7 +206,8 @@ static int release_now(dlock__backend *b, redis_lease *lease, int *ret_deleted)
 	bool uncertain = false;
 	int rc;
 
-	rc = dlock__redis_eval_pooled(b, NULL, deadline_us, SCRIPT_RELEASE, 1, 2, words, &reply, &uncertain);
+	rc = dlock__redis_eval_pooled(b, NULL, deadline_us, SCRIPT_RELEASE, 1, 2, words, &reply,
+	                              &uncertain);
 	if (rc != DLOCK_OK)
 		return rc;
 	/* After an attempt without an answer, "not ours" may mean that attempt
