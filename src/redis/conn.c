@@ -96,7 +96,15 @@ static int setup_command(dlock__backend *b, redisContext *ctx, const char *what,
 	return rc;
 }
 
-redisContext *dlock__redis_connect(dlock__backend *b, int64_t timeout_us, bool select, int *ret_rc)
+static int canceled_error(dlock__backend *b)
+{
+	return dlock__error(DLOCK_ECANCELED, "%s: canceled while waiting for the server", b->label);
+}
+
+/* Connect, AUTH and SELECT; a cancel of waiter (may be NULL) interrupts
+ * the AUTH and SELECT, which can wait out a whole command timeout. */
+static redisContext *connect_for(dlock__backend *b, dlock__waiter *waiter, int64_t timeout_us,
+                                 bool select, int *ret_rc)
 {
 	redisContext *ctx;
 	int rc = DLOCK_OK;
@@ -120,7 +128,9 @@ redisContext *dlock__redis_connect(dlock__backend *b, int64_t timeout_us, bool s
 		return NULL;
 	}
 	redisSetTimeout(ctx, timeval_of(MIN(timeout_us, b->command_timeout_ms * 1000)));
-	if (b->password) {
+	if (waiter && !dlock__waiter_set_io_fd(waiter, ctx->fd))
+		rc = canceled_error(b);
+	if (rc == DLOCK_OK && b->password) {
 		const char *argv[3] = { "AUTH", b->user ? b->user : b->password, b->password };
 
 		rc = setup_command(b, ctx, "authentication failed", b->user ? 3 : 2, argv);
@@ -132,6 +142,11 @@ redisContext *dlock__redis_connect(dlock__backend *b, int64_t timeout_us, bool s
 		g_snprintf(db, sizeof(db), "%d", b->db);
 		rc = setup_command(b, ctx, "SELECT failed", 2, argv);
 	}
+	if (waiter) {
+		dlock__waiter_set_io_fd(waiter, -1);
+		if (dlock__waiter_canceled(waiter))
+			rc = canceled_error(b); /* the socket may have been shut down */
+	}
 	if (rc != DLOCK_OK) {
 		redisFree(ctx);
 		*ret_rc = rc;
@@ -140,7 +155,13 @@ redisContext *dlock__redis_connect(dlock__backend *b, int64_t timeout_us, bool s
 	return ctx;
 }
 
-int dlock__redis_conn_get(dlock__backend *b, int64_t deadline_us, redis_conn **ret)
+redisContext *dlock__redis_connect(dlock__backend *b, int64_t timeout_us, bool select, int *ret_rc)
+{
+	return connect_for(b, NULL, timeout_us, select, ret_rc);
+}
+
+int dlock__redis_conn_get(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
+                          redis_conn **ret)
 {
 	redis_conn *conn;
 	redisContext *ctx;
@@ -156,7 +177,7 @@ int dlock__redis_conn_get(dlock__backend *b, int64_t deadline_us, redis_conn **r
 		return DLOCK_OK;
 	}
 	timeout_us = MIN(dlock__remaining_us(deadline_us), b->connect_timeout_ms * 1000);
-	ctx = dlock__redis_connect(b, timeout_us, true, &rc);
+	ctx = connect_for(b, waiter, timeout_us, true, &rc);
 	if (!ctx)
 		return rc;
 	conn = g_new0(redis_conn, 1);
@@ -201,8 +222,12 @@ void dlock__redis_pool_clear(dlock__backend *b)
 int dlock__redis_command(dlock__backend *b, redis_conn *conn, int argc, const char **argv,
                          const size_t *lens, redisReply **ret)
 {
-	redisReply *reply = dlock__redis_call(conn->ctx, argc, argv, lens);
+	redisReply *reply;
 
+	/* hiredis leaves errno as the failed read or send set it. */
+	errno = 0;
+	reply = dlock__redis_call(conn->ctx, argc, argv, lens);
+	conn->timed_out = !reply && (errno == EAGAIN || errno == EWOULDBLOCK);
 	if (!reply)
 		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label,
 		                    conn->ctx->errstr[0] ? conn->ctx->errstr : "no reply");
