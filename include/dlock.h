@@ -163,10 +163,15 @@ DLOCK_API int dlock_client_set_log_callback(dlock_client *client, dlock_log_leve
 DLOCK_API int dlock_lock_new(dlock_client *client, const char *resource, dlock_lock **ret_lock);
 
 /*
- * Free a handle.  Wakes its waiters with DLOCK_ECANCELED and releases every
- * hold made through it (as dlock_release() would, whatever the count), then
- * frees it.  No call on the handle may be started once this has begun.
- * NULL is a no-op.
+ * Free a handle.  Wakes its waiters with DLOCK_ECANCELED, waits for every
+ * call on the handle already in flight in other threads to return, releases
+ * every hold made through it (as dlock_release() would, whatever the
+ * count), then frees it.  An acquire in flight returns either DLOCK_OK
+ * (granted before the free began: that hold is then released by the free)
+ * or DLOCK_ECANCELED with nothing held, a grant that lands during the free
+ * being released at once.  Calls that reach the handle while the free is
+ * under way fail with DLOCK_ECANCELED; starting one after it has returned
+ * is a use of freed memory, as with any freed object.  NULL is a no-op.
  */
 DLOCK_API void dlock_lock_free(dlock_lock *lock);
 
