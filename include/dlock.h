@@ -241,6 +241,11 @@ DLOCK_API int dlock_lock_set_state_callback(dlock_lock *lock, dlock_state_fn fn,
  * included.  A waiter is woken by the backend's notification of a release.
  * An owner that already holds the lock acquires again without contacting
  * the server (the count is kept locally) and keeps its fencing token.
+ * Re-entry into a suspended hold waits, within the deadline, for it to be
+ * confirmed (DLOCK_OK) or lost (DLOCK_ELOST); if the hold is released
+ * meanwhile (by another thread through a handle-owned lock, or by freeing
+ * the handle its counts came through), the call goes on at once as a fresh
+ * acquire of the now free lock, as if it had started after that release.
  *
  * Returns DLOCK_OK (held), DLOCK_EBUSY (wait 0 and held elsewhere),
  * DLOCK_ETIMEDOUT, DLOCK_ECANCELED (dlock_lock_cancel(), handle or client

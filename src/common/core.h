@@ -135,6 +135,14 @@ bool dlock__client_forked(const dlock_client *client);
 /* ---- holds ------------------------------------------------------------ */
 
 dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock);
+/*
+ * End a hold locally: HOLD_RELEASED, no count left, and every re-entrant
+ * acquire waiting out its suspension woken (it then sees the hold gone and
+ * asks the server afresh).  Every path that ends a hold goes through here:
+ * a hold that leaves HELD or SUSPENDED without waking them would leave
+ * them asleep until their deadline.  Called with hold->mu held.
+ */
+void dlock__hold_end_locked(dlock__hold *hold);
 /* The hold the caller's owner has through lock, referenced, or NULL. */
 dlock__hold *dlock__hold_find(const dlock_lock *lock);
 /* Record a granted hold in the client and in its owner's table. */

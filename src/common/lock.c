@@ -373,8 +373,7 @@ static int reenter(dlock_lock *lock, dlock__hold *hold, int64_t deadline_us)
 			break;
 		}
 		if (hold->phase == HOLD_LOST) {
-			hold->phase = HOLD_RELEASED;
-			hold->count = 0;
+			dlock__hold_end_locked(hold);
 			g_mutex_unlock(&hold->mu);
 			dlock__hold_finish(hold, lock, true);
 			g_mutex_lock(&hold->mu);
@@ -504,8 +503,7 @@ DLOCK_API int dlock_release(dlock_lock *lock)
 	g_mutex_lock(&hold->mu);
 	switch (hold->phase) {
 	case HOLD_LOST:
-		hold->phase = HOLD_RELEASED;
-		hold->count = 0;
+		dlock__hold_end_locked(hold);
 		finish = true;
 		rc = dlock__error(DLOCK_ELOST, "lock '%s' had been lost before this release", lock->resource);
 		break;
@@ -513,7 +511,7 @@ DLOCK_API int dlock_release(dlock_lock *lock)
 	case HOLD_SUSPENDED:
 		via_remove(hold, lock);
 		if (--hold->count == 0) {
-			hold->phase = HOLD_RELEASED;
+			dlock__hold_end_locked(hold);
 			finish = true;
 		}
 		break;
