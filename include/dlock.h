@@ -264,7 +264,11 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms);
  *
  * Returns DLOCK_OK, DLOCK_ENOTHELD (the caller's owner does not hold it:
  * nothing changes), DLOCK_ELOST (the hold had been lost: it is cleared
- * whatever its count), DLOCK_EINVAL, DLOCK_ECANCELED (after fork()).
+ * whatever its count; on a DLOCK_OWNER_HANDLE handle whose lost hold was
+ * replaced by a fresh acquisition another thread was already waiting for
+ * through the handle, the first release reports the loss and the fresh
+ * hold keeps its count), DLOCK_EINVAL, DLOCK_ECANCELED (after fork(), or
+ * the handle is being freed).
  * Safe from any thread.
  */
 DLOCK_API int dlock_release(dlock_lock *lock);

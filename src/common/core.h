@@ -78,6 +78,8 @@ struct dlock_lock {
 	GPtrArray *waiters;      /* dlock__waiter * of threads inside acquire */
 	GCond idle;              /* signalled when calls drops to 0 while freed */
 	dlock__hold *hold;       /* DLOCK_OWNER_HANDLE: the handle's hold, referenced */
+	bool lost_pending;       /* DLOCK_OWNER_HANDLE: a lost hold was replaced by a fresh
+	                          * grant; the next release returns DLOCK_ELOST for it */
 	dlock_state_fn state_fn;
 	void *state_user_data;
 };

@@ -214,16 +214,29 @@ void dlock__hold_install(dlock__hold *hold, dlock_lock *lock)
 
 		/* Threads sharing a handle may race to a fresh grant.  The one that
 		 * finds an older hold here won because that hold had ended on the
-		 * server (lost): the new grant replaces it. */
+		 * server (lost): the new grant replaces it.  The loss is still owed
+		 * to the handle's next release (DLOCK_ELOST), and to its state
+		 * callback if the backend has not reported it yet. */
 		g_mutex_lock(&lock->mu);
 		old = lock->hold;
 		lock->hold = dlock__hold_ref(hold);
 		g_mutex_unlock(&lock->mu);
 		if (old) {
+			bool lost;
+
 			g_mutex_lock(&old->mu);
+			lost = old->phase == HOLD_HELD || old->phase == HOLD_SUSPENDED ||
+			       old->phase == HOLD_LOST;
+			if (old->phase == HOLD_HELD || old->phase == HOLD_SUSPENDED)
+				notify_locked(old, DLOCK_STATE_LOST);
 			dlock__hold_end_locked(old);
 			old->handle_owner = NULL;
 			g_mutex_unlock(&old->mu);
+			if (lost) {
+				g_mutex_lock(&lock->mu);
+				lock->lost_pending = true;
+				g_mutex_unlock(&lock->mu);
+			}
 			dlock__hold_finish(old, lock, false);
 			dlock__hold_unref(old);
 		}

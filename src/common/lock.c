@@ -484,6 +484,23 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 	return rc;
 }
 
+/*
+ * A handle whose lost hold was replaced by a fresh grant (another thread's
+ * acquire through the handle, waiting when the hold was lost) owes one
+ * release DLOCK_ELOST, as the lost hold would have given; the fresh hold
+ * keeps its count.  True once, when that is the case.
+ */
+static bool take_lost_pending(dlock_lock *lock)
+{
+	bool pending;
+
+	g_mutex_lock(&lock->mu);
+	pending = lock->lost_pending;
+	lock->lost_pending = false;
+	g_mutex_unlock(&lock->mu);
+	return pending;
+}
+
 DLOCK_API int dlock_release(dlock_lock *lock)
 {
 	dlock__hold *hold;
@@ -493,6 +510,12 @@ DLOCK_API int dlock_release(dlock_lock *lock)
 	rc = dlock__lock_enter(lock, "dlock_release");
 	if (rc != DLOCK_OK)
 		return rc;
+	if (take_lost_pending(lock)) {
+		rc = dlock__error(DLOCK_ELOST, "lock '%s' had been lost before this release (a later "
+		                  "acquire through this handle holds it again)", lock->resource);
+		dlock__lock_leave(lock);
+		return rc;
+	}
 
 	hold = dlock__hold_find(lock);
 	if (!hold) {
