@@ -20,6 +20,9 @@
 #include "error.h"
 #include "resolve.h"
 
+/* How long the other names of a list may still take once one resolved. */
+#define GRACE_US (100 * 1000)
+
 struct dlock__resolver {
 	GMutex mu;
 	GSList *abandoned;        /* lookup * still running in the C library */
@@ -84,27 +87,49 @@ static bool is_literal(const char *host)
 	return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
 }
 
-/* Wait for l until deadline_us; true when it finished. */
-static bool wait_lookup(lookup *l, int64_t deadline_us)
+/*
+ * Wait until every lookup has finished or deadline_us passes -- but once
+ * one host has addresses (have_one: a literal among them), give the others
+ * only GRACE_US more: a server whose name never resolves must not hold up
+ * a session the others can serve.
+ */
+static void wait_lookups(lookup **lookups, guint n, bool have_one, int64_t deadline_us)
 {
-	const struct gaicb *list[1] = { &l->cb };
+	const struct gaicb **pending = g_new0(const struct gaicb *, n);
 
-	while (gai_error(&l->cb) == EAI_INPROGRESS) {
+	if (have_one)
+		deadline_us = MIN(deadline_us, dlock__mono_us() + GRACE_US);
+	for (;;) {
 		struct timespec ts;
+		guint m = 0;
 		int64_t left;
 
+		for (guint i = 0; i < n; i++) {
+			int err = lookups[i] ? gai_error(&lookups[i]->cb) : EAI_CANCELED;
+
+			if (err == EAI_INPROGRESS) {
+				pending[m++] = &lookups[i]->cb;
+			} else if (err == 0 && !have_one) {
+				have_one = true;
+				deadline_us = MIN(deadline_us, dlock__mono_us() + GRACE_US);
+			}
+		}
+		if (m == 0)
+			break;
 		if (deadline_us == INT64_MAX) {
-			gai_suspend(list, 1, NULL);
+			gai_suspend(pending, (int)m, NULL);
 			continue;
 		}
 		left = dlock__remaining_us(deadline_us);
 		if (left <= 0)
-			return false;
+			break;
 		ts.tv_sec = left / 1000000;
 		ts.tv_nsec = (left % 1000000) * 1000;
-		gai_suspend(list, 1, &ts); /* EAI_AGAIN (time), EAI_INTR: look again */
+		/* Returns when one finishes, at the timeout or on a signal:
+		 * the loop looks again in every case. */
+		gai_suspend(pending, (int)m, &ts);
 	}
-	return true;
+	g_free(pending);
 }
 
 /* The numeric addresses of a finished lookup, IPv4 first, without repeats. */
@@ -137,59 +162,103 @@ static char **addresses(const struct addrinfo *res)
 	return out;
 }
 
-int dlock__resolve(dlock__resolver *resolver, const char *host, int64_t deadline_us,
-                   char ***ret_addrs)
+/* The outcome of one finished (or abandoned) lookup; frees or parks it. */
+static int finish_lookup(dlock__resolver *r, lookup *l, char ***ret_addrs)
 {
-	struct gaicb *list[1];
-	lookup *l;
-	int err;
+	int err = gai_error(&l->cb);
 
-	if (is_literal(host)) {
-		*ret_addrs = g_new0(char *, 2);
-		(*ret_addrs)[0] = g_strdup(host);
-		return DLOCK_OK;
+	if (err == EAI_INPROGRESS && gai_cancel(&l->cb) == EAI_NOTCANCELED) {
+		g_mutex_lock(&r->mu);
+		r->abandoned = g_slist_prepend(r->abandoned, l);
+		g_mutex_unlock(&r->mu);
+		return dlock__error(DLOCK_EUNAVAILABLE, "host name '%s' was not resolved in the time left",
+		                    l->name);
 	}
+	err = gai_error(&l->cb);
+	if (err == EAI_CANCELED || err == EAI_INPROGRESS) {
+		err = dlock__error(DLOCK_EUNAVAILABLE, "host name '%s' was not resolved in the time left",
+		                   l->name);
+	} else if (err != 0) {
+		err = dlock__error(DLOCK_EUNAVAILABLE, "cannot resolve host name '%s': %s", l->name,
+		                   gai_strerror(err));
+	} else {
+		*ret_addrs = addresses(l->cb.ar_result);
+		err = DLOCK_OK;
+		if (!(*ret_addrs)[0]) {
+			g_strfreev(*ret_addrs);
+			*ret_addrs = NULL;
+			err = dlock__error(DLOCK_EUNAVAILABLE, "host name '%s' has no IP address", l->name);
+		}
+	}
+	lookup_free(l);
+	return err;
+}
+
+int dlock__resolve_each(dlock__resolver *resolver, const char *const *hosts, unsigned n,
+                        int64_t deadline_us, char ***ret_addrs)
+{
+	lookup **lookups = g_new0(lookup *, n);
+	char *why = NULL;
+	bool have_one = false;
+	int rc = DLOCK_EUNAVAILABLE;
+
 	g_mutex_lock(&resolver->mu);
 	resolver->abandoned = reap_locked(resolver->abandoned);
 	g_mutex_unlock(&resolver->mu);
-	if (dlock__remaining_us(deadline_us) <= 0)
-		return dlock__error(DLOCK_EUNAVAILABLE, "no time left to resolve host name '%s'", host);
 
-	l = g_new0(lookup, 1);
-	l->name = g_strdup(host);
-	l->hints.ai_family = AF_UNSPEC;
-	l->hints.ai_socktype = SOCK_STREAM;
-	l->cb.ar_name = l->name;
-	l->cb.ar_request = &l->hints;
-	list[0] = &l->cb;
-	err = getaddrinfo_a(GAI_NOWAIT, list, 1, NULL);
-	if (err != 0) {
-		lookup_free(l);
-		return dlock__error(DLOCK_EUNAVAILABLE, "cannot start resolving host name '%s': %s", host,
-		                    gai_strerror(err));
+	/* Literals need no lookup; the names are looked up all at once. */
+	for (unsigned i = 0; i < n; i++) {
+		struct gaicb *list[1];
+		int err;
+
+		ret_addrs[i] = NULL;
+		if (is_literal(hosts[i])) {
+			ret_addrs[i] = g_new0(char *, 2);
+			ret_addrs[i][0] = g_strdup(hosts[i]);
+			have_one = true;
+			continue;
+		}
+		lookups[i] = g_new0(lookup, 1);
+		lookups[i]->name = g_strdup(hosts[i]);
+		lookups[i]->hints.ai_family = AF_UNSPEC;
+		lookups[i]->hints.ai_socktype = SOCK_STREAM;
+		lookups[i]->cb.ar_name = lookups[i]->name;
+		lookups[i]->cb.ar_request = &lookups[i]->hints;
+		list[0] = &lookups[i]->cb;
+		if (dlock__remaining_us(deadline_us) <= 0) {
+			if (!why)
+				why = g_strdup_printf("no time left to resolve host name '%s'", hosts[i]);
+			lookup_free(lookups[i]);
+			lookups[i] = NULL;
+			continue;
+		}
+		err = getaddrinfo_a(GAI_NOWAIT, list, 1, NULL);
+		if (err != 0) {
+			if (!why)
+				why = g_strdup_printf("cannot start resolving host name '%s': %s", hosts[i],
+				                      gai_strerror(err));
+			lookup_free(lookups[i]);
+			lookups[i] = NULL;
+		}
 	}
-	if (!wait_lookup(l, deadline_us) && gai_cancel(&l->cb) == EAI_NOTCANCELED) {
-		g_mutex_lock(&resolver->mu);
-		resolver->abandoned = g_slist_prepend(resolver->abandoned, l);
-		g_mutex_unlock(&resolver->mu);
-		return dlock__error(DLOCK_EUNAVAILABLE, "host name '%s' was not resolved in the time left", host);
+	wait_lookups(lookups, n, have_one, deadline_us);
+	for (unsigned i = 0; i < n; i++) {
+		if (lookups[i] && finish_lookup(resolver, lookups[i], &ret_addrs[i]) != DLOCK_OK && !why)
+			why = g_strdup(dlock_last_error_message());
+		if (ret_addrs[i])
+			rc = DLOCK_OK;
 	}
-	err = gai_error(&l->cb);
-	if (err == EAI_CANCELED) {
-		lookup_free(l);
-		return dlock__error(DLOCK_EUNAVAILABLE, "host name '%s' was not resolved in the time left", host);
-	}
-	if (err != 0) {
-		lookup_free(l);
-		return dlock__error(DLOCK_EUNAVAILABLE, "cannot resolve host name '%s': %s", host,
-		                    gai_strerror(err));
-	}
-	*ret_addrs = addresses(l->cb.ar_result);
-	lookup_free(l);
-	if (!(*ret_addrs)[0]) {
-		g_strfreev(*ret_addrs);
-		*ret_addrs = NULL;
-		return dlock__error(DLOCK_EUNAVAILABLE, "host name '%s' has no IP address", host);
-	}
-	return DLOCK_OK;
+	g_free(lookups);
+	if (rc != DLOCK_OK)
+		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s", why ? why : "no host name given");
+	g_free(why);
+	return rc;
+}
+
+int dlock__resolve(dlock__resolver *resolver, const char *host, int64_t deadline_us,
+                   char ***ret_addrs)
+{
+	const char *hosts[1] = { host };
+
+	return dlock__resolve_each(resolver, hosts, 1, deadline_us, ret_addrs);
 }

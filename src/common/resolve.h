@@ -32,4 +32,16 @@ void dlock__resolver_free(dlock__resolver *resolver);
 int dlock__resolve(dlock__resolver *resolver, const char *host, int64_t deadline_us,
                    char ***ret_addrs);
 
+/*
+ * Several names at once (the servers of an ensemble), all looked up in
+ * parallel within deadline_us; once one host has addresses the others get
+ * at most 100 ms more, so a name that never resolves delays the rest only
+ * that long.  ret_addrs has n entries: the
+ * addresses of hosts[i] (g_strfreev), or NULL when it did not resolve.
+ * Returns DLOCK_OK when at least one resolved, else DLOCK_EUNAVAILABLE
+ * with the first failure's message (and every entry NULL).
+ */
+int dlock__resolve_each(dlock__resolver *resolver, const char *const *hosts, unsigned n,
+                        int64_t deadline_us, char ***ret_addrs);
+
 #endif

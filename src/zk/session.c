@@ -232,34 +232,34 @@ static gpointer session_thread(gpointer data);
  */
 static int resolve_hosts(dlock__backend *b, int64_t until_us, char **ret_hosts)
 {
-	GString *hosts = g_string_new(NULL);
-	char *why = NULL;
-	int rc = DLOCK_OK;
+	unsigned n = g_strv_length(b->server_hosts);
+	char ***addrs = g_new0(char **, n);
+	GString *hosts;
+	int rc;
 
-	for (int i = 0; b->server_hosts[i]; i++) {
-		char **addrs;
+	rc = dlock__resolve_each(b->resolver, (const char *const *)b->server_hosts, n, until_us, addrs);
+	if (rc != DLOCK_OK) {
+		char *why = g_strdup(dlock_last_error_message());
 
-		rc = dlock__resolve(b->resolver, b->server_hosts[i], until_us, &addrs);
-		if (rc != DLOCK_OK) {
-			g_free(why);
-			why = g_strdup(dlock_last_error_message());
-			continue;
-		}
-		for (int j = 0; addrs[j]; j++) {
-			bool v6 = strchr(addrs[j], ':') != NULL;
-
-			g_string_append_printf(hosts, "%s%s%s%s:%d", hosts->len ? "," : "", v6 ? "[" : "",
-			                       addrs[j], v6 ? "]" : "", b->server_ports[i]);
-		}
-		g_strfreev(addrs);
-	}
-	if (hosts->len == 0) {
-		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label, why ? why : "no server");
+		rc = dlock__error(rc, "%s: %s", b->label, why);
 		g_free(why);
-		g_string_free(hosts, TRUE);
+		g_free(addrs);
 		return rc;
 	}
-	g_free(why);
+	hosts = g_string_new(NULL);
+	for (unsigned i = 0; i < n; i++) {
+		if (!addrs[i])
+			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: server %s left out of this session: "
+			           "its name did not resolve in time", b->label, b->server_hosts[i]);
+		for (int j = 0; addrs[i] && addrs[i][j]; j++) {
+			bool v6 = strchr(addrs[i][j], ':') != NULL;
+
+			g_string_append_printf(hosts, "%s%s%s%s:%d", hosts->len ? "," : "", v6 ? "[" : "",
+			                       addrs[i][j], v6 ? "]" : "", b->server_ports[i]);
+		}
+		g_strfreev(addrs[i]);
+	}
+	g_free(addrs);
 	g_string_append(hosts, b->chroot);
 	*ret_hosts = g_string_free(hosts, FALSE);
 	return DLOCK_OK;
