@@ -137,6 +137,76 @@ static void test_reentry_waiting_on_suspended_hold_returns_when_another_thread_r
 	g_free(uri);
 }
 
+/* A thread-owned hold taken through one handle, re-entered through another
+ * while suspended. */
+typedef struct owner_thread {
+	dlock_lock *first;
+	reentry again;
+	int held;
+	int go;
+	int first_rc;
+} owner_thread;
+
+static void *owner_main(void *data)
+{
+	owner_thread *o = data;
+
+	o->first_rc = dlock_acquire(o->first, 2000);
+	__atomic_store_n(&o->held, 1, __ATOMIC_SEQ_CST);
+	while (!__atomic_load_n(&o->go, __ATOMIC_SEQ_CST))
+		g_usleep(1000);
+	return reenter_thread(&o->again);
+}
+
+static void test_reentry_waiting_on_suspended_hold_returns_when_its_counts_handle_is_freed(void **state)
+{
+	char *uri = test_redis_uri(server, "?ttl=4s&command-timeout=200ms");
+	dlock_client *client;
+	dlock_lock *second;
+	owner_thread o = { 0 };
+	int suspended = 0;
+	pthread_t thread;
+	int64_t freed_ms;
+
+	(void)state;
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "suspended-reentry/thread", &o.first), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "suspended-reentry/thread", &second), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(o.first, on_state, &suspended), DLOCK_OK);
+	o.again.lock = second;
+	o.again.wait_ms = 10000;
+	assert_int_equal(pthread_create(&thread, NULL, owner_main, &o), 0);
+	assert_true(test_wait_until(flag_set, &o.held, 3000));
+	assert_int_equal(o.first_rc, DLOCK_OK);
+
+	test_redis_signal(server, SIGSTOP);
+	assert_true(test_wait_until(flag_set, &suspended, 3000));
+	/* The owner re-enters through the second handle and waits. */
+	__atomic_store_n(&o.go, 1, __ATOMIC_SEQ_CST);
+	assert_true(test_wait_until(sleeps_in_acquire, &o.again, 1000));
+
+	/* Freeing the handle the only count came through ends the hold. */
+	dlock_lock_free(o.first);
+	freed_ms = test_now_ms();
+	if (!test_wait_until(flag_set, &o.again.done, 2000)) {
+		pthread_join(thread, NULL);
+		test_redis_signal(server, SIGCONT);
+		fail_msg("the re-entrant acquire was not woken when the hold ended: it returned %s after "
+		         "%" PRId64 " ms, at its deadline", dlock_strerror(o.again.rc),
+		         o.again.returned_ms - freed_ms);
+	}
+	pthread_join(thread, NULL);
+	print_message("re-entrant acquire returned %s %" PRId64 " ms after the free\n",
+	              dlock_strerror(o.again.rc), o.again.returned_ms - freed_ms);
+	assert_int_equal(o.again.rc, DLOCK_EUNAVAILABLE);
+	assert_true(o.again.returned_ms - freed_ms < 200 + test_slack(800));
+
+	test_redis_signal(server, SIGCONT);
+	dlock_lock_free(second);
+	dlock_client_free(client);
+	g_free(uri);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -155,6 +225,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_reentry_waiting_on_suspended_hold_returns_when_another_thread_releases),
+		cmocka_unit_test(test_reentry_waiting_on_suspended_hold_returns_when_its_counts_handle_is_freed),
 	};
 
 	(void)argc;
