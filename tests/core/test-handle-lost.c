@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -26,6 +27,7 @@ static test_redis *server;
 
 typedef struct acquirer {
 	dlock_lock *lock;
+	int tid;
 	int rc;
 	int *done;
 } acquirer;
@@ -34,6 +36,7 @@ static void *acquire_thread(void *data)
 {
 	acquirer *a = data;
 
+	__atomic_store_n(&a->tid, (int)syscall(SYS_gettid), __ATOMIC_SEQ_CST);
 	a->rc = dlock_acquire(a->lock, 15000);
 	__atomic_add_fetch(a->done, 1, __ATOMIC_SEQ_CST);
 	return NULL;
@@ -51,6 +54,28 @@ static bool reached(void *data)
 	return __atomic_load_n(c->value, __ATOMIC_SEQ_CST) >= c->min;
 }
 
+/* The thread has started and is asleep, which before its grant it only is
+ * inside dlock_acquire(), waiting for the other client's release. */
+static bool sleeping(void *data)
+{
+	acquirer *a = data;
+	char path[64], buf[256];
+	const char *state;
+	bool asleep = false;
+	FILE *f;
+
+	if (!__atomic_load_n(&a->tid, __ATOMIC_SEQ_CST))
+		return false;
+	g_snprintf(path, sizeof(path), "/proc/self/task/%d/stat", __atomic_load_n(&a->tid, __ATOMIC_SEQ_CST));
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (fgets(buf, sizeof(buf), f) && (state = strrchr(buf, ')')))
+		asleep = state[1] == ' ' && state[2] == 'S';
+	fclose(f);
+	return asleep;
+}
+
 static bool channel_has_subscriber(void *data)
 {
 	(void)data;
@@ -62,7 +87,7 @@ static void test_first_release_after_a_lost_hold_was_replaced_returns_elost(void
 	char *uri = test_redis_uri(server, "?ttl=1s");
 	dlock_client *client, *other;
 	dlock_lock *lock, *blocker;
-	acquirer a[2];
+	acquirer a[2] = { { 0 } };
 	pthread_t threads[2];
 	int done = 0;
 	count_at_least one = { &done, 1 }, two = { &done, 2 };
@@ -83,6 +108,8 @@ static void test_first_release_after_a_lost_hold_was_replaced_returns_elost(void
 		assert_int_equal(pthread_create(&threads[i], NULL, acquire_thread, &a[i]), 0);
 	}
 	assert_true(test_wait_until(channel_has_subscriber, NULL, 5000));
+	assert_true(test_wait_until(sleeping, &a[0], 5000));
+	assert_true(test_wait_until(sleeping, &a[1], 5000));
 	g_usleep(200 * 1000); /* both threads past their first try */
 	assert_int_equal(dlock_release(blocker), DLOCK_OK);
 
