@@ -96,6 +96,48 @@ static int setup_command(dlock__backend *b, redisContext *ctx, const char *what,
 	return rc;
 }
 
+/*
+ * Connect to the host's addresses in turn within timeout_us.  The name is
+ * resolved here, bounded by the same time (hiredis would resolve it with
+ * a getaddrinfo() no deadline can stop), and hiredis gets IP literals;
+ * messages keep the name.
+ */
+static redisContext *connect_tcp(dlock__backend *b, int64_t timeout_us, int *ret_rc)
+{
+	int64_t deadline_us = dlock__mono_us() + timeout_us;
+	redisContext *ctx = NULL;
+	char **addrs;
+	int rc;
+
+	rc = dlock__resolve(b->resolver, b->host, deadline_us, &addrs);
+	if (rc != DLOCK_OK) {
+		char *why = g_strdup(dlock_last_error_message());
+
+		*ret_rc = dlock__error(rc, "%s: %s", b->label, why);
+		g_free(why);
+		return NULL;
+	}
+	for (int i = 0; addrs[i]; i++) {
+		int64_t left = dlock__remaining_us(deadline_us);
+
+		if (ctx)
+			redisFree(ctx);
+		if (left <= 0) {
+			ctx = NULL;
+			break;
+		}
+		ctx = redisConnectWithTimeout(addrs[i], b->port, timeval_of(left));
+		if (!ctx || !ctx->err)
+			break;
+	}
+	g_strfreev(addrs);
+	if (!ctx) {
+		*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot connect in the time left", b->label);
+		return NULL;
+	}
+	return ctx;
+}
+
 static int canceled_error(dlock__backend *b)
 {
 	return dlock__error(DLOCK_ECANCELED, "%s: canceled while waiting for the server", b->label);
@@ -113,10 +155,13 @@ static redisContext *connect_for(dlock__backend *b, dlock__waiter *waiter, int64
 		*ret_rc = dlock__error(DLOCK_ETIMEDOUT, "%s: no time left to connect", b->label);
 		return NULL;
 	}
-	if (b->unix_path)
+	if (b->unix_path) {
 		ctx = redisConnectUnixWithTimeout(b->unix_path, timeval_of(timeout_us));
-	else
-		ctx = redisConnectWithTimeout(b->host, b->port, timeval_of(timeout_us));
+	} else {
+		ctx = connect_tcp(b, timeout_us, ret_rc);
+		if (!ctx)
+			return NULL;
+	}
 	if (!ctx) {
 		*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot allocate a connection", b->label);
 		return NULL;

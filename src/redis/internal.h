@@ -17,6 +17,7 @@
 #include <hiredis/hiredis.h>
 
 #include "backend.h"
+#include "resolve.h"
 
 typedef struct redis_sub redis_sub;
 typedef struct redis_watchdog redis_watchdog;
@@ -41,12 +42,13 @@ struct dlock__backend {
 	char *label;              /* "redis 127.0.0.1:6379" / "redis unix:/path", for messages */
 
 	/* where and how to connect */
-	char *host;               /* NULL for a unix socket */
+	char *host;               /* NULL for a unix socket; resolved on each connect */
 	int port;
 	char *unix_path;
 	char *user;               /* ACL user, or NULL */
 	char *password;           /* or NULL */
 	int db;
+	dlock__resolver *resolver;
 
 	/* options */
 	int64_t ttl_ms;

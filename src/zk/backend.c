@@ -108,6 +108,16 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	b->logger = env->logger;
 	b->hosts = connect_string(uri);
 	b->label = g_strdup_printf("zk %s", b->hosts);
+	b->server_hosts = g_new0(char *, uri->hosts->len + 1);
+	b->server_ports = g_new0(int, uri->hosts->len);
+	for (guint i = 0; i < uri->hosts->len; i++) {
+		const dlock__host *h = uri->hosts->pdata[i];
+
+		b->server_hosts[i] = g_strdup(h->host);
+		b->server_ports[i] = h->port ? h->port : DEFAULT_PORT;
+	}
+	b->chroot = g_strdup(uri->path && strcmp(uri->path, "/") != 0 ? uri->path : "");
+	b->resolver = dlock__resolver_new();
 	if (uri->user && *uri->user)
 		b->credentials = g_strconcat(uri->user, ":", uri->password, NULL);
 	b->root = g_strdup(opts->root);
@@ -138,6 +148,10 @@ static void close_backend(dlock__backend *b)
 	g_cond_clear(&b->cond);
 	g_free(b->label);
 	g_free(b->hosts);
+	g_strfreev(b->server_hosts);
+	g_free(b->server_ports);
+	g_free(b->chroot);
+	dlock__resolver_free(b->resolver);
 	if (b->credentials)
 		memset(b->credentials, 0, strlen(b->credentials));
 	g_free(b->credentials);

@@ -28,6 +28,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include "backend.h"
+#include "resolve.h"
 #include "nodes.h"
 
 typedef struct zk_session zk_session;
@@ -35,7 +36,11 @@ typedef struct zk_session zk_session;
 struct dlock__backend {
 	const dlock__logger *logger;
 	char *label;               /* "zk 127.0.0.1:2181,127.0.0.1:2182/chroot", for messages */
-	char *hosts;               /* the client's connect string, chroot included */
+	char *hosts;               /* the connect string as given (names), chroot included */
+	char **server_hosts;       /* each server's host name or address (NULL-terminated) */
+	int *server_ports;         /* and its port */
+	char *chroot;              /* "/chroot", or "" */
+	dlock__resolver *resolver; /* names are resolved before each session, within a deadline */
 	char *credentials;         /* "user:password" for digest auth, or NULL */
 	char *root;                /* "/dlock" */
 	int64_t session_timeout_ms;

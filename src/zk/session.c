@@ -223,9 +223,51 @@ void dlock__zk_session_contact(zk_session *s, int64_t sent_us)
 
 static gpointer session_thread(gpointer data);
 
-/* Open a session (no I/O beyond resolving host names: the client library
- * connects in its own thread).  Called with b->mu held. */
-static int session_open(dlock__backend *b, zk_session **ret)
+/*
+ * The connect string with every server's name resolved, within until_us:
+ * "ip:port,[ip6]:port,...[/chroot]".  The C client would resolve the
+ * names itself, synchronously, inside zookeeper_init2() -- no deadline
+ * stops that.  Called with no lock held.  A server whose name does not
+ * resolve is left out, unless none does.
+ */
+static int resolve_hosts(dlock__backend *b, int64_t until_us, char **ret_hosts)
+{
+	unsigned n = g_strv_length(b->server_hosts);
+	char ***addrs = g_new0(char **, n);
+	GString *hosts;
+	int rc;
+
+	rc = dlock__resolve_each(b->resolver, (const char *const *)b->server_hosts, n, until_us, addrs);
+	if (rc != DLOCK_OK) {
+		char *why = g_strdup(dlock_last_error_message());
+
+		rc = dlock__error(rc, "%s: %s", b->label, why);
+		g_free(why);
+		g_free(addrs);
+		return rc;
+	}
+	hosts = g_string_new(NULL);
+	for (unsigned i = 0; i < n; i++) {
+		if (!addrs[i])
+			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: server %s left out of this session: "
+			           "its name did not resolve in time", b->label, b->server_hosts[i]);
+		for (int j = 0; addrs[i] && addrs[i][j]; j++) {
+			bool v6 = strchr(addrs[i][j], ':') != NULL;
+
+			g_string_append_printf(hosts, "%s%s%s%s:%d", hosts->len ? "," : "", v6 ? "[" : "",
+			                       addrs[i][j], v6 ? "]" : "", b->server_ports[i]);
+		}
+		g_strfreev(addrs[i]);
+	}
+	g_free(addrs);
+	g_string_append(hosts, b->chroot);
+	*ret_hosts = g_string_free(hosts, FALSE);
+	return DLOCK_OK;
+}
+
+/* Open a session on hosts, a connect string of IP literals (no I/O: the
+ * client library connects in its own thread).  Called with b->mu held. */
+static int session_open(dlock__backend *b, const char *hosts, zk_session **ret)
 {
 	zk_session *s = g_new0(zk_session, 1);
 	sigset_t all, old;
@@ -247,7 +289,7 @@ static int session_open(dlock__backend *b, zk_session **ret)
 	sigfillset(&all);
 	fds = dlock__zk_fds();
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	s->zh = zookeeper_init2(b->hosts, dlock__zk_watcher, (int)b->session_timeout_ms, NULL, s, 0,
+	s->zh = zookeeper_init2(hosts, dlock__zk_watcher, (int)b->session_timeout_ms, NULL, s, 0,
 	                        discard_log);
 	saved_errno = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -335,9 +377,29 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 			return dlock__error(DLOCK_ECANCELED, "%s: the client is being freed", b->label);
 		}
 		s = b->current;
-		if (!s && (rc = session_open(b, &s)) != DLOCK_OK) {
+		if (!s) {
+			char *hosts = NULL;
+
+			/* Resolve without b->mu, which every call on this backend
+			 * and the session thread need; another thread may open a
+			 * session meanwhile, which is then used instead. */
 			g_mutex_unlock(&b->mu);
-			return rc;
+			rc = resolve_hosts(b, until_us, &hosts);
+			if (rc != DLOCK_OK)
+				return rc;
+			g_mutex_lock(&b->mu);
+			if (b->stopping) {
+				g_mutex_unlock(&b->mu);
+				g_free(hosts);
+				return dlock__error(DLOCK_ECANCELED, "%s: the client is being freed", b->label);
+			}
+			s = b->current;
+			if (!s && (rc = session_open(b, hosts, &s)) != DLOCK_OK) {
+				g_mutex_unlock(&b->mu);
+				g_free(hosts);
+				return rc;
+			}
+			g_free(hosts);
 		}
 		dlock__zk_session_ref(s);
 		g_mutex_unlock(&b->mu);
