@@ -143,48 +143,82 @@ static void append_renew(dlock__backend *b, redisContext *ctx, const redis_lease
 		                   lease->token, ttl);
 }
 
+/* What one renewal reply says: 1 renewed, 0 not ours any more, -1 no
+ * verdict (an error reply is logged). */
+static int renew_result(dlock__backend *b, const redisReply *reply)
+{
+	if (reply->type == REDIS_REPLY_INTEGER)
+		return reply->integer == 1 ? 1 : 0;
+	dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewal error: %s", b->label,
+	           reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+	return -1;
+}
+
+static bool is_noscript(const redisReply *reply)
+{
+	return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0;
+}
+
 /*
- * Renew the due leases in one pipelined batch.  Runs without wd->mu; the
- * leases are referenced.  Results are applied under wd->mu, skipping
- * leases released meanwhile.
+ * Read one reply per lease in order into results, for the leases
+ * numbered by which (all of due when which is NULL).  With noscript, the
+ * numbers of the leases that answered NOSCRIPT are collected there and
+ * their results left at -1.  Stops at the first I/O failure (ctx->err).
+ */
+static void read_renewals(redis_watchdog *wd, guint n, const guint *which, int *results,
+                          GArray *noscript)
+{
+	for (guint k = 0; k < n && !wd->ctx->err; k++) {
+		guint i = which ? which[k] : k;
+		redisReply *reply = NULL;
+
+		if (redisGetReply(wd->ctx, (void **)&reply) != REDIS_OK)
+			break;
+		if (noscript && is_noscript(reply))
+			g_array_append_val(noscript, i);
+		else
+			results[i] = renew_result(wd->b, reply);
+		freeReplyObject(reply);
+	}
+}
+
+/*
+ * Renew the due leases in one pipelined batch, within budget_us.  Runs
+ * without wd->mu; the leases are referenced.  Results are applied under
+ * wd->mu, skipping leases released or lost meanwhile.
+ *
+ * Every reply in the pipeline belongs to one lease, in order, so all of
+ * them are read before anything is sent again: the leases that answered
+ * NOSCRIPT (the script cache was flushed, or the server restarted) are
+ * then renewed by the script's body in a second batch.  Re-sending one
+ * at once would take the next lease's pipelined reply for its answer.
  */
 static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 {
 	dlock__backend *b = wd->b;
 	int64_t sent_us = dlock__boot_us();
+	int64_t deadline_us = sent_us + budget_us;
 	int *results = g_new0(int, due->len); /* 1 renewed, 0 not ours, -1 no answer */
+	GArray *noscript = g_array_new(FALSE, FALSE, sizeof(guint));
 	bool connected;
 
 	for (guint i = 0; i < due->len; i++)
 		results[i] = -1;
 	connected = ensure_connection(wd, budget_us);
 	if (connected) {
-		set_timeout(wd->ctx, MIN(budget_us, b->command_timeout_ms * 1000));
+		set_timeout(wd->ctx, MIN(deadline_us - dlock__boot_us(), b->command_timeout_ms * 1000));
 		sent_us = dlock__boot_us();
 		for (guint i = 0; i < due->len; i++)
 			append_renew(b, wd->ctx, due->pdata[i], false);
 		/* A failed send leaves ctx->err set, and the reads below fail. */
 		dlock__redis_flush(wd->ctx);
-		for (guint i = 0; i < due->len && !wd->ctx->err; i++) {
-			redisReply *reply = NULL;
-
-			if (redisGetReply(wd->ctx, (void **)&reply) != REDIS_OK)
-				break;
-			if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
-				/* The script cache was flushed (a restart): send the body. */
-				freeReplyObject(reply);
-				reply = NULL;
-				append_renew(b, wd->ctx, due->pdata[i], true);
-				if (dlock__redis_flush(wd->ctx) != REDIS_OK ||
-				    redisGetReply(wd->ctx, (void **)&reply) != REDIS_OK)
-					break;
-			}
-			if (reply->type == REDIS_REPLY_INTEGER)
-				results[i] = reply->integer == 1 ? 1 : 0;
-			else
-				dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewal error: %s", b->label,
-				           reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
-			freeReplyObject(reply);
+		read_renewals(wd, due->len, NULL, results, noscript);
+		if (noscript->len > 0 && !wd->ctx->err && deadline_us - dlock__boot_us() > 0) {
+			set_timeout(wd->ctx, MIN(deadline_us - dlock__boot_us(), b->command_timeout_ms * 1000));
+			for (guint k = 0; k < noscript->len; k++)
+				append_renew(b, wd->ctx, due->pdata[g_array_index(noscript, guint, k)], true);
+			dlock__redis_flush(wd->ctx);
+			read_renewals(wd, noscript->len, &g_array_index(noscript, guint, 0), results, NULL);
 		}
 		if (wd->ctx->err) {
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewal failed: %s", b->label, wd->ctx->errstr);
@@ -222,6 +256,7 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 	}
 	expire_leases(wd, dlock__boot_us());
 	g_mutex_unlock(&wd->mu);
+	g_array_unref(noscript);
 	g_free(results);
 }
 
