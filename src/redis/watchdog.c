@@ -1,6 +1,6 @@
 /*
- * The watchdog ("dlock-watchdog"): one thread per backend that keeps
- * leases alive and notices when they end.
+ * The watchdog: two threads per backend, one ("dlock-watchdog") that keeps
+ * leases alive and one ("dlock-expiry") that notices when they end.
  *
  * Every TTL/3 it renews each lease with the compare-and-PEXPIRE script;
  * due renewals go out pipelined on the watchdog's own connection, so one
@@ -15,8 +15,15 @@
  * that last rule applies.  Lease times use CLOCK_BOOTTIME, which keeps
  * counting through a suspended machine, as the server's clock does.
  *
- * The same thread retries deletes that could not be done at release time
- * (server unreachable, or an acquire whose answer never came).
+ * That last rule is the expiry thread's alone, and it never does I/O: it
+ * sleeps until the nearest lease end and only takes the mutex.  So a loss
+ * is declared on time whatever the renewing thread is blocked on — a
+ * renewal for a longer lease, a reconnect, a deferred delete — and
+ * whichever leases that I/O was bounded by.
+ *
+ * The renewing thread also retries deletes that could not be done at
+ * release time (server unreachable, or an acquire whose answer never
+ * came).
  */
 #include <inttypes.h>
 #include <string.h>
@@ -50,8 +57,11 @@ struct redis_watchdog {
 	bool stop;
 	GPtrArray *leases;    /* redis_lease *, referenced */
 	GPtrArray *cleanups;  /* cleanup * */
-	GThread *thread;
+	GThread *thread;      /* renewals and cleanups */
 	int64_t wake_us;      /* CLOCK_BOOTTIME the thread sleeps until; 0 busy */
+	GThread *expiry;      /* declares leases lost when their time runs out */
+	GCond expiry_cond;
+	int64_t expiry_wake_us; /* CLOCK_BOOTTIME the expiry thread sleeps until; 0 busy */
 	redisContext *ctx;    /* the watchdog's own connection; thread only */
 };
 
@@ -254,7 +264,6 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 			}
 		}
 	}
-	expire_leases(wd, dlock__boot_us());
 	g_mutex_unlock(&wd->mu);
 	g_array_unref(noscript);
 	g_free(results);
@@ -300,15 +309,11 @@ static gpointer watchdog_main(gpointer data)
 		int64_t next = now + MAX_SLEEP_US;
 		int64_t budget = INT64_MAX;
 
-		expire_leases(wd, now);
 		g_ptr_array_set_size(due, 0);
 		for (guint i = 0; i < wd->leases->len; i++) {
 			redis_lease *lease = wd->leases->pdata[i];
 
-			if (lease->lost)
-				continue;
-			next = MIN(next, lease_expiry_us(lease));
-			if (!lease->renew)
+			if (lease->lost || !lease->renew)
 				continue;
 			if (lease->next_renew_us <= now) {
 				g_ptr_array_add(due, dlock__redis_lease_ref(lease));
@@ -317,8 +322,9 @@ static gpointer watchdog_main(gpointer data)
 				next = MIN(next, lease->next_renew_us);
 			}
 		}
-		/* Never let renewal I/O run past the first lease's end, so the
-		 * loss is declared on time even when the server is silent. */
+		/* Renewal I/O ends before the first due lease's end: an answer
+		 * after it could not save the lease (the expiry thread has
+		 * declared it lost), and the next renewals should not wait. */
 		for (guint i = 0; i < due->len; i++) {
 			redis_lease *lease = due->pdata[i];
 
@@ -366,6 +372,44 @@ static gpointer watchdog_main(gpointer data)
 	return NULL;
 }
 
+/*
+ * The expiry thread: sleep until the nearest lease end (or MAX_SLEEP_US,
+ * which bounds how late a resumed machine notices; with no lease, until
+ * one comes), then declare lost every lease whose time has run out.
+ * Never does I/O, so nothing the renewing thread waits on can delay it.
+ * A renewal that extends a lease meanwhile costs only an early wake-up.
+ */
+static gpointer expiry_main(gpointer data)
+{
+	redis_watchdog *wd = data;
+
+	g_mutex_lock(&wd->mu);
+	while (!wd->stop) {
+		int64_t now = dlock__boot_us();
+		int64_t next = INT64_MAX;
+
+		expire_leases(wd, now);
+		for (guint i = 0; i < wd->leases->len; i++) {
+			redis_lease *lease = wd->leases->pdata[i];
+
+			if (!lease->lost)
+				next = MIN(next, lease_expiry_us(lease));
+		}
+		if (next == INT64_MAX) {
+			/* Nothing to watch: sleep until a lease comes. */
+			wd->expiry_wake_us = INT64_MAX;
+			g_cond_wait(&wd->expiry_cond, &wd->mu);
+		} else {
+			wd->expiry_wake_us = MAX(MIN(next, now + MAX_SLEEP_US), now + 1000);
+			g_cond_wait_until(&wd->expiry_cond, &wd->mu,
+			                  dlock__mono_us() + (wd->expiry_wake_us - now));
+		}
+		wd->expiry_wake_us = 0;
+	}
+	g_mutex_unlock(&wd->mu);
+	return NULL;
+}
+
 static redis_watchdog *watchdog_get(dlock__backend *b)
 {
 	redis_watchdog *wd;
@@ -376,9 +420,11 @@ static redis_watchdog *watchdog_get(dlock__backend *b)
 		wd->b = b;
 		g_mutex_init(&wd->mu);
 		g_cond_init(&wd->cond);
+		g_cond_init(&wd->expiry_cond);
 		wd->leases = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__redis_lease_unref);
 		wd->cleanups = g_ptr_array_new();
 		wd->thread = dlock__thread_new("dlock-watchdog", watchdog_main, wd);
+		wd->expiry = dlock__thread_new("dlock-expiry", expiry_main, wd);
 		b->watchdog_thread = wd;
 	}
 	wd = b->watchdog_thread;
@@ -393,11 +439,12 @@ void dlock__redis_watch(dlock__backend *b, redis_lease *lease)
 	g_mutex_lock(&wd->mu);
 	lease->next_renew_us = lease->confirmed_us + renew_period_us(lease);
 	g_ptr_array_add(wd->leases, dlock__redis_lease_ref(lease));
-	/* Wake the thread only if it would sleep past this lease's first
-	 * event: on the uncontended path no thread switch is paid. */
-	if (wd->wake_us != 0 &&
-	    MIN(lease->renew ? lease->next_renew_us : INT64_MAX, lease_expiry_us(lease)) < wd->wake_us)
+	/* Wake a thread only if it would sleep past this lease's first event
+	 * for it: on the uncontended path no thread switch is paid. */
+	if (lease->renew && wd->wake_us != 0 && lease->next_renew_us < wd->wake_us)
 		g_cond_signal(&wd->cond);
+	if (wd->expiry_wake_us != 0 && lease_expiry_us(lease) < wd->expiry_wake_us)
+		g_cond_signal(&wd->expiry_cond);
 	g_mutex_unlock(&wd->mu);
 }
 
@@ -449,8 +496,10 @@ void dlock__redis_watchdog_stop(dlock__backend *b)
 	g_mutex_lock(&wd->mu);
 	wd->stop = true;
 	g_cond_signal(&wd->cond);
+	g_cond_signal(&wd->expiry_cond);
 	g_mutex_unlock(&wd->mu);
 	g_thread_join(wd->thread);
+	g_thread_join(wd->expiry);
 
 	if (wd->cleanups->len > 0)
 		run_cleanups(wd, wd->cleanups);
@@ -461,6 +510,7 @@ void dlock__redis_watchdog_stop(dlock__backend *b)
 	if (wd->ctx)
 		redisFree(wd->ctx);
 	g_cond_clear(&wd->cond);
+	g_cond_clear(&wd->expiry_cond);
 	g_mutex_clear(&wd->mu);
 	g_free(wd);
 	b->watchdog_thread = NULL;

@@ -1,7 +1,10 @@
 /*
  * The watchdog under faults that touch several leases at once: a script
- * cache flushed while renewals go out pipelined.  Each lease must get its
- * own outcome.
+ * cache flushed while renewals go out pipelined, and a watchdog stuck in
+ * I/O on a stalled link (a renewal, a deferred release) while another
+ * lease runs out.  Each lease must get
+ * its own outcome, and a lease must be reported LOST by its end whatever
+ * the watchdog is blocked on.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -15,6 +18,7 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-proxy.h"
 #include "test-redis.h"
 
 static test_redis *server;
@@ -51,6 +55,11 @@ static int64_t state_at(events *ev, int state)
 			at = ev->at_ms[i];
 	g_mutex_unlock(&ev->mu);
 	return at;
+}
+
+static bool key_gone(void *arg)
+{
+	return test_redis_int(server, "EXISTS %s", (const char *)arg) == 0;
 }
 
 static bool got_lost(void *arg)
@@ -161,6 +170,142 @@ static void test_script_flush_gives_each_pipelined_renewal_its_own_result(void *
 	g_free(uri);
 }
 
+/*
+ * A peer connected directly (not through the stalled proxy) takes the
+ * short lease's lock once the server expires it.  By then dlock must
+ * already have reported LOST, no later than the lease's end, and no
+ * longer call the lock held.  short_sent: test time just before the
+ * short lease's acquire was sent.
+ */
+static void assert_lost_by_lease_end(dlock_lock *short_lock, events *short_ev, int64_t ttl_ms,
+                                     int64_t short_sent)
+{
+	char *peer_uri = test_redis_uri(server, NULL);
+	dlock_client *peer_client;
+	dlock_lock *peer;
+	int64_t peer_got, lost_at;
+	int held_when_peer_got_it;
+
+	assert_int_equal(dlock_client_new(peer_uri, &peer_client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(peer_client, dlock_lock_resource(short_lock), &peer), DLOCK_OK);
+	assert_int_equal(dlock_acquire(peer, 5000), DLOCK_OK);
+	peer_got = test_now_ms();
+	held_when_peer_got_it = dlock_held(short_lock);
+	test_wait_until(got_lost, short_ev, 5000);
+	lost_at = state_at(short_ev, DLOCK_STATE_LOST);
+	print_message("short lease: peer got it after %" PRId64 " ms, LOST after %" PRId64 " ms\n",
+	              peer_got - short_sent, lost_at < 0 ? -1 : lost_at - short_sent);
+	assert_int_equal(held_when_peer_got_it, 0);
+	assert_true(lost_at >= 0);
+	assert_true(lost_at - short_sent <= ttl_ms + test_slack(100));
+	assert_int_equal(dlock_release(peer), DLOCK_OK);
+	dlock_lock_free(peer);
+	dlock_client_free(peer_client);
+	g_free(peer_uri);
+}
+
+/* A client whose every connection goes through proxy. */
+static dlock_client *proxied_client(test_proxy *proxy, const char *options)
+{
+	char *uri = g_strdup_printf("redis://127.0.0.1:%d?%s", test_proxy_port(proxy), options);
+	dlock_client *client;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	g_free(uri);
+	return client;
+}
+
+/*
+ * A long lease's renewal blocks on a stalled link (up to its budget of one
+ * renewal period, 2 s) while a 900 ms lease with the watchdog off runs
+ * out.
+ */
+static void test_lease_is_lost_on_time_while_watchdog_blocks_in_a_renewal(void **state)
+{
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
+	dlock_client *client = proxied_client(proxy, "command-timeout=5s");
+	dlock_lock *long_lock, *short_lock;
+	events long_ev, short_ev;
+	int64_t t0, short_sent;
+
+	long_lock = new_lock(client, "wd/stall/long", 6000, 1, &long_ev);
+	short_lock = new_lock(client, "wd/stall/short", 900, 0, &short_ev);
+	t0 = test_now_ms();
+	assert_int_equal(dlock_acquire(long_lock, 5000), DLOCK_OK);
+	/* The long lease's first renewal goes out 2 s after t0, the short
+	 * lease ends 2.3 s after it. */
+	g_usleep(1400 * 1000);
+	short_sent = test_now_ms();
+	assert_int_equal(dlock_acquire(short_lock, 5000), DLOCK_OK);
+	g_usleep(300 * 1000);
+	test_proxy_stall(proxy, TEST_PROXY_BOTH);
+	print_message("stalled %" PRId64 " ms after the long acquire\n", test_now_ms() - t0);
+
+	assert_lost_by_lease_end(short_lock, &short_ev, 900, short_sent);
+
+	test_proxy_unstall(proxy, TEST_PROXY_BOTH);
+	assert_int_equal(dlock_release(short_lock), DLOCK_ELOST);
+	dlock_release(long_lock);
+	dlock_lock_free(short_lock);
+	dlock_lock_free(long_lock);
+	dlock_client_free(client);
+	test_proxy_stop(proxy);
+	g_mutex_clear(&long_ev.mu);
+	g_mutex_clear(&short_ev.mu);
+}
+
+/*
+ * A deferred release is retried by the watchdog in the background, each
+ * attempt waiting up to the command timeout (500 ms) for an answer; the
+ * proxy discards the answers, so the watchdog sits in that wait while a
+ * 600 ms lease with the watchdog off runs out.
+ */
+static void test_lease_is_lost_on_time_while_watchdog_retries_a_deferred_release(void **state)
+{
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
+	dlock_client *client = proxied_client(proxy, "command-timeout=500ms");
+	dlock_lock *first, *deferred, *short_lock;
+	events first_ev, deferred_ev, short_ev;
+	int64_t short_sent;
+
+	first = new_lock(client, "wd/defer/first", 10000, 1, &first_ev);
+	deferred = new_lock(client, "wd/defer/deferred", 10000, 1, &deferred_ev);
+	short_lock = new_lock(client, "wd/defer/short", 600, 0, &short_ev);
+	assert_int_equal(dlock_acquire(first, 5000), DLOCK_OK);
+	assert_int_equal(dlock_acquire(deferred, 5000), DLOCK_OK);
+
+	/* The release script's answers are lost (both attempts): the release
+	 * is deferred, and so are the releases of the next second, at once. */
+	test_proxy_drop_replies(proxy, "EVALSHA", 2, false);
+	assert_int_equal(dlock_release(first), DLOCK_OK);
+	assert_int_equal(test_proxy_dropped(proxy), 2);
+
+	short_sent = test_now_ms();
+	assert_int_equal(dlock_acquire(short_lock, 5000), DLOCK_OK);
+	/* From now on the background deletes get no answer; the first one
+	 * starts 400 ms into the short lease and waits past its end. */
+	test_proxy_drop_replies(proxy, "EVAL", 3, false);
+	g_usleep(400 * 1000);
+	assert_int_equal(dlock_release(deferred), DLOCK_OK);
+	print_message("deferred release returned %" PRId64 " ms after the short acquire\n",
+	              test_now_ms() - short_sent);
+
+	assert_lost_by_lease_end(short_lock, &short_ev, 600, short_sent);
+
+	/* The deletes ran on the server; their answers were what got lost. */
+	assert_true(test_wait_until(key_gone, "dlock:{wd/defer/first}", 5000));
+	assert_true(test_wait_until(key_gone, "dlock:{wd/defer/deferred}", 5000));
+	assert_int_equal(dlock_release(short_lock), DLOCK_ELOST);
+	dlock_lock_free(short_lock);
+	dlock_lock_free(deferred);
+	dlock_lock_free(first);
+	dlock_client_free(client);
+	test_proxy_stop(proxy);
+	g_mutex_clear(&first_ev.mu);
+	g_mutex_clear(&deferred_ev.mu);
+	g_mutex_clear(&short_ev.mu);
+}
+
 /* Runs last: a group teardown's failure would not fail the program. */
 static void test_no_lock_key_of_this_suite_remains(void **state)
 {
@@ -183,6 +328,8 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_script_flush_gives_each_pipelined_renewal_its_own_result),
+		cmocka_unit_test(test_lease_is_lost_on_time_while_watchdog_blocks_in_a_renewal),
+		cmocka_unit_test(test_lease_is_lost_on_time_while_watchdog_retries_a_deferred_release),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 
