@@ -1,8 +1,8 @@
 /*
  * The watchdog under faults that touch several leases at once: a script
  * cache flushed while renewals go out pipelined, and a watchdog stuck in
- * I/O on a stalled link (a renewal, a deferred release) while another
- * lease runs out.  Each lease must get
+ * I/O on a stalled link (a renewal, a reconnect, a deferred release) while
+ * another lease runs out.  Each lease must get
  * its own outcome, and a lease must be reported LOST by its end whatever
  * the watchdog is blocked on.
  */
@@ -177,16 +177,17 @@ static bool not_held(void *arg)
 
 /*
  * A peer connected directly (not through the stalled proxy) takes the
- * short lease's lock once the server expires it.  dlock must stop calling
+ * short lease's lock (in database db, "" or "/N") once the server
+ * expires it.  dlock must stop calling
  * the lock held, and report LOST, by the lease's end: short_sent is test
  * time just before the short lease's acquire was sent.  The slack covers
  * only thread wake-ups on a loaded machine (the library aims at the lease
  * end less a margin of 1% + 5 ms).
  */
 static void assert_lost_by_lease_end(dlock_lock *short_lock, events *short_ev, int64_t ttl_ms,
-                                     int64_t short_sent)
+                                     int64_t short_sent, const char *db)
 {
-	char *peer_uri = test_redis_uri(server, NULL);
+	char *peer_uri = test_redis_uri(server, db);
 	dlock_client *peer_client;
 	dlock_lock *peer;
 	int64_t peer_got, held_until, lost_at;
@@ -211,10 +212,11 @@ static void assert_lost_by_lease_end(dlock_lock *short_lock, events *short_ev, i
 	g_free(peer_uri);
 }
 
-/* A client whose every connection goes through proxy. */
-static dlock_client *proxied_client(test_proxy *proxy, const char *options)
+/* A client whose every connection goes through proxy; suffix: the URI's
+ * database and options ("/1?ttl=1s"). */
+static dlock_client *proxied_client(test_proxy *proxy, const char *suffix)
 {
-	char *uri = g_strdup_printf("redis://127.0.0.1:%d?%s", test_proxy_port(proxy), options);
+	char *uri = g_strdup_printf("redis://127.0.0.1:%d%s", test_proxy_port(proxy), suffix);
 	dlock_client *client;
 
 	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
@@ -230,7 +232,7 @@ static dlock_client *proxied_client(test_proxy *proxy, const char *options)
 static void test_lease_is_lost_on_time_while_watchdog_blocks_in_a_renewal(void **state)
 {
 	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
-	dlock_client *client = proxied_client(proxy, "command-timeout=5s");
+	dlock_client *client = proxied_client(proxy, "?command-timeout=5s");
 	dlock_lock *long_lock, *short_lock;
 	events long_ev, short_ev;
 	int64_t t0, short_sent;
@@ -248,9 +250,49 @@ static void test_lease_is_lost_on_time_while_watchdog_blocks_in_a_renewal(void *
 	test_proxy_stall(proxy, TEST_PROXY_BOTH);
 	print_message("stalled %" PRId64 " ms after the long acquire\n", test_now_ms() - t0);
 
-	assert_lost_by_lease_end(short_lock, &short_ev, 900, short_sent);
+	assert_lost_by_lease_end(short_lock, &short_ev, 900, short_sent, "");
 
 	test_proxy_unstall(proxy, TEST_PROXY_BOTH);
+	assert_int_equal(dlock_release(short_lock), DLOCK_ELOST);
+	dlock_release(long_lock);
+	dlock_lock_free(short_lock);
+	dlock_lock_free(long_lock);
+	dlock_client_free(client);
+	test_proxy_stop(proxy);
+	g_mutex_clear(&long_ev.mu);
+	g_mutex_clear(&short_ev.mu);
+}
+
+/*
+ * The link drops; the watchdog's reconnect for the long lease's renewal
+ * gets no answer to SELECT and waits (up to its budget, 2 s) while a
+ * 900 ms lease with the watchdog off runs out.
+ */
+static void test_lease_is_lost_on_time_while_watchdog_reconnects(void **state)
+{
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
+	dlock_client *client = proxied_client(proxy, "/1?command-timeout=5s");
+	dlock_lock *long_lock, *short_lock;
+	events long_ev, short_ev;
+	int64_t short_sent;
+
+	long_lock = new_lock(client, "wd/reconnect/long", 6000, 1, &long_ev);
+	short_lock = new_lock(client, "wd/reconnect/short", 900, 0, &short_ev);
+	assert_int_equal(dlock_acquire(long_lock, 5000), DLOCK_OK);
+	/* As above: the long lease's renewal is due 2 s after its acquire,
+	 * the short lease ends 2.3 s after it. */
+	g_usleep(1400 * 1000);
+	short_sent = test_now_ms();
+	assert_int_equal(dlock_acquire(short_lock, 5000), DLOCK_OK);
+	g_usleep(300 * 1000);
+	/* The renewal finds its connection reset; the reconnect's SELECT is
+	 * never answered. */
+	test_proxy_drop_replies(proxy, "SELECT", 1, false);
+	test_proxy_reset_all(proxy);
+
+	assert_lost_by_lease_end(short_lock, &short_ev, 900, short_sent, "/1");
+	assert_int_equal(test_proxy_dropped(proxy), 1);
+
 	assert_int_equal(dlock_release(short_lock), DLOCK_ELOST);
 	dlock_release(long_lock);
 	dlock_lock_free(short_lock);
@@ -270,7 +312,7 @@ static void test_lease_is_lost_on_time_while_watchdog_blocks_in_a_renewal(void *
 static void test_lease_is_lost_on_time_while_watchdog_retries_a_deferred_release(void **state)
 {
 	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
-	dlock_client *client = proxied_client(proxy, "command-timeout=500ms");
+	dlock_client *client = proxied_client(proxy, "?command-timeout=500ms");
 	dlock_lock *first, *deferred, *short_lock;
 	events first_ev, deferred_ev, short_ev;
 	int64_t short_sent;
@@ -297,7 +339,7 @@ static void test_lease_is_lost_on_time_while_watchdog_retries_a_deferred_release
 	print_message("deferred release returned %" PRId64 " ms after the short acquire\n",
 	              test_now_ms() - short_sent);
 
-	assert_lost_by_lease_end(short_lock, &short_ev, 600, short_sent);
+	assert_lost_by_lease_end(short_lock, &short_ev, 600, short_sent, "");
 
 	/* The deletes ran on the server; their answers were what got lost. */
 	assert_true(test_wait_until(key_gone, "dlock:{wd/defer/first}", 5000));
@@ -336,6 +378,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_script_flush_gives_each_pipelined_renewal_its_own_result),
 		cmocka_unit_test(test_lease_is_lost_on_time_while_watchdog_blocks_in_a_renewal),
+		cmocka_unit_test(test_lease_is_lost_on_time_while_watchdog_reconnects),
 		cmocka_unit_test(test_lease_is_lost_on_time_while_watchdog_retries_a_deferred_release),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
