@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,6 +50,81 @@ static int count_entries(const char *path)
 
 /* ---- workers ---------------------------------------------------------- */
 
+static int64_t cpu_us(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec +
+	       ru.ru_stime.tv_usec;
+}
+
+static void log_to_stdout(dlock_log_level level, const char *message, void *user_data)
+{
+	printf("log %s\n", message);
+	fflush(stdout);
+}
+
+/*
+ * Leave this process exactly one free descriptor: the lock file takes it,
+ * so inotify_init1() fails with EMFILE, as it does for a program that has
+ * used up its descriptors.
+ */
+static bool leave_one_descriptor(void)
+{
+	struct rlimit rl;
+	int fd, last = -1;
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int max = 2;
+
+	if (!d)
+		return false;
+	while ((e = readdir(d)))
+		if (atoi(e->d_name) > max)
+			max = atoi(e->d_name);
+	closedir(d);
+	rl.rlim_cur = rl.rlim_max = (rlim_t)max + 2;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return false;
+	while ((fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		last = fd;
+	if (last < 0)
+		return false;
+	close(last);
+	return true;
+}
+
+/*
+ * Without inotify: a 500 ms wait on a held lock, then (after "held" is
+ * reported) a wait that the test ends by releasing.  Prints "rc CODE
+ * ELAPSED_MS CPU_MS" for each.
+ */
+static int noinotify_worker(const char *spec, const char *resource)
+{
+	dlock_client *client;
+	dlock_lock *lock;
+	int64_t t0, c0;
+	int rc;
+
+	if (dlock_client_new(spec, &client) != DLOCK_OK || dlock_lock_new(client, resource, &lock) != DLOCK_OK)
+		return 2;
+	dlock_client_set_log_callback(client, DLOCK_LOG_WARNING, log_to_stdout, NULL);
+	if (!leave_one_descriptor())
+		return 3;
+	t0 = test_now_ms();
+	c0 = cpu_us();
+	rc = dlock_acquire(lock, 500);
+	printf("rc %d %" PRId64 " %" PRId64 "\n", rc, test_now_ms() - t0, (cpu_us() - c0) / 1000);
+	fflush(stdout);
+	t0 = test_now_ms();
+	c0 = cpu_us();
+	rc = dlock_acquire(lock, 10000);
+	printf("rc %d %" PRId64 " %" PRId64 "\n", rc, test_now_ms() - t0, (cpu_us() - c0) / 1000);
+	fflush(stdout);
+	return rc == DLOCK_OK ? 0 : 1;
+}
+
 static int worker_main(int argc, char **argv)
 {
 	dlock_client *client;
@@ -58,6 +134,8 @@ static int worker_main(int argc, char **argv)
 		return test_handoff_worker(argv[3], argv[4], atoi(argv[5]));
 	if (argc >= 9 && strcmp(argv[2], "counter") == 0)
 		return test_exclusion_worker(argv + 3);
+	if (argc >= 5 && strcmp(argv[2], "noinotify") == 0)
+		return noinotify_worker(argv[3], argv[4]);
 	if (argc < 4 || dlock_client_new(argv[3], &client) != DLOCK_OK)
 		return 2;
 	if (strcmp(argv[2], "hold") == 0 && argc >= 5) {
@@ -114,6 +192,50 @@ static void test_waiter_in_another_process_is_woken_by_inotify(void **state)
 
 	print_message("file handoff median %" PRId64 " us\n", median_us);
 	assert_true(median_us < 50000);
+}
+
+/* Read "rc CODE ELAPSED CPU" from a worker, skipping its log lines. */
+static void read_result(int fd, int64_t timeout_ms, int *rc, int64_t *elapsed_ms, int64_t *cpu_ms)
+{
+	char line[512];
+
+	for (;;) {
+		assert_true(test_read_line(fd, line, sizeof(line), timeout_ms));
+		print_message("worker: %s\n", line);
+		if (strncmp(line, "rc ", 3) == 0)
+			break;
+	}
+	assert_int_equal(sscanf(line, "rc %d %" SCNd64 " %" SCNd64, rc, elapsed_ms, cpu_ms), 3);
+}
+
+static void test_waiter_without_inotify_backs_off_and_honours_its_deadline(void **state)
+{
+	const char *args[] = { "noinotify", uri, "file/noinotify", NULL };
+	dlock_client *client;
+	dlock_lock *lock;
+	int64_t elapsed, cpu;
+	int fd, rc;
+	pid_t pid;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "file/noinotify", &lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	pid = test_spawn_worker(args, &fd);
+	/* Old code spun here forever, past the deadline. */
+	read_result(fd, 500 + test_slack(2500), &rc, &elapsed, &cpu);
+	assert_int_equal(rc, DLOCK_ETIMEDOUT);
+	assert_true(elapsed >= 500 && elapsed < 500 + test_slack(300));
+	assert_true(cpu * 100 < elapsed * 30);
+	/* The second wait polls by backoff: it sees the release. */
+	g_usleep(300 * 1000);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	read_result(fd, test_slack(3000), &rc, &elapsed, &cpu);
+	assert_int_equal(rc, DLOCK_OK);
+	assert_true(cpu * 100 < elapsed * 30);
+	assert_int_equal(test_wait_worker(pid), 0);
+	close(fd);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
 }
 
 static void test_try_and_deadline_and_two_clients_in_one_process(void **state)
@@ -285,6 +407,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_processes_and_threads_never_overlap_and_tokens_increase),
 		cmocka_unit_test(test_killed_holder_releases_at_once_with_larger_token_next),
 		cmocka_unit_test(test_waiter_in_another_process_is_woken_by_inotify),
+		cmocka_unit_test(test_waiter_without_inotify_backs_off_and_honours_its_deadline),
 		cmocka_unit_test(test_try_and_deadline_and_two_clients_in_one_process),
 		cmocka_unit_test(test_names_map_to_distinct_files_inside_the_directory),
 		cmocka_unit_test(test_query_shows_holder_and_fence),
