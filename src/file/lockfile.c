@@ -116,6 +116,7 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 	char *path = dlock__file_path(b, dlock__hold_resource(hold));
 	int64_t backoff_us = BACKOFF_FIRST_US;
 	int watch = -1, fd = -1, rc;
+	bool watch_tried = false;
 
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
@@ -154,9 +155,14 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 			rc = dlock__error(DLOCK_EBUSY, "lock '%s' is held by another owner", dlock__hold_resource(hold));
 			break;
 		}
-		if (watch < 0) {
+		if (!watch_tried) {
+			/* Once only: without a watch (no inotify instance, or
+			 * EMFILE / ENOSPC on the watch) the backoff below is
+			 * what wakes us, and asking again would spin. */
+			watch_tried = true;
 			watch = dlock__file_watch_add(b, path, waiter);
-			continue; /* try once more: a release may have come before the watch */
+			if (watch >= 0)
+				continue; /* try once more: a release may have come before the watch */
 		}
 		rc = dlock__waiter_turn(waiter, seen, hold, wait_ms, deadline_us, backoff_us, &backoff_us,
 		                        BACKOFF_CAP_US);
