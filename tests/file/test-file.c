@@ -5,6 +5,7 @@
  * checks.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -17,6 +18,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -138,6 +141,28 @@ static int worker_main(int argc, char **argv)
 		return noinotify_worker(argv[3], argv[4]);
 	if (argc < 4 || dlock_client_new(argv[3], &client) != DLOCK_OK)
 		return 2;
+	if (strcmp(argv[2], "try") == 0 && argc >= 5) {
+		if (dlock_lock_new(client, argv[4], &lock) != DLOCK_OK)
+			return 2;
+		printf("rc %d\n", dlock_acquire(lock, 0));
+		return 0;
+	}
+	if (strcmp(argv[2], "forkhold") == 0 && argc >= 5) {
+		pid_t child;
+
+		if (dlock_lock_new(client, argv[4], &lock) != DLOCK_OK || dlock_acquire(lock, 5000) != DLOCK_OK)
+			return 2;
+		child = fork();
+		if (child == 0) {
+			alarm(30); /* outlives this worker, not the test */
+			for (;;)
+				pause();
+		}
+		printf("held %" PRIu64 " %ld\n", dlock_fencing_token(lock), (long)child);
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
 	if (strcmp(argv[2], "hold") == 0 && argc >= 5) {
 		if (dlock_lock_new(client, argv[4], &lock) != DLOCK_OK || dlock_acquire(lock, 5000) != DLOCK_OK)
 			return 2;
@@ -234,6 +259,105 @@ static void test_waiter_without_inotify_backs_off_and_honours_its_deadline(void 
 	assert_true(cpu * 100 < elapsed * 30);
 	assert_int_equal(test_wait_worker(pid), 0);
 	close(fd);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
+/* Another process tries the lock once: its dlock_acquire() result. */
+static int try_in_other_process(const char *resource)
+{
+	const char *args[] = { "try", uri, resource, NULL };
+	char line[64];
+	int fd, rc = 1;
+	pid_t pid = test_spawn_worker(args, &fd);
+
+	assert_true(test_read_line(fd, line, sizeof(line), test_slack(5000)));
+	assert_int_equal(sscanf(line, "rc %d", &rc), 1);
+	assert_int_equal(test_wait_worker(pid), 0);
+	close(fd);
+	return rc;
+}
+
+static void kill_and_reap(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+/* A child that only sleeps: made by fork(), or by a bare clone system call
+ * that runs no pthread_atfork() handler (as a program may do). */
+static pid_t sleeping_child(bool bare)
+{
+	pid_t pid = bare ? (pid_t)syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, NULL) : fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		alarm(30); /* gone even if the test fails before killing it */
+		for (;;)
+			pause();
+	}
+	return pid;
+}
+
+static void release_with_a_forked_child_alive(const char *resource, bool bare)
+{
+	dlock_client *client;
+	dlock_lock *lock;
+	pid_t child;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	child = sleeping_child(bare);
+	assert_int_equal(try_in_other_process(resource), DLOCK_EBUSY);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	/* The child is still there, with its copy of the descriptor table. */
+	assert_int_equal(kill(child, 0), 0);
+	assert_int_equal(try_in_other_process(resource), DLOCK_OK);
+	kill_and_reap(child);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
+static void test_release_frees_the_lock_while_a_forked_child_lives(void **state)
+{
+	release_with_a_forked_child_alive("file/fork-release", false);
+}
+
+static void test_release_frees_the_lock_while_a_bare_clone_child_lives(void **state)
+{
+	release_with_a_forked_child_alive("file/clone-release", true);
+}
+
+static void test_holder_killed_while_its_forked_child_lives_frees_the_lock(void **state)
+{
+	const char *args[] = { "forkhold", uri, "file/fork-crash", NULL };
+	dlock_client *client;
+	dlock_lock *lock;
+	char line[64];
+	uint64_t dead;
+	long child;
+	int64_t t0;
+	int fd;
+	pid_t pid = test_spawn_worker(args, &fd);
+
+	assert_true(test_read_line(fd, line, sizeof(line), test_slack(10000)));
+	assert_int_equal(sscanf(line, "held %" SCNu64 " %ld", &dead, &child), 2);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "file/fork-crash", &lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_EBUSY);
+	kill(pid, SIGKILL);
+	test_wait_worker(pid);
+	t0 = test_now_ms();
+	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_OK);
+	assert_true(test_now_ms() - t0 < test_slack(500));
+	assert_true(dlock_fencing_token(lock) > dead);
+	/* The holder's child outlived it and did not keep the lock. */
+	assert_int_equal(kill((pid_t)child, 0), 0);
+	kill((pid_t)child, SIGKILL);
+	close(fd);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
 	dlock_lock_free(lock);
 	dlock_client_free(client);
 }
@@ -408,6 +532,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_killed_holder_releases_at_once_with_larger_token_next),
 		cmocka_unit_test(test_waiter_in_another_process_is_woken_by_inotify),
 		cmocka_unit_test(test_waiter_without_inotify_backs_off_and_honours_its_deadline),
+		cmocka_unit_test(test_release_frees_the_lock_while_a_forked_child_lives),
+		cmocka_unit_test(test_release_frees_the_lock_while_a_bare_clone_child_lives),
+		cmocka_unit_test(test_holder_killed_while_its_forked_child_lives_frees_the_lock),
 		cmocka_unit_test(test_try_and_deadline_and_two_clients_in_one_process),
 		cmocka_unit_test(test_names_map_to_distinct_files_inside_the_directory),
 		cmocka_unit_test(test_query_shows_holder_and_fence),
