@@ -85,11 +85,8 @@ static bool same_file(int fd, const char *path)
 
 static int open_lock_file(const char *path)
 {
-	int fd;
+	int fd = dlock__file_open_guarded(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
 
-	do
-		fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	while (fd < 0 && errno == EINTR);
 	if (fd < 0)
 		return dlock__error(DLOCK_EUNAVAILABLE, "file %s: cannot open: %s", path, g_strerror(errno));
 	return fd;
@@ -145,7 +142,7 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 		}
 		if (rc == 2) {
 			/* Replaced under us: start over on the new file. */
-			close(fd);
+			dlock__file_close_guarded(fd);
 			fd = -1;
 			continue;
 		}
@@ -170,14 +167,19 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 			break;
 	}
 	dlock__file_watch_remove(b, watch, waiter);
-	if (fd >= 0)
-		close(fd);
+	dlock__file_close_guarded(fd);
 	g_free(path);
 	return rc;
 }
 
-/* Clear the holder record, keep the counter, and close: closing drops the
- * lock and raises the close event that wakes waiters. */
+/*
+ * Clear the holder record, keep the counter, unlock, and close.  The
+ * explicit unlock is what releases: it applies to the open file
+ * description, so it holds even if another process has a copy of the
+ * descriptor (a child made without running our fork handler), where the
+ * close alone would leave the lock taken.  Closing the last descriptor
+ * raises the close event that wakes waiters.
+ */
 int dlock__file_release(dlock__backend *b, dlock__hold *hold)
 {
 	file_hold *fh = dlock__hold_backend_data(hold);
@@ -186,7 +188,8 @@ int dlock__file_release(dlock__backend *b, dlock__hold *hold)
 		return DLOCK_OK;
 	dlock__hold_set_backend_data(hold, NULL);
 	write_content(fh->fd, fh->fence, NULL);
-	close(fh->fd);
+	lock_fd(fh->fd, F_UNLCK, F_OFD_SETLK);
+	dlock__file_close_guarded(fh->fd);
 	g_free(fh);
 	return DLOCK_OK;
 }
