@@ -362,6 +362,57 @@ static void test_holder_killed_while_its_forked_child_lives_frees_the_lock(void 
 	dlock_client_free(client);
 }
 
+static void record_state(dlock_lock *lock, dlock_state state, void *user_data)
+{
+	g_atomic_int_set((gint *)user_data, (gint)state);
+}
+
+static bool state_is_lost(void *arg)
+{
+	return g_atomic_int_get((gint *)arg) == DLOCK_STATE_LOST;
+}
+
+/*
+ * A tmp cleaner (systemd-tmpfiles, tmpreaper) may unlink a held lock file.
+ * The holder must learn that its hold no longer excludes anyone (LOST),
+ * and the fencing token of whoever locks the new file must still be larger
+ * than the old holder's.
+ */
+static void test_unlinked_lock_file_is_reported_lost_and_tokens_keep_increasing(void **state)
+{
+	char *path = g_build_filename(dir, "r-file%2Funlinked", NULL);
+	dlock_client *client;
+	dlock_lock *old, *next;
+	uint64_t old_token;
+	gint seen = 0;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "file/unlinked", &old), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "file/unlinked", &next), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_owner(next, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(old, record_state, &seen), DLOCK_OK);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(dlock_acquire(old, 0), DLOCK_OK);
+		assert_int_equal(dlock_release(old), DLOCK_OK);
+	}
+	assert_int_equal(dlock_acquire(old, 0), DLOCK_OK);
+	old_token = dlock_fencing_token(old);
+	assert_int_equal(unlink(path), 0);
+	assert_true(test_wait_until(state_is_lost, &seen, 2000));
+	assert_int_equal(dlock_held(old), 0);
+	/* Anyone may lock the new file now; its token is still larger. */
+	assert_int_equal(dlock_acquire(next, 0), DLOCK_OK);
+	print_message("token before the unlink %" PRIu64 ", after %" PRIu64 "\n", old_token,
+	              dlock_fencing_token(next));
+	assert_true(dlock_fencing_token(next) > old_token);
+	assert_int_equal(dlock_release(old), DLOCK_ELOST);
+	assert_int_equal(dlock_release(next), DLOCK_OK);
+	dlock_lock_free(old);
+	dlock_lock_free(next);
+	dlock_client_free(client);
+	g_free(path);
+}
+
 static void test_try_and_deadline_and_two_clients_in_one_process(void **state)
 {
 	dlock_client *a, *b;
@@ -535,6 +586,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_release_frees_the_lock_while_a_forked_child_lives),
 		cmocka_unit_test(test_release_frees_the_lock_while_a_bare_clone_child_lives),
 		cmocka_unit_test(test_holder_killed_while_its_forked_child_lives_frees_the_lock),
+		cmocka_unit_test(test_unlinked_lock_file_is_reported_lost_and_tokens_keep_increasing),
 		cmocka_unit_test(test_try_and_deadline_and_two_clients_in_one_process),
 		cmocka_unit_test(test_names_map_to_distinct_files_inside_the_directory),
 		cmocka_unit_test(test_query_shows_holder_and_fence),
