@@ -381,10 +381,14 @@ static bool state_is_lost(void *arg)
 static void test_unlinked_lock_file_is_reported_lost_and_tokens_keep_increasing(void **state)
 {
 	char *path = g_build_filename(dir, "r-file%2Funlinked", NULL);
+	const char *args[] = { "hold", uri, "file/unlinked", NULL };
 	dlock_client *client;
 	dlock_lock *old, *next;
-	uint64_t old_token;
+	uint64_t old_token, waiter_token;
+	char line[64];
 	gint seen = 0;
+	pid_t pid;
+	int fd;
 
 	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
 	assert_int_equal(dlock_lock_new(client, "file/unlinked", &old), DLOCK_OK);
@@ -397,14 +401,23 @@ static void test_unlinked_lock_file_is_reported_lost_and_tokens_keep_increasing(
 	}
 	assert_int_equal(dlock_acquire(old, 0), DLOCK_OK);
 	old_token = dlock_fencing_token(old);
+	/* A waiter in another process, its descriptor on the file to be removed. */
+	pid = test_spawn_worker(args, &fd);
+	g_usleep(300 * 1000);
 	assert_int_equal(unlink(path), 0);
 	assert_true(test_wait_until(state_is_lost, &seen, 2000));
 	assert_int_equal(dlock_held(old), 0);
-	/* Anyone may lock the new file now; its token is still larger. */
-	assert_int_equal(dlock_acquire(next, 0), DLOCK_OK);
-	print_message("token before the unlink %" PRIu64 ", after %" PRIu64 "\n", old_token,
-	              dlock_fencing_token(next));
-	assert_true(dlock_fencing_token(next) > old_token);
+	/* Anyone may lock the new file now, the waiter first; its token is
+	 * still larger. */
+	assert_true(test_read_line(fd, line, sizeof(line), test_slack(2000)));
+	waiter_token = g_ascii_strtoull(line + 5, NULL, 10);
+	print_message("token before the unlink %" PRIu64 ", after %" PRIu64 "\n", old_token, waiter_token);
+	assert_true(waiter_token > old_token);
+	kill(pid, SIGKILL);
+	test_wait_worker(pid);
+	close(fd);
+	assert_int_equal(dlock_acquire(next, 1000), DLOCK_OK);
+	assert_true(dlock_fencing_token(next) > waiter_token);
 	assert_int_equal(dlock_release(old), DLOCK_ELOST);
 	assert_int_equal(dlock_release(next), DLOCK_OK);
 	dlock_lock_free(old);
