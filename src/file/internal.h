@@ -37,6 +37,11 @@ int dlock__file_query(dlock__backend *b, const char *resource, int64_t deadline_
  * the file cannot be watched (the waiter then relies on its backoff). */
 int dlock__file_watch_add(dlock__backend *b, const char *path, dlock__waiter *waiter);
 void dlock__file_watch_remove(dlock__backend *b, int handle, dlock__waiter *waiter);
+/* Report hold LOST if the held file (fd) stops being the file at path
+ * (unlinked or moved away by someone else).  Returns a handle for
+ * unwatch_hold, or -1 if it cannot be watched (logged). */
+int dlock__file_watch_hold(dlock__backend *b, const char *path, int fd, dlock__hold *hold);
+void dlock__file_unwatch_hold(dlock__backend *b, int handle, dlock__hold *hold);
 void dlock__file_watch_stop(dlock__backend *b);
 
 /* open() a lock file (O_CLOEXEC added) so that a child made by fork()

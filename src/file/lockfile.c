@@ -29,6 +29,7 @@
 
 typedef struct file_hold {
 	int fd;
+	int watch; /* from dlock__file_watch_hold(), -1 if none */
 	uint64_t fence;
 } file_hold;
 
@@ -92,12 +93,14 @@ static int open_lock_file(const char *path)
 	return fd;
 }
 
-/* One try on fd: 1 granted, 0 busy, 2 file replaced, negative error. */
+/* One try on fd: 1 granted, 0 busy, 2 file replaced, negative error.  A
+ * busy file that is no longer at path (removed by someone else while its
+ * old holder keeps it) counts as replaced: the new file may be free. */
 static int try_lock(int fd, const char *path)
 {
 	if (lock_fd(fd, F_WRLCK, F_OFD_SETLK) != 0) {
 		if (errno == EAGAIN || errno == EACCES || errno == EINTR)
-			return 0;
+			return same_file(fd, path) ? 0 : 2;
 		return dlock__error(DLOCK_EBACKEND, "file %s: cannot lock: %s", path, g_strerror(errno));
 	}
 	if (!same_file(fd, path)) {
@@ -127,7 +130,14 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 			file_hold *fh = g_new0(file_hold, 1);
 			char *token = dlock__token_new(dlock__hold_holder(hold));
 
+			/* A file without a counter is new, or a tmp cleaner
+			 * removed the old one: start from the wall clock in
+			 * microseconds, past any counter the old file reached
+			 * (holders come and go slower than one per microsecond),
+			 * as the Redis backend seeds a lost counter from TIME. */
 			read_content(fd, &fh->fence, NULL);
+			if (fh->fence == 0)
+				fh->fence = (uint64_t)g_get_real_time();
 			fh->fence++;
 			fh->fd = fd;
 			fd = -1;
@@ -137,13 +147,18 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 			g_free(token);
 			dlock__hold_set_token(hold, fh->fence);
 			dlock__hold_set_backend_data(hold, fh);
+			fh->watch = dlock__file_watch_hold(b, path, fh->fd, hold);
 			rc = DLOCK_OK;
 			break;
 		}
 		if (rc == 2) {
-			/* Replaced under us: start over on the new file. */
+			/* Replaced under us: start over on the new file, with
+			 * a watch on it rather than on the old one. */
 			dlock__file_close_guarded(fd);
 			fd = -1;
+			dlock__file_watch_remove(b, watch, waiter);
+			watch = -1;
+			watch_tried = false;
 			continue;
 		}
 		if (rc < 0)
@@ -187,6 +202,7 @@ int dlock__file_release(dlock__backend *b, dlock__hold *hold)
 	if (!fh)
 		return DLOCK_OK;
 	dlock__hold_set_backend_data(hold, NULL);
+	dlock__file_unwatch_hold(b, fh->watch, hold);
 	write_content(fh->fd, fh->fence, NULL);
 	lock_fd(fh->fd, F_UNLCK, F_OFD_SETLK);
 	dlock__file_close_guarded(fh->fd);
