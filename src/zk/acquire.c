@@ -408,13 +408,18 @@ int dlock__zk_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waite
 			g_atomic_ref_count_init(&node->ref);
 			node->hold = dlock__hold_ref(hold);
 			node->session = s; /* the reference from dlock__zk_session_get */
-			node->path = a.path;
+			node->path = g_strdup(a.path);
 			node->czxid = a.czxid;
-			a.path = NULL;
-			dlock__hold_set_token(hold, (uint64_t)node->czxid);
-			dlock__hold_set_backend_data(hold, node);
-			dlock__zk_session_track(s, node);
-			break;
+			if (dlock__zk_session_track(s, node)) {
+				dlock__hold_set_token(hold, (uint64_t)node->czxid);
+				dlock__hold_set_backend_data(hold, node);
+				break;
+			}
+			/* The session ended between the answer and now: the node
+			 * goes with it, and so does the grant. */
+			dlock__zk_session_ref(s);
+			dlock__zk_node_unref(node);
+			rc = AGAIN;
 		}
 		if (a.path && rc != AGAIN)
 			delete_node(b, s, a.path, rc == DLOCK_EBUSY);

@@ -15,7 +15,7 @@
  * asynchronous deletes.
  *
  * Lock order, outermost first: backend->mu, session->mu, call->mu, then a
- * waiter's mutex.  zookeeper_close() runs with none of them held, since it
+ * waiter's or a hold's mutex.  zookeeper_close() runs with none of them held, since it
  * waits for the completion thread.
  */
 #ifndef DLOCK_ZK_INTERNAL_H
@@ -160,8 +160,11 @@ void dlock__zk_watcher(zhandle_t *zh, int type, int state, const char *path, voi
 /* A request sent at sent_us was answered: the session lived then. */
 void dlock__zk_session_contact(zk_session *s, int64_t sent_us);
 /* Track a granted node (SUSPENDED/RECONNECTED/LOST reports); untrack it.
- * Untrack returns false if the node was not tracked (the session ended). */
-void dlock__zk_session_track(zk_session *s, zk_node *node);
+ * Track returns false, tracking nothing, if s has ended (the node goes
+ * with it: the grant is void); a node granted while s is disconnected is
+ * reported SUSPENDED at once.  Untrack returns false if the node was not
+ * tracked (the session ended). */
+bool dlock__zk_session_track(zk_session *s, zk_node *node);
 bool dlock__zk_session_untrack(zk_session *s, zk_node *node);
 /* Delete path in the background: now if possible, and again after each
  * reconnect, until it is gone or the session ends.  Any thread. */

@@ -402,14 +402,30 @@ bool dlock__zk_watch_fired(zk_session *s, zk_watch *w)
 	return fired;
 }
 
-void dlock__zk_session_track(zk_session *s, zk_node *node)
+bool dlock__zk_session_track(zk_session *s, zk_node *node)
 {
+	zk_phase phase;
+
+	/* Decided under the same mutex as every state change, so a hold is
+	 * either on the list the next change reports to, or told now. */
 	g_mutex_lock(&s->mu);
-	g_ptr_array_add(s->holds, node);
-	if (s->holds->len == 1)
-		s->probe_due_us = dlock__boot_us() + s->timeout_ms * 1000 / 3;
+	phase = s->phase;
+	if (phase != ZK_ENDED) {
+		g_ptr_array_add(s->holds, node);
+		if (s->holds->len == 1)
+			s->probe_due_us = dlock__boot_us() + s->timeout_ms * 1000 / 3;
+	}
+	/* Granted by an answer that came just before the connection dropped:
+	 * the disconnection was reported before this hold existed.  Told
+	 * under s->mu so that the RECONNECTED of the next change comes after
+	 * (the hold is still being acquired, so this only marks it). */
+	if (phase == ZK_CONNECTING)
+		dlock__hold_report(node->hold, DLOCK_STATE_SUSPENDED);
 	g_mutex_unlock(&s->mu);
+	if (phase == ZK_ENDED)
+		return false;
 	g_cond_broadcast(&s->b->cond);
+	return true;
 }
 
 bool dlock__zk_session_untrack(zk_session *s, zk_node *node)
