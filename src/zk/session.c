@@ -54,6 +54,7 @@ void dlock__zk_session_unref(zk_session *s)
 	g_ptr_array_unref(s->waiters);
 	g_hash_table_unref(s->watches);
 	g_ptr_array_unref(s->retry_deletes);
+	dlock__zk_sweeps_drop(s);
 	g_mutex_clear(&s->mu);
 	g_free(s);
 }
@@ -473,8 +474,8 @@ static void delete_done(int rc, const void *data)
 	delete_ctx_free(ctx);
 }
 
-/* Send the delete; s->mu held (the handle stays open meanwhile). */
-static void delete_send_locked(zk_session *s, const char *path)
+/* The handle stays open meanwhile: s->mu is held. */
+void dlock__zk_delete_send_locked(zk_session *s, const char *path)
 {
 	delete_ctx *ctx;
 	int rc;
@@ -499,7 +500,7 @@ static void delete_send_locked(zk_session *s, const char *path)
 void dlock__zk_delete_later(zk_session *s, const char *path)
 {
 	g_mutex_lock(&s->mu);
-	delete_send_locked(s, path);
+	dlock__zk_delete_send_locked(s, path);
 	g_mutex_unlock(&s->mu);
 }
 
@@ -580,9 +581,10 @@ static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lo
 			while (s->retry_deletes->len > 0) {
 				char *path = g_ptr_array_steal_index_fast(s->retry_deletes, 0);
 
-				delete_send_locked(s, path);
+				dlock__zk_delete_send_locked(s, path);
 				g_free(path);
 			}
+			dlock__zk_sweeps_send_locked(s);
 		}
 		if (s->phase == ZK_ENDED) {
 			g_mutex_unlock(&s->mu);
@@ -613,6 +615,7 @@ static void session_close(zk_session *s)
 	/* After zookeeper_close no callback runs; s->zh is not used again
 	 * (every sender checks the phase first). */
 	g_ptr_array_set_size(s->retry_deletes, 0);
+	dlock__zk_sweeps_drop(s);
 	dlock__zk_session_unref(s);
 }
 
