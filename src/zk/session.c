@@ -11,8 +11,11 @@
  * passed since then, the server may already have expired the session and
  * deleted our nodes.  The session thread then declares its holds LOST and
  * closes it; the next acquisition opens a new session.  While holds exist
- * the session thread sends a cheap request (exists "/") every third of the
- * timeout, so the timer measures real contact, not the client's guess.
+ * or acquires wait on the session, the session thread sends a cheap
+ * request (exists "/") every third of the timeout, and one right after
+ * each reconnect, so the timer measures real contact, not the client's
+ * guess.  Contact is never stamped with a time the server may not yet
+ * have heard from us: a loss must be declared early rather than late.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -152,8 +155,11 @@ static void state_changed(zk_session *s, zhandle_t *zh, int state)
 		s->phase = ZK_CONNECTED;
 		s->ever_connected = true;
 		s->timeout_ms = zoo_recv_timeout(zh);
-		s->contact_us = MAX(s->contact_us, now);
-		s->probe_due_us = now + s->timeout_ms * 1000 / 3;
+		/* The server heard from us when it took the connect request,
+		 * which left at an unknown time before now: now would be later
+		 * than the true contact.  A probe sent at once measures it
+		 * (the first connection counts from the session's opening). */
+		s->probe_due_us = reconnect ? now : now + s->timeout_ms * 1000 / 3;
 		if (reconnect) {
 			holds = holds_copy_locked(s);
 			what = DLOCK_STATE_RECONNECTED;
@@ -282,9 +288,15 @@ zk_phase dlock__zk_session_phase(zk_session *s)
 
 void dlock__zk_session_add_waiter(zk_session *s, dlock__waiter *waiter)
 {
+	bool first;
+
 	g_mutex_lock(&s->mu);
 	g_ptr_array_add(s->waiters, waiter);
+	first = s->waiters->len == 1 && s->holds->len == 0;
 	g_mutex_unlock(&s->mu);
+	/* Probes start now (see in_use_locked). */
+	if (first)
+		g_cond_broadcast(&s->b->cond);
 }
 
 void dlock__zk_session_remove_waiter(zk_session *s, dlock__waiter *waiter)
@@ -336,9 +348,18 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 			return dlock__error(DLOCK_ECANCELED, "%s: the client is being freed", b->label);
 		}
 		s = b->current;
-		if (!s && (rc = session_open(b, &s)) != DLOCK_OK) {
-			g_mutex_unlock(&b->mu);
-			return rc;
+		if (!s) {
+			/* The server can have heard from the session no earlier
+			 * than this: its first contact, for the timer. */
+			int64_t opened_us = dlock__boot_us();
+
+			if ((rc = session_open(b, &s)) != DLOCK_OK) {
+				g_mutex_unlock(&b->mu);
+				return rc;
+			}
+			g_mutex_lock(&s->mu);
+			s->contact_us = MAX(s->contact_us, opened_us);
+			g_mutex_unlock(&s->mu);
 		}
 		dlock__zk_session_ref(s);
 		g_mutex_unlock(&b->mu);
@@ -544,6 +565,19 @@ static void probe_send_locked(zk_session *s, int64_t now)
 }
 
 /*
+ * Whether a session is worth keeping alive: it holds locks, or acquires
+ * wait on it with their nodes queued.  A waiter's session that ended
+ * would cost it its place in the queue, so it is probed like a holder's:
+ * otherwise its last contact is whenever its last request was answered,
+ * which may be far longer ago than the session timeout, and a short
+ * disconnection would end it at once.  s->mu held.
+ */
+static bool in_use_locked(const zk_session *s)
+{
+	return s->holds->len > 0 || s->waiters->len > 0;
+}
+
+/*
  * One pass over the sessions, with b->mu held: declare lost the sessions
  * whose timer ran out, send probes and retried deletes, and take ended
  * sessions off the list (into to_close).  Returns when it wants to run
@@ -571,7 +605,7 @@ static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lo
 			}
 		}
 		if (s->phase == ZK_CONNECTED) {
-			if (s->holds->len > 0 && !s->probing) {
+			if (in_use_locked(s) && !s->probing) {
 				if (now >= s->probe_due_us) {
 					probe_send_locked(s, now);
 					s->probe_due_us = now + s->timeout_ms * 1000 / 3;
