@@ -41,6 +41,11 @@ static bool has_count(void *arg)
 	return test_zk_count_children(n->zk, n->path) == n->count;
 }
 
+static bool proxy_accepted_two(void *proxy)
+{
+	return test_proxy_accepted(proxy) >= 2;
+}
+
 /* A dlock acquire running on its own thread. */
 typedef struct bg_acquire {
 	dlock_lock *lock;
@@ -288,11 +293,12 @@ static void record(dlock_lock *lock, dlock_state state, void *user_data)
 	g_mutex_unlock(&e->mu);
 }
 
-/* The hold `keep` reports each state as one line, "keep STATE". */
+/* The hold `keep` reports each state as one line, "keep STATE MS" (MS:
+ * CLOCK_MONOTONIC, the same as the test process's). */
 static void print_state(dlock_lock *lock, dlock_state state, void *user_data)
 {
-	char line[32];
-	int len = snprintf(line, sizeof(line), "keep %d\n", (int)state);
+	char line[64];
+	int len = snprintf(line, sizeof(line), "keep %d %" PRId64 "\n", (int)state, test_now_ms());
 
 	(void)lock;
 	(void)user_data;
@@ -350,6 +356,27 @@ static int worker_grant(const char *uri, const char *keep, const char *wanted)
 		dlock_release(lw);
 	dlock_release(lk);
 	dlock_lock_free(lw);
+	dlock_lock_free(lk);
+	dlock_client_free(client);
+	return 0;
+}
+
+/* Hold `keep`, print "held", and keep it until stdin ends. */
+static int worker_keep(const char *uri, const char *keep)
+{
+	dlock_client *client;
+	dlock_lock *lk;
+	char line[64];
+
+	if (dlock_client_new(uri, &client) != DLOCK_OK || dlock_lock_new(client, keep, &lk) != DLOCK_OK ||
+	    dlock_lock_set_state_callback(lk, print_state, NULL) != DLOCK_OK ||
+	    dlock_acquire(lk, 10000) != DLOCK_OK)
+		return 2;
+	printf("held\n");
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin))
+		;
+	dlock_release(lk);
 	dlock_lock_free(lk);
 	dlock_client_free(client);
 	return 0;
@@ -508,6 +535,128 @@ static void test_grant_read_after_the_connection_dropped_is_suspended_at_once(vo
 	late_grant_finish(&g);
 }
 
+/* ---- a reconnection reported late ---------------------------------------- */
+
+/*
+ * The ZooKeeper client's completion thread of a worker that holds a lock
+ * and has had no state event yet (so no callback thread): not the main
+ * thread, and asleep on a futex without a timeout (the I/O thread sleeps
+ * in poll, dlock's session thread on a futex with a deadline).
+ */
+static pid_t completion_thread(pid_t pid)
+{
+	char *dir = g_strdup_printf("/proc/%d/task", (int)pid);
+	GDir *tasks = g_dir_open(dir, 0, NULL);
+	const char *name;
+	pid_t found = 0;
+	int candidates = 0;
+
+	assert_non_null(tasks);
+	while ((name = g_dir_read_name(tasks))) {
+		pid_t tid = (pid_t)atoi(name);
+		char *path, *comm = NULL, *syscall = NULL;
+
+		if (tid == pid)
+			continue;
+		path = g_strdup_printf("%s/%s/comm", dir, name);
+		g_file_get_contents(path, &comm, NULL, NULL);
+		g_free(path);
+		path = g_strdup_printf("%s/%s/syscall", dir, name);
+		g_file_get_contents(path, &syscall, NULL, NULL);
+		g_free(path);
+		if (comm && syscall && !g_str_has_prefix(comm, "dlock-")) {
+			char **fields = g_strsplit(g_strstrip(syscall), " ", -1);
+
+			/* futex (x86_64) without a timeout: a condition wait with
+			 * no end, as the completion thread's; dlock's session
+			 * thread always waits with a deadline. */
+			if (g_strv_length(fields) > 4 && strcmp(fields[0], "202") == 0 &&
+			    strcmp(fields[4], "0x0") == 0) {
+				found = tid;
+				candidates++;
+			}
+			g_strfreev(fields);
+		}
+		g_free(comm);
+		g_free(syscall);
+	}
+	g_dir_close(tasks);
+	g_free(dir);
+	assert_int_equal(candidates, 1);
+	return found;
+}
+
+typedef struct try_job {
+	dlock_lock *lock;
+} try_job;
+
+static bool try_acquire(void *arg)
+{
+	return dlock_acquire(((try_job *)arg)->lock, 0) == DLOCK_OK;
+}
+
+/*
+ * A holder's connection drops and the client reconnects at once, but the
+ * reconnection is reported (processed by the client's completion thread)
+ * only some time later, after which the link stalls for good.  The server
+ * last heard from the holder at the reconnection, not when it was
+ * reported, so the holder's LOST must come before the server can expire
+ * the session and hand the lock to someone else.
+ */
+static void test_late_reported_reconnect_does_not_delay_lost(void **state)
+{
+	test_zk *zk = test_zk_start(1, 200, 20000);
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_ZK, zk->servers[0].port);
+	char *via = g_strdup_printf("zk://127.0.0.1:%d?session-timeout=3s", test_proxy_port(proxy));
+	char *direct = test_zk_uri(zk, "?session-timeout=8s");
+	const char *args[] = { "keep", via, "late-reconnect", NULL };
+	dlock_client *b;
+	dlock_lock *lb;
+	try_job job;
+	char line[128];
+	int64_t lost_ms, acquired_ms;
+	int fd_in, fd_out;
+	pid_t pid, completion;
+
+	assert_int_equal(dlock_client_new(direct, &b), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(b, "late-reconnect", &lb), DLOCK_OK);
+	pid = test_spawn_worker_io(args, &fd_in, &fd_out);
+	read_reply(fd_out, "held", line, sizeof(line));
+	g_usleep(1500 * 1000); /* a few keep-alive rounds */
+
+	completion = completion_thread(pid);
+	thread_freeze(completion);
+	test_proxy_reset_all(proxy);
+	/* The client reconnects to its session on its own (I/O) thread. */
+	assert_true(test_wait_until(proxy_accepted_two, proxy, 5000));
+	g_usleep(200 * 1000);
+	test_proxy_stall(proxy, TEST_PROXY_BOTH);
+	g_usleep(1000 * 1000);
+	thread_thaw(completion);
+
+	/* The server expires the session: we acquire. */
+	job.lock = lb;
+	assert_true(test_wait_until(try_acquire, &job, 20000));
+	acquired_ms = test_now_ms();
+	read_reply(fd_out, "keep 3 ", line, sizeof(line));
+	lost_ms = g_ascii_strtoll(line + 7, NULL, 10);
+	print_message("holder's LOST %" PRId64 " ms before our acquire\n", acquired_ms - lost_ms);
+	assert_true(lost_ms < acquired_ms);
+
+	assert_int_equal(dlock_release(lb), DLOCK_OK);
+	test_proxy_unstall(proxy, TEST_PROXY_BOTH);
+	close(fd_in);
+	assert_int_equal(test_wait_worker(pid), 0);
+	close(fd_out);
+	dlock_lock_free(lb);
+	dlock_client_free(b);
+	assert_int_equal(test_zk_leftover_nodes(zk, "/dlock"), 0);
+	test_proxy_stop(proxy);
+	test_zk_stop(zk);
+	g_free(via);
+	g_free(direct);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -515,10 +664,13 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_waiter_keeps_its_place_across_a_short_disconnection),
 		cmocka_unit_test(test_grant_read_after_the_session_ended_is_not_a_hold),
 		cmocka_unit_test(test_grant_read_after_the_connection_dropped_is_suspended_at_once),
+		cmocka_unit_test(test_late_reported_reconnect_does_not_delay_lost),
 	};
 
 	test_init(argv[0]);
 	if (argc >= 6 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "grant") == 0)
 		return worker_grant(argv[3], argv[4], argv[5]);
+	if (argc >= 5 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "keep") == 0)
+		return worker_keep(argv[3], argv[4]);
 	return test_zk_finish(cmocka_run_group_tests_name("zk-faults", tests, NULL, NULL));
 }
