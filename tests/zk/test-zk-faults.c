@@ -220,7 +220,8 @@ static void test_waiter_keeps_its_place_across_a_short_disconnection(void **stat
 	test_proxy_reset_all(proxy);
 	g_usleep(300 * 1000);
 	test_proxy_admit_mode(proxy, TEST_PROXY_ADMIT);
-	g_usleep(1000 * 1000); /* reconnected (or not) meanwhile */
+	assert_true(test_wait_until(proxy_accepted_two, proxy, 10000)); /* connected again */
+	g_usleep(300 * 1000);
 
 	/* The waiter's node is where it was: its session was not ended. */
 	assert_true(test_zk_exists(zk, wpath));
@@ -396,6 +397,11 @@ static bool no_watch(void *arg)
 	return test_zk_mntr(arg, 0, "zk_watch_count") == 0;
 }
 
+static bool one_watch(void *arg)
+{
+	return test_zk_mntr(arg, 0, "zk_watch_count") == 1;
+}
+
 typedef struct late_grant {
 	test_zk *zk;
 	test_proxy *proxy;
@@ -438,7 +444,7 @@ static void late_grant_start(late_grant *g, const char *resource, const char *se
 	}
 	read_reply(g->fd_out, "held", line, sizeof(line));
 	assert_true(test_wait_until(has_count, &two, 10000));
-	g_usleep(200 * 1000); /* its watch on our node is set */
+	assert_true(test_wait_until(one_watch, g->zk, 10000)); /* its watch on our node is set */
 
 	test_proxy_stall(g->proxy, TEST_PROXY_UP);
 	assert_int_equal(dlock_release(g->lb), DLOCK_OK);
