@@ -96,8 +96,12 @@ static int setup_command(dlock__backend *b, redisContext *ctx, int64_t deadline_
 	if (left <= 0)
 		return dlock__error(DLOCK_ETIMEDOUT, "%s: %s: no time left", b->label, what);
 	redisSetTimeout(ctx, timeval_of(MIN(left, b->command_timeout_ms * 1000)));
+	/* hiredis leaves errno as the failed read or send set it. */
+	errno = 0;
 	reply = dlock__redis_call(ctx, argc, argv, NULL);
-
+	if (!reply && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: no answer within %" G_GINT64_FORMAT " ms",
+		                    b->label, what, MIN(left, b->command_timeout_ms * 1000) / 1000);
 	if (!reply)
 		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: %s", b->label, what,
 		                    ctx->errstr[0] ? ctx->errstr : "no reply");
