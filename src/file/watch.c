@@ -1,5 +1,5 @@
 /*
- * The watch thread ("dlock-file-watch"): one inotify descriptor per
+ * The watch thread ("dlock-filewatch"): one inotify descriptor per
  * backend.  A holder releases by closing its descriptor, and a dead
  * holder's descriptors are closed by the kernel; both raise IN_CLOSE_WRITE
  * on the lock file, which wakes the waiters of that file.  (Unlocking
@@ -169,7 +169,7 @@ static file_watch *watch_get(dlock__backend *b)
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "file: inotify unavailable (%s); waiters poll",
 			           g_strerror(errno));
 		} else {
-			w->thread = dlock__thread_new("dlock-file-watch", watch_main, w);
+			w->thread = dlock__thread_new("dlock-filewatch", watch_main, w);
 		}
 		b->watch = w;
 	}

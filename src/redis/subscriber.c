@@ -1,6 +1,6 @@
 /*
  * The subscriber: one pub/sub connection per backend, on its own thread
- * ("dlock-subscriber"), serving every waiter.  hiredis keeps one callback
+ * ("dlock-subscribe"), serving every waiter.  hiredis keeps one callback
  * per channel, so the channel -> waiters table is ours.  Waiters are woken
  * when their channel's subscription is confirmed (so they try once more,
  * catching a release that happened before it), on every release message,
@@ -298,7 +298,7 @@ static redis_sub *sub_get(dlock__backend *b)
 		sub->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (sub->wake_fd < 0)
 			g_error("dlock: eventfd: %s", g_strerror(errno));
-		sub->thread = dlock__thread_new("dlock-subscriber", subscriber_main, sub);
+		sub->thread = dlock__thread_new("dlock-subscribe", subscriber_main, sub);
 		b->sub = sub;
 	}
 	sub = b->sub;

@@ -8,7 +8,9 @@
  *   renewed                 the lease now counts from the renewal's send time
  *                           (RECONNECTED if it was suspended);
  *   another value, no key   LOST at once;
- *   no answer               SUSPENDED; renewals go on.
+ *   no answer               SUSPENDED; renewals go on, with a pause that
+ *                           doubles from 100 ms to 2 s (reset by any answer)
+ *                           but still leaves a last try before the lease ends.
  * Whatever happens, a lease whose time, counted from the last good send and
  * less a safety margin, has run out is LOST — before the server could have
  * given the lock to anyone else.  With the watchdog off for a lease, only
@@ -36,6 +38,11 @@
 #define CLEANUP_FIRST_US (100 * 1000)
 #define CLEANUP_CAP_US (2 * 1000 * 1000)
 #define CLEANUP_TIMEOUT_US (500 * 1000)
+/* Renewal retries after no answer: a growing pause between them, so a far
+ * end that takes each connection and closes it is not asked ten times a
+ * second for the rest of the lease. */
+#define RETRY_FIRST_US (100 * 1000)
+#define RETRY_CAP_US (2 * 1000 * 1000)
 /* The longest sleep: bounds how late a resumed machine notices expiry. */
 #define MAX_SLEEP_US (250 * 1000)
 /* Renewal I/O ends this long before a lease's end, for the loss check. */
@@ -63,6 +70,7 @@ struct redis_watchdog {
 	GCond expiry_cond;
 	int64_t expiry_wake_us; /* CLOCK_BOOTTIME the expiry thread sleeps until; 0 busy */
 	redisContext *ctx;    /* the watchdog's own connection; thread only */
+	int64_t retry_us;     /* pause before the next renewal retry; reset by an answer */
 };
 
 redis_lease *dlock__redis_lease_ref(redis_lease *lease)
@@ -98,6 +106,24 @@ static int64_t lease_expiry_us(const redis_lease *lease)
 static int64_t renew_period_us(const redis_lease *lease)
 {
 	return lease->ttl_ms * 1000 / 3;
+}
+
+/*
+ * When to retry a renewal that got no answer: after the watchdog's current
+ * backoff, but never later than the lease's last chance, a command timeout
+ * (or a renewal period, if shorter) before its end, so that a server back
+ * in time still saves it.  Past that point the backoff alone applies; the
+ * expiry thread declares the loss when the time is up.
+ */
+static int64_t renew_retry_us(const redis_watchdog *wd, const redis_lease *lease, int64_t now)
+{
+	int64_t last_chance = lease_expiry_us(lease) -
+	                      MIN(renew_period_us(lease), wd->b->command_timeout_ms * 1000);
+	int64_t at = now + MIN(wd->retry_us, renew_period_us(lease));
+
+	if (now < last_chance && at > last_chance)
+		at = last_chance;
+	return at;
 }
 
 /* Declare lost every lease whose time has run out.  wd->mu held. */
@@ -210,7 +236,7 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 	int64_t deadline_us = sent_us + budget_us;
 	int *results = g_new0(int, due->len); /* 1 renewed, 0 not ours, -1 no answer */
 	GArray *noscript = g_array_new(FALSE, FALSE, sizeof(guint));
-	bool connected;
+	bool connected, answered = false, unanswered = false;
 
 	for (guint i = 0; i < due->len; i++)
 		results[i] = -1;
@@ -237,6 +263,13 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 		}
 	}
 
+	/* A verdict on any lease proves the connection: retries start over
+	 * from the shortest pause. */
+	for (guint i = 0; i < due->len; i++)
+		answered = answered || results[i] != -1;
+	if (answered)
+		wd->retry_us = RETRY_FIRST_US;
+
 	g_mutex_lock(&wd->mu);
 	for (guint i = 0; i < due->len; i++) {
 		redis_lease *lease = due->pdata[i];
@@ -256,8 +289,8 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 			           b->label, lease->key);
 			dlock__hold_report(lease->hold, DLOCK_STATE_LOST);
 		} else {
-			/* Try again soon, well within what is left of the lease. */
-			lease->next_renew_us = dlock__boot_us() + MIN(renew_period_us(lease) / 4, 100 * 1000);
+			lease->next_renew_us = renew_retry_us(wd, lease, dlock__boot_us());
+			unanswered = true;
 			if (!lease->suspended) {
 				lease->suspended = true;
 				dlock__hold_report(lease->hold, DLOCK_STATE_SUSPENDED);
@@ -265,6 +298,8 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 		}
 	}
 	g_mutex_unlock(&wd->mu);
+	if (unanswered && !answered)
+		wd->retry_us = MIN(wd->retry_us * 2, RETRY_CAP_US);
 	g_array_unref(noscript);
 	g_free(results);
 }
@@ -418,6 +453,7 @@ static redis_watchdog *watchdog_get(dlock__backend *b)
 	if (!b->watchdog_thread) {
 		wd = g_new0(redis_watchdog, 1);
 		wd->b = b;
+		wd->retry_us = RETRY_FIRST_US;
 		g_mutex_init(&wd->mu);
 		g_cond_init(&wd->cond);
 		g_cond_init(&wd->expiry_cond);

@@ -9,7 +9,7 @@
  *   acquire.c  acquire (create, list, watch the predecessor), release, query
  *
  * Threads: each session's zhandle has the client library's I/O and
- * completion threads; the backend adds one "dlock-zk-session" thread for
+ * completion threads; the backend adds one "dlock-zksession" thread for
  * the client-side session timer, keep-alive probes, background deletes
  * and closing ended sessions.  Nothing blocks on the completion thread:
  * completions and watchers only record results, wake waiters and queue
@@ -53,7 +53,7 @@ struct dlock__backend {
 	GCond cond;                /* wakes the session thread */
 	zk_session *current;       /* the session new calls use; NULL before the first or after it ended */
 	GPtrArray *sessions;       /* every session not yet closed (one reference each) */
-	GThread *thread;           /* "dlock-zk-session", started with the first session */
+	GThread *thread;           /* "dlock-zksession", started with the first session */
 	bool stopping;
 };
 

@@ -313,7 +313,7 @@ static int session_open(dlock__backend *b, const char *hosts, zk_session **ret)
 	g_ptr_array_add(b->sessions, s);           /* the list's reference */
 	b->current = dlock__zk_session_ref(s);     /* current's reference */
 	if (!b->thread)
-		b->thread = dlock__thread_new("dlock-zk-session", session_thread, b);
+		b->thread = dlock__thread_new("dlock-zksession", session_thread, b);
 	*ret = s;
 	return DLOCK_OK;
 }

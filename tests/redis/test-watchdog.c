@@ -356,6 +356,72 @@ static void test_lease_is_lost_on_time_while_watchdog_retries_a_deferred_release
 	g_mutex_clear(&short_ev.mu);
 }
 
+static bool got_suspended(void *arg)
+{
+	return state_at(arg, DLOCK_STATE_SUSPENDED) >= 0;
+}
+
+static bool got_reconnected(void *arg)
+{
+	return state_at(arg, DLOCK_STATE_RECONNECTED) >= 0;
+}
+
+/* Connections the watchdog may open in 3 s of renewal retries against a
+ * far end that takes each one and closes it: a retry every 100 ms would
+ * be about 30. */
+#define SLAMMED_RETRIES_MAX 12
+
+/*
+ * The server goes behind something that accepts each connection and
+ * closes it at once.  A suspended lease's renewals retry with a capped,
+ * growing backoff, not a new connection every 100 ms for the rest of the
+ * lease; and once connections are forwarded again, a retry before the
+ * lease's end renews it.
+ */
+static void test_suspended_renewals_back_off_from_a_far_end_that_closes_each_connection(
+	void **state)
+{
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
+	dlock_client *client = proxied_client(proxy, "?command-timeout=500ms");
+	dlock_lock *lock;
+	events ev;
+	int64_t acquired, suspended;
+	int baseline, opened;
+
+	lock = new_lock(client, "wd/slam", 10000, 1, &ev);
+	assert_int_equal(dlock_acquire(lock, 5000), DLOCK_OK);
+	acquired = test_now_ms();
+	test_proxy_admit_mode(proxy, TEST_PROXY_SLAM);
+	test_proxy_reset_all(proxy);
+	baseline = test_proxy_accepted(proxy);
+
+	/* The first renewal, a third into the lease, finds no server. */
+	assert_true(test_wait_until(got_suspended, &ev, 8000));
+	suspended = test_now_ms();
+	g_usleep(3000 * 1000);
+	opened = test_proxy_accepted(proxy) - baseline;
+	print_message("suspended %" PRId64 " ms after the acquire; %d connections in the next %" PRId64
+	              " ms\n", suspended - acquired, opened, test_now_ms() - suspended);
+	assert_true(opened >= 1);
+	assert_true(opened < SLAMMED_RETRIES_MAX);
+	assert_int_equal(state_at(&ev, DLOCK_STATE_LOST), -1);
+
+	/* The server is reachable again well before the lease ends (10 s
+	 * after the acquire): a retry renews it. */
+	test_proxy_admit_mode(proxy, TEST_PROXY_ADMIT);
+	assert_true(test_wait_until(got_reconnected, &ev, 4000));
+	print_message("reconnected %" PRId64 " ms after the acquire\n",
+	              state_at(&ev, DLOCK_STATE_RECONNECTED) - acquired);
+	assert_int_equal(state_at(&ev, DLOCK_STATE_LOST), -1);
+	assert_true(dlock_held(lock));
+	assert_true(test_redis_int(server, "PTTL dlock:{wd/slam}") > 5000);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	test_proxy_stop(proxy);
+	g_mutex_clear(&ev.mu);
+}
+
 /* Runs last: a group teardown's failure would not fail the program. */
 static void test_no_lock_key_of_this_suite_remains(void **state)
 {
@@ -381,6 +447,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_lease_is_lost_on_time_while_watchdog_blocks_in_a_renewal),
 		cmocka_unit_test(test_lease_is_lost_on_time_while_watchdog_reconnects),
 		cmocka_unit_test(test_lease_is_lost_on_time_while_watchdog_retries_a_deferred_release),
+		cmocka_unit_test(test_suspended_renewals_back_off_from_a_far_end_that_closes_each_connection),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 
