@@ -439,6 +439,23 @@ static bool grant_refused(dlock_lock *lock, dlock__hold *hold)
 	return true;
 }
 
+/*
+ * A cancel (dlock_lock_cancel(), the handle's free or the client's) that
+ * came while the backend was in a step it cannot interrupt -- a connect, a
+ * name lookup -- is what the caller asked for, and what dlock.h promises:
+ * DLOCK_ECANCELED, whatever failure that step reported when it ended.
+ * The backend's message is kept after it.
+ */
+static int canceled_failure(const dlock_lock *lock, int rc)
+{
+	char *why = g_strdup(dlock_last_error_message());
+
+	rc = dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled (meanwhile: %s: %s)",
+	                  lock->resource, dlock_strerror(rc), why);
+	g_free(why);
+	return rc;
+}
+
 DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 {
 	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
@@ -472,6 +489,8 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 	/* A try (wait 0) is bounded by the backend's own timeouts alone. */
 	rc = lock->slot->ops->acquire(lock->slot->impl, hold, waiter, wait_ms,
 	                              wait_ms == 0 ? INT64_MAX : deadline_us);
+	if (rc != DLOCK_OK && rc != DLOCK_ECANCELED && dlock__waiter_canceled(waiter))
+		rc = canceled_failure(lock, rc);
 	lock_remove_waiter(lock, waiter);
 	dlock__waiter_free(waiter);
 	if (rc == DLOCK_OK && grant_refused(lock, hold))
