@@ -159,11 +159,69 @@ static void test_acquire_in_flight_when_its_handle_is_freed_returns_ecanceled(vo
 	black_hole_close(&h);
 }
 
+typedef struct freer {
+	dlock_lock *lock;
+	int done;
+} freer;
+
+static void *free_thread(void *data)
+{
+	freer *f = data;
+
+	dlock_lock_free(f->lock);
+	__atomic_store_n(&f->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/*
+ * dlock_held() and dlock_fencing_token() are not failing calls: on a
+ * handle whose free is under way they answer 0 and leave this thread's
+ * last error message alone ("valid until this thread's next failing dlock
+ * call").
+ */
+static void test_held_on_a_handle_being_freed_keeps_the_last_error_message(void **state)
+{
+	black_hole h;
+	dlock_client *client;
+	dlock_lock *bad = NULL;
+	call c = { 0 };
+	freer f = { 0 };
+	pthread_t acquirer, freeing;
+	char before[512];
+
+	(void)state;
+	black_hole_open(&h);
+	client = client_on(&h);
+	assert_int_equal(dlock_lock_new(client, "cancel-code/held", &c.lock), DLOCK_OK);
+	pthread_create(&acquirer, NULL, acquire_thread, &c);
+	g_usleep(300 * 1000);
+	/* The free waits for the acquire stuck in its connect. */
+	f.lock = c.lock;
+	pthread_create(&freeing, NULL, free_thread, &f);
+	g_usleep(300 * 1000);
+	assert_false(__atomic_load_n(&f.done, __ATOMIC_SEQ_CST));
+
+	assert_int_equal(dlock_lock_new(client, "a/../b", &bad), DLOCK_EINVAL);
+	g_strlcpy(before, dlock_last_error_message(), sizeof(before));
+	assert_true(strlen(before) > 0);
+	assert_int_equal(dlock_held(c.lock), 0);
+	assert_int_equal(dlock_fencing_token(c.lock), 0);
+	assert_false(__atomic_load_n(&f.done, __ATOMIC_SEQ_CST));
+	print_message("after dlock_held: %s\n", dlock_last_error_message());
+	assert_string_equal(dlock_last_error_message(), before);
+
+	pthread_join(freeing, NULL);
+	pthread_join(acquirer, NULL);
+	dlock_client_free(client);
+	black_hole_close(&h);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_acquire_canceled_while_connecting_returns_ecanceled),
 		cmocka_unit_test(test_acquire_in_flight_when_its_handle_is_freed_returns_ecanceled),
+		cmocka_unit_test(test_held_on_a_handle_being_freed_keeps_the_last_error_message),
 	};
 
 	(void)argc;
