@@ -30,21 +30,22 @@ void dlock__lock_unref(dlock_lock *lock)
 
 /*
  * Count a call in flight on the handle, so that dlock_lock_free() waits for
- * it; refused with DLOCK_ECANCELED once the free has begun.  The handle is
- * only read through its mutex here, hence const.
+ * it; false, counting nothing, once the free has begun.  No error is
+ * recorded here: the getters (dlock_held, dlock_fencing_token) are not
+ * failing calls and must leave the thread's last error message alone.  The
+ * handle is only touched through its mutex and counter, hence const.
  */
-static int call_begin(const dlock_lock *clock, const char *what)
+static bool call_begin(const dlock_lock *clock)
 {
 	dlock_lock *lock = (dlock_lock *)clock; /* its mutex and counter only */
+	bool counted;
 
 	g_mutex_lock(&lock->mu);
-	if (lock->freed) {
-		g_mutex_unlock(&lock->mu);
-		return dlock__error(DLOCK_ECANCELED, "%s: the lock handle is being freed", what);
-	}
-	lock->calls++;
+	counted = !lock->freed;
+	if (counted)
+		lock->calls++;
 	g_mutex_unlock(&lock->mu);
-	return DLOCK_OK;
+	return counted;
 }
 
 static void call_end(const dlock_lock *clock)
@@ -66,9 +67,8 @@ int dlock__lock_enter(dlock_lock *lock, const char *what)
 		return dlock__error(DLOCK_EINVAL, "%s: lock is NULL", what);
 	if (!lock->client)
 		return dlock__error(DLOCK_ECANCELED, "%s: the lock's client has been freed", what);
-	rc = call_begin(lock, what);
-	if (rc != DLOCK_OK)
-		return rc;
+	if (!call_begin(lock))
+		return dlock__error(DLOCK_ECANCELED, "%s: the lock handle is being freed", what);
 	rc = dlock__client_enter(lock->client);
 	if (rc != DLOCK_OK)
 		call_end(lock);
@@ -597,7 +597,7 @@ static hold_phase caller_phase(const dlock_lock *lock, uint64_t *ret_token)
 
 	if (!lock || !lock->client || dlock__client_forked(lock->client))
 		return phase;
-	if (call_begin(lock, "query") != DLOCK_OK)
+	if (!call_begin(lock))
 		return phase;
 	hold = dlock__hold_find(lock);
 	if (hold) {
