@@ -30,21 +30,22 @@ void dlock__lock_unref(dlock_lock *lock)
 
 /*
  * Count a call in flight on the handle, so that dlock_lock_free() waits for
- * it; refused with DLOCK_ECANCELED once the free has begun.  The handle is
- * only read through its mutex here, hence const.
+ * it; false, counting nothing, once the free has begun.  No error is
+ * recorded here: the getters (dlock_held, dlock_fencing_token) are not
+ * failing calls and must leave the thread's last error message alone.  The
+ * handle is only touched through its mutex and counter, hence const.
  */
-static int call_begin(const dlock_lock *clock, const char *what)
+static bool call_begin(const dlock_lock *clock)
 {
 	dlock_lock *lock = (dlock_lock *)clock; /* its mutex and counter only */
+	bool counted;
 
 	g_mutex_lock(&lock->mu);
-	if (lock->freed) {
-		g_mutex_unlock(&lock->mu);
-		return dlock__error(DLOCK_ECANCELED, "%s: the lock handle is being freed", what);
-	}
-	lock->calls++;
+	counted = !lock->freed;
+	if (counted)
+		lock->calls++;
 	g_mutex_unlock(&lock->mu);
-	return DLOCK_OK;
+	return counted;
 }
 
 static void call_end(const dlock_lock *clock)
@@ -66,9 +67,8 @@ int dlock__lock_enter(dlock_lock *lock, const char *what)
 		return dlock__error(DLOCK_EINVAL, "%s: lock is NULL", what);
 	if (!lock->client)
 		return dlock__error(DLOCK_ECANCELED, "%s: the lock's client has been freed", what);
-	rc = call_begin(lock, what);
-	if (rc != DLOCK_OK)
-		return rc;
+	if (!call_begin(lock))
+		return dlock__error(DLOCK_ECANCELED, "%s: the lock handle is being freed", what);
 	rc = dlock__client_enter(lock->client);
 	if (rc != DLOCK_OK)
 		call_end(lock);
@@ -439,6 +439,23 @@ static bool grant_refused(dlock_lock *lock, dlock__hold *hold)
 	return true;
 }
 
+/*
+ * A cancel (dlock_lock_cancel(), the handle's free or the client's) that
+ * came while the backend was in a step it cannot interrupt -- a connect, a
+ * name lookup -- is what the caller asked for, and what dlock.h promises:
+ * DLOCK_ECANCELED, whatever failure that step reported when it ended.
+ * The backend's message is kept after it.
+ */
+static int canceled_failure(const dlock_lock *lock, int rc)
+{
+	char *why = g_strdup(dlock_last_error_message());
+
+	rc = dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled (meanwhile: %s: %s)",
+	                  lock->resource, dlock_strerror(rc), why);
+	g_free(why);
+	return rc;
+}
+
 DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 {
 	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
@@ -472,6 +489,8 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 	/* A try (wait 0) is bounded by the backend's own timeouts alone. */
 	rc = lock->slot->ops->acquire(lock->slot->impl, hold, waiter, wait_ms,
 	                              wait_ms == 0 ? INT64_MAX : deadline_us);
+	if (rc != DLOCK_OK && rc != DLOCK_ECANCELED && dlock__waiter_canceled(waiter))
+		rc = canceled_failure(lock, rc);
 	lock_remove_waiter(lock, waiter);
 	dlock__waiter_free(waiter);
 	if (rc == DLOCK_OK && grant_refused(lock, hold))
@@ -578,7 +597,7 @@ static hold_phase caller_phase(const dlock_lock *lock, uint64_t *ret_token)
 
 	if (!lock || !lock->client || dlock__client_forked(lock->client))
 		return phase;
-	if (call_begin(lock, "query") != DLOCK_OK)
+	if (!call_begin(lock))
 		return phase;
 	hold = dlock__hold_find(lock);
 	if (hold) {
