@@ -71,22 +71,45 @@ bool dlock__glob_match(const char *p, const char *t)
 	return *p == '\0';
 }
 
+/*
+ * Whether a covers b, deciding for every pair of suffixes (a + i, b + j)
+ * from the ends backwards: a's '*' may absorb any run of b, b's own
+ * wildcards included; a '?' covers one literal or '?'; a literal covers
+ * only itself.  Sound: a "true" is always a real inclusion (not complete:
+ * "*?" covers "?*" but is not found to).  The answer for (i, j) needs only
+ * (i + 1, j), (i + 1, j + 1) and (i, j + 1), so two rows of b's length
+ * suffice: O(|a| * |b|) time, where trying each way for each '*' in turn
+ * took time exponential in the number of stars.
+ */
 bool dlock__glob_covers(const char *a, const char *b)
 {
-	/* a's '*' may absorb anything of b, b's own wildcards included; a '?'
-	 * covers one literal or '?'; a literal covers only itself.  Sound: a
-	 * "true" is always a real inclusion. */
-	if (*a == '*')
-		return dlock__glob_covers(a + 1, b) || (*b && dlock__glob_covers(a, b + 1));
-	if (!*a)
-		return !*b;
-	if (!*b || *b == '*')
-		return false;
-	if (*a == '?')
-		return dlock__glob_covers(a + 1, b + 1);
-	if (*a == *b && *b != '?')
-		return dlock__glob_covers(a + 1, b + 1);
-	return false;
+	size_t la = strlen(a), lb = strlen(b);
+	bool *next = g_new0(bool, lb + 1); /* row i + 1 */
+	bool *row = g_new0(bool, lb + 1);  /* row i */
+	bool result;
+
+	/* Row la: the empty rest of a covers only the empty rest of b. */
+	next[lb] = true;
+	for (size_t i = la; i-- > 0;) {
+		for (size_t j = lb + 1; j-- > 0;) {
+			if (a[i] == '*')
+				row[j] = next[j] || (j < lb && row[j + 1]);
+			else if (j == lb || b[j] == '*')
+				row[j] = false;
+			else if (a[i] == '?' || (a[i] == b[j] && b[j] != '?'))
+				row[j] = next[j + 1];
+			else
+				row[j] = false;
+		}
+		bool *t = next;
+
+		next = row;
+		row = t;
+	}
+	result = next[0];
+	g_free(next);
+	g_free(row);
+	return result;
 }
 
 /*
