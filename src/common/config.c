@@ -310,6 +310,17 @@ static int check_references(dlock__config *c)
 	return DLOCK_OK;
 }
 
+/* A GLib message with any URI in it redacted (it may quote a line). */
+static int glib_error(const char *shown, GError *error)
+{
+	char *message = dlock__uri_redact_text(error->message);
+	int rc = dlock__error(DLOCK_ECONFIG, "file %s: %s", shown, message);
+
+	g_free(message);
+	g_error_free(error);
+	return rc;
+}
+
 int dlock__config_load(const char *path, dlock__config **ret)
 {
 	GKeyFile *kf = g_key_file_new();
@@ -317,27 +328,29 @@ int dlock__config_load(const char *path, dlock__config **ret)
 	dlock__config *c;
 	gchar **groups;
 	char *text = NULL;
+	/* A URI mistyped without "//" is taken for a file name: messages show
+	 * it without its password. */
+	char *shown = dlock__uri_redact(path);
 	int rc;
 
 	if (!g_file_get_contents(path, &text, NULL, &error)) {
-		rc = dlock__error(DLOCK_ECONFIG, "file %s: %s", path, error->message);
-		g_error_free(error);
+		rc = glib_error(shown, error);
+		g_free(shown);
 		g_key_file_free(kf);
 		return rc;
 	}
-	rc = check_duplicates(path, text);
-	if (rc == DLOCK_OK && !g_key_file_load_from_data(kf, text, (gsize)-1, G_KEY_FILE_NONE, &error)) {
-		rc = dlock__error(DLOCK_ECONFIG, "file %s: %s", path, error->message);
-		g_error_free(error);
-	}
+	rc = check_duplicates(shown, text);
+	if (rc == DLOCK_OK && !g_key_file_load_from_data(kf, text, (gsize)-1, G_KEY_FILE_NONE, &error))
+		rc = glib_error(shown, error);
 	g_free(text);
 	if (rc != DLOCK_OK) {
+		g_free(shown);
 		g_key_file_free(kf);
 		return rc;
 	}
 
 	c = g_new0(dlock__config, 1);
-	c->path = g_strdup(path);
+	c->path = shown;
 	c->wait_ms = -1;
 	c->backends = g_ptr_array_new_with_free_func(backend_free);
 	c->routes = g_ptr_array_new_with_free_func(route_free);
@@ -353,7 +366,7 @@ int dlock__config_load(const char *path, dlock__config **ret)
 			rc = load_route(c, kf, groups[i], name);
 		else
 			rc = dlock__error(DLOCK_ECONFIG, "file %s, group [%s]: unknown group "
-			                  "(known: [defaults], [backend NAME], [route NAME])", path, groups[i]);
+			                  "(known: [defaults], [backend NAME], [route NAME])", c->path, groups[i]);
 	}
 	g_strfreev(groups);
 	g_key_file_free(kf);

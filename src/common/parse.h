@@ -59,6 +59,20 @@ typedef struct dlock__uri {
 int dlock__uri_parse(const char *spec, dlock__uri **ret_uri);
 void dlock__uri_free(dlock__uri *uri);
 
+/*
+ * spec as messages may show it: "scheme://user:password@rest" becomes
+ * "scheme://user@rest" (or "scheme://rest" without a user), where the
+ * '@' is the last one of the whole spec, so a password holding an
+ * unencoded '/' or '?' is hidden too.  Text without "://" (a URI
+ * mistyped, or a file name) loses what lies between its first ':' and its
+ * last '@': "redis:/u:pw@h" becomes "redis:***@h"; text with no '@', or
+ * no ':' before it, is returned as is.  Caller frees with g_free().
+ */
+char *dlock__uri_redact(const char *spec);
+/* text with every word (between spaces or quotes) that looks like a URI
+ * redacted as above: for messages of other libraries that quote a file
+ * name or a line.  Caller frees with g_free(). */
+char *dlock__uri_redact_text(const char *text);
 
 /* ---- options --------------------------------------------------------- */
 

@@ -330,6 +330,41 @@ static void test_config_unreadable_or_malformed_file_is_refused(void **state)
 	assert_int_equal(client_from("[backend a]\nurl = redis://h:1\n\xff\xfe = 1\n", NULL), DLOCK_ECONFIG);
 }
 
+static void assert_message_lacks(const char *a, const char *b)
+{
+	const char *m = dlock_last_error_message();
+
+	if ((a && strstr(m, a)) || (b && strstr(m, b)))
+		fail_msg("message '%s' shows the password", m);
+}
+
+/* A password in a backend's url never reaches a message, however the url
+ * or the line holding it is malformed. */
+static void test_config_messages_never_show_a_password(void **state)
+{
+	dlock_client *client = NULL;
+
+	assert_int_equal(client_from("[backend a]\nurl = redis://u:pa55/w0rd@h:1\n", NULL), DLOCK_ECONFIG);
+	assert_message_has("[backend a]", "url", NULL);
+	assert_message_lacks("pa55", "w0rd");
+	assert_int_equal(client_from("[backend a]\nurl = zk://u:s3c/r3t@h:2181\n", NULL), DLOCK_ECONFIG);
+	assert_message_lacks("s3c", "r3t");
+	assert_int_equal(client_from("[backend a]\nurl redis://u:s3cr3t@h:1\n", NULL), DLOCK_ECONFIG);
+	assert_message_lacks("s3cr3t", NULL);
+	assert_int_equal(client_from("[backend a]\nurl = redis://u:s3cr3t@h:1?ttl=forever\n", NULL), DLOCK_ECONFIG);
+	assert_message_has("ttl", "forever", NULL);
+	assert_message_lacks("s3cr3t", NULL);
+	assert_int_equal(client_from("[backend a]\nurl = redis://u:s3cr3t@h:1\nttl = 9999999h\n", NULL),
+	                 DLOCK_ECONFIG);
+	assert_message_lacks("s3cr3t", NULL);
+	/* Without "://" a spec is read as a file name. */
+	assert_int_equal(dlock_client_new("redis:/u:s3cr3t@h:1", &client), DLOCK_ECONFIG);
+	assert_null(client);
+	assert_message_lacks("s3cr3t", NULL);
+	assert_int_equal(dlock_client_new("redis:u:s3cr3t@h:1", &client), DLOCK_ECONFIG);
+	assert_message_lacks("s3cr3t", NULL);
+}
+
 static int setup(void **state)
 {
 	dir = g_dir_make_tmp("dlock-config-XXXXXX", NULL);
@@ -371,6 +406,7 @@ int main(void)
 		cmocka_unit_test(test_config_shadowed_route_is_refused),
 		cmocka_unit_test(test_config_several_backends_need_a_default),
 		cmocka_unit_test(test_config_unreadable_or_malformed_file_is_refused),
+		cmocka_unit_test(test_config_messages_never_show_a_password),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, setup, teardown);
