@@ -1,15 +1,16 @@
 /*
  * Client specifications: dlock__uri_parse and the redaction that every
- * message uses.  Besides no crash: a parsed URI's redacted form never
- * holds its password, and the options it carries go through the option
- * checks (what dlock_client_new does next).
+ * message uses.  Besides no crash: no message and no redacted form holds
+ * what may be a password, and the options a parsed URI carries go
+ * through the option checks (what dlock_client_new does next).
  */
 #include <string.h>
 
+#include "dlock.h"
 #include "fuzz.h"
 #include "parse.h"
 
-/* The raw "user:password" text of spec's authority, or NULL. */
+/* The raw ":password@" text of spec's authority, or NULL. */
 static char *raw_password(const char *spec)
 {
 	const char *auth = strstr(spec, "://");
@@ -27,14 +28,45 @@ static char *raw_password(const char *spec)
 	return g_strndup(colon, (gsize)(at - colon + 1)); /* ":password@" */
 }
 
+/*
+ * The redacted form of a spec with "scheme://", built independently of
+ * dlock__uri_redact: everything between "://" and the last '@' removed
+ * but the text before its first ':' (the user).  NULL for other specs.
+ */
+static char *expected_redaction(const char *spec)
+{
+	const char *auth = strstr(spec, "://"), *at, *colon, *user_end;
+
+	if (!auth || !(at = strrchr(auth + 3, '@')))
+		return NULL;
+	colon = memchr(auth + 3, ':', (size_t)(at - auth - 3));
+	user_end = colon ? colon : at;
+	if (user_end == auth + 3)
+		return g_strdup_printf("%.*s%s", (int)(auth + 3 - spec), spec, at + 1);
+	return g_strdup_printf("%.*s@%s", (int)(user_end - spec), spec, at + 1);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *spec = fuzz_string(data, size);
 	char *redacted = dlock__uri_redact(spec);
 	char *text = dlock__uri_redact_text(spec);
+	char *expected = expected_redaction(spec);
 	dlock__uri *uri = NULL;
+	int rc;
 
-	if (dlock__uri_parse(spec, &uri) == 0) {
+	FUZZ_CHECK(!expected || strcmp(redacted, expected) == 0, "'%s' vs '%s'", redacted, expected);
+	/* dlock__uri_redact_text goes word by word: on one word it must do
+	 * what dlock__uri_redact does. */
+	FUZZ_CHECK(strpbrk(spec, " \t\n\v\f\r'\"\xe2") || strcmp(text, redacted) == 0, "'%s' vs '%s'", text,
+	           redacted);
+	rc = dlock__uri_parse(spec, &uri);
+	if (rc != 0) {
+		/* Messages quote the spec only in its redacted form. */
+		const char *m = dlock_last_error_message();
+
+		FUZZ_CHECK(!expected || strcmp(expected, spec) == 0 || !strstr(m, spec), "'%s' quotes '%s'", m, spec);
+	} else {
 		char *raw = raw_password(spec);
 		dlock__options opts;
 
@@ -53,6 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		g_free(raw);
 		dlock__uri_free(uri);
 	}
+	g_free(expected);
 	g_free(text);
 	g_free(redacted);
 	g_free(spec);
