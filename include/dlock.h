@@ -97,6 +97,9 @@ typedef struct dlock_lock dlock_lock;
  * prefix.  Durations read "250ms", "10s", "2m"; a bare number is seconds.
  * ttl is at most 7 days ("168h"), each timeout at most 1 hour ("1h"):
  * larger values are refused with DLOCK_ECONFIG.
+ * '/', '?' and '@' in a user name or password, and '@' in a path or an
+ * option value, are percent-encoded (%2F, %3F, %40); an '@' after the
+ * host list is refused.  No message shows a password.
  *
  * spec NULL means the value of $DLOCK_CONFIG (an empty spec is refused);
  * without it, the file backend
