@@ -95,6 +95,11 @@ typedef struct dlock_lock dlock_lock;
  * several backends (see the README).
  * Options: ttl, watchdog, connect-timeout, command-timeout, key-format,
  * prefix.  Durations read "250ms", "10s", "2m"; a bare number is seconds.
+ * ttl is at most 7 days ("168h"), each timeout at most 1 hour ("1h"):
+ * larger values are refused with DLOCK_ECONFIG.
+ * '/', '?' and '@' in a user name or password, and '@' in a path or an
+ * option value, are percent-encoded (%2F, %3F, %40); an '@' after the
+ * host list is refused.  No message shows a password.
  *
  * spec NULL means the value of $DLOCK_CONFIG (an empty spec is refused);
  * without it, the file backend
@@ -195,8 +200,9 @@ typedef enum dlock_owner {
  * DLOCK_OK, DLOCK_EINVAL (NULL handle, bad value, too late) or
  * DLOCK_ECANCELED (after fork()).
  *
- * ttl_ms: the lease of lease backends (Redis), at least 100 ms; the default
- *   is the backend's ttl option (30 s unless configured).
+ * ttl_ms: the lease of lease backends (Redis), from 100 ms to 7 days
+ *   (604800000 ms); the default is the backend's ttl option (30 s unless
+ *   configured).
  * enabled: 1 keeps the lease renewed while held (the default), 0 lets it
  *   run out after the TTL, which is then reported as DLOCK_STATE_LOST.
  * backend: the name of one of the client's configured backends, used for

@@ -211,10 +211,11 @@ DLOCK_API int dlock_lock_set_ttl(dlock_lock *lock, int64_t ttl_ms)
 
 	if (rc != DLOCK_OK)
 		return rc;
-	if (ttl_ms < DLOCK__TTL_MIN_MS) {
+	if (ttl_ms < DLOCK__TTL_MIN_MS || ttl_ms > DLOCK__TTL_MAX_MS) {
 		g_mutex_unlock(&lock->mu);
-		return dlock__error(DLOCK_EINVAL, "ttl %" G_GINT64_FORMAT " ms is below the minimum of %d ms",
-		                    ttl_ms, DLOCK__TTL_MIN_MS);
+		return dlock__error(DLOCK_EINVAL, "ttl %" G_GINT64_FORMAT " ms is outside the range from the "
+		                    "minimum of %d ms to the maximum of %" G_GINT64_FORMAT " ms (7 days)",
+		                    ttl_ms, DLOCK__TTL_MIN_MS, DLOCK__TTL_MAX_MS);
 	}
 	lock->ttl_ms = ttl_ms;
 	g_mutex_unlock(&lock->mu);
