@@ -102,10 +102,13 @@ static bool grant_alive(const redis_lease *lease, int64_t sent_us)
 	return dlock__boot_us() + margin_us < sent_us + lease->ttl_ms * 1000 - margin_us;
 }
 
-/* How long to sleep before the next try when woken by nothing else. */
+/* How long to sleep before the next try when woken by nothing else: the
+ * lock's remaining time if that comes first, else the backoff.  A peer may
+ * set any expiry Redis takes (up to about 9.2e18 ms), so the PTTL is
+ * compared before it is turned into microseconds. */
 static int64_t next_sleep_us(int64_t pttl_ms, int64_t backoff_us)
 {
-	if (pttl_ms >= 0)
+	if (pttl_ms >= 0 && pttl_ms < backoff_us / 1000)
 		return MIN(pttl_ms * 1000 + 1000, backoff_us);
 	return backoff_us;
 }
