@@ -433,7 +433,7 @@ static bool grant_refused(dlock_lock *lock, dlock__hold *hold)
 	if (!freed)
 		return false;
 	g_mutex_lock(&hold->mu);
-	hold->phase = HOLD_RELEASED;
+	dlock__hold_end_locked(hold);
 	g_mutex_unlock(&hold->mu);
 	hold->slot->ops->release(hold->slot->impl, hold);
 	return true;
