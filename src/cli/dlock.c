@@ -31,6 +31,7 @@ enum {
 	EXIT_USAGE = 64,
 	EXIT_UNAVAILABLE = 69,
 	EXIT_LOST = 70,
+	EXIT_OSERR = 71,
 	EXIT_SOFTWARE = 70,
 	EXIT_TEMPFAIL = 75,
 	EXIT_CONFIG = 78,
@@ -440,19 +441,27 @@ static void *guard_main(void *data)
 	return NULL;
 }
 
-/* Acquire, canceled by SIGINT, SIGTERM or SIGHUP; *ret_signo says which. */
-static int acquire_interruptible(dlock_lock *lock, int sfd, int64_t wait_ms, int *ret_signo)
+/*
+ * Acquire, canceled by SIGINT, SIGTERM or SIGHUP; *ret_signo says which.
+ * Without its guard thread no signal could stop the wait, so when that
+ * cannot be started nothing is tried: *ret_errno says why (else 0).
+ */
+static int acquire_interruptible(dlock_lock *lock, int sfd, int64_t wait_ms, int *ret_signo,
+                                 int *ret_errno)
 {
 	wait_guard g = { .lock = lock, .sfd = sfd };
 	int rc;
 
 	*ret_signo = 0;
-	if (pipe2(g.stop, O_CLOEXEC) != 0)
-		return dlock_acquire(lock, wait_ms);
-	if (pthread_create(&g.thread, NULL, guard_main, &g) != 0) {
+	*ret_errno = 0;
+	if (pipe2(g.stop, O_CLOEXEC) != 0) {
+		*ret_errno = errno;
+		return DLOCK_OK;
+	}
+	if ((*ret_errno = pthread_create(&g.thread, NULL, guard_main, &g)) != 0) {
 		close(g.stop[0]);
 		close(g.stop[1]);
-		return dlock_acquire(lock, wait_ms);
+		return DLOCK_OK;
 	}
 	rc = dlock_acquire(lock, wait_ms);
 	if (write(g.stop[1], "x", 1) != 1)
@@ -480,7 +489,7 @@ static int cmd_run(int argc, char **argv)
 	dlock_lock *lock;
 	int64_t kill_at = -1;
 	bool lost = false;
-	int status = 0, rc, sfd, signo;
+	int status = 0, rc, sfd, signo, err;
 	pid_t child;
 
 	parse_args(argc, argv, true, &o);
@@ -502,7 +511,14 @@ static int cmd_run(int argc, char **argv)
 	if (!o.wait_given)
 		o.wait_ms = dlock_client_default_wait_ms(client);
 	dlock_lock_set_state_callback(lock, on_state, NULL);
-	rc = acquire_interruptible(lock, sfd, o.wait_ms, &signo);
+	rc = acquire_interruptible(lock, sfd, o.wait_ms, &signo, &err);
+	if (err != 0) {
+		fprintf(stderr, "dlock: %s: cannot watch for signals while waiting for the lock: %s\n",
+		        o.resource, strerror(err));
+		dlock_lock_free(lock);
+		dlock_client_free(client);
+		return EXIT_OSERR;
+	}
 	if (signo) {
 		/* Asked to stop before COMMAND started: it never runs. */
 		fprintf(stderr, "dlock: %s: %s while waiting for the lock; not running %s\n", o.resource,

@@ -167,6 +167,16 @@ bool dlock__waiter_canceled(dlock__waiter *waiter);
 bool dlock__waiter_set_io_fd(dlock__waiter *waiter, int fd);
 
 /*
+ * The same around one blocking step on fd, for a waiter that may be NULL
+ * (a wait no cancel can reach): dlock__waiter_io_begin() registers fd,
+ * false when the waiter is canceled already; dlock__waiter_io_end()
+ * unregisters it and tells whether a cancel came meanwhile -- the socket
+ * may then have been shut down and must not be used again.
+ */
+bool dlock__waiter_io_begin(dlock__waiter *waiter, int fd);
+bool dlock__waiter_io_end(dlock__waiter *waiter);
+
+/*
  * One sleep of an acquire's wait loop: until woken, until deadline_us, or
  * for at most nap_us.  DLOCK_OK means "try again" (woken; or the nap ended,
  * and then *backoff_us doubles, up to cap_us).  DLOCK_ECANCELED and

@@ -204,6 +204,20 @@ void dlock__hold_install(dlock__hold *hold, dlock_lock *lock)
 {
 	dlock_client *client = lock->client;
 	hold_via via = { lock, 1 };
+	hold_phase granted;
+
+	/* Counted and HELD before another thread can find it through the
+	 * handle: a re-entry that found it still ACQUIRING would go to the
+	 * server and queue behind this very hold.  A suspension or loss the
+	 * backend reported before this is told to the handle at the end, after
+	 * an older hold's loss (reports from now on are told as they come). */
+	g_mutex_lock(&hold->mu);
+	g_array_append_val(hold->via, via);
+	hold->count = 1;
+	granted = hold->phase;
+	if (hold->phase == HOLD_ACQUIRING)
+		hold->phase = HOLD_HELD;
+	g_mutex_unlock(&hold->mu);
 
 	g_mutex_lock(&client->mu);
 	g_hash_table_add(client->holds, dlock__hold_ref(hold));
@@ -246,13 +260,9 @@ void dlock__hold_install(dlock__hold *hold, dlock_lock *lock)
 	}
 
 	g_mutex_lock(&hold->mu);
-	g_array_append_val(hold->via, via);
-	hold->count = 1;
-	if (hold->phase == HOLD_ACQUIRING)
-		hold->phase = HOLD_HELD;
-	else if (hold->phase == HOLD_SUSPENDED)
+	if (granted == HOLD_SUSPENDED && hold->phase == HOLD_SUSPENDED)
 		notify_locked(hold, DLOCK_STATE_SUSPENDED);
-	else if (hold->phase == HOLD_LOST)
+	else if (granted == HOLD_LOST && hold->phase == HOLD_LOST)
 		notify_locked(hold, DLOCK_STATE_LOST);
 	g_mutex_unlock(&hold->mu);
 }

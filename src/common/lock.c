@@ -35,9 +35,9 @@ void dlock__lock_unref(dlock_lock *lock)
  * failing calls and must leave the thread's last error message alone.  The
  * handle is only touched through its mutex and counter, hence const.
  */
-static bool call_begin(const dlock_lock *clock)
+static bool call_begin(const dlock_lock *handle)
 {
-	dlock_lock *lock = (dlock_lock *)clock; /* its mutex and counter only */
+	dlock_lock *lock = (dlock_lock *)handle; /* its mutex and counter only */
 	bool counted;
 
 	g_mutex_lock(&lock->mu);
@@ -48,9 +48,9 @@ static bool call_begin(const dlock_lock *clock)
 	return counted;
 }
 
-static void call_end(const dlock_lock *clock)
+static void call_end(const dlock_lock *handle)
 {
-	dlock_lock *lock = (dlock_lock *)clock;
+	dlock_lock *lock = (dlock_lock *)handle;
 
 	g_mutex_lock(&lock->mu);
 	/* Only dlock_lock_free() waits on idle; a broadcast costs a system call. */
@@ -434,7 +434,7 @@ static bool grant_refused(dlock_lock *lock, dlock__hold *hold)
 	if (!freed)
 		return false;
 	g_mutex_lock(&hold->mu);
-	hold->phase = HOLD_RELEASED;
+	dlock__hold_end_locked(hold);
 	g_mutex_unlock(&hold->mu);
 	hold->slot->ops->release(hold->slot->impl, hold);
 	return true;
@@ -582,11 +582,15 @@ DLOCK_API int dlock_lock_cancel(dlock_lock *lock)
 		return dlock__error(DLOCK_EINVAL, "dlock_lock_cancel: lock is NULL");
 	if (!lock->client || dlock__client_forked(lock->client))
 		return dlock__error(DLOCK_ECANCELED, "client was freed or belongs to the parent process");
-	/* During dlock_lock_free() the waiters are canceled already. */
+	/* A call like any other, which dlock_lock_free() waits for; once the
+	 * free has begun, the waiters are canceled already. */
+	if (!call_begin(lock))
+		return DLOCK_OK;
 	g_mutex_lock(&lock->mu);
 	for (guint i = 0; i < lock->waiters->len; i++)
 		dlock__waiter_cancel(lock->waiters->pdata[i]);
 	g_mutex_unlock(&lock->mu);
+	call_end(lock);
 	return DLOCK_OK;
 }
 

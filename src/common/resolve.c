@@ -6,6 +6,11 @@
  * canceled if it has not started; otherwise it is abandoned: its request
  * record must stay valid until the C library finishes with it, so it is
  * parked on the resolver and freed by a later call once done.
+ *
+ * A cancel of the caller's waiter ends the wait the same way.  gai_suspend()
+ * cannot wait on anything a cancel could signal, so with a waiter it waits
+ * in slices of CANCEL_CHECK_US and looks at the waiter between them: a
+ * cancel is seen within that long, at the cost of one mutex per slice.
  */
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -16,12 +21,15 @@
 
 #include <glib.h>
 
+#include "backend.h"
 #include "clock.h"
 #include "error.h"
 #include "resolve.h"
 
 /* How long the other names of a list may still take once one resolved. */
 #define GRACE_US (100 * 1000)
+/* How often a wait with a waiter looks whether it was canceled. */
+#define CANCEL_CHECK_US (20 * 1000)
 
 struct dlock__resolver {
 	GMutex mu;
@@ -91,10 +99,13 @@ static bool is_literal(const char *host)
  * Wait until every lookup has finished or deadline_us passes -- but once
  * one host has addresses (have_one: a literal among them), give the others
  * only GRACE_US more: a server whose name never resolves must not hold up
- * a session the others can serve.
+ * a session the others can serve.  Returns false when waiter (may be NULL)
+ * was canceled first.
  */
-static void wait_lookups(lookup **lookups, guint n, bool have_one, int64_t deadline_us)
+static bool wait_lookups(lookup **lookups, guint n, bool have_one, dlock__waiter *waiter,
+                         int64_t deadline_us)
 {
+	bool canceled = false;
 	const struct gaicb **pending = g_new0(const struct gaicb *, n);
 
 	if (have_one)
@@ -116,13 +127,17 @@ static void wait_lookups(lookup **lookups, guint n, bool have_one, int64_t deadl
 		}
 		if (m == 0)
 			break;
-		if (deadline_us == INT64_MAX) {
+		if (waiter && (canceled = dlock__waiter_canceled(waiter)))
+			break;
+		if (deadline_us == INT64_MAX && !waiter) {
 			gai_suspend(pending, (int)m, NULL);
 			continue;
 		}
 		left = dlock__remaining_us(deadline_us);
 		if (left <= 0)
 			break;
+		if (waiter)
+			left = MIN(left, CANCEL_CHECK_US);
 		ts.tv_sec = left / 1000000;
 		ts.tv_nsec = (left % 1000000) * 1000;
 		/* Returns when one finishes, at the timeout or on a signal:
@@ -130,6 +145,7 @@ static void wait_lookups(lookup **lookups, guint n, bool have_one, int64_t deadl
 		gai_suspend(pending, (int)m, &ts);
 	}
 	g_free(pending);
+	return !canceled;
 }
 
 /* The numeric addresses of a finished lookup, IPv4 first, without repeats. */
@@ -195,7 +211,7 @@ static int finish_lookup(dlock__resolver *r, lookup *l, char ***ret_addrs)
 }
 
 int dlock__resolve_each(dlock__resolver *resolver, const char *const *hosts, unsigned n,
-                        int64_t deadline_us, char ***ret_addrs)
+                        dlock__waiter *waiter, int64_t deadline_us, char ***ret_addrs)
 {
 	lookup **lookups = g_new0(lookup *, n);
 	char *why = NULL;
@@ -241,7 +257,19 @@ int dlock__resolve_each(dlock__resolver *resolver, const char *const *hosts, uns
 			lookups[i] = NULL;
 		}
 	}
-	wait_lookups(lookups, n, have_one, deadline_us);
+	if (!wait_lookups(lookups, n, have_one, waiter, deadline_us)) {
+		/* What resolved is not wanted any more; the rest is abandoned. */
+		for (unsigned i = 0; i < n; i++) {
+			if (lookups[i])
+				finish_lookup(resolver, lookups[i], &ret_addrs[i]);
+			g_strfreev(ret_addrs[i]);
+			ret_addrs[i] = NULL;
+		}
+		g_free(lookups);
+		g_free(why);
+		return dlock__error(DLOCK_ECANCELED, "resolving host name '%s'%s was canceled", hosts[0],
+		                    n > 1 ? " and the others" : "");
+	}
 	for (unsigned i = 0; i < n; i++) {
 		if (lookups[i] && finish_lookup(resolver, lookups[i], &ret_addrs[i]) != DLOCK_OK && !why)
 			why = g_strdup(dlock_last_error_message());
@@ -255,10 +283,10 @@ int dlock__resolve_each(dlock__resolver *resolver, const char *const *hosts, uns
 	return rc;
 }
 
-int dlock__resolve(dlock__resolver *resolver, const char *host, int64_t deadline_us,
-                   char ***ret_addrs)
+int dlock__resolve(dlock__resolver *resolver, const char *host, dlock__waiter *waiter,
+                   int64_t deadline_us, char ***ret_addrs)
 {
 	const char *hosts[1] = { host };
 
-	return dlock__resolve_each(resolver, hosts, 1, deadline_us, ret_addrs);
+	return dlock__resolve_each(resolver, hosts, 1, waiter, deadline_us, ret_addrs);
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 typedef struct dlock__resolver dlock__resolver;
+typedef struct dlock__waiter dlock__waiter;
 
 /* One per backend; no thread, no I/O. */
 dlock__resolver *dlock__resolver_new(void);
@@ -28,9 +29,11 @@ void dlock__resolver_free(dlock__resolver *resolver);
  * Returns DLOCK_OK and *ret_addrs (NULL-terminated, g_strfreev), or
  * DLOCK_EUNAVAILABLE with a message naming host (the name does not
  * resolve, or no answer before the deadline: the lookup is then abandoned).
+ * A cancel of waiter (may be NULL) abandons the lookup as the deadline
+ * does, within 20 ms: DLOCK_ECANCELED.
  */
-int dlock__resolve(dlock__resolver *resolver, const char *host, int64_t deadline_us,
-                   char ***ret_addrs);
+int dlock__resolve(dlock__resolver *resolver, const char *host, dlock__waiter *waiter,
+                   int64_t deadline_us, char ***ret_addrs);
 
 /*
  * Several names at once (the servers of an ensemble), all looked up in
@@ -39,9 +42,10 @@ int dlock__resolve(dlock__resolver *resolver, const char *host, int64_t deadline
  * that long.  ret_addrs has n entries: the
  * addresses of hosts[i] (g_strfreev), or NULL when it did not resolve.
  * Returns DLOCK_OK when at least one resolved, else DLOCK_EUNAVAILABLE
- * with the first failure's message (and every entry NULL).
+ * with the first failure's message (and every entry NULL), or
+ * DLOCK_ECANCELED (every entry NULL) on a cancel of waiter (may be NULL).
  */
 int dlock__resolve_each(dlock__resolver *resolver, const char *const *hosts, unsigned n,
-                        int64_t deadline_us, char ***ret_addrs);
+                        dlock__waiter *waiter, int64_t deadline_us, char ***ret_addrs);
 
 #endif

@@ -108,6 +108,24 @@ bool dlock__waiter_set_io_fd(dlock__waiter *waiter, int fd)
 	return ok;
 }
 
+bool dlock__waiter_io_begin(dlock__waiter *waiter, int fd)
+{
+	return !waiter || dlock__waiter_set_io_fd(waiter, fd);
+}
+
+bool dlock__waiter_io_end(dlock__waiter *waiter)
+{
+	bool canceled;
+
+	if (!waiter)
+		return false;
+	g_mutex_lock(&waiter->mu);
+	waiter->io_fd = -1;
+	canceled = waiter->canceled;
+	g_mutex_unlock(&waiter->mu);
+	return canceled;
+}
+
 int dlock__waiter_turn(dlock__waiter *waiter, uint64_t seen, const dlock__hold *hold,
                        int64_t wait_ms, int64_t deadline_us, int64_t nap_us,
                        int64_t *backoff_us, int64_t cap_us)

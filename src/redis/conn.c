@@ -11,8 +11,15 @@
  * would cost two).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "error.h"
@@ -111,44 +118,80 @@ static int setup_command(dlock__backend *b, redisContext *ctx, int64_t deadline_
 }
 
 /*
- * Connect to the host's addresses in turn by deadline_us.  The name is
- * resolved here, bounded by the same deadline (hiredis would resolve it
- * with a getaddrinfo() no deadline can stop), and hiredis gets IP
- * literals; messages keep the name.
+ * Wait for the connect in progress on fd to end, by deadline_us.  Returns
+ * 0 or the errno of the failure (ETIMEDOUT at the deadline).
  */
-static redisContext *connect_tcp(dlock__backend *b, int64_t deadline_us, int *ret_rc)
+static int connect_wait(int fd, int64_t deadline_us)
 {
-	redisContext *ctx = NULL;
-	char **addrs;
-	int rc;
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	socklen_t len = sizeof(int);
+	int err = 0;
 
-	rc = dlock__resolve(b->resolver, b->host, deadline_us, &addrs);
-	if (rc != DLOCK_OK) {
-		char *why = g_strdup(dlock_last_error_message());
-
-		*ret_rc = dlock__error(rc, "%s: %s", b->label, why);
-		g_free(why);
-		return NULL;
-	}
-	for (int i = 0; addrs[i]; i++) {
+	for (;;) {
 		int64_t left = dlock__remaining_us(deadline_us);
+		int n;
 
-		if (ctx)
-			redisFree(ctx);
-		if (left <= 0) {
-			ctx = NULL;
+		if (left <= 0)
+			return ETIMEDOUT;
+		n = poll(&pfd, 1, (int)MIN((left + 999) / 1000, INT_MAX));
+		if (n > 0)
 			break;
-		}
-		ctx = redisConnectWithTimeout(addrs[i], b->port, timeval_of(left));
-		if (!ctx || !ctx->err)
-			break;
+		if (n < 0 && errno != EINTR)
+			return errno;
 	}
-	g_strfreev(addrs);
-	if (!ctx) {
-		*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot connect in the time left", b->label);
-		return NULL;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+		return errno;
+	return err;
+}
+
+/*
+ * One TCP connect to the IP literal addr by deadline_us, which a cancel of
+ * waiter (may be NULL) ends at once: the socket connects non-blocking and
+ * registered with the waiter, whose cancel shuts it down -- on Linux that
+ * aborts a connect in progress and wakes the poll.  Returns the connected
+ * socket, blocking again (hiredis reads and writes it blocking, bounded
+ * by its timeouts), or -1 and *ret_err the errno (ECANCELED on a cancel).
+ */
+static int dial(const char *addr, int port, dlock__waiter *waiter, int64_t deadline_us,
+                int *ret_err)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+	                          .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+	struct addrinfo *ai = NULL;
+	char service[16];
+	int fd, err = 0, one = 1;
+
+	/* Numeric only: no lookup, and an IPv6 scope suffix is understood. */
+	g_snprintf(service, sizeof(service), "%d", port);
+	if (getaddrinfo(addr, service, &hints, &ai) != 0) {
+		*ret_err = EINVAL;
+		return -1;
 	}
-	return ctx;
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		*ret_err = errno;
+		freeaddrinfo(ai);
+		return -1;
+	}
+	if (!dlock__waiter_io_begin(waiter, fd)) {
+		err = ECANCELED;
+	} else {
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0)
+			err = errno == EINPROGRESS ? connect_wait(fd, deadline_us) : errno;
+		if (dlock__waiter_io_end(waiter))
+			err = ECANCELED;
+	}
+	freeaddrinfo(ai);
+	if (err == 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+		err = errno;
+	if (err != 0) {
+		close(fd);
+		*ret_err = err;
+		return -1;
+	}
+	/* As hiredis sets it on the connections it makes itself. */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
 }
 
 static int canceled_error(dlock__backend *b)
@@ -157,11 +200,56 @@ static int canceled_error(dlock__backend *b)
 }
 
 /*
+ * Connect to the host's addresses in turn by deadline_us.  The name is
+ * resolved here, bounded by the same deadline (hiredis would resolve it
+ * with a getaddrinfo() no deadline can stop), and the socket is connected
+ * here too, so that a cancel of waiter (may be NULL) ends either at once;
+ * hiredis gets the connected socket.  Messages keep the name.
+ */
+static redisContext *connect_tcp(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
+                                 int *ret_rc)
+{
+	redisContext *ctx;
+	char **addrs;
+	int rc, fd = -1, err = ETIMEDOUT;
+
+	rc = dlock__resolve(b->resolver, b->host, waiter, deadline_us, &addrs);
+	if (rc != DLOCK_OK) {
+		char *why = g_strdup(dlock_last_error_message());
+
+		*ret_rc = dlock__error(rc, "%s: %s", b->label, why);
+		g_free(why);
+		return NULL;
+	}
+	for (int i = 0; addrs[i] && fd < 0 && err != ECANCELED; i++) {
+		if (dlock__remaining_us(deadline_us) <= 0)
+			break;
+		fd = dial(addrs[i], b->port, waiter, deadline_us, &err);
+	}
+	g_strfreev(addrs);
+	if (fd < 0 && err == ECANCELED) {
+		*ret_rc = canceled_error(b);
+		return NULL;
+	}
+	if (fd < 0) {
+		*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot connect: %s", b->label,
+		                       g_strerror(err));
+		return NULL;
+	}
+	ctx = redisConnectFd(fd);
+	if (!ctx) {
+		close(fd);
+		*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot allocate a connection", b->label);
+	}
+	return ctx;
+}
+
+/*
  * Connect, AUTH and SELECT, all of it within timeout_us: the resolve, the
  * TCP connect and each setup command get what is left of one deadline, so
  * a slow server cannot make a connect take a timeout per step.  A cancel
- * of waiter (may be NULL) interrupts the AUTH and SELECT, which can wait
- * out a whole command timeout.
+ * of waiter (may be NULL) interrupts every step: the resolve, the connect,
+ * and the AUTH and SELECT, which can wait out a whole command timeout.
  */
 static redisContext *connect_for(dlock__backend *b, dlock__waiter *waiter, int64_t timeout_us,
                                  bool select, int *ret_rc)
@@ -176,14 +264,15 @@ static redisContext *connect_for(dlock__backend *b, dlock__waiter *waiter, int64
 	}
 	if (b->unix_path) {
 		ctx = redisConnectUnixWithTimeout(b->unix_path, timeval_of(timeout_us));
+		if (!ctx) {
+			*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot allocate a connection",
+			                       b->label);
+			return NULL;
+		}
 	} else {
-		ctx = connect_tcp(b, deadline_us, ret_rc);
+		ctx = connect_tcp(b, waiter, deadline_us, ret_rc);
 		if (!ctx)
 			return NULL;
-	}
-	if (!ctx) {
-		*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot allocate a connection", b->label);
-		return NULL;
 	}
 	dlock__set_cloexec(ctx->fd);
 	if (ctx->err) {
@@ -191,7 +280,7 @@ static redisContext *connect_for(dlock__backend *b, dlock__waiter *waiter, int64
 		redisFree(ctx);
 		return NULL;
 	}
-	if (waiter && !dlock__waiter_set_io_fd(waiter, ctx->fd))
+	if (!dlock__waiter_io_begin(waiter, ctx->fd))
 		rc = canceled_error(b);
 	if (rc == DLOCK_OK && b->password) {
 		const char *argv[3] = { "AUTH", b->user ? b->user : b->password, b->password };
@@ -205,11 +294,8 @@ static redisContext *connect_for(dlock__backend *b, dlock__waiter *waiter, int64
 		g_snprintf(db, sizeof(db), "%d", b->db);
 		rc = setup_command(b, ctx, deadline_us, "SELECT failed", 2, argv);
 	}
-	if (waiter) {
-		dlock__waiter_set_io_fd(waiter, -1);
-		if (dlock__waiter_canceled(waiter))
-			rc = canceled_error(b); /* the socket may have been shut down */
-	}
+	if (dlock__waiter_io_end(waiter))
+		rc = canceled_error(b); /* the socket may have been shut down */
 	if (rc != DLOCK_OK) {
 		redisFree(ctx);
 		*ret_rc = rc;

@@ -131,6 +131,8 @@ void dlock__redis_scripts_clear(dlock__backend *b);
 int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script, int nkeys,
                       int nargs, const char **words, redisReply **ret);
 const char *dlock__redis_script_body(redis_script script);
+/* The server does not have the script cached (flushed, or restarted). */
+bool dlock__redis_is_noscript(const redisReply *reply);
 /*
  * Run a script on a pooled connection, bounded by the command timeout and
  * deadline_us.  If a pooled connection turns out dead (the server

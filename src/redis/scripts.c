@@ -77,7 +77,7 @@ void dlock__redis_scripts_clear(dlock__backend *b)
 		g_free(b->script_sha[i]);
 }
 
-static bool is_noscript(const redisReply *reply)
+bool dlock__redis_is_noscript(const redisReply *reply)
 {
 	return reply->type == REDIS_REPLY_ERROR && reply->len >= 8 &&
 	       strncmp(reply->str, "NOSCRIPT", 8) == 0;
@@ -100,7 +100,7 @@ int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script, 
 	memcpy(&argv[3], words, sizeof(*words) * (size_t)(nkeys + nargs));
 
 	rc = dlock__redis_command(b, conn, argc, argv, NULL, &reply);
-	if (rc == DLOCK_OK && is_noscript(reply)) {
+	if (rc == DLOCK_OK && dlock__redis_is_noscript(reply)) {
 		const char *load[3] = { "SCRIPT", "LOAD", bodies[script] };
 
 		freeReplyObject(reply);
@@ -142,17 +142,13 @@ int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t d
 		dlock__redis_conn_timeout(conn, MIN(dlock__remaining_us(deadline_us),
 		                                    b->command_timeout_ms * 1000));
 		/* The cancel path shuts this socket down to end the wait. */
-		if (waiter && !dlock__waiter_set_io_fd(waiter, conn->ctx->fd)) {
+		if (!dlock__waiter_io_begin(waiter, conn->ctx->fd)) {
 			dlock__redis_conn_put(b, conn, true);
 			return dlock__error(DLOCK_ECANCELED, "%s: canceled", b->label);
 		}
 		rc = dlock__redis_eval(b, conn, script, nkeys, nargs, words, ret);
 		timed_out = conn->timed_out;
-		canceled = false;
-		if (waiter) {
-			dlock__waiter_set_io_fd(waiter, -1);
-			canceled = dlock__waiter_canceled(waiter);
-		}
+		canceled = dlock__waiter_io_end(waiter);
 		/* A canceled connection may have been shut down: never pool it. */
 		dlock__redis_conn_put(b, conn, rc != DLOCK_EUNAVAILABLE && !canceled);
 		if (rc != DLOCK_EUNAVAILABLE)

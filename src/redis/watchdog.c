@@ -28,7 +28,6 @@
  * came).
  */
 #include <inttypes.h>
-#include <string.h>
 
 #include "clock.h"
 #include "error.h"
@@ -190,11 +189,6 @@ static int renew_result(dlock__backend *b, const redisReply *reply)
 	return -1;
 }
 
-static bool is_noscript(const redisReply *reply)
-{
-	return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0;
-}
-
 /*
  * Read one reply per lease in order into results, for the leases
  * numbered by which (all of due when which is NULL).  With noscript, the
@@ -210,7 +204,7 @@ static void read_renewals(redis_watchdog *wd, guint n, const guint *which, int *
 
 		if (redisGetReply(wd->ctx, (void **)&reply) != REDIS_OK)
 			break;
-		if (noscript && is_noscript(reply))
+		if (noscript && dlock__redis_is_noscript(reply))
 			g_array_append_val(noscript, i);
 		else
 			results[i] = renew_result(wd->b, reply);

@@ -235,16 +235,19 @@ static gpointer session_thread(gpointer data);
  * "ip:port,[ip6]:port,...[/chroot]".  The C client would resolve the
  * names itself, synchronously, inside zookeeper_init2() -- no deadline
  * stops that.  Called with no lock held.  A server whose name does not
- * resolve is left out, unless none does.
+ * resolve is left out, unless none does.  A cancel of waiter (may be
+ * NULL) ends the lookups at once.
  */
-static int resolve_hosts(dlock__backend *b, int64_t until_us, char **ret_hosts)
+static int resolve_hosts(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
+                         char **ret_hosts)
 {
 	unsigned n = g_strv_length(b->server_hosts);
 	char ***addrs = g_new0(char **, n);
 	GString *hosts;
 	int rc;
 
-	rc = dlock__resolve_each(b->resolver, (const char *const *)b->server_hosts, n, until_us, addrs);
+	rc = dlock__resolve_each(b->resolver, (const char *const *)b->server_hosts, n, waiter, until_us,
+	                         addrs);
 	if (rc != DLOCK_OK) {
 		char *why = g_strdup(dlock_last_error_message());
 
@@ -398,7 +401,7 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 			 * and the session thread need; another thread may open a
 			 * session meanwhile, which is then used instead. */
 			g_mutex_unlock(&b->mu);
-			rc = resolve_hosts(b, until_us, &hosts);
+			rc = resolve_hosts(b, waiter, until_us, &hosts);
 			if (rc != DLOCK_OK)
 				return rc;
 			g_mutex_lock(&b->mu);

@@ -183,6 +183,25 @@ signal_while_waiting file "file://$tmp/sigwait" INT 130 watching_file
 signal_while_waiting redis "$uri" TERM 143 subscribed
 signal_while_waiting redis "$uri" INT 130 subscribed
 
+# No descriptor left for the thread that watches for signals while waiting
+# (only 0-2 open, at most 6 allowed: the signalfd and the loss pipe take
+# three): dlock must refuse to wait deaf to signals, exiting 71 (EX_OSERR).
+# (LeakSanitizer, in a sanitizer build, needs a descriptor of its own at exit.)
+rm -f "$tmp/marker"
+mkdir -p "$tmp/nofd"
+ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 /usr/bin/python3 -c '
+import os, resource, sys
+os.closerange(3, 65536)
+resource.setrlimit(resource.RLIMIT_NOFILE, (6, 6))
+os.execv(sys.argv[1], sys.argv[1:])' "$dlock" run -b "file://$tmp/nofd" -w 0 cli/nofd -- \
+	touch "$tmp/marker" 2>"$tmp/nofd.err"
+st=$?
+check "no descriptor for the signal watcher: exit 71 (status $st: $(head -c 200 "$tmp/nofd.err"))" \
+	test "$st" = 71
+check "no descriptor for the signal watcher: the message says so" \
+	grep -q "cannot watch for signals" "$tmp/nofd.err"
+check "no descriptor for the signal watcher: COMMAND never ran" test ! -e "$tmp/marker"
+
 # ---- lock loss ----
 "$dlock" run -b "$uri" -t 300ms cli/lost -- sh -c 'trap "exit 0" TERM; while :; do sleep 0.05; done' 2>"$tmp/lost.err" &
 runner=$!

@@ -10,14 +10,15 @@
  * server unavailable.  The cancel came first: the caller must see
  * DLOCK_ECANCELED, not a backend failure it never waited for.
  *
- * (How soon the canceled acquire returns is the backend's business: these
- * tests assert only the code, with a short connect timeout.)
+ * And the cancel must end the hanging connect at once, not when its
+ * timeout runs out.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,6 +81,7 @@ typedef struct call {
 	int rc;
 	char message[512];
 	int64_t elapsed_ms;
+	int64_t returned_ms;    /* test_now_ms() when the acquire returned */
 	int entered;
 } call;
 
@@ -91,8 +93,19 @@ static void *acquire_thread(void *data)
 	__atomic_store_n(&c->entered, 1, __ATOMIC_SEQ_CST);
 	c->rc = dlock_acquire(c->lock, 20000);
 	g_strlcpy(c->message, dlock_last_error_message(), sizeof(c->message));
-	c->elapsed_ms = test_now_ms() - start;
+	c->returned_ms = test_now_ms();
+	c->elapsed_ms = c->returned_ms - start;
 	return NULL;
+}
+
+/* The acquire returned soon after the call made at since_ms. */
+static void assert_returned_at_once(const call *c, int64_t since_ms)
+{
+	int64_t after = c->returned_ms - since_ms;
+
+	print_message("the acquire returned %" PRId64 " ms after the cancel\n", after);
+	if (after > 300 + test_slack(300))
+		fail_msg("the acquire returned %" PRId64 " ms after the cancel, not at once", after);
 }
 
 static void report(const char *what, const call *c)
@@ -117,6 +130,7 @@ static void test_acquire_canceled_while_connecting_returns_ecanceled(void **stat
 	dlock_client *client;
 	call c = { 0 };
 	pthread_t thread;
+	int64_t since;
 
 	(void)state;
 	black_hole_open(&h);
@@ -126,11 +140,13 @@ static void test_acquire_canceled_while_connecting_returns_ecanceled(void **stat
 	/* Well inside the connect, well before its timeout. */
 	g_usleep(300 * 1000);
 	assert_true(__atomic_load_n(&c.entered, __ATOMIC_SEQ_CST));
+	since = test_now_ms();
 	assert_int_equal(dlock_lock_cancel(c.lock), DLOCK_OK);
 	pthread_join(thread, NULL);
 	report("canceled", &c);
 	assert_int_equal(c.rc, DLOCK_ECANCELED);
 	assert_true(strlen(c.message) > 0);
+	assert_returned_at_once(&c, since);
 	dlock_lock_free(c.lock);
 	dlock_client_free(client);
 	black_hole_close(&h);
@@ -142,6 +158,7 @@ static void test_acquire_in_flight_when_its_handle_is_freed_returns_ecanceled(vo
 	dlock_client *client;
 	call c = { 0 };
 	pthread_t thread;
+	int64_t since, took;
 
 	(void)state;
 	black_hole_open(&h);
@@ -150,11 +167,17 @@ static void test_acquire_in_flight_when_its_handle_is_freed_returns_ecanceled(vo
 	pthread_create(&thread, NULL, acquire_thread, &c);
 	g_usleep(300 * 1000);
 	assert_true(__atomic_load_n(&c.entered, __ATOMIC_SEQ_CST));
-	/* Waits for the acquire in flight, as dlock.h says. */
+	/* Waits for the acquire in flight, as dlock.h says -- which the
+	 * free's cancel ends at once. */
+	since = test_now_ms();
 	dlock_lock_free(c.lock);
+	took = test_now_ms() - since;
 	pthread_join(thread, NULL);
 	report("handle freed", &c);
 	assert_int_equal(c.rc, DLOCK_ECANCELED);
+	assert_returned_at_once(&c, since);
+	print_message("dlock_lock_free took %" PRId64 " ms\n", took);
+	assert_true(took <= 300 + test_slack(300));
 	dlock_client_free(client);
 	black_hole_close(&h);
 }
@@ -173,29 +196,43 @@ static void *free_thread(void *data)
 	return NULL;
 }
 
+static void *release_thread(void *data)
+{
+	call *c = data;
+
+	__atomic_store_n(&c->entered, 1, __ATOMIC_SEQ_CST);
+	c->rc = dlock_release(c->lock);
+	return NULL;
+}
+
 /*
  * dlock_held() and dlock_fencing_token() are not failing calls: on a
  * handle whose free is under way they answer 0 and leave this thread's
  * last error message alone ("valid until this thread's next failing dlock
- * call").
+ * call").  The free is kept under way by a release in flight, which waits
+ * on a frozen server (a release cannot be canceled).
  */
 static void test_held_on_a_handle_being_freed_keeps_the_last_error_message(void **state)
 {
-	black_hole h;
+	test_redis *r = test_redis_start(NULL, NULL, false);
+	char *uri = test_redis_uri(r, "?command-timeout=3s");
 	dlock_client *client;
 	dlock_lock *bad = NULL;
 	call c = { 0 };
 	freer f = { 0 };
-	pthread_t acquirer, freeing;
+	pthread_t releaser, freeing;
 	char before[512];
 
 	(void)state;
-	black_hole_open(&h);
-	client = client_on(&h);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
 	assert_int_equal(dlock_lock_new(client, "cancel-code/held", &c.lock), DLOCK_OK);
-	pthread_create(&acquirer, NULL, acquire_thread, &c);
+	assert_int_equal(dlock_lock_set_owner(c.lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	assert_int_equal(dlock_acquire(c.lock, 0), DLOCK_OK);
+	test_redis_signal(r, SIGSTOP);
+	pthread_create(&releaser, NULL, release_thread, &c);
 	g_usleep(300 * 1000);
-	/* The free waits for the acquire stuck in its connect. */
+	assert_true(__atomic_load_n(&c.entered, __ATOMIC_SEQ_CST));
+	/* The free waits for the release stuck on the frozen server. */
 	f.lock = c.lock;
 	pthread_create(&freeing, NULL, free_thread, &f);
 	g_usleep(300 * 1000);
@@ -210,10 +247,12 @@ static void test_held_on_a_handle_being_freed_keeps_the_last_error_message(void 
 	print_message("after dlock_held: %s\n", dlock_last_error_message());
 	assert_string_equal(dlock_last_error_message(), before);
 
+	pthread_join(releaser, NULL);
 	pthread_join(freeing, NULL);
-	pthread_join(acquirer, NULL);
+	test_redis_signal(r, SIGCONT);
 	dlock_client_free(client);
-	black_hole_close(&h);
+	g_free(uri);
+	test_redis_stop(r);
 }
 
 int main(int argc, char **argv)

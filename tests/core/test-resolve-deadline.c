@@ -10,6 +10,10 @@
  *
  * The namespace needs root (CI runs the tests as root); without it the
  * test fails, it never skips.
+ *
+ * A cancel, a free of the handle or of the client must wake an acquire
+ * that is waiting for that resolver at once, not when the lookup's time
+ * (the connect timeout) runs out.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -206,6 +210,72 @@ static int worker_main(const char *uri)
 	_exit(0);
 }
 
+/* How long after the cancel (or free) call the acquire returned. */
+typedef struct canceled_call {
+	timed_call call;
+	int64_t returned_ms;
+} canceled_call;
+
+static void *acquire_then_note(void *data)
+{
+	canceled_call *c = data;
+
+	timed_acquire(&c->call);
+	__atomic_store_n(&c->returned_ms, test_now_ms(), __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/*
+ * An acquire with a long wait, stuck resolving: interrupted after 300 ms by
+ * way (dlock_lock_cancel, dlock_lock_free or dlock_client_free, from this
+ * thread).  Prints "<way> <rc> <ms until the acquire returned> <ms the
+ * interrupting call took>".
+ */
+static void interrupt_case(const char *uri, const char *way)
+{
+	canceled_call c = { 0 };
+	dlock_client *client;
+	pthread_t thread;
+	int64_t start, took;
+
+	if (dlock_client_new(uri, &client) != DLOCK_OK ||
+	    dlock_lock_new(client, "resolve/interrupted", &c.call.lock) != DLOCK_OK) {
+		printf("error client %s: %s\n", uri, dlock_last_error_message());
+		fflush(stdout);
+		exit(1);
+	}
+	c.call.wait_ms = 20000;
+	pthread_create(&thread, NULL, acquire_then_note, &c);
+	g_usleep(300 * 1000);
+	start = test_now_ms();
+	if (strcmp(way, "cancel") == 0) {
+		dlock_lock_cancel(c.call.lock);
+	} else if (strcmp(way, "lockfree") == 0) {
+		dlock_lock_free(c.call.lock);
+		c.call.lock = NULL;
+	} else {
+		dlock_client_free(client);
+		client = NULL;
+	}
+	took = test_now_ms() - start;
+	pthread_join(thread, NULL);
+	printf("%s %d %" PRId64 " %" PRId64 "\n", way, c.call.rc,
+	       __atomic_load_n(&c.returned_ms, __ATOMIC_SEQ_CST) - start, took);
+	fflush(stdout);
+	dlock_lock_free(c.call.lock);
+	dlock_client_free(client);
+}
+
+static int worker_interrupt(const char *uri)
+{
+	private_resolver();
+	interrupt_case(uri, "cancel");
+	interrupt_case(uri, "lockfree");
+	interrupt_case(uri, "clientfree");
+	/* Lookups abandoned in the C library: do not wait for them. */
+	_exit(0);
+}
+
 /* ---- the tests -------------------------------------------------------- */
 
 static void read_result(int fd, const char *what, char *line, size_t len)
@@ -261,6 +331,55 @@ static void run_case(const char *uri)
 	close(fd);
 }
 
+static void need_root(void)
+{
+	if (geteuid() != 0)
+		fail_msg("this test needs root to give a worker a private mount namespace with a "
+		         "resolver that never answers (CI runs it as root); run it as root");
+}
+
+/* The connect timeout (4 s) bounds the lookup; the interrupt comes
+ * 300 ms into it and must end it at once. */
+static void run_interrupt_case(const char *uri)
+{
+	const char *ways[] = { "cancel", "lockfree", "clientfree" };
+	const char *args[] = { "interrupt", uri, NULL };
+	char line[1024];
+	long long returned, took;
+	int fd, rc;
+	pid_t pid;
+
+	need_root();
+	pid = test_spawn_worker(args, &fd);
+	for (int i = 0; i < 3; i++) {
+		char way[32];
+
+		read_result(fd, ways[i], line, sizeof(line));
+		print_message("  %s\n", line);
+		assert_int_equal(sscanf(line, "%31s %d %lld %lld", way, &rc, &returned, &took), 4);
+		if (rc != DLOCK_ECANCELED)
+			fail_msg("%s: the acquire returned %s, expected DLOCK_ECANCELED", way, dlock_strerror(rc));
+		if (returned > test_slack(300))
+			fail_msg("%s: the acquire returned %lld ms after it, not at once", way, returned);
+		if (took > test_slack(300))
+			fail_msg("%s: the call took %lld ms", way, took);
+	}
+	assert_int_equal(test_wait_worker(pid), 0);
+	close(fd);
+}
+
+static void test_redis_cancel_or_free_wakes_an_acquire_resolving_at_once(void **state)
+{
+	(void)state;
+	run_interrupt_case("redis://" NAME ":6379?connect-timeout=4s");
+}
+
+static void test_zk_cancel_or_free_wakes_an_acquire_resolving_at_once(void **state)
+{
+	(void)state;
+	run_interrupt_case("zk://" NAME ":2181?connect-timeout=4s");
+}
+
 static void test_redis_acquire_obeys_deadline_when_resolver_never_answers(void **state)
 {
 	(void)state;
@@ -308,11 +427,15 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_redis_acquire_obeys_deadline_when_resolver_never_answers),
 		cmocka_unit_test(test_zk_acquire_obeys_deadline_when_resolver_never_answers),
 		cmocka_unit_test(test_zk_ensemble_with_one_unresolvable_name_is_served_by_the_others),
+		cmocka_unit_test(test_redis_cancel_or_free_wakes_an_acquire_resolving_at_once),
+		cmocka_unit_test(test_zk_cancel_or_free_wakes_an_acquire_resolving_at_once),
 	};
 
 	test_init(argv[0]);
 	if (argc >= 4 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "ensemble") == 0)
 		return worker_ensemble(argv[3]);
+	if (argc >= 4 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "interrupt") == 0)
+		return worker_interrupt(argv[3]);
 	if (argc >= 3 && strcmp(argv[1], "--worker") == 0)
 		return worker_main(argv[2]);
 	return test_zk_finish(cmocka_run_group_tests_name("resolve-deadline", tests, NULL, NULL));
