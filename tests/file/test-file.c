@@ -68,10 +68,15 @@ static void log_to_stdout(dlock_log_level level, const char *message, void *user
 	fflush(stdout);
 }
 
+/* The descriptor limit before leave_one_descriptor() lowered it. */
+static struct rlimit saved_nofile;
+
 /*
  * Leave this process exactly one free descriptor: the lock file takes it,
  * so inotify_init1() fails with EMFILE, as it does for a program that has
- * used up its descriptors.
+ * used up its descriptors.  Only the soft limit is lowered, so
+ * restore_descriptors() can give them back (LeakSanitizer needs
+ * descriptors of its own when the process exits).
  */
 static bool leave_one_descriptor(void)
 {
@@ -87,7 +92,10 @@ static bool leave_one_descriptor(void)
 		if (atoi(e->d_name) > max)
 			max = atoi(e->d_name);
 	closedir(d);
-	rl.rlim_cur = rl.rlim_max = (rlim_t)max + 2;
+	if (getrlimit(RLIMIT_NOFILE, &saved_nofile) != 0)
+		return false;
+	rl = saved_nofile;
+	rl.rlim_cur = (rlim_t)max + 2;
 	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return false;
 	while ((fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
@@ -125,6 +133,7 @@ static int noinotify_worker(const char *spec, const char *resource)
 	rc = dlock_acquire(lock, 10000);
 	printf("rc %d %" PRId64 " %" PRId64 "\n", rc, test_now_ms() - t0, (cpu_us() - c0) / 1000);
 	fflush(stdout);
+	setrlimit(RLIMIT_NOFILE, &saved_nofile);
 	return rc == DLOCK_OK ? 0 : 1;
 }
 
