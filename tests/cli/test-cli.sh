@@ -297,7 +297,8 @@ java -Xms32m -Xmx256m -XX:+UseSerialGC \
 zk_server=$!
 zk_up=no
 for _ in $(seq 300); do
-	if (exec 3<>"/dev/tcp/127.0.0.1/$zk_port" && echo srvr >&3 && grep -q Mode <&3) 2>/dev/null; then
+	# A server that accepts but does not answer yet must not hang the probe.
+	if timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && echo srvr >&3 && grep -q Mode <&3' _ "$zk_port" 2>/dev/null; then
 		zk_up=yes
 		break
 	fi
