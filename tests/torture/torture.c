@@ -331,6 +331,30 @@ static void print_summary(torture_run *run, const torture_findings *f, long long
 	g_string_free(faults, TRUE);
 }
 
+/* Every event and fault, one a line, for a reader looking into a finding
+ * ($DLOCK_TORTURE_EVENTS names the file). */
+static void dump_events(torture_run *run)
+{
+	const char *path = g_getenv("DLOCK_TORTURE_EVENTS");
+	FILE *out;
+
+	if (!path || !(out = fopen(path, "w")))
+		return;
+	for (guint i = 0; i < run->events->len; i++) {
+		torture_event *e = &g_array_index(run->events, torture_event, i);
+
+		fprintf(out, "+%.6f worker %d.%d %c r%d token %" PRIu64 " code %d\n",
+		        (e->t - run->limits.run_start) / 1e6, e->slot, e->life, e->kind, e->res, e->token, e->code);
+	}
+	for (guint i = 0; i < run->faults->len; i++) {
+		torture_fault *f = &g_array_index(run->faults, torture_fault, i);
+
+		fprintf(out, "fault %s worker %d.%d +%.6f..+%.6f\n", torture_fault_name(f->kind), f->slot, f->life,
+		        (f->start - run->limits.run_start) / 1e6, (f->end - run->limits.run_start) / 1e6);
+	}
+	fclose(out);
+}
+
 static int run_torture(torture_run *run)
 {
 	torture_findings f;
@@ -364,6 +388,7 @@ static int run_torture(torture_run *run)
 	leftovers = count_leftovers(run);
 	torture_check(run->events, run->faults, &run->limits, &f);
 	print_summary(run, &f, leftovers, test_now_ms() - t0);
+	dump_events(run);
 	stop_servers(run);
 	if (run->self_check) {
 		failed = !(f.overlaps > 0 && f.order_violations > 0 && f.silent_losses > 0);
