@@ -18,7 +18,8 @@
  *    the nemesis was not pausing or partitioning;
  *  - silent loss: a hold whose process survived to release it, superseded
  *    by another owner's grant, and never told LOST (no state callback, no
- *    DLOCK_ELOST from release) nor SUSPENDED at the time of its release;
+ *    DLOCK_ELOST from release) nor SUSPENDED at the time of its release,
+ *    unless the other owner's grant followed a Redis restart;
  *  - liveness gap: workers kept trying a free resource for longer than
  *    the lease, the faults at the time and a margin allow.
  */
@@ -158,8 +159,9 @@ static int64_t first_common_instant(const hold *a, const hold *b, int64_t from, 
 	return best;
 }
 
-/* Whether a pause or partition of this life (or a Redis restart) covers t. */
-static bool explained(GArray *faults, const torture_limits *lim, const hold *h, int64_t t)
+/* The kind of a pause or partition of this life (or a Redis restart) that
+ * covers t, or -1. */
+static int explained(GArray *faults, const torture_limits *lim, const hold *h, int64_t t)
 {
 	int64_t grace = lim->lease_us + lim->slack_us;
 
@@ -171,6 +173,18 @@ static bool explained(GArray *faults, const torture_limits *lim, const hold *h, 
 		                f->kind == FAULT_SERVER_RESTART;
 
 		if (relevant && t >= f->start && t <= f->end + grace)
+			return (int)f->kind;
+	}
+	return -1;
+}
+
+/* Whether a Redis restart (every key gone) happened shortly before t. */
+static bool after_restart(GArray *faults, const torture_limits *lim, int64_t t)
+{
+	for (guint i = 0; i < faults->len; i++) {
+		torture_fault *f = &g_array_index(faults, torture_fault, i);
+
+		if (f->kind == FAULT_SERVER_RESTART && t >= f->start && t <= f->end + lim->lease_us + lim->slack_us)
 			return true;
 	}
 	return false;
@@ -272,6 +286,7 @@ static void check_overlaps(GPtrArray *holds, GArray *faults, const torture_limit
 		for (guint j = i + 1; j < holds->len; j++) {
 			hold *b = g_ptr_array_index(holds, j);
 			int64_t from, to, t;
+			int why;
 
 			if (b->acq >= believed_end(a))
 				break;
@@ -284,8 +299,12 @@ static void check_overlaps(GPtrArray *holds, GArray *faults, const torture_limit
 			t = first_common_instant(a, b, from, to);
 			if (t < 0)
 				continue;
-			if (explained(faults, lim, a, t) || explained(faults, lim, b, t)) {
+			why = explained(faults, lim, a, t);
+			if (why < 0)
+				why = explained(faults, lim, b, t);
+			if (why >= 0) {
 				f->overlaps_explained++;
+				f->explained_by[why]++;
 				continue;
 			}
 			f->overlaps++;
@@ -300,7 +319,7 @@ static void check_overlaps(GPtrArray *holds, GArray *faults, const torture_limit
 	}
 }
 
-static void check_silent_losses(GPtrArray *holds, const torture_limits *lim, torture_findings *f)
+static void check_silent_losses(GPtrArray *holds, GArray *faults, const torture_limits *lim, torture_findings *f)
 {
 	for (guint i = 0; i < holds->len; i++) {
 		hold *a = g_ptr_array_index(holds, i);
@@ -317,6 +336,13 @@ static void check_silent_losses(GPtrArray *holds, const torture_limits *lim, tor
 				break;
 			if (b->res != a->res || (b->slot == a->slot && b->life == a->life) || b->token <= a->token)
 				continue;
+			/* The restart took the key with it: a release that then
+			 * finds its connection dead cannot tell "not ours" from
+			 * "deleted by my unanswered try", and says DLOCK_OK. */
+			if (after_restart(faults, lim, b->acq)) {
+				f->silent_losses_explained++;
+				break;
+			}
 			f->silent_losses++;
 			if (shown(f->silent_losses))
 				printf("torture: SILENT LOSS on r%d: worker %d.%d token %" PRIu64
@@ -374,7 +400,7 @@ static void check_writes(GArray *events, GPtrArray *holds, GArray *faults, const
 		max_accepted[e->res] = MAX(max_accepted[e->res], e->token);
 		if (e->token < max_granted[e->res]) {
 			h = hold_of_write(holds, e);
-			if (h && explained(faults, lim, h, e->t))
+			if (h && explained(faults, lim, h, e->t) >= 0)
 				continue;
 			f->stale_accepted++;
 			if (shown(f->stale_accepted))
@@ -518,7 +544,7 @@ void torture_check(GArray *events, GArray *faults, const torture_limits *limits,
 	for (guint i = 0; i < holds->len; i++)
 		nres = MAX(nres, ((hold *)g_ptr_array_index(holds, i))->res + 1);
 	check_overlaps(holds, faults, limits, f);
-	check_silent_losses(holds, limits, f);
+	check_silent_losses(holds, faults, limits, f);
 	check_writes(events, holds, faults, limits, f);
 	check_liveness(events, holds, faults, limits, f, nres);
 	g_ptr_array_unref(holds);

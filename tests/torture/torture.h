@@ -80,10 +80,12 @@ typedef struct torture_findings {
 	int64_t writes_accepted;
 	int64_t writes_refused;
 	int64_t overlaps_explained;
+	int64_t explained_by[FAULT_KINDS];
 	int64_t overlaps;          /* unexplained */
 	int64_t order_violations;  /* accepted write with a lower token */
 	int64_t stale_accepted;    /* accepted write from a superseded hold, unexplained */
 	int64_t silent_losses;     /* superseded hold never told LOST */
+	int64_t silent_losses_explained; /* ... right after a Redis restart */
 	int64_t liveness_gaps;
 	int64_t longest_wait_us;
 	int64_t suspended;
