@@ -20,6 +20,8 @@
  *    by another owner's grant, and never told LOST (no state callback, no
  *    DLOCK_ELOST from release) nor SUSPENDED at the time of its release,
  *    unless the other owner's grant followed a Redis restart;
+ *  - grant without token: an acquire returned DLOCK_OK and the hold has
+ *    fencing token 0 (dead on arrival);
  *  - liveness gap: workers kept trying a free resource for longer than
  *    the lease, the faults at the time and a margin allow.
  */
@@ -209,6 +211,13 @@ static GPtrArray *build_holds(GArray *events, GArray *faults, const torture_limi
 		g_hash_table_replace(last_seen, g_strdup_printf("%d.%d", e->slot, e->life), seen);
 		switch (e->kind) {
 		case EV_ACQUIRED:
+			if (e->token == 0) {
+				f->tokenless_grants++;
+				if (shown(f->tokenless_grants))
+					printf("torture: GRANT WITHOUT TOKEN on r%d at +%.3fs: worker %d.%d's acquire returned "
+					       "DLOCK_OK with fencing token 0\n",
+					       e->res, (e->t - lim->run_start) / 1e6, e->slot, e->life);
+			}
 			h = g_new0(hold, 1);
 			h->slot = e->slot;
 			h->life = e->life;

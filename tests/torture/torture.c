@@ -322,12 +322,12 @@ static void print_summary(torture_run *run, const torture_findings *f, long long
 	       " tries=%" PRId64 " writes=%" PRId64 " refused=%" PRId64 " faults:%s%s states: suspended=%" PRId64
 	       " reconnected=%" PRId64 " lost=%" PRId64 " | overlaps=%" PRId64 " (explained %" PRId64
 	       ") order-violations=%" PRId64 " stale-writes=%" PRId64 " silent-losses=%" PRId64
-	       " (explained %" PRId64 ") liveness-gaps=%" PRId64 " (longest wait %.2fs) leftovers=%lld crashes=%d\n",
+	       " (explained %" PRId64 ") tokenless-grants=%" PRId64 " liveness-gaps=%" PRId64 " (longest wait %.2fs) leftovers=%lld crashes=%d\n",
 	       backend_name(run->backend), run->seed, elapsed_ms / 1000.0, run->workers, run->resources, acquisitions,
 	       tries, f->writes_accepted, f->writes_refused, faults->len ? faults->str : " none",
 	       run->fencing_off ? " (fencing check OFF)" : "", f->suspended, f->reconnected, f->lost, f->overlaps,
-	       f->overlaps_explained, f->order_violations, f->stale_accepted, f->silent_losses, f->silent_losses_explained, f->liveness_gaps,
-	       f->longest_wait_us / 1e6, leftovers, run->crashes);
+	       f->overlaps_explained, f->order_violations, f->stale_accepted, f->silent_losses,
+	       f->silent_losses_explained, f->tokenless_grants, f->liveness_gaps, f->longest_wait_us / 1e6, leftovers, run->crashes);
 	g_string_free(faults, TRUE);
 	if (f->overlaps_explained) {
 		printf("torture: overlaps explained by a fault of one of the two holders (or a Redis restart):");
@@ -403,7 +403,7 @@ static int run_torture(torture_run *run)
 		       failed ? "FAILED" : "passed", failed ? "did not report all of" : "reported");
 		return failed;
 	}
-	failed = f.overlaps || f.order_violations || f.stale_accepted || f.silent_losses || f.liveness_gaps ||
+	failed = f.overlaps || f.order_violations || f.stale_accepted || f.silent_losses || f.tokenless_grants || f.liveness_gaps ||
 	         leftovers || run->crashes;
 	printf("torture: %s (seed %" PRIu64 ")\n", failed ? "FAILED" : "passed", run->seed);
 	return failed;

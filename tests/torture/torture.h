@@ -86,6 +86,7 @@ typedef struct torture_findings {
 	int64_t stale_accepted;    /* accepted write from a superseded hold, unexplained */
 	int64_t silent_losses;     /* superseded hold never told LOST */
 	int64_t silent_losses_explained; /* ... right after a Redis restart */
+	int64_t tokenless_grants;  /* DLOCK_OK with fencing token 0 */
 	int64_t liveness_gaps;
 	int64_t longest_wait_us;
 	int64_t suspended;
