@@ -12,8 +12,9 @@
  * An honest worker writes only while dlock_held() says it holds, and
  * reports every state callback.  A rogue worker (the checker's
  * self-check) lets its lease run out without a watchdog, ignores LOST,
- * keeps writing with its old token and reports its release as clean:
- * the checker must catch it.
+ * keeps writing with its old token and reports its release as clean,
+ * then holds the lock while saying it released it, then aborts: the
+ * checker must catch each.
  */
 #include "torture.h"
 
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <dlock.h>
 
@@ -94,26 +96,38 @@ static void hold_for(int64_t ms)
 		g_usleep(10000);
 }
 
-static void rogue_round(dlock_lock *lock)
+/*
+ * The rogue's first act: a lease without watchdog that runs out, LOST
+ * ignored, writes with the old token for 3 s, a release reported clean.
+ */
+static void rogue_stale_writes(dlock_lock *lock)
 {
-	int rc;
-
 	emit(EV_TRY, 0, 0, 0);
-	rc = dlock_acquire(lock, 3000);
-	if (rc != DLOCK_OK) {
-		emit(EV_FAILED, 0, 0, rc);
+	if (dlock_acquire(lock, 3000) != DLOCK_OK) {
+		emit(EV_FAILED, 0, 0, DLOCK_ETIMEDOUT);
 		return;
 	}
 	set_token(0, dlock_fencing_token(lock));
 	emit(EV_ACQUIRED, 0, current_token[0], 0);
-	/* Keep writing with the old token long after the lease ran out. */
 	for (int i = 0; i < 30 && !stopping; i++) {
 		store_write(0, current_token[0]);
 		hold_for(100);
 	}
-	emit_at(g_get_monotonic_time(), EV_RELEASE, 0, current_token[0], DLOCK_OK);
+	emit(EV_RELEASE, 0, current_token[0], DLOCK_OK);
 	(void)dlock_release(lock);
 	set_token(0, 0);
+}
+
+/*
+ * Its second: a hold kept alive by the watchdog for 6 s but reported
+ * released at once, so the others wait on a lock nobody seems to hold.
+ */
+static void rogue_secret_hold(dlock_lock *lock)
+{
+	if (dlock_acquire(lock, 5000) != DLOCK_OK)
+		return;
+	hold_for(6000);
+	(void)dlock_release(lock);
 }
 
 static void honest_round(GRand *rand, dlock_lock **locks, int nres)
@@ -205,12 +219,22 @@ int torture_worker_main(int argc, char **argv)
 			dlock_lock_set_watchdog(locks[r], 0);
 		}
 	}
-	while (!stopping) {
-		if (rogue)
-			rogue_round(locks[0]);
-		else
-			honest_round(rand, locks, nres);
+	if (rogue) {
+		dlock_lock *secret = NULL;
+		char name[32];
+
+		g_snprintf(name, sizeof(name), "torture/r0");
+		if (dlock_lock_new(client, name, &secret) != DLOCK_OK)
+			return 2;
+		rogue_stale_writes(locks[0]);
+		rogue_secret_hold(secret);
+		dlock_lock_free(secret);
+		/* And it dies of a signal nobody sent it (without a core). */
+		setrlimit(RLIMIT_CORE, &(struct rlimit){ 0, 0 });
+		abort();
 	}
+	while (!stopping)
+		honest_round(rand, locks, nres);
 	for (int r = 0; r < nres; r++)
 		dlock_lock_free(locks[r]);
 	dlock_client_free(client);

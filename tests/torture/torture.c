@@ -5,6 +5,8 @@
  *                [--long 2h] [--workers N] [--resources N] [--faults a,b]
  *   test-torture --self-check
  *
+ * $DLOCK_TORTURE_DURATION, when set, replaces --duration (CI's sanitizer
+ * pass runs the suite shorter).
  * Starts the servers (Redis; a 3-node ZooKeeper ensemble; a directory),
  * one fault-injection proxy per worker and server, and worker processes
  * (this program re-executed) that loop acquire -> write -> release.  The
@@ -16,9 +18,10 @@
  * is.
  *
  * --self-check runs a rogue worker (no watchdog, ignores LOST, keeps
- * writing with its old token) against an honest one with the storage's
- * fencing check off, and passes only if the checker reports the
- * overlap, the token-order violation and the silent loss.
+ * writing with its old token, then holds while saying it released, then
+ * aborts) against an honest one with the storage's fencing check off,
+ * and passes only if the checker reports the overlap, the token-order
+ * violation, the silent loss, the liveness gap and the crash.
  */
 #include "torture-run.h"
 
@@ -138,12 +141,20 @@ static bool parse_options(int argc, char **argv, torture_run *run)
 			return false;
 		}
 	}
+	/* CI's sanitizer pass shortens the suite's runs without new tests. */
+	if (!run->self_check && g_getenv("DLOCK_TORTURE_DURATION")) {
+		run->duration_s = parse_duration_s(g_getenv("DLOCK_TORTURE_DURATION"));
+		if (run->duration_s <= 0) {
+			fprintf(stderr, "test-torture: bad $DLOCK_TORTURE_DURATION (e.g. 20s)\n");
+			return false;
+		}
+	}
 	if (run->self_check) {
 		run->backend = BACKEND_REDIS;
 		run->backend_set = true;
 		run->workers = 2;
 		run->resources = 1;
-		run->duration_s = 6;
+		run->duration_s = 12;
 		memset(run->enabled, 0, sizeof(run->enabled));
 		run->faults_set = true;
 	}
@@ -398,8 +409,10 @@ static int run_torture(torture_run *run)
 	dump_events(run);
 	stop_servers(run);
 	if (run->self_check) {
-		failed = !(f.overlaps > 0 && f.order_violations > 0 && f.silent_losses > 0);
-		printf("torture: self-check %s: the checker %s the rogue worker's overlap, stale write and silent loss\n",
+		failed = !(f.overlaps > 0 && f.order_violations > 0 && f.silent_losses > 0 && f.liveness_gaps > 0 &&
+		           run->crashes > 0);
+		printf("torture: self-check %s: the checker %s the rogue worker's overlap, stale write, silent loss, "
+		       "secret hold (liveness gap) and crash\n",
 		       failed ? "FAILED" : "passed", failed ? "did not report all of" : "reported");
 		return failed;
 	}
