@@ -408,6 +408,11 @@ static int run_torture(torture_run *run)
 	print_summary(run, &f, leftovers, test_now_ms() - t0);
 	dump_events(run);
 	stop_servers(run);
+	for (int s = 0; s < run->workers; s++)
+		g_free(run->slots[s].uri);
+	g_array_unref(run->events);
+	g_array_unref(run->faults);
+	g_rand_free(run->rand);
 	if (run->self_check) {
 		failed = !(f.overlaps > 0 && f.order_violations > 0 && f.silent_losses > 0 && f.liveness_gaps > 0 &&
 		           run->crashes > 0);
