@@ -9,7 +9,9 @@
  *    unless one of the two processes was paused or partitioned by the
  *    nemesis then (the fault's window, plus a margin for the library to
  *    notice), or the Redis server had been restarted empty (no
- *    persistence: the key is gone; plus the lease);
+ *    persistence: the key is gone; plus the lease).  With --strict a
+ *    partition excuses nothing: the library must declare LOST by its own
+ *    clock before the server's lease or session can end;
  *  - order violation: an accepted write with a lower token than an
  *    earlier accepted write on that resource (the storage's fencing check
  *    should make this impossible);
@@ -174,8 +176,8 @@ static int explained(GArray *faults, const torture_limits *lim, const hold *h, i
 	for (guint i = 0; i < faults->len; i++) {
 		torture_fault *f = &g_array_index(faults, torture_fault, i);
 		bool mine = f->slot == h->slot && f->life == h->life;
-		bool relevant = (mine && (f->kind == FAULT_PAUSE || f->kind == FAULT_STALL ||
-		                          f->kind == FAULT_RESET || f->kind == FAULT_REFUSE)) ||
+		bool partition = f->kind == FAULT_STALL || f->kind == FAULT_RESET || f->kind == FAULT_REFUSE;
+		bool relevant = (mine && (f->kind == FAULT_PAUSE || (partition && !lim->strict))) ||
 		                f->kind == FAULT_SERVER_RESTART;
 
 		if (relevant && t >= f->start &&

@@ -217,6 +217,13 @@ int torture_worker_main(int argc, char **argv)
 		if (rogue) {
 			dlock_lock_set_ttl(locks[r], 500);
 			dlock_lock_set_watchdog(locks[r], 0);
+		} else if (g_str_has_prefix(argv[0], "redis")) {
+			/* Leases of different lengths fall due at different times
+			 * in one watchdog (the URI's ttl is 1 s). */
+			if (r % 3 == 0)
+				dlock_lock_set_ttl(locks[r], 700);
+			else if (r % 3 == 1)
+				dlock_lock_set_ttl(locks[r], 1500);
 		}
 	}
 	if (rogue) {

@@ -63,10 +63,11 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 	        "usage: test-torture --backend redis|zk|file [--seed N] [--duration D | --long D]\n"
-	        "                    [--workers N] [--resources N] [--faults KIND,...]\n"
+	        "                    [--workers N] [--resources N] [--faults KIND,...] [--strict]\n"
 	        "       test-torture --self-check\n"
 	        "D reads 90, 90s, 10m or 2h.  Fault kinds: kill pause stall reset refuse\n"
-	        "server-restart server-freeze leader-kill (default: every kind the backend has).\n");
+	        "server-restart server-freeze leader-kill (default: every kind the backend has).\n"
+	        "--strict: a partition does not excuse an overlap (only a pause or a Redis restart does).\n");
 }
 
 static bool parse_options(int argc, char **argv, torture_run *run)
@@ -80,6 +81,10 @@ static bool parse_options(int argc, char **argv, torture_run *run)
 
 		if (g_str_equal(a, "--self-check")) {
 			run->self_check = true;
+			continue;
+		}
+		if (g_str_equal(a, "--strict")) {
+			run->limits.strict = true;
 			continue;
 		}
 		if (g_str_equal(a, "-h") || g_str_equal(a, "--help")) {
@@ -174,7 +179,8 @@ static void start_servers(torture_run *run)
 		run->redis = test_redis_start(NULL, NULL, false);
 		run->server_ports[0] = run->redis->port;
 		run->nservers = 1;
-		run->limits.lease_us = 1000 * 1000;
+		/* The longest of the workers' TTLs (700 ms, 1 s, 1.5 s). */
+		run->limits.lease_us = 1500 * 1000;
 		break;
 	case BACKEND_ZK:
 		run->zk = test_zk_start(3, 200, 20000);

@@ -73,6 +73,7 @@ typedef struct torture_limits {
 	int64_t slack_us;      /* scheduling margin */
 	int64_t run_start;
 	int64_t run_end;       /* the workers were told to stop */
+	bool strict;           /* partitions excuse no overlap */
 } torture_limits;
 
 typedef struct torture_findings {
