@@ -338,11 +338,11 @@ static void check_overlaps(GPtrArray *holds, GArray *faults, const torture_limit
 			f->overlaps++;
 			if (shown(f->overlaps))
 				printf("torture: OVERLAP on r%d at +%.3fs: worker %d.%d token %" PRIu64
-			       " (held +%.3f..+%.3f) and worker %d.%d token %" PRIu64 " (held +%.3f..+%.3f)\n",
-			       a->res, (t - lim->run_start) / 1e6, a->slot, a->life, a->token,
-			       (a->acq - lim->run_start) / 1e6, (believed_end(a) - lim->run_start) / 1e6, b->slot,
-			       b->life, b->token, (b->acq - lim->run_start) / 1e6,
-			       (believed_end(b) - lim->run_start) / 1e6);
+				       " (held +%.3f..+%.3f) and worker %d.%d token %" PRIu64 " (held +%.3f..+%.3f)\n",
+				       a->res, (t - lim->run_start) / 1e6, a->slot, a->life, a->token,
+				       (a->acq - lim->run_start) / 1e6, (believed_end(a) - lim->run_start) / 1e6, b->slot,
+				       b->life, b->token, (b->acq - lim->run_start) / 1e6,
+				       (believed_end(b) - lim->run_start) / 1e6);
 		}
 	}
 }
@@ -374,10 +374,10 @@ static void check_silent_losses(GPtrArray *holds, GArray *faults, const torture_
 			f->silent_losses++;
 			if (shown(f->silent_losses))
 				printf("torture: SILENT LOSS on r%d: worker %d.%d token %" PRIu64
-			       " held +%.3f..+%.3f and was never told LOST, while worker %d.%d was granted token %" PRIu64
-			       " at +%.3f\n",
-			       a->res, a->slot, a->life, a->token, (a->acq - lim->run_start) / 1e6,
-			       (a->end - lim->run_start) / 1e6, b->slot, b->life, b->token, (b->acq - lim->run_start) / 1e6);
+				       " held +%.3f..+%.3f and was never told LOST, while worker %d.%d was granted token %" PRIu64
+				       " at +%.3f\n",
+				       a->res, a->slot, a->life, a->token, (a->acq - lim->run_start) / 1e6,
+				       (a->end - lim->run_start) / 1e6, b->slot, b->life, b->token, (b->acq - lim->run_start) / 1e6);
 			break;
 		}
 	}
@@ -422,8 +422,8 @@ static void check_writes(GArray *events, GPtrArray *holds, GArray *faults, const
 			f->order_violations++;
 			if (shown(f->order_violations))
 				printf("torture: ORDER VIOLATION on r%d at +%.3fs: write by worker %d.%d with token %" PRIu64
-			       " accepted after token %" PRIu64 "\n",
-			       e->res, (e->t - lim->run_start) / 1e6, e->slot, e->life, e->token, max_accepted[e->res]);
+				       " accepted after token %" PRIu64 "\n",
+				       e->res, (e->t - lim->run_start) / 1e6, e->slot, e->life, e->token, max_accepted[e->res]);
 		}
 		max_accepted[e->res] = MAX(max_accepted[e->res], e->token);
 		if (e->token < max_granted[e->res]) {
@@ -433,8 +433,8 @@ static void check_writes(GArray *events, GPtrArray *holds, GArray *faults, const
 			f->stale_accepted++;
 			if (shown(f->stale_accepted))
 				printf("torture: STALE WRITE ACCEPTED on r%d at +%.3fs: worker %d.%d wrote with token %" PRIu64
-			       " after token %" PRIu64 " had been granted\n",
-			       e->res, (e->t - lim->run_start) / 1e6, e->slot, e->life, e->token, max_granted[e->res]);
+				       " after token %" PRIu64 " had been granted\n",
+				       e->res, (e->t - lim->run_start) / 1e6, e->slot, e->life, e->token, max_granted[e->res]);
 		}
 	}
 }
@@ -544,10 +544,10 @@ static void check_liveness(GArray *events, GPtrArray *holds, GArray *faults, con
 					if (wait > allowance(faults, lim, free_from, stop)) {
 						f->liveness_gaps++;
 						if (shown(f->liveness_gaps))
-				printf("torture: LIVENESS GAP on r%d: workers tried from +%.3fs to +%.3fs (%.3fs, "
-						       "allowed %.3fs) and nobody got it\n",
-						       r, (free_from - lim->run_start) / 1e6, (stop - lim->run_start) / 1e6,
-						       wait / 1e6, allowance(faults, lim, free_from, stop) / 1e6);
+							printf("torture: LIVENESS GAP on r%d: workers tried from +%.3fs to +%.3fs (%.3fs, "
+							       "allowed %.3fs) and nobody got it\n",
+							       r, (free_from - lim->run_start) / 1e6, (stop - lim->run_start) / 1e6,
+							       wait / 1e6, allowance(faults, lim, free_from, stop) / 1e6);
 					}
 				}
 				if (j < held->len)
