@@ -62,6 +62,7 @@ const char *torture_fault_name(torture_fault_kind kind)
 		[FAULT_SERVER_RESTART] = "server-restart",
 		[FAULT_SERVER_FREEZE] = "server-freeze",
 		[FAULT_LEADER_KILL] = "leader-kill",
+		[FAULT_DROP] = "drop-reply",
 	};
 	return (unsigned)kind < FAULT_KINDS ? names[kind] : "?";
 }

@@ -72,6 +72,50 @@ static void reset(test_proxy *p, int unused)
 	test_proxy_reset_all(p);
 }
 
+static int dropped(torture_run *run, torture_slot *s)
+{
+	int n = 0;
+
+	for (int i = 0; i < run->nservers; i++)
+		n += test_proxy_dropped(s->proxies[i]);
+	return n;
+}
+
+/*
+ * The answer to the worker's next request of one kind is lost with its
+ * connection: Redis EVALSHA (acquire, renew or release), ZooKeeper
+ * create2 (the lock node), getChildren or delete.  Armed on the proxies
+ * with a connection open; waits up to 3 s for it to happen.  An armed
+ * drop that did not happen stays armed.
+ */
+static void inject_drop(torture_run *run, torture_slot *s, bool holder, char *what, size_t len)
+{
+	static const char *const zk_kinds[] = { "create2", "getChildren", "delete" };
+	const char *kind = run->backend == BACKEND_REDIS ? "EVALSHA" : zk_kinds[g_rand_int_range(run->rand, 0, 3)];
+	int before = dropped(run, s), armed = 0;
+	int64_t until = g_get_monotonic_time() + 3 * G_USEC_PER_SEC;
+
+	for (int i = 0; i < run->nservers; i++)
+		if (test_proxy_open(s->proxies[i]) > 0) {
+			test_proxy_drop_replies(s->proxies[i], kind, 1, true);
+			armed++;
+		}
+	int64_t refuse_ms = g_rand_boolean(run->rand) ? pick_ms(run, 1000, 1800) : 0;
+
+	while (armed && dropped(run, s) == before && g_get_monotonic_time() < until)
+		g_usleep(5000);
+	/* Sometimes the reconnect is refused a while, so an acquire whose
+	 * answer was lost may reach its deadline before it can look. */
+	if (refuse_ms) {
+		proxies(run, s, admit, TEST_PROXY_REFUSE);
+		sleep_until(g_get_monotonic_time() + refuse_ms * 1000);
+		proxies(run, s, admit, TEST_PROXY_ADMIT);
+	}
+	g_snprintf(what, len, "drop the answer to worker %d.%d's next %s%s and reset, refuse reconnects %" PRId64 " ms: %s",
+	           s->index, s->life, kind, holder ? " (a holder)" : "", refuse_ms,
+	           !armed ? "no connection open" : dropped(run, s) > before ? "dropped" : "not yet (stays armed)");
+}
+
 /* Inject one fault of this kind; fills f (start, end, target). */
 static void inject(torture_run *run, torture_fault_kind kind, torture_fault *f)
 {
@@ -81,7 +125,7 @@ static void inject(torture_run *run, torture_fault_kind kind, torture_fault *f)
 	char what[160] = "";
 	int i;
 
-	if (kind <= FAULT_REFUSE) {
+	if (kind <= FAULT_REFUSE || kind == FAULT_DROP) {
 		s = pick_slot(run, &holder);
 		f->slot = s->index;
 		f->life = s->life;
@@ -111,12 +155,14 @@ static void inject(torture_run *run, torture_fault_kind kind, torture_fault *f)
 		           holder ? " (a holder)" : "", d);
 		break;
 	case FAULT_STALL:
+		/* Both ways, or only the answers (requests still applied). */
+		i = g_rand_int_range(run->rand, 0, 5) < 3 ? TEST_PROXY_BOTH : TEST_PROXY_DOWN;
 		d = lease_ms * 3 / 2 + pick_ms(run, 0, lease_ms);
-		proxies(run, s, stall, TEST_PROXY_BOTH);
+		proxies(run, s, stall, i);
 		sleep_until(f->start + d * 1000);
-		proxies(run, s, unstall, TEST_PROXY_BOTH);
-		g_snprintf(what, sizeof(what), "partition worker %d.%d%s (stall both ways) for %" PRId64 " ms", f->slot,
-		           f->life, holder ? " (a holder)" : "", d);
+		proxies(run, s, unstall, i);
+		g_snprintf(what, sizeof(what), "partition worker %d.%d%s (stall %s) for %" PRId64 " ms", f->slot,
+		           f->life, holder ? " (a holder)" : "", i == TEST_PROXY_BOTH ? "both ways" : "answers only", d);
 		break;
 	case FAULT_RESET:
 		proxies(run, s, reset, 0);
@@ -150,6 +196,9 @@ static void inject(torture_run *run, torture_fault_kind kind, torture_fault *f)
 			test_zk_signal(run->zk, i, SIGCONT);
 			g_snprintf(what, sizeof(what), "SIGSTOP ZooKeeper server %d for %" PRId64 " ms", i, d);
 		}
+		break;
+	case FAULT_DROP:
+		inject_drop(run, s, holder, what, sizeof(what));
 		break;
 	case FAULT_LEADER_KILL:
 		i = test_zk_leader(run->zk, 5000);

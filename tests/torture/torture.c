@@ -66,7 +66,7 @@ static void usage(FILE *out)
 	        "                    [--workers N] [--resources N] [--faults KIND,...] [--strict]\n"
 	        "       test-torture --self-check\n"
 	        "D reads 90, 90s, 10m or 2h.  Fault kinds: kill pause stall reset refuse\n"
-	        "server-restart server-freeze leader-kill (default: every kind the backend has).\n"
+	        "server-restart server-freeze leader-kill drop-reply (default: every kind the backend has).\n"
 	        "--strict: a partition does not excuse an overlap (only a pause or a Redis restart does).\n");
 }
 
@@ -304,6 +304,7 @@ static void enable_default_faults(torture_run *run)
 		run->enabled[FAULT_RESET] = true;
 		run->enabled[FAULT_REFUSE] = true;
 		run->enabled[FAULT_SERVER_FREEZE] = true;
+		run->enabled[FAULT_DROP] = true;
 	}
 	if (run->backend == BACKEND_REDIS)
 		run->enabled[FAULT_SERVER_RESTART] = true;
@@ -400,7 +401,8 @@ static int run_torture(torture_run *run)
 
 		slot->index = s;
 		for (int i = 0; i < run->nservers; i++)
-			slot->proxies[i] = test_proxy_start(run->server_ports[i]);
+			slot->proxies[i] = test_proxy_start_proto(
+				run->backend == BACKEND_REDIS ? TEST_PROXY_REDIS : TEST_PROXY_ZK, run->server_ports[i]);
 		slot->uri = slot_uri(run, slot);
 	}
 	run->limits.run_start = g_get_monotonic_time();

@@ -52,6 +52,8 @@ typedef enum torture_fault_kind {
 	FAULT_SERVER_RESTART,/* Redis halted and started again, empty */
 	FAULT_SERVER_FREEZE, /* SIGSTOP of the (a ZooKeeper) server, then SIGCONT */
 	FAULT_LEADER_KILL,   /* kill -9 of the ZooKeeper leader, restarted later */
+	FAULT_DROP,          /* a worker's next request of a kind is applied, its
+	                      * answer lost with the connection */
 	FAULT_KINDS
 } torture_fault_kind;
 
