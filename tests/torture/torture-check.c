@@ -541,7 +541,12 @@ static void check_liveness(GArray *events, GPtrArray *holds, GArray *faults, con
 				if (stop > free_from) {
 					int64_t wait = stop - free_from;
 
-					f->longest_wait_us = MAX(f->longest_wait_us, wait);
+					if (wait > f->longest_wait_us) {
+						f->longest_wait_us = wait;
+						f->longest_wait_res = r;
+						f->longest_wait_from = free_from - lim->run_start;
+						f->longest_wait_allowed = allowance(faults, lim, free_from, stop);
+					}
 					if (wait > allowance(faults, lim, free_from, stop)) {
 						f->liveness_gaps++;
 						if (shown(f->liveness_gaps))

@@ -347,6 +347,10 @@ static void print_summary(torture_run *run, const torture_findings *f, long long
 	       f->overlaps_explained, f->order_violations, f->stale_accepted, f->silent_losses,
 	       f->silent_losses_explained, f->tokenless_grants, f->liveness_gaps, f->longest_wait_us / 1e6, leftovers, run->crashes);
 	g_string_free(faults, TRUE);
+	if (f->longest_wait_us)
+		printf("torture: longest wait for a free resource: r%d from +%.3fs for %.3fs (the faults then allowed %.3fs)\n",
+		       f->longest_wait_res, f->longest_wait_from / 1e6, f->longest_wait_us / 1e6,
+		       f->longest_wait_allowed / 1e6);
 	if (f->overlaps_explained) {
 		printf("torture: overlaps explained by a fault of one of the two holders (or a Redis restart):");
 		for (int k = 0; k < FAULT_KINDS; k++)

@@ -92,6 +92,9 @@ typedef struct torture_findings {
 	int64_t tokenless_grants;  /* DLOCK_OK with fencing token 0 */
 	int64_t liveness_gaps;
 	int64_t longest_wait_us;
+	int longest_wait_res;
+	int64_t longest_wait_from;    /* µs since the run's start */
+	int64_t longest_wait_allowed;
 	int64_t suspended;
 	int64_t reconnected;
 	int64_t lost;
