@@ -95,6 +95,11 @@ typedef struct dlock_lock dlock_lock;
  * several backends (see the README).
  * Options: ttl, watchdog, connect-timeout, command-timeout, key-format,
  * prefix.  Durations read "250ms", "10s", "2m"; a bare number is seconds.
+ * ttl is at most 7 days ("168h"), each timeout at most 1 hour ("1h"):
+ * larger values are refused with DLOCK_ECONFIG.
+ * '/', '?' and '@' in a user name or password, and '@' in a path or an
+ * option value, are percent-encoded (%2F, %3F, %40); an '@' after the
+ * host list is refused.  No message shows a password.
  *
  * spec NULL means the value of $DLOCK_CONFIG (an empty spec is refused);
  * without it, the file backend
@@ -163,10 +168,15 @@ DLOCK_API int dlock_client_set_log_callback(dlock_client *client, dlock_log_leve
 DLOCK_API int dlock_lock_new(dlock_client *client, const char *resource, dlock_lock **ret_lock);
 
 /*
- * Free a handle.  Wakes its waiters with DLOCK_ECANCELED and releases every
- * hold made through it (as dlock_release() would, whatever the count), then
- * frees it.  No call on the handle may be started once this has begun.
- * NULL is a no-op.
+ * Free a handle.  Wakes its waiters with DLOCK_ECANCELED, waits for every
+ * call on the handle already in flight in other threads to return, releases
+ * every hold made through it (as dlock_release() would, whatever the
+ * count), then frees it.  An acquire in flight returns either DLOCK_OK
+ * (granted before the free began: that hold is then released by the free)
+ * or DLOCK_ECANCELED with nothing held, a grant that lands during the free
+ * being released at once.  Calls that reach the handle while the free is
+ * under way fail with DLOCK_ECANCELED; starting one after it has returned
+ * is a use of freed memory, as with any freed object.  NULL is a no-op.
  */
 DLOCK_API void dlock_lock_free(dlock_lock *lock);
 
@@ -190,8 +200,9 @@ typedef enum dlock_owner {
  * DLOCK_OK, DLOCK_EINVAL (NULL handle, bad value, too late) or
  * DLOCK_ECANCELED (after fork()).
  *
- * ttl_ms: the lease of lease backends (Redis), at least 100 ms; the default
- *   is the backend's ttl option (30 s unless configured).
+ * ttl_ms: the lease of lease backends (Redis), from 100 ms to 7 days
+ *   (604800000 ms); the default is the backend's ttl option (30 s unless
+ *   configured).
  * enabled: 1 keeps the lease renewed while held (the default), 0 lets it
  *   run out after the TTL, which is then reported as DLOCK_STATE_LOST.
  * backend: the name of one of the client's configured backends, used for
@@ -236,6 +247,11 @@ DLOCK_API int dlock_lock_set_state_callback(dlock_lock *lock, dlock_state_fn fn,
  * included.  A waiter is woken by the backend's notification of a release.
  * An owner that already holds the lock acquires again without contacting
  * the server (the count is kept locally) and keeps its fencing token.
+ * Re-entry into a suspended hold waits, within the deadline, for it to be
+ * confirmed (DLOCK_OK) or lost (DLOCK_ELOST); if the hold is released
+ * meanwhile (by another thread through a handle-owned lock, or by freeing
+ * the handle its counts came through), the call goes on at once as a fresh
+ * acquire of the now free lock, as if it had started after that release.
  *
  * Returns DLOCK_OK (held), DLOCK_EBUSY (wait 0 and held elsewhere),
  * DLOCK_ETIMEDOUT, DLOCK_ECANCELED (dlock_lock_cancel(), handle or client
@@ -254,7 +270,11 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms);
  *
  * Returns DLOCK_OK, DLOCK_ENOTHELD (the caller's owner does not hold it:
  * nothing changes), DLOCK_ELOST (the hold had been lost: it is cleared
- * whatever its count), DLOCK_EINVAL, DLOCK_ECANCELED (after fork()).
+ * whatever its count; on a DLOCK_OWNER_HANDLE handle whose lost hold was
+ * replaced by a fresh acquisition another thread was already waiting for
+ * through the handle, the first release reports the loss and the fresh
+ * hold keeps its count), DLOCK_EINVAL, DLOCK_ECANCELED (after fork(), or
+ * the handle is being freed).
  * Safe from any thread.
  */
 DLOCK_API int dlock_release(dlock_lock *lock);

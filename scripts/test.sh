@@ -9,9 +9,11 @@
 #   3. build-asan/ — AddressSanitizer + UndefinedBehaviorSanitizer build,
 #                    every test suite again (the torture suite with 20 s
 #                    per backend instead of a minute);
-#   4. build/ again — the unit, redis and file suites under valgrind.
+#   4. build/ again — the unit, redis and file suites under valgrind;
+#   5. build-fuzz/ — the libFuzzer harnesses of tests/fuzz/, 20 s each
+#                    (scripts/fuzz.sh; one test per harness in the counts).
 #
-# --quick skips 3 and 4.  Every pass runs even when an earlier one failed
+# --quick skips 3, 4 and 5.  Every pass runs even when an earlier one failed
 # (a pass whose build failed runs no tests); the exit status is non-zero
 # if any step failed.  The last line is "test.sh: N passed, N failed,
 # N skipped", counted over every pass.
@@ -23,10 +25,11 @@ usage() {
 usage: scripts/test.sh [--quick]
 
 Installs missing Debian packages, builds dlock with meson and runs every
-test suite: a plain build (build/), a sanitizer build (build-asan/), and
-the unit, redis and file suites under valgrind.
+test suite: a plain build (build/), a sanitizer build (build-asan/), the
+unit, redis and file suites under valgrind, and the fuzz harnesses.
 
-  --quick   only the plain build and its tests (no sanitizers, no valgrind)
+  --quick   only the plain build and its tests (no sanitizers, no valgrind,
+            no fuzzing)
   -h, --help
 EOF
 }
@@ -143,6 +146,33 @@ test_step() {
 	return "$rc"
 }
 
+# fuzz_step NAME SECONDS — run scripts/fuzz.sh as one step; each harness
+# counts as one test.
+fuzz_step() {
+	local name=$1 t0=$SECONDS rc log counts
+	banner "$name"
+	log=$(mktemp) || return 1
+	"$root/scripts/fuzz.sh" --seconds "$2" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	counts=$(awk '/^fuzz.sh: [0-9]+ passed, [0-9]+ failed$/ { print $2, $4 }' "$log" | tail -n 1)
+	rm -f "$log"
+	if [[ -n "$counts" ]]; then
+		local ok bad
+		read -r ok bad <<<"$counts"
+		tests_passed=$((tests_passed + ok))
+		tests_failed=$((tests_failed + bad))
+	elif ((rc == 0)); then
+		rc=1
+	fi
+	if ((rc == 0)); then
+		record "$name" ok $((SECONDS - t0))
+	else
+		record "$name" FAILED $((SECONDS - t0))
+		dlock_log "step failed: $name (logs: build-fuzz/fuzz-*.log)"
+	fi
+	return "$rc"
+}
+
 summary() {
 	local i n=${#step_names[@]} nfailed=0 elapsed=$((SECONDS - started))
 	printf '\n==== summary ====\n'
@@ -155,7 +185,7 @@ summary() {
 			"$nfailed" "$n" $((elapsed / 60)) $((elapsed % 60))
 	else
 		printf 'test.sh: all %d steps passed%s (%dm%02ds)\n' "$n" \
-			"$( ((quick)) && printf ' (--quick: no sanitizer or valgrind pass)')" \
+			"$( ((quick)) && printf ' (--quick: no sanitizer, valgrind or fuzz pass)')" \
 			$((elapsed / 60)) $((elapsed % 60))
 	fi
 	printf 'test.sh: %d passed, %d failed, %d skipped\n' \
@@ -245,6 +275,12 @@ if ((!quick)); then
 	else
 		not_run "tests build/ (unit, redis, file) under valgrind"
 	fi
+
+	# -----------------------------------------------------------------------
+	# 5. Fuzzing: every harness of tests/fuzz/ for 20 s; a crash, leak,
+	# sanitizer report or an input slower than 2 s fails the step.
+
+	fuzz_step "fuzz build-fuzz/ (libFuzzer, 20 s per harness)" 20
 fi
 
 summary

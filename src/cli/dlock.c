@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -80,11 +81,12 @@ static const char help_text[] =
 	"\n"
 	"COMMAND gets DLOCK_RESOURCE, DLOCK_FENCING_TOKEN and DLOCK_BACKEND in its\n"
 	"environment and no descriptor but 0, 1 and 2.  SIGINT, SIGTERM and SIGHUP\n"
-	"are passed on to it; if dlock dies, COMMAND gets SIGTERM.\n"
+	"are passed on to it; if dlock dies, COMMAND gets SIGTERM.  Before the lock\n"
+	"is acquired they end the wait: dlock exits 128+N and COMMAND never runs.\n"
 	"\n"
-	"Exit status: COMMAND's (128+N if killed by signal N); 75 not acquired in\n"
-	"time; 69 backend unavailable; 70 lock lost; 78 configuration error;\n"
-	"64 usage error.\n"
+	"Exit status: COMMAND's (128+N if killed by signal N, or if signal N came\n"
+	"while waiting); 75 not acquired in time; 69 backend unavailable; 70 lock\n"
+	"lost; 78 configuration error; 64 usage error.\n"
 	"\n"
 	"Examples:\n"
 	"  dlock run nightly-report -- ./report.sh\n"
@@ -395,6 +397,73 @@ static pid_t start_command(const options *o, dlock_lock *lock, const sigset_t *s
 	_exit(errno == ENOENT ? 127 : 126);
 }
 
+/*
+ * While dlock_acquire() waits, the main thread cannot read the signalfd:
+ * this thread does, and turns SIGINT, SIGTERM or SIGHUP into a cancel of
+ * the wait.  A cancel only ends acquires already waiting, and the signal
+ * may come just before the main thread enters dlock_acquire(), so the
+ * thread cancels again every CANCEL_REPEAT_MS until it is told to stop.
+ */
+#define CANCEL_REPEAT_MS 50
+
+typedef struct wait_guard {
+	dlock_lock *lock;
+	int sfd;
+	int stop[2];
+	pthread_t thread;
+	int signo; /* the signal that canceled the wait, 0 if none; read after join */
+} wait_guard;
+
+static void *guard_main(void *data)
+{
+	wait_guard *g = data;
+
+	for (;;) {
+		struct pollfd fds[2] = { { .fd = g->sfd, .events = POLLIN }, { .fd = g->stop[0], .events = POLLIN } };
+		struct signalfd_siginfo si;
+
+		if (poll(fds, 2, g->signo ? CANCEL_REPEAT_MS : -1) < 0 && errno != EINTR)
+			break;
+		if (fds[1].revents)
+			break;
+		if (g->signo) {
+			dlock_lock_cancel(g->lock);
+			continue;
+		}
+		if (!(fds[0].revents & POLLIN) || read(g->sfd, &si, sizeof(si)) != sizeof(si))
+			continue;
+		if (si.ssi_signo == SIGCHLD)
+			continue; /* no child yet */
+		g->signo = (int)si.ssi_signo;
+		dlock_lock_cancel(g->lock);
+	}
+	return NULL;
+}
+
+/* Acquire, canceled by SIGINT, SIGTERM or SIGHUP; *ret_signo says which. */
+static int acquire_interruptible(dlock_lock *lock, int sfd, int64_t wait_ms, int *ret_signo)
+{
+	wait_guard g = { .lock = lock, .sfd = sfd };
+	int rc;
+
+	*ret_signo = 0;
+	if (pipe2(g.stop, O_CLOEXEC) != 0)
+		return dlock_acquire(lock, wait_ms);
+	if (pthread_create(&g.thread, NULL, guard_main, &g) != 0) {
+		close(g.stop[0]);
+		close(g.stop[1]);
+		return dlock_acquire(lock, wait_ms);
+	}
+	rc = dlock_acquire(lock, wait_ms);
+	if (write(g.stop[1], "x", 1) != 1)
+		pthread_cancel(g.thread);
+	pthread_join(g.thread, NULL);
+	close(g.stop[0]);
+	close(g.stop[1]);
+	*ret_signo = g.signo;
+	return rc;
+}
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -411,7 +480,7 @@ static int cmd_run(int argc, char **argv)
 	dlock_lock *lock;
 	int64_t kill_at = -1;
 	bool lost = false;
-	int status = 0, rc, sfd;
+	int status = 0, rc, sfd, signo;
 	pid_t child;
 
 	parse_args(argc, argv, true, &o);
@@ -433,7 +502,17 @@ static int cmd_run(int argc, char **argv)
 	if (!o.wait_given)
 		o.wait_ms = dlock_client_default_wait_ms(client);
 	dlock_lock_set_state_callback(lock, on_state, NULL);
-	rc = dlock_acquire(lock, o.wait_ms);
+	rc = acquire_interruptible(lock, sfd, o.wait_ms, &signo);
+	if (signo) {
+		/* Asked to stop before COMMAND started: it never runs. */
+		fprintf(stderr, "dlock: %s: %s while waiting for the lock; not running %s\n", o.resource,
+		        strsignal(signo), o.command[0]);
+		if (rc == DLOCK_OK)
+			dlock_release(lock);
+		dlock_lock_free(lock);
+		dlock_client_free(client);
+		return 128 + signo;
+	}
 	if (rc != DLOCK_OK) {
 		rc = fail(rc, o.resource, &o);
 		dlock_lock_free(lock);

@@ -158,6 +158,15 @@ int dlock__waiter_sleep(dlock__waiter *waiter, uint64_t seen, int64_t until_us);
 bool dlock__waiter_canceled(dlock__waiter *waiter);
 
 /*
+ * A backend about to block in I/O on a socket (a command waiting for its
+ * answer) registers it, so that a cancel shuts the socket down and the
+ * blocked read or write fails at once; fd -1 unregisters it, which must be
+ * done before the socket is closed.  Returns false, registering nothing,
+ * if the waiter is already canceled.
+ */
+bool dlock__waiter_set_io_fd(dlock__waiter *waiter, int fd);
+
+/*
  * One sleep of an acquire's wait loop: until woken, until deadline_us, or
  * for at most nap_us.  DLOCK_OK means "try again" (woken; or the nap ended,
  * and then *backoff_us doubles, up to cap_us).  DLOCK_ECANCELED and

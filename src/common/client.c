@@ -69,8 +69,14 @@ static int slot_new(dlock_client *client, const char *name, const char *spec, GP
 	int rc;
 
 	rc = dlock__uri_parse(spec, &uri);
+	if (rc != DLOCK_OK && extra_where) {
+		char *prefix = g_strconcat(extra_where, ", key url: ", NULL);
+
+		dlock__error_prefix(rc, prefix);
+		g_free(prefix);
+	}
 	if (rc != DLOCK_OK)
-		return extra_where ? dlock__error_prefix(rc, extra_where) : rc;
+		return rc;
 	if (!ops)
 		ops = dlock__backend_for_scheme(uri->scheme);
 	if (!ops) {
@@ -133,7 +139,7 @@ static int client_from_config(dlock_client *client, const char *path)
 		return rc;
 	for (guint i = 0; i < config->backends->len && rc == DLOCK_OK; i++) {
 		const dlock__config_backend *b = config->backends->pdata[i];
-		char *where = g_strdup_printf("file %s, group [backend %s]", path, b->name);
+		char *where = g_strdup_printf("file %s, group [backend %s]", config->path, b->name);
 		dlock__slot *slot;
 
 		rc = slot_new(client, b->name, b->url, b->options, where, NULL, &slot);

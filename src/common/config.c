@@ -71,22 +71,45 @@ bool dlock__glob_match(const char *p, const char *t)
 	return *p == '\0';
 }
 
+/*
+ * Whether a covers b, deciding for every pair of suffixes (a + i, b + j)
+ * from the ends backwards: a's '*' may absorb any run of b, b's own
+ * wildcards included; a '?' covers one literal or '?'; a literal covers
+ * only itself.  Sound: a "true" is always a real inclusion (not complete:
+ * "*?" covers "?*" but is not found to).  The answer for (i, j) needs only
+ * (i + 1, j), (i + 1, j + 1) and (i, j + 1), so two rows of b's length
+ * suffice: O(|a| * |b|) time, where trying each way for each '*' in turn
+ * took time exponential in the number of stars.
+ */
 bool dlock__glob_covers(const char *a, const char *b)
 {
-	/* a's '*' may absorb anything of b, b's own wildcards included; a '?'
-	 * covers one literal or '?'; a literal covers only itself.  Sound: a
-	 * "true" is always a real inclusion. */
-	if (*a == '*')
-		return dlock__glob_covers(a + 1, b) || (*b && dlock__glob_covers(a, b + 1));
-	if (!*a)
-		return !*b;
-	if (!*b || *b == '*')
-		return false;
-	if (*a == '?')
-		return dlock__glob_covers(a + 1, b + 1);
-	if (*a == *b && *b != '?')
-		return dlock__glob_covers(a + 1, b + 1);
-	return false;
+	size_t la = strlen(a), lb = strlen(b);
+	bool *next = g_new0(bool, lb + 1); /* row i + 1 */
+	bool *row = g_new0(bool, lb + 1);  /* row i */
+	bool result;
+
+	/* Row la: the empty rest of a covers only the empty rest of b. */
+	next[lb] = true;
+	for (size_t i = la; i-- > 0;) {
+		for (size_t j = lb + 1; j-- > 0;) {
+			if (a[i] == '*')
+				row[j] = next[j] || (j < lb && row[j + 1]);
+			else if (j == lb || b[j] == '*')
+				row[j] = false;
+			else if (a[i] == '?' || (a[i] == b[j] && b[j] != '?'))
+				row[j] = next[j + 1];
+			else
+				row[j] = false;
+		}
+		bool *t = next;
+
+		next = row;
+		row = t;
+	}
+	result = next[0];
+	g_free(next);
+	g_free(row);
+	return result;
 }
 
 /*
@@ -287,6 +310,17 @@ static int check_references(dlock__config *c)
 	return DLOCK_OK;
 }
 
+/* A GLib message with any URI in it redacted (it may quote a line). */
+static int glib_error(const char *shown, GError *error)
+{
+	char *message = dlock__uri_redact_text(error->message);
+	int rc = dlock__error(DLOCK_ECONFIG, "file %s: %s", shown, message);
+
+	g_free(message);
+	g_error_free(error);
+	return rc;
+}
+
 int dlock__config_load(const char *path, dlock__config **ret)
 {
 	GKeyFile *kf = g_key_file_new();
@@ -294,27 +328,29 @@ int dlock__config_load(const char *path, dlock__config **ret)
 	dlock__config *c;
 	gchar **groups;
 	char *text = NULL;
+	/* A URI mistyped without "//" is taken for a file name: messages show
+	 * it without its password. */
+	char *shown = dlock__uri_redact(path);
 	int rc;
 
 	if (!g_file_get_contents(path, &text, NULL, &error)) {
-		rc = dlock__error(DLOCK_ECONFIG, "file %s: %s", path, error->message);
-		g_error_free(error);
+		rc = glib_error(shown, error);
+		g_free(shown);
 		g_key_file_free(kf);
 		return rc;
 	}
-	rc = check_duplicates(path, text);
-	if (rc == DLOCK_OK && !g_key_file_load_from_data(kf, text, (gsize)-1, G_KEY_FILE_NONE, &error)) {
-		rc = dlock__error(DLOCK_ECONFIG, "file %s: %s", path, error->message);
-		g_error_free(error);
-	}
+	rc = check_duplicates(shown, text);
+	if (rc == DLOCK_OK && !g_key_file_load_from_data(kf, text, (gsize)-1, G_KEY_FILE_NONE, &error))
+		rc = glib_error(shown, error);
 	g_free(text);
 	if (rc != DLOCK_OK) {
+		g_free(shown);
 		g_key_file_free(kf);
 		return rc;
 	}
 
 	c = g_new0(dlock__config, 1);
-	c->path = g_strdup(path);
+	c->path = shown;
 	c->wait_ms = -1;
 	c->backends = g_ptr_array_new_with_free_func(backend_free);
 	c->routes = g_ptr_array_new_with_free_func(route_free);
@@ -330,7 +366,7 @@ int dlock__config_load(const char *path, dlock__config **ret)
 			rc = load_route(c, kf, groups[i], name);
 		else
 			rc = dlock__error(DLOCK_ECONFIG, "file %s, group [%s]: unknown group "
-			                  "(known: [defaults], [backend NAME], [route NAME])", path, groups[i]);
+			                  "(known: [defaults], [backend NAME], [route NAME])", c->path, groups[i]);
 	}
 	g_strfreev(groups);
 	g_key_file_free(kf);

@@ -31,7 +31,7 @@ typedef struct dlock__config_route {
 } dlock__config_route;
 
 typedef struct dlock__config {
-	char *path;
+	char *path;             /* as messages show it (dlock__uri_redact) */
 	char *default_backend;  /* NULL when not given */
 	int64_t wait_ms;        /* -1 when not given */
 	GPtrArray *backends;    /* dlock__config_backend *, file order */

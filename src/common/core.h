@@ -74,9 +74,12 @@ struct dlock_lock {
 	dlock_owner owner;
 	int64_t ttl_ms;          /* 0: the backend's default */
 	int watchdog;            /* -1: the backend's default */
+	unsigned calls;          /* calls in flight on this handle (dlock__lock_enter) */
 	GPtrArray *waiters;      /* dlock__waiter * of threads inside acquire */
-	GCond idle;              /* signalled when waiters becomes empty */
+	GCond idle;              /* signalled when calls drops to 0 while freed */
 	dlock__hold *hold;       /* DLOCK_OWNER_HANDLE: the handle's hold, referenced */
+	bool lost_pending;       /* DLOCK_OWNER_HANDLE: a lost hold was replaced by a fresh
+	                          * grant; the next release returns DLOCK_ELOST for it */
 	dlock_state_fn state_fn;
 	void *state_user_data;
 };
@@ -134,6 +137,14 @@ bool dlock__client_forked(const dlock_client *client);
 /* ---- holds ------------------------------------------------------------ */
 
 dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock);
+/*
+ * End a hold locally: HOLD_RELEASED, no count left, and every re-entrant
+ * acquire waiting out its suspension woken (it then sees the hold gone and
+ * asks the server afresh).  Every path that ends a hold goes through here:
+ * a hold that leaves HELD or SUSPENDED without waking them would leave
+ * them asleep until their deadline.  Called with hold->mu held.
+ */
+void dlock__hold_end_locked(dlock__hold *hold);
 /* The hold the caller's owner has through lock, referenced, or NULL. */
 dlock__hold *dlock__hold_find(const dlock_lock *lock);
 /* Record a granted hold in the client and in its owner's table. */
@@ -154,9 +165,11 @@ void dlock__waiter_cancel(dlock__waiter *waiter);
 /* ---- locks ------------------------------------------------------------ */
 
 dlock_lock *dlock__lock_ref(dlock_lock *lock);
-/* Check a public call's lock argument and enter its client (then leave
- * with dlock__client_leave(lock->client)). */
+/* Check a public call's lock argument, count the call on the handle (which
+ * dlock_lock_free() waits for; DLOCK_ECANCELED once the free has begun)
+ * and enter its client.  Then leave with dlock__lock_leave(). */
 int dlock__lock_enter(dlock_lock *lock, const char *what);
+void dlock__lock_leave(dlock_lock *lock);
 /* The caller's owner's relation to the lock, from its hold alone. */
 dlock_hold dlock__lock_caller_hold(const dlock_lock *lock);
 void dlock__lock_unref(dlock_lock *lock);

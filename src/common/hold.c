@@ -131,6 +131,14 @@ static void notify_locked(dlock__hold *hold, dlock_state state)
 	}
 }
 
+void dlock__hold_end_locked(dlock__hold *hold)
+{
+	hold->phase = HOLD_RELEASED;
+	hold->count = 0;
+	for (guint i = 0; i < hold->waiters->len; i++)
+		dlock__waiter_wake(hold->waiters->pdata[i]);
+}
+
 void dlock__hold_report(dlock__hold *hold, dlock_state state)
 {
 	g_mutex_lock(&hold->mu);
@@ -206,17 +214,29 @@ void dlock__hold_install(dlock__hold *hold, dlock_lock *lock)
 
 		/* Threads sharing a handle may race to a fresh grant.  The one that
 		 * finds an older hold here won because that hold had ended on the
-		 * server (lost): the new grant replaces it. */
+		 * server (lost): the new grant replaces it.  The loss is still owed
+		 * to the handle's next release (DLOCK_ELOST), and to its state
+		 * callback if the backend has not reported it yet. */
 		g_mutex_lock(&lock->mu);
 		old = lock->hold;
 		lock->hold = dlock__hold_ref(hold);
 		g_mutex_unlock(&lock->mu);
 		if (old) {
+			bool lost;
+
 			g_mutex_lock(&old->mu);
-			old->phase = HOLD_RELEASED;
-			old->count = 0;
+			lost = old->phase == HOLD_HELD || old->phase == HOLD_SUSPENDED ||
+			       old->phase == HOLD_LOST;
+			if (old->phase == HOLD_HELD || old->phase == HOLD_SUSPENDED)
+				notify_locked(old, DLOCK_STATE_LOST);
+			dlock__hold_end_locked(old);
 			old->handle_owner = NULL;
 			g_mutex_unlock(&old->mu);
+			if (lost) {
+				g_mutex_lock(&lock->mu);
+				lock->lost_pending = true;
+				g_mutex_unlock(&lock->mu);
+			}
 			dlock__hold_finish(old, lock, false);
 			dlock__hold_unref(old);
 		}
@@ -288,8 +308,7 @@ void dlock__hold_drop_lock(dlock__hold *hold, dlock_lock *lock)
 	if ((hold->count == 0 || hold->handle_owner == lock) &&
 	    (hold->phase == HOLD_HELD || hold->phase == HOLD_SUSPENDED ||
 	     hold->phase == HOLD_LOST)) {
-		hold->phase = HOLD_RELEASED;
-		hold->count = 0;
+		dlock__hold_end_locked(hold);
 		finish = true;
 	}
 	g_mutex_unlock(&hold->mu);
@@ -304,8 +323,7 @@ void dlock__hold_teardown(dlock__hold *hold)
 	g_mutex_lock(&hold->mu);
 	release = hold->phase == HOLD_HELD || hold->phase == HOLD_SUSPENDED ||
 	          hold->phase == HOLD_LOST;
-	hold->phase = HOLD_RELEASED;
-	hold->count = 0;
+	dlock__hold_end_locked(hold);
 	hold->client = NULL;
 	g_array_set_size(hold->via, 0);
 	g_mutex_unlock(&hold->mu);
@@ -335,8 +353,7 @@ static void thread_table_destroy(gpointer data)
 		if (client && (hold->phase == HOLD_HELD || hold->phase == HOLD_SUSPENDED ||
 		               hold->phase == HOLD_LOST) &&
 		    dlock__client_enter(client) == DLOCK_OK) {
-			hold->phase = HOLD_RELEASED;
-			hold->count = 0;
+			dlock__hold_end_locked(hold);
 			release = true;
 		}
 		g_mutex_unlock(&hold->mu);

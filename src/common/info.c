@@ -24,7 +24,6 @@ void dlock__server_info_clear(dlock__server_info *info)
 DLOCK_API int dlock_lock_query(dlock_lock *lock, dlock_info **ret_info)
 {
 	dlock__server_info server = { false, NULL, -1, 0 };
-	dlock_client *client;
 	dlock_info *info;
 	int rc;
 
@@ -33,11 +32,10 @@ DLOCK_API int dlock_lock_query(dlock_lock *lock, dlock_info **ret_info)
 	rc = dlock__lock_enter(lock, "dlock_lock_query");
 	if (rc != DLOCK_OK)
 		return rc;
-	client = lock->client;
 	rc = lock->slot->ops->query(lock->slot->impl, lock->resource, INT64_MAX, &server);
 	if (rc != DLOCK_OK) {
 		dlock__server_info_clear(&server);
-		dlock__client_leave(client);
+		dlock__lock_leave(lock);
 		return rc;
 	}
 
@@ -54,7 +52,7 @@ DLOCK_API int dlock_lock_query(dlock_lock *lock, dlock_info **ret_info)
 		info->holder = g_strdup(server.holder_raw ? server.holder_raw : "");
 	}
 	dlock__server_info_clear(&server);
-	dlock__client_leave(client);
+	dlock__lock_leave(lock);
 	*ret_info = info;
 	return DLOCK_OK;
 }

@@ -28,13 +28,59 @@ void dlock__lock_unref(dlock_lock *lock)
 	g_free(lock);
 }
 
+/*
+ * Count a call in flight on the handle, so that dlock_lock_free() waits for
+ * it; false, counting nothing, once the free has begun.  No error is
+ * recorded here: the getters (dlock_held, dlock_fencing_token) are not
+ * failing calls and must leave the thread's last error message alone.  The
+ * handle is only touched through its mutex and counter, hence const.
+ */
+static bool call_begin(const dlock_lock *clock)
+{
+	dlock_lock *lock = (dlock_lock *)clock; /* its mutex and counter only */
+	bool counted;
+
+	g_mutex_lock(&lock->mu);
+	counted = !lock->freed;
+	if (counted)
+		lock->calls++;
+	g_mutex_unlock(&lock->mu);
+	return counted;
+}
+
+static void call_end(const dlock_lock *clock)
+{
+	dlock_lock *lock = (dlock_lock *)clock;
+
+	g_mutex_lock(&lock->mu);
+	/* Only dlock_lock_free() waits on idle; a broadcast costs a system call. */
+	if (--lock->calls == 0 && lock->freed)
+		g_cond_broadcast(&lock->idle);
+	g_mutex_unlock(&lock->mu);
+}
+
 int dlock__lock_enter(dlock_lock *lock, const char *what)
 {
+	int rc;
+
 	if (!lock)
 		return dlock__error(DLOCK_EINVAL, "%s: lock is NULL", what);
 	if (!lock->client)
 		return dlock__error(DLOCK_ECANCELED, "%s: the lock's client has been freed", what);
-	return dlock__client_enter(lock->client);
+	if (!call_begin(lock))
+		return dlock__error(DLOCK_ECANCELED, "%s: the lock handle is being freed", what);
+	rc = dlock__client_enter(lock->client);
+	if (rc != DLOCK_OK)
+		call_end(lock);
+	return rc;
+}
+
+void dlock__lock_leave(dlock_lock *lock)
+{
+	dlock_client *client = lock->client;
+
+	call_end(lock);
+	dlock__client_leave(client);
 }
 
 static char *thread_key_for(const dlock_client *client, const dlock__slot *slot,
@@ -116,12 +162,14 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock)
 	if (client && !dlock__client_forked(client)) {
 		GPtrArray *holds;
 
-		/* Wake this handle's waiters and let them leave acquire. */
+		/* Refuse new calls, wake this handle's waiters, and wait for
+		 * every call in flight: an acquire granted meanwhile has either
+		 * installed its hold (dropped below) or released it. */
 		g_mutex_lock(&lock->mu);
 		lock->freed = true;
 		for (guint i = 0; i < lock->waiters->len; i++)
 			dlock__waiter_cancel(lock->waiters->pdata[i]);
-		while (lock->waiters->len > 0)
+		while (lock->calls > 0)
 			g_cond_wait(&lock->idle, &lock->mu);
 		g_mutex_unlock(&lock->mu);
 
@@ -163,10 +211,11 @@ DLOCK_API int dlock_lock_set_ttl(dlock_lock *lock, int64_t ttl_ms)
 
 	if (rc != DLOCK_OK)
 		return rc;
-	if (ttl_ms < DLOCK__TTL_MIN_MS) {
+	if (ttl_ms < DLOCK__TTL_MIN_MS || ttl_ms > DLOCK__TTL_MAX_MS) {
 		g_mutex_unlock(&lock->mu);
-		return dlock__error(DLOCK_EINVAL, "ttl %" G_GINT64_FORMAT " ms is below the minimum of %d ms",
-		                    ttl_ms, DLOCK__TTL_MIN_MS);
+		return dlock__error(DLOCK_EINVAL, "ttl %" G_GINT64_FORMAT " ms is outside the range from the "
+		                    "minimum of %d ms to the maximum of %" G_GINT64_FORMAT " ms (7 days)",
+		                    ttl_ms, DLOCK__TTL_MIN_MS, DLOCK__TTL_MAX_MS);
 	}
 	lock->ttl_ms = ttl_ms;
 	g_mutex_unlock(&lock->mu);
@@ -267,9 +316,6 @@ static void lock_remove_waiter(dlock_lock *lock, dlock__waiter *waiter)
 {
 	g_mutex_lock(&lock->mu);
 	g_ptr_array_remove_fast(lock->waiters, waiter);
-	/* Only dlock_lock_free() waits on idle; a broadcast costs a system call. */
-	if (lock->waiters->len == 0 && lock->freed)
-		g_cond_broadcast(&lock->idle);
 	g_mutex_unlock(&lock->mu);
 }
 
@@ -328,8 +374,7 @@ static int reenter(dlock_lock *lock, dlock__hold *hold, int64_t deadline_us)
 			break;
 		}
 		if (hold->phase == HOLD_LOST) {
-			hold->phase = HOLD_RELEASED;
-			hold->count = 0;
+			dlock__hold_end_locked(hold);
 			g_mutex_unlock(&hold->mu);
 			dlock__hold_finish(hold, lock, true);
 			g_mutex_lock(&hold->mu);
@@ -374,6 +419,44 @@ static int reenter(dlock_lock *lock, dlock__hold *hold, int64_t deadline_us)
 	return rc;
 }
 
+/*
+ * A grant that lands after dlock_lock_free() has begun on the handle is
+ * not installed (the free would not see it): it is released at once and
+ * the acquire returns DLOCK_ECANCELED.
+ */
+static bool grant_refused(dlock_lock *lock, dlock__hold *hold)
+{
+	bool freed;
+
+	g_mutex_lock(&lock->mu);
+	freed = lock->freed;
+	g_mutex_unlock(&lock->mu);
+	if (!freed)
+		return false;
+	g_mutex_lock(&hold->mu);
+	hold->phase = HOLD_RELEASED;
+	g_mutex_unlock(&hold->mu);
+	hold->slot->ops->release(hold->slot->impl, hold);
+	return true;
+}
+
+/*
+ * A cancel (dlock_lock_cancel(), the handle's free or the client's) that
+ * came while the backend was in a step it cannot interrupt -- a connect, a
+ * name lookup -- is what the caller asked for, and what dlock.h promises:
+ * DLOCK_ECANCELED, whatever failure that step reported when it ended.
+ * The backend's message is kept after it.
+ */
+static int canceled_failure(const dlock_lock *lock, int rc)
+{
+	char *why = g_strdup(dlock_last_error_message());
+
+	rc = dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled (meanwhile: %s: %s)",
+	                  lock->resource, dlock_strerror(rc), why);
+	g_free(why);
+	return rc;
+}
+
 DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 {
 	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
@@ -396,7 +479,7 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 		rc = reenter(lock, hold, deadline_us);
 		dlock__hold_unref(hold);
 		if (rc != 1) {
-			dlock__client_leave(client);
+			dlock__lock_leave(lock);
 			return rc;
 		}
 	}
@@ -407,18 +490,39 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 	/* A try (wait 0) is bounded by the backend's own timeouts alone. */
 	rc = lock->slot->ops->acquire(lock->slot->impl, hold, waiter, wait_ms,
 	                              wait_ms == 0 ? INT64_MAX : deadline_us);
+	if (rc != DLOCK_OK && rc != DLOCK_ECANCELED && dlock__waiter_canceled(waiter))
+		rc = canceled_failure(lock, rc);
 	lock_remove_waiter(lock, waiter);
 	dlock__waiter_free(waiter);
-	if (rc == DLOCK_OK)
+	if (rc == DLOCK_OK && grant_refused(lock, hold))
+		rc = dlock__error(DLOCK_ECANCELED, "lock '%s': the handle was freed while acquiring; "
+		                  "the grant was released", lock->resource);
+	else if (rc == DLOCK_OK)
 		dlock__hold_install(hold, lock);
 	dlock__hold_unref(hold);
-	dlock__client_leave(client);
+	dlock__lock_leave(lock);
 	return rc;
+}
+
+/*
+ * A handle whose lost hold was replaced by a fresh grant (another thread's
+ * acquire through the handle, waiting when the hold was lost) owes one
+ * release DLOCK_ELOST, as the lost hold would have given; the fresh hold
+ * keeps its count.  True once, when that is the case.
+ */
+static bool take_lost_pending(dlock_lock *lock)
+{
+	bool pending;
+
+	g_mutex_lock(&lock->mu);
+	pending = lock->lost_pending;
+	lock->lost_pending = false;
+	g_mutex_unlock(&lock->mu);
+	return pending;
 }
 
 DLOCK_API int dlock_release(dlock_lock *lock)
 {
-	dlock_client *client;
 	dlock__hold *hold;
 	bool finish = false;
 	int rc = DLOCK_OK;
@@ -426,18 +530,23 @@ DLOCK_API int dlock_release(dlock_lock *lock)
 	rc = dlock__lock_enter(lock, "dlock_release");
 	if (rc != DLOCK_OK)
 		return rc;
-	client = lock->client;
+	if (take_lost_pending(lock)) {
+		rc = dlock__error(DLOCK_ELOST, "lock '%s' had been lost before this release (a later "
+		                  "acquire through this handle holds it again)", lock->resource);
+		dlock__lock_leave(lock);
+		return rc;
+	}
 
 	hold = dlock__hold_find(lock);
 	if (!hold) {
-		dlock__client_leave(client);
-		return dlock__error(DLOCK_ENOTHELD, "lock '%s' is not held by the caller", lock->resource);
+		rc = dlock__error(DLOCK_ENOTHELD, "lock '%s' is not held by the caller", lock->resource);
+		dlock__lock_leave(lock);
+		return rc;
 	}
 	g_mutex_lock(&hold->mu);
 	switch (hold->phase) {
 	case HOLD_LOST:
-		hold->phase = HOLD_RELEASED;
-		hold->count = 0;
+		dlock__hold_end_locked(hold);
 		finish = true;
 		rc = dlock__error(DLOCK_ELOST, "lock '%s' had been lost before this release", lock->resource);
 		break;
@@ -445,7 +554,7 @@ DLOCK_API int dlock_release(dlock_lock *lock)
 	case HOLD_SUSPENDED:
 		via_remove(hold, lock);
 		if (--hold->count == 0) {
-			hold->phase = HOLD_RELEASED;
+			dlock__hold_end_locked(hold);
 			finish = true;
 		}
 		break;
@@ -463,7 +572,7 @@ DLOCK_API int dlock_release(dlock_lock *lock)
 			                  lock->resource);
 	}
 	dlock__hold_unref(hold);
-	dlock__client_leave(client);
+	dlock__lock_leave(lock);
 	return rc;
 }
 
@@ -473,6 +582,7 @@ DLOCK_API int dlock_lock_cancel(dlock_lock *lock)
 		return dlock__error(DLOCK_EINVAL, "dlock_lock_cancel: lock is NULL");
 	if (!lock->client || dlock__client_forked(lock->client))
 		return dlock__error(DLOCK_ECANCELED, "client was freed or belongs to the parent process");
+	/* During dlock_lock_free() the waiters are canceled already. */
 	g_mutex_lock(&lock->mu);
 	for (guint i = 0; i < lock->waiters->len; i++)
 		dlock__waiter_cancel(lock->waiters->pdata[i]);
@@ -488,15 +598,18 @@ static hold_phase caller_phase(const dlock_lock *lock, uint64_t *ret_token)
 
 	if (!lock || !lock->client || dlock__client_forked(lock->client))
 		return phase;
-	hold = dlock__hold_find(lock);
-	if (!hold)
+	if (!call_begin(lock))
 		return phase;
-	g_mutex_lock(&hold->mu);
-	phase = hold->phase;
-	if (ret_token)
-		*ret_token = hold->token;
-	g_mutex_unlock(&hold->mu);
-	dlock__hold_unref(hold);
+	hold = dlock__hold_find(lock);
+	if (hold) {
+		g_mutex_lock(&hold->mu);
+		phase = hold->phase;
+		if (ret_token)
+			*ret_token = hold->token;
+		g_mutex_unlock(&hold->mu);
+		dlock__hold_unref(hold);
+	}
+	call_end(lock);
 	return phase;
 }
 

@@ -35,20 +35,27 @@ static int bad(const char *where, const char *key, const char *value, const char
 	return dlock__error(DLOCK_ECONFIG, "%s: option '%s': '%s' %s", where, key, value, why);
 }
 
-static int set_duration(int64_t *field, int64_t min_ms, const char *where, const char *key,
-                        const char *value)
+static int out_of_range(const char *where, const char *key, const char *value, const char *bound,
+                        int64_t limit_ms)
+{
+	char *why = g_strdup_printf("is %s of %" G_GINT64_FORMAT "ms", bound, limit_ms);
+	int rc = bad(where, key, value, why);
+
+	g_free(why);
+	return rc;
+}
+
+static int set_duration(int64_t *field, int64_t min_ms, int64_t max_ms, const char *where,
+                        const char *key, const char *value)
 {
 	int64_t ms;
 
 	if (!dlock__duration_parse(value, &ms))
 		return bad(where, key, value, "is not a duration (like 250ms, 10s, 2m; a bare number is seconds)");
-	if (ms < min_ms) {
-		char *why = g_strdup_printf("is below the minimum of %" G_GINT64_FORMAT "ms", min_ms);
-		int rc = bad(where, key, value, why);
-
-		g_free(why);
-		return rc;
-	}
+	if (ms < min_ms)
+		return out_of_range(where, key, value, "below the minimum", min_ms);
+	if (ms > max_ms)
+		return out_of_range(where, key, value, "above the maximum", max_ms);
 	*field = ms;
 	return DLOCK_OK;
 }
@@ -123,16 +130,16 @@ int dlock__options_set(dlock__options *opts, unsigned allowed, const char *key,
 
 	switch (bit) {
 	case DLOCK__OPT_TTL:
-		rc = set_duration(&opts->ttl_ms, DLOCK__TTL_MIN_MS, where, key, value);
+		rc = set_duration(&opts->ttl_ms, DLOCK__TTL_MIN_MS, DLOCK__TTL_MAX_MS, where, key, value);
 		break;
 	case DLOCK__OPT_CONNECT_TIMEOUT:
-		rc = set_duration(&opts->connect_timeout_ms, 1, where, key, value);
+		rc = set_duration(&opts->connect_timeout_ms, 1, DLOCK__TIMEOUT_MAX_MS, where, key, value);
 		break;
 	case DLOCK__OPT_COMMAND_TIMEOUT:
-		rc = set_duration(&opts->command_timeout_ms, 1, where, key, value);
+		rc = set_duration(&opts->command_timeout_ms, 1, DLOCK__TIMEOUT_MAX_MS, where, key, value);
 		break;
 	case DLOCK__OPT_SESSION_TIMEOUT:
-		rc = set_duration(&opts->session_timeout_ms, 1, where, key, value);
+		rc = set_duration(&opts->session_timeout_ms, 1, DLOCK__TIMEOUT_MAX_MS, where, key, value);
 		break;
 	case DLOCK__OPT_WATCHDOG:
 		if (!parse_bool(value, &opts->watchdog))

@@ -59,6 +59,21 @@ typedef struct dlock__uri {
 int dlock__uri_parse(const char *spec, dlock__uri **ret_uri);
 void dlock__uri_free(dlock__uri *uri);
 
+/*
+ * spec as messages may show it: "scheme://user:password@rest" becomes
+ * "scheme://user@rest" (or "scheme://rest" without a user), where the
+ * '@' is the last one of the whole spec, so a password holding an
+ * unencoded '/' or '?' is hidden too.  Text without "://" (a URI
+ * mistyped, or a file name) loses what lies between its first ':' and its
+ * last '@': "redis:/u:pw@h" becomes "redis:***@h"; text with no '@', or
+ * no ':' before it, is returned as is.  Caller frees with g_free().
+ */
+char *dlock__uri_redact(const char *spec);
+/* text with every word (between spaces or quotes) that looks like a URI
+ * redacted as above: for messages of other libraries that quote a file
+ * name or a line.  Caller frees with g_free(). */
+char *dlock__uri_redact_text(const char *text);
+
 /* ---- options --------------------------------------------------------- */
 
 /* The fixed option names, one bit each (a backend declares what it takes). */
@@ -74,17 +89,26 @@ enum {
 	DLOCK__OPT_DIR = 1u << 8,             /* "dir" */
 };
 
+/*
+ * Bounds of the durations.  Past the maxima a value is a mistake (a unit
+ * slip, microseconds for milliseconds) rather than a wish, and refusing it
+ * keeps every microsecond sum the backends make (now + ttl, now + timeout)
+ * far from overflow: a TTL of 9.3e15 ms once wrapped to a lease already
+ * over, and a huge connect-timeout to a negative socket timeout.
+ */
 #define DLOCK__TTL_MIN_MS 100
+#define DLOCK__TTL_MAX_MS (INT64_C(7) * 24 * 3600 * 1000)  /* 7 days */
+#define DLOCK__TIMEOUT_MAX_MS (INT64_C(3600) * 1000)       /* 1 hour: connect-, command-, session-timeout */
 
 typedef struct dlock__options {
 	unsigned given;             /* DLOCK__OPT_* bits set explicitly */
-	int64_t ttl_ms;             /* default 30000, at least DLOCK__TTL_MIN_MS */
+	int64_t ttl_ms;             /* default 30000, DLOCK__TTL_MIN_MS..DLOCK__TTL_MAX_MS */
 	bool watchdog;              /* default true; "on"/"off" (also true/false, yes/no, 1/0) */
-	int64_t connect_timeout_ms; /* default 5000, > 0 */
-	int64_t command_timeout_ms; /* default 3000, > 0 */
+	int64_t connect_timeout_ms; /* default 5000, 1..DLOCK__TIMEOUT_MAX_MS */
+	int64_t command_timeout_ms; /* default 3000, 1..DLOCK__TIMEOUT_MAX_MS */
 	bool plain_keys;            /* key-format: "braced" (default, false) or "plain" (true) */
 	char *prefix;               /* default "dlock:"; no '{' or '}' */
-	int64_t session_timeout_ms; /* default 10000, > 0 */
+	int64_t session_timeout_ms; /* default 10000, 1..DLOCK__TIMEOUT_MAX_MS */
 	char *root;                 /* default "/dlock"; absolute, no trailing '/', no empty segment */
 	char *dir;                  /* default NULL (the backend decides); absolute path */
 } dlock__options;

@@ -3,7 +3,7 @@
 
 #include "thread.h"
 
-GThread *dlock__thread_new(const char *name, GThreadFunc fn, gpointer data)
+GThread *dlock__thread_start(const char *name, GThreadFunc fn, gpointer data)
 {
 	sigset_t all, saved;
 	GThread *thread;

@@ -11,8 +11,18 @@
 
 #include <glib.h>
 
-/* g_thread_new() with every signal blocked in the new thread. */
-GThread *dlock__thread_new(const char *name, GThreadFunc fn, gpointer data);
+/*
+ * g_thread_new() with every signal blocked in the new thread.  name must
+ * be a string literal of at most 15 characters, checked at compile time:
+ * Linux keeps 15 characters of a thread's name and refuses a longer one
+ * outright (pthread_setname_np fails with ERANGE), which would leave the
+ * thread showing as the host program in top, ps and gdb.
+ */
+#define DLOCK__THREAD_NAME_MAX 15
+#define dlock__thread_new(name, fn, data)                                              \
+	(G_STATIC_ASSERT_EXPR(sizeof("" name "") <= DLOCK__THREAD_NAME_MAX + 1),        \
+	 dlock__thread_start(name, fn, data))
+GThread *dlock__thread_start(const char *name, GThreadFunc fn, gpointer data);
 
 /* Mark a descriptor close-on-exec. */
 void dlock__set_cloexec(int fd);

@@ -69,6 +69,98 @@ static char *decode(const char *s, size_t len)
 	return g_string_free(out, FALSE);
 }
 
+static bool is_scheme_char(char c)
+{
+	return g_ascii_isalnum(c) || c == '+' || c == '.' || c == '-';
+}
+
+char *dlock__uri_redact(const char *spec)
+{
+	const char *p, *start, *at = NULL;
+	bool authority;
+	GString *out;
+
+	if ((p = strstr(spec, "://"))) {
+		/* Even after something that is not a valid scheme. */
+		authority = true;
+		start = p + 3;
+	} else {
+		authority = false;
+		start = spec;
+	}
+	/* The last '@' anywhere: a password with an unencoded '/' or '?' runs
+	 * past the end of the authority, and must not show there either. */
+	for (const char *q = start; *q; q++)
+		if (*q == '@')
+			at = q;
+	if (!at)
+		return g_strdup(spec);
+	out = g_string_new_len(spec, start - spec);
+	if (authority) {
+		const char *colon = memchr(start, ':', (size_t)(at - start));
+		const char *user_end = colon ? colon : at;
+
+		if (user_end > start) {
+			g_string_append_len(out, start, user_end - start);
+			g_string_append_c(out, '@');
+		}
+	} else {
+		/* "redis:/user:password@host", mistyped without "//": hide
+		 * everything from the first ':' to the '@'.  Without a ':' there
+		 * is no password ("/home/me@corp/dlock.conf"). */
+		const char *colon = memchr(start, ':', (size_t)(at - start));
+
+		if (!colon) {
+			g_string_free(out, TRUE);
+			return g_strdup(spec);
+		}
+		g_string_append_len(out, start, colon + 1 - start);
+		g_string_append(out, "***@");
+	}
+	g_string_append(out, at + 1);
+	return g_string_free(out, FALSE);
+}
+
+/* The length of the word separator at p, or 0: ASCII space and quotes,
+ * and the curly quotes GLib puts around file names and lines (U+2018,
+ * U+2019, U+201C, U+201D). */
+static size_t separator_len(const char *p)
+{
+	if (g_ascii_isspace(*p) || *p == '\'' || *p == '"')
+		return 1;
+	if ((guchar)p[0] == 0xe2 && (guchar)p[1] == 0x80 &&
+	    ((guchar)p[2] == 0x98 || (guchar)p[2] == 0x99 || (guchar)p[2] == 0x9c || (guchar)p[2] == 0x9d))
+		return 3;
+	return 0;
+}
+
+char *dlock__uri_redact_text(const char *text)
+{
+	GString *out = g_string_new(NULL);
+	const char *p = text;
+
+	while (*p) {
+		size_t sep = separator_len(p);
+		const char *end = p;
+		char *word, *redacted;
+
+		if (sep) {
+			g_string_append_len(out, p, (gssize)sep);
+			p += sep;
+			continue;
+		}
+		while (*end && !separator_len(end))
+			end++;
+		word = g_strndup(p, (gsize)(end - p));
+		redacted = dlock__uri_redact(word);
+		g_string_append(out, redacted);
+		g_free(redacted);
+		g_free(word);
+		p = end;
+	}
+	return g_string_free(out, FALSE);
+}
+
 static int parse_host(dlock__uri *uri, const char *spec, const char *s, size_t len)
 {
 	const char *end = s + len;
@@ -175,18 +267,27 @@ int dlock__uri_parse(const char *spec, dlock__uri **ret_uri)
 {
 	const char *p, *auth, *auth_end, *at, *hosts, *path_end;
 	dlock__uri *uri;
-	GString *redacted;
+	char *redacted;
 	int rc = DLOCK_OK;
 
 	if (!spec)
 		return dlock__error(DLOCK_ECONFIG, "no URI given");
+	/* Every message below shows this form, never spec itself. */
+	redacted = dlock__uri_redact(spec);
 	p = spec;
-	if (!g_ascii_isalpha(*p))
-		return dlock__error(DLOCK_ECONFIG, "'%s' is not a URI: it must start with a scheme (redis://...)", spec);
-	while (g_ascii_isalnum(*p) || *p == '+' || *p == '.' || *p == '-')
+	if (!g_ascii_isalpha(*p)) {
+		rc = dlock__error(DLOCK_ECONFIG, "'%s' is not a URI: it must start with a scheme (redis://...)",
+		                  redacted);
+		g_free(redacted);
+		return rc;
+	}
+	while (is_scheme_char(*p))
 		p++;
-	if (strncmp(p, "://", 3) != 0)
-		return dlock__error(DLOCK_ECONFIG, "'%s' is not a URI: no '://' after the scheme", spec);
+	if (strncmp(p, "://", 3) != 0) {
+		rc = dlock__error(DLOCK_ECONFIG, "'%s' is not a URI: no '://' after the scheme", redacted);
+		g_free(redacted);
+		return rc;
+	}
 
 	uri = g_new0(dlock__uri, 1);
 	uri->scheme = g_ascii_strdown(spec, p - spec);
@@ -195,14 +296,24 @@ int dlock__uri_parse(const char *spec, dlock__uri **ret_uri)
 	auth = p + 3;
 	auth_end = auth + strcspn(auth, "/?");
 
+	/*
+	 * An '@' past the authority is most likely the end of a password
+	 * holding an unencoded '/' or '?'; read as a path or an option it
+	 * would put the password where messages and status output show it.
+	 * An '@' meant for a path or an option is written %40.
+	 */
+	if (strchr(auth_end, '@')) {
+		rc = dlock__error(DLOCK_ECONFIG, "'%s': '@' after the host list: in a password write '/' as %%2F "
+		                  "and '?' as %%3F; in a path or an option write '@' as %%40", redacted);
+		goto out;
+	}
+
 	/* user[:password]@ — the last '@' of the authority ends it. */
 	at = NULL;
 	for (const char *q = auth; q < auth_end; q++)
 		if (*q == '@')
 			at = q;
 	hosts = auth;
-	redacted = g_string_new(NULL);
-	g_string_append_len(redacted, spec, auth - spec);
 	if (at) {
 		const char *colon = memchr(auth, ':', (size_t)(at - auth));
 		const char *user_end = colon ? colon : at;
@@ -218,13 +329,9 @@ int dlock__uri_parse(const char *spec, dlock__uri **ret_uri)
 		if (!*uri->user) {
 			g_free(uri->user);
 			uri->user = NULL;
-		} else {
-			g_string_append_len(redacted, auth, user_end - auth);
-			g_string_append_c(redacted, '@');
 		}
 		hosts = at + 1;
 	}
-	g_string_append(redacted, hosts);
 
 	if (hosts < auth_end) {
 		const char *h = hosts;
@@ -233,7 +340,7 @@ int dlock__uri_parse(const char *spec, dlock__uri **ret_uri)
 			const char *comma = memchr(h, ',', (size_t)(auth_end - h));
 			const char *end = comma ? comma : auth_end;
 
-			rc = parse_host(uri, redacted->str, h, (size_t)(end - h));
+			rc = parse_host(uri, redacted, h, (size_t)(end - h));
 			if (rc != DLOCK_OK || !comma)
 				break;
 			h = comma + 1;
@@ -246,14 +353,14 @@ int dlock__uri_parse(const char *spec, dlock__uri **ret_uri)
 	if (path_end > auth_end) {
 		uri->path = decode(auth_end, (size_t)(path_end - auth_end));
 		if (!uri->path) {
-			rc = dlock__error(DLOCK_ECONFIG, "'%s': bad %%-escape in the path", redacted->str);
+			rc = dlock__error(DLOCK_ECONFIG, "'%s': bad %%-escape in the path", redacted);
 			goto out;
 		}
 	}
 	if (*path_end == '?')
-		rc = parse_query(uri, redacted->str, path_end + 1);
+		rc = parse_query(uri, redacted, path_end + 1);
 out:
-	uri->redacted = g_string_free(redacted, FALSE);
+	uri->redacted = redacted;
 	if (rc != DLOCK_OK) {
 		dlock__uri_free(uri);
 		return rc;

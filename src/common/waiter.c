@@ -5,6 +5,7 @@
  * that lands between a failed try and the sleep is never missed.
  */
 #include <inttypes.h>
+#include <sys/socket.h>
 
 #include "clock.h"
 #include "core.h"
@@ -14,6 +15,7 @@ struct dlock__waiter {
 	GCond cond;
 	uint64_t seq;
 	bool canceled;
+	int io_fd;    /* the socket a blocking command waits on, or -1 */
 };
 
 dlock__waiter *dlock__waiter_new(void)
@@ -22,6 +24,7 @@ dlock__waiter *dlock__waiter_new(void)
 
 	g_mutex_init(&w->mu);
 	g_cond_init(&w->cond);
+	w->io_fd = -1;
 	return w;
 }
 
@@ -87,7 +90,22 @@ void dlock__waiter_cancel(dlock__waiter *waiter)
 	g_mutex_lock(&waiter->mu);
 	waiter->canceled = true;
 	g_cond_broadcast(&waiter->cond);
+	/* shutdown() does not block: it ends the read or write the waiting
+	 * thread is blocked in, which then fails at once. */
+	if (waiter->io_fd >= 0)
+		shutdown(waiter->io_fd, SHUT_RDWR);
 	g_mutex_unlock(&waiter->mu);
+}
+
+bool dlock__waiter_set_io_fd(dlock__waiter *waiter, int fd)
+{
+	bool ok;
+
+	g_mutex_lock(&waiter->mu);
+	ok = fd < 0 || !waiter->canceled;
+	waiter->io_fd = ok ? fd : -1;
+	g_mutex_unlock(&waiter->mu);
+	return ok;
 }
 
 int dlock__waiter_turn(dlock__waiter *waiter, uint64_t seen, const dlock__hold *hold,

@@ -3,9 +3,12 @@
  *   backend.c   the directory, file names, open/close, the ops table
  *   lockfile.c  acquire, release, query on one lock file
  *   watch.c     the inotify thread that wakes waiters
+ *   forkguard.c lock descriptors closed in a child after fork()
  */
 #ifndef DLOCK_FILE_INTERNAL_H
 #define DLOCK_FILE_INTERNAL_H
+
+#include <sys/types.h>
 
 #include <glib.h>
 
@@ -34,6 +37,17 @@ int dlock__file_query(dlock__backend *b, const char *resource, int64_t deadline_
  * the file cannot be watched (the waiter then relies on its backoff). */
 int dlock__file_watch_add(dlock__backend *b, const char *path, dlock__waiter *waiter);
 void dlock__file_watch_remove(dlock__backend *b, int handle, dlock__waiter *waiter);
+/* Report hold LOST if the held file (fd) stops being the file at path
+ * (unlinked or moved away by someone else).  Returns a handle for
+ * unwatch_hold, or -1 if it cannot be watched (logged). */
+int dlock__file_watch_hold(dlock__backend *b, const char *path, int fd, dlock__hold *hold);
+void dlock__file_unwatch_hold(dlock__backend *b, int handle, dlock__hold *hold);
 void dlock__file_watch_stop(dlock__backend *b);
+
+/* open() a lock file (O_CLOEXEC added) so that a child made by fork()
+ * gets no copy of the descriptor; -1 and errno on failure.  Close it only
+ * with dlock__file_close_guarded().  Safe from any thread. */
+int dlock__file_open_guarded(const char *path, int flags, mode_t mode);
+void dlock__file_close_guarded(int fd);
 
 #endif

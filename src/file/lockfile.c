@@ -29,6 +29,7 @@
 
 typedef struct file_hold {
 	int fd;
+	int watch; /* from dlock__file_watch_hold(), -1 if none */
 	uint64_t fence;
 } file_hold;
 
@@ -85,22 +86,21 @@ static bool same_file(int fd, const char *path)
 
 static int open_lock_file(const char *path)
 {
-	int fd;
+	int fd = dlock__file_open_guarded(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
 
-	do
-		fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	while (fd < 0 && errno == EINTR);
 	if (fd < 0)
 		return dlock__error(DLOCK_EUNAVAILABLE, "file %s: cannot open: %s", path, g_strerror(errno));
 	return fd;
 }
 
-/* One try on fd: 1 granted, 0 busy, 2 file replaced, negative error. */
+/* One try on fd: 1 granted, 0 busy, 2 file replaced, negative error.  A
+ * busy file that is no longer at path (removed by someone else while its
+ * old holder keeps it) counts as replaced: the new file may be free. */
 static int try_lock(int fd, const char *path)
 {
 	if (lock_fd(fd, F_WRLCK, F_OFD_SETLK) != 0) {
 		if (errno == EAGAIN || errno == EACCES || errno == EINTR)
-			return 0;
+			return same_file(fd, path) ? 0 : 2;
 		return dlock__error(DLOCK_EBACKEND, "file %s: cannot lock: %s", path, g_strerror(errno));
 	}
 	if (!same_file(fd, path)) {
@@ -116,6 +116,7 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 	char *path = dlock__file_path(b, dlock__hold_resource(hold));
 	int64_t backoff_us = BACKOFF_FIRST_US;
 	int watch = -1, fd = -1, rc;
+	bool watch_tried = false;
 
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
@@ -129,7 +130,14 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 			file_hold *fh = g_new0(file_hold, 1);
 			char *token = dlock__token_new(dlock__hold_holder(hold));
 
+			/* A file without a counter is new, or a tmp cleaner
+			 * removed the old one: start from the wall clock in
+			 * microseconds, past any counter the old file reached
+			 * (holders come and go slower than one per microsecond),
+			 * as the Redis backend seeds a lost counter from TIME. */
 			read_content(fd, &fh->fence, NULL);
+			if (fh->fence == 0)
+				fh->fence = (uint64_t)g_get_real_time();
 			fh->fence++;
 			fh->fd = fd;
 			fd = -1;
@@ -139,13 +147,18 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 			g_free(token);
 			dlock__hold_set_token(hold, fh->fence);
 			dlock__hold_set_backend_data(hold, fh);
+			fh->watch = dlock__file_watch_hold(b, path, fh->fd, hold);
 			rc = DLOCK_OK;
 			break;
 		}
 		if (rc == 2) {
-			/* Replaced under us: start over on the new file. */
-			close(fd);
+			/* Replaced under us: start over on the new file, with
+			 * a watch on it rather than on the old one. */
+			dlock__file_close_guarded(fd);
 			fd = -1;
+			dlock__file_watch_remove(b, watch, waiter);
+			watch = -1;
+			watch_tried = false;
 			continue;
 		}
 		if (rc < 0)
@@ -154,9 +167,14 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 			rc = dlock__error(DLOCK_EBUSY, "lock '%s' is held by another owner", dlock__hold_resource(hold));
 			break;
 		}
-		if (watch < 0) {
+		if (!watch_tried) {
+			/* Once only: without a watch (no inotify instance, or
+			 * EMFILE / ENOSPC on the watch) the backoff below is
+			 * what wakes us, and asking again would spin. */
+			watch_tried = true;
 			watch = dlock__file_watch_add(b, path, waiter);
-			continue; /* try once more: a release may have come before the watch */
+			if (watch >= 0)
+				continue; /* try once more: a release may have come before the watch */
 		}
 		rc = dlock__waiter_turn(waiter, seen, hold, wait_ms, deadline_us, backoff_us, &backoff_us,
 		                        BACKOFF_CAP_US);
@@ -164,14 +182,19 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 			break;
 	}
 	dlock__file_watch_remove(b, watch, waiter);
-	if (fd >= 0)
-		close(fd);
+	dlock__file_close_guarded(fd);
 	g_free(path);
 	return rc;
 }
 
-/* Clear the holder record, keep the counter, and close: closing drops the
- * lock and raises the close event that wakes waiters. */
+/*
+ * Clear the holder record, keep the counter, unlock, and close.  The
+ * explicit unlock is what releases: it applies to the open file
+ * description, so it holds even if another process has a copy of the
+ * descriptor (a child made without running our fork handler), where the
+ * close alone would leave the lock taken.  Closing the last descriptor
+ * raises the close event that wakes waiters.
+ */
 int dlock__file_release(dlock__backend *b, dlock__hold *hold)
 {
 	file_hold *fh = dlock__hold_backend_data(hold);
@@ -179,8 +202,10 @@ int dlock__file_release(dlock__backend *b, dlock__hold *hold)
 	if (!fh)
 		return DLOCK_OK;
 	dlock__hold_set_backend_data(hold, NULL);
+	dlock__file_unwatch_hold(b, fh->watch, hold);
 	write_content(fh->fd, fh->fence, NULL);
-	close(fh->fd);
+	lock_fd(fh->fd, F_UNLCK, F_OFD_SETLK);
+	dlock__file_close_guarded(fh->fd);
 	g_free(fh);
 	return DLOCK_OK;
 }

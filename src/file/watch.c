@@ -1,14 +1,22 @@
 /*
- * The watch thread ("dlock-file-watch"): one inotify descriptor per
+ * The watch thread ("dlock-filewatch"): one inotify descriptor per
  * backend.  A holder releases by closing its descriptor, and a dead
  * holder's descriptors are closed by the kernel; both raise IN_CLOSE_WRITE
  * on the lock file, which wakes the waiters of that file.  (Unlocking
  * raises no inotify event, which is why releasing means closing.)
+ *
+ * Holds are watched too: dlock never unlinks a lock file, but a tmp
+ * cleaner may, or may move it away.  Unlinking a file that is still open
+ * raises IN_ATTRIB (its link count changed), a rename IN_MOVE_SELF; on any
+ * event on a held file the thread checks that the path still names the
+ * held descriptor's file, and reports the hold LOST if not: a new file at
+ * that path is free for anyone to lock.
  */
 #include <errno.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -16,23 +24,107 @@
 
 #define WATCH_MASK (IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
 
+/* A hold whose file is watched. */
+typedef struct held_file {
+	dlock__hold *hold; /* a reference */
+	int fd;
+	char *path;
+} held_file;
+
+/* What one inotify watch serves. */
+typedef struct watch_entry {
+	GPtrArray *waiters; /* dlock__waiter * */
+	GPtrArray *holds;   /* held_file * */
+} watch_entry;
+
 struct file_watch {
 	GMutex mu;
-	GHashTable *waiters; /* watch descriptor -> GPtrArray of dlock__waiter * */
+	GHashTable *entries; /* watch descriptor -> watch_entry */
 	int inotify_fd;
 	int stop_fd;
 	GThread *thread;
 };
 
-static void wake_wd(file_watch *w, int wd)
+static void held_file_free(gpointer data)
 {
-	GPtrArray *list;
+	held_file *h = data;
+
+	dlock__hold_unref(h->hold);
+	g_free(h->path);
+	g_free(h);
+}
+
+static held_file *held_file_copy(const held_file *h)
+{
+	held_file *copy = g_new(held_file, 1);
+
+	copy->hold = dlock__hold_ref(h->hold);
+	copy->fd = h->fd;
+	copy->path = g_strdup(h->path);
+	return copy;
+}
+
+static void entry_free(gpointer data)
+{
+	watch_entry *e = data;
+
+	g_ptr_array_unref(e->waiters);
+	g_ptr_array_unref(e->holds);
+	g_free(e);
+}
+
+static watch_entry *entry_get(file_watch *w, int wd)
+{
+	watch_entry *e = g_hash_table_lookup(w->entries, GINT_TO_POINTER(wd));
+
+	if (!e) {
+		e = g_new(watch_entry, 1);
+		e->waiters = g_ptr_array_new();
+		e->holds = g_ptr_array_new_with_free_func(held_file_free);
+		g_hash_table_insert(w->entries, GINT_TO_POINTER(wd), e);
+	}
+	return e;
+}
+
+/* Drop the watch once nobody needs it.  Called with w->mu held. */
+static void entry_maybe_remove(file_watch *w, int wd, watch_entry *e)
+{
+	if (e->waiters->len == 0 && e->holds->len == 0) {
+		g_hash_table_remove(w->entries, GINT_TO_POINTER(wd));
+		inotify_rm_watch(w->inotify_fd, wd);
+	}
+}
+
+/* The descriptor still names the file at path. */
+static bool still_linked(int fd, const char *path)
+{
+	struct stat a, b;
+
+	return fstat(fd, &a) == 0 && a.st_nlink > 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+static void on_event(file_watch *w, int wd)
+{
+	GPtrArray *check = g_ptr_array_new_with_free_func(held_file_free);
+	watch_entry *e;
 
 	g_mutex_lock(&w->mu);
-	list = g_hash_table_lookup(w->waiters, GINT_TO_POINTER(wd));
-	for (guint i = 0; list && i < list->len; i++)
-		dlock__waiter_wake(list->pdata[i]);
+	e = g_hash_table_lookup(w->entries, GINT_TO_POINTER(wd));
+	for (guint i = 0; e && i < e->waiters->len; i++)
+		dlock__waiter_wake(e->waiters->pdata[i]);
+	for (guint i = 0; e && i < e->holds->len; i++)
+		g_ptr_array_add(check, held_file_copy(e->holds->pdata[i]));
 	g_mutex_unlock(&w->mu);
+	/* The checks are I/O: outside the mutex.  A hold released meanwhile
+	 * ignores the report. */
+	for (guint i = 0; i < check->len; i++) {
+		held_file *h = check->pdata[i];
+
+		if (!still_linked(h->fd, h->path))
+			dlock__hold_report(h->hold, DLOCK_STATE_LOST);
+	}
+	g_ptr_array_unref(check);
 }
 
 static gpointer watch_main(gpointer data)
@@ -55,7 +147,7 @@ static gpointer watch_main(gpointer data)
 		for (char *p = buf; n > 0 && p < buf + n;) {
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 
-			wake_wd(w, ev->wd);
+			on_event(w, ev->wd);
 			p += sizeof(*ev) + ev->len;
 		}
 	}
@@ -70,15 +162,14 @@ static file_watch *watch_get(dlock__backend *b)
 	if (!b->watch) {
 		w = g_new0(file_watch, 1);
 		g_mutex_init(&w->mu);
-		w->waiters = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
-		                                   (GDestroyNotify)g_ptr_array_unref);
+		w->entries = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, entry_free);
 		w->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 		w->stop_fd = eventfd(0, EFD_CLOEXEC);
 		if (w->inotify_fd < 0 || w->stop_fd < 0) {
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "file: inotify unavailable (%s); waiters poll",
 			           g_strerror(errno));
 		} else {
-			w->thread = dlock__thread_new("dlock-file-watch", watch_main, w);
+			w->thread = dlock__thread_new("dlock-filewatch", watch_main, w);
 		}
 		b->watch = w;
 	}
@@ -90,21 +181,14 @@ static file_watch *watch_get(dlock__backend *b)
 int dlock__file_watch_add(dlock__backend *b, const char *path, dlock__waiter *waiter)
 {
 	file_watch *w = watch_get(b);
-	GPtrArray *list;
 	int wd;
 
 	if (!w->thread)
 		return -1;
 	g_mutex_lock(&w->mu);
 	wd = inotify_add_watch(w->inotify_fd, path, WATCH_MASK);
-	if (wd >= 0) {
-		list = g_hash_table_lookup(w->waiters, GINT_TO_POINTER(wd));
-		if (!list) {
-			list = g_ptr_array_new();
-			g_hash_table_insert(w->waiters, GINT_TO_POINTER(wd), list);
-		}
-		g_ptr_array_add(list, waiter);
-	}
+	if (wd >= 0)
+		g_ptr_array_add(entry_get(w, wd)->waiters, waiter);
 	g_mutex_unlock(&w->mu);
 	return wd;
 }
@@ -112,19 +196,65 @@ int dlock__file_watch_add(dlock__backend *b, const char *path, dlock__waiter *wa
 void dlock__file_watch_remove(dlock__backend *b, int wd, dlock__waiter *waiter)
 {
 	file_watch *w = b->watch;
-	GPtrArray *list;
+	watch_entry *e;
 
 	if (!w || wd < 0)
 		return;
 	g_mutex_lock(&w->mu);
-	list = g_hash_table_lookup(w->waiters, GINT_TO_POINTER(wd));
-	if (list) {
-		g_ptr_array_remove_fast(list, waiter);
-		if (list->len == 0) {
-			g_hash_table_remove(w->waiters, GINT_TO_POINTER(wd));
-			inotify_rm_watch(w->inotify_fd, wd);
+	e = g_hash_table_lookup(w->entries, GINT_TO_POINTER(wd));
+	if (e) {
+		g_ptr_array_remove_fast(e->waiters, waiter);
+		entry_maybe_remove(w, wd, e);
+	}
+	g_mutex_unlock(&w->mu);
+}
+
+int dlock__file_watch_hold(dlock__backend *b, const char *path, int fd, dlock__hold *hold)
+{
+	file_watch *w = watch_get(b);
+	held_file *h;
+	int wd;
+
+	if (!w->thread)
+		return -1;
+	g_mutex_lock(&w->mu);
+	wd = inotify_add_watch(w->inotify_fd, path, WATCH_MASK);
+	if (wd >= 0) {
+		h = g_new(held_file, 1);
+		h->hold = dlock__hold_ref(hold);
+		h->fd = fd;
+		h->path = g_strdup(path);
+		g_ptr_array_add(entry_get(w, wd)->holds, h);
+	}
+	g_mutex_unlock(&w->mu);
+	if (wd < 0)
+		dlock__log(b->logger, DLOCK_LOG_WARNING,
+		           "file %s: cannot watch the held file (%s); its removal would go unnoticed", path,
+		           g_strerror(errno));
+	/* The watch follows the path: if the file was replaced before it was
+	 * set, it watches the new file, and this check is the only notice. */
+	if (!still_linked(fd, path))
+		dlock__hold_report(hold, DLOCK_STATE_LOST);
+	return wd;
+}
+
+void dlock__file_unwatch_hold(dlock__backend *b, int wd, dlock__hold *hold)
+{
+	file_watch *w = b->watch;
+	watch_entry *e;
+
+	if (!w || wd < 0)
+		return;
+	g_mutex_lock(&w->mu);
+	e = g_hash_table_lookup(w->entries, GINT_TO_POINTER(wd));
+	for (guint i = 0; e && i < e->holds->len; i++) {
+		if (((held_file *)e->holds->pdata[i])->hold == hold) {
+			g_ptr_array_remove_index_fast(e->holds, i);
+			break;
 		}
 	}
+	if (e)
+		entry_maybe_remove(w, wd, e);
 	g_mutex_unlock(&w->mu);
 }
 
@@ -144,7 +274,7 @@ void dlock__file_watch_stop(dlock__backend *b)
 		close(w->inotify_fd);
 	if (w->stop_fd >= 0)
 		close(w->stop_fd);
-	g_hash_table_unref(w->waiters);
+	g_hash_table_unref(w->entries);
 	g_mutex_clear(&w->mu);
 	g_free(w);
 	b->watch = NULL;

@@ -28,10 +28,11 @@ typedef enum try_result {
 	TRY_UNCERTAIN  /* no answer: the script may have set our key */
 } try_result;
 
-/* One EVALSHA of the acquire script, bounded by deadline_us. */
-static try_result try_once(dlock__backend *b, redis_lease *lease, const char *fence_key,
-                           int64_t deadline_us, uint64_t *ret_token, int64_t *ret_pttl,
-                           int64_t *ret_sent_us, int *ret_rc)
+/* One EVALSHA of the acquire script, bounded by deadline_us; a cancel of
+ * waiter interrupts it. */
+static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter *waiter,
+                           const char *fence_key, int64_t deadline_us, uint64_t *ret_token,
+                           int64_t *ret_pttl, int64_t *ret_sent_us, int *ret_rc)
 {
 	char ttl[24];
 	const char *words[4] = { lease->key, fence_key, lease->token, ttl };
@@ -47,10 +48,13 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, const char *fe
 	}
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
 	*ret_sent_us = dlock__boot_us();
-	rc = dlock__redis_eval_pooled(b, deadline_us, SCRIPT_ACQUIRE, 2, 2, words, &reply, &uncertain);
+	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, 2, 2, words, &reply,
+	                              &uncertain);
 	if (rc != DLOCK_OK) {
 		*ret_rc = rc;
-		return uncertain && rc == DLOCK_EUNAVAILABLE ? TRY_UNCERTAIN : TRY_FAILED;
+		if (uncertain && (rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ECANCELED))
+			return TRY_UNCERTAIN;
+		return TRY_FAILED;
 	}
 	if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
 	    reply->element[0]->type != REDIS_REPLY_INTEGER ||
@@ -83,10 +87,28 @@ static redis_lease *lease_new(dlock__backend *b, dlock__hold *hold)
 	return lease;
 }
 
-/* How long to sleep before the next try when woken by nothing else. */
+/*
+ * Whether a grant whose try was sent at sent_us (CLOCK_BOOTTIME) is still
+ * alive now.  The lease counts from the send, as the watchdog counts it;
+ * an answer that comes later than that (the server paused, or the link
+ * stalled, in between) brings a hold that is dead or about to be declared
+ * lost.  One more margin is asked for, so the watchdog cannot declare the
+ * hold lost before the caller has it.
+ */
+static bool grant_alive(const redis_lease *lease, int64_t sent_us)
+{
+	int64_t margin_us = dlock__redis_margin_us(lease->ttl_ms);
+
+	return dlock__boot_us() + margin_us < sent_us + lease->ttl_ms * 1000 - margin_us;
+}
+
+/* How long to sleep before the next try when woken by nothing else: the
+ * lock's remaining time if that comes first, else the backoff.  A peer may
+ * set any expiry Redis takes (up to about 9.2e18 ms), so the PTTL is
+ * compared before it is turned into microseconds. */
 static int64_t next_sleep_us(int64_t pttl_ms, int64_t backoff_us)
 {
-	if (pttl_ms >= 0)
+	if (pttl_ms >= 0 && pttl_ms < backoff_us / 1000)
 		return MIN(pttl_ms * 1000 + 1000, backoff_us);
 	return backoff_us;
 }
@@ -113,7 +135,21 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 			                  dlock__hold_resource(hold));
 			break;
 		}
-		result = try_once(b, lease, fence_key, deadline_us, &token, &pttl, &sent_us, &rc);
+		result = try_once(b, lease, waiter, fence_key, deadline_us, &token, &pttl, &sent_us, &rc);
+		if (result == TRY_GRANTED && !grant_alive(lease, sent_us)) {
+			/* Not a grant.  Our token may still be in the key: a later
+			 * try renews it from its own send, a failure deletes it. */
+			uncertain = true;
+			first = false;
+			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: the grant of '%s' came after its %" PRId64
+			                  " ms lease had run out", b->label, dlock__hold_resource(hold),
+			                  lease->ttl_ms);
+			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s", dlock_last_error_message());
+			if (wait_ms == 0)
+				break;
+			/* No pause: that answer alone took longer than the lease. */
+			continue;
+		}
 		if (result == TRY_GRANTED) {
 			lease->confirmed_us = sent_us;
 			dlock__hold_set_token(hold, token);
@@ -124,6 +160,11 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 		}
 		if (result == TRY_UNCERTAIN)
 			uncertain = true;
+		if (result != TRY_BUSY && rc == DLOCK_ECANCELED) {
+			rc = dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled",
+			                  dlock__hold_resource(hold));
+			break;
+		}
 		if (result != TRY_BUSY) {
 			/* A first try that cannot reach the server fails fast; once
 			 * waiting, a dropped connection is retried until the deadline. */
@@ -162,11 +203,14 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 static int release_now(dlock__backend *b, redis_lease *lease, int *ret_deleted)
 {
 	const char *words[3] = { lease->key, lease->token, lease->channel };
+	/* The whole release, a reconnect included, fits in one command timeout. */
+	int64_t deadline_us = dlock__mono_us() + b->command_timeout_ms * 1000;
 	redisReply *reply;
 	bool uncertain = false;
 	int rc;
 
-	rc = dlock__redis_eval_pooled(b, INT64_MAX, SCRIPT_RELEASE, 1, 2, words, &reply, &uncertain);
+	rc = dlock__redis_eval_pooled(b, NULL, deadline_us, SCRIPT_RELEASE, 1, 2, words, &reply,
+	                              &uncertain);
 	if (rc != DLOCK_OK)
 		return rc;
 	/* After an attempt without an answer, "not ours" may mean that attempt
@@ -238,7 +282,7 @@ int dlock__redis_query(dlock__backend *b, const char *resource, int64_t deadline
 
 	if (deadline_us == INT64_MAX)
 		deadline_us = dlock__mono_us() + b->command_timeout_ms * 1000;
-	rc = dlock__redis_conn_get(b, deadline_us, &conn);
+	rc = dlock__redis_conn_get(b, NULL, deadline_us, &conn);
 	if (rc != DLOCK_OK)
 		goto out;
 	dlock__redis_conn_timeout(conn, MAX(dlock__remaining_us(deadline_us), 1000));

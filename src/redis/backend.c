@@ -129,6 +129,7 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	g_mutex_init(&b->pool_mu);
 	g_queue_init(&b->pool);
 	g_mutex_init(&b->lazy_mu);
+	b->resolver = dlock__resolver_new();
 	dlock__redis_scripts_init(b);
 	*ret = b;
 	return DLOCK_OK;
@@ -140,6 +141,7 @@ static void close_backend(dlock__backend *b)
 	dlock__redis_watchdog_stop(b);
 	dlock__redis_pool_clear(b);
 	dlock__redis_scripts_clear(b);
+	dlock__resolver_free(b->resolver);
 	g_mutex_clear(&b->pool_mu);
 	g_mutex_clear(&b->lazy_mu);
 	g_free(b->label);

@@ -81,13 +81,27 @@ redisReply *dlock__redis_call(redisContext *ctx, int argc, const char **argv, co
 	return reply;
 }
 
-/* Run one command on a bare context (used while connecting). */
-static int setup_command(dlock__backend *b, redisContext *ctx, const char *what, int argc,
-                         const char **argv)
+/*
+ * Run one command on a bare context (used while connecting), waiting at
+ * most a command timeout and never past deadline_us: each setup command
+ * gets what is left of the connect's time, not a fresh timeout of its own.
+ */
+static int setup_command(dlock__backend *b, redisContext *ctx, int64_t deadline_us,
+                         const char *what, int argc, const char **argv)
 {
-	redisReply *reply = dlock__redis_call(ctx, argc, argv, NULL);
+	int64_t left = dlock__remaining_us(deadline_us);
+	redisReply *reply;
 	int rc;
 
+	if (left <= 0)
+		return dlock__error(DLOCK_ETIMEDOUT, "%s: %s: no time left", b->label, what);
+	redisSetTimeout(ctx, timeval_of(MIN(left, b->command_timeout_ms * 1000)));
+	/* hiredis leaves errno as the failed read or send set it. */
+	errno = 0;
+	reply = dlock__redis_call(ctx, argc, argv, NULL);
+	if (!reply && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: no answer within %" G_GINT64_FORMAT " ms",
+		                    b->label, what, MIN(left, b->command_timeout_ms * 1000) / 1000);
 	if (!reply)
 		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: %s", b->label, what,
 		                    ctx->errstr[0] ? ctx->errstr : "no reply");
@@ -96,8 +110,63 @@ static int setup_command(dlock__backend *b, redisContext *ctx, const char *what,
 	return rc;
 }
 
-redisContext *dlock__redis_connect(dlock__backend *b, int64_t timeout_us, bool select, int *ret_rc)
+/*
+ * Connect to the host's addresses in turn by deadline_us.  The name is
+ * resolved here, bounded by the same deadline (hiredis would resolve it
+ * with a getaddrinfo() no deadline can stop), and hiredis gets IP
+ * literals; messages keep the name.
+ */
+static redisContext *connect_tcp(dlock__backend *b, int64_t deadline_us, int *ret_rc)
 {
+	redisContext *ctx = NULL;
+	char **addrs;
+	int rc;
+
+	rc = dlock__resolve(b->resolver, b->host, deadline_us, &addrs);
+	if (rc != DLOCK_OK) {
+		char *why = g_strdup(dlock_last_error_message());
+
+		*ret_rc = dlock__error(rc, "%s: %s", b->label, why);
+		g_free(why);
+		return NULL;
+	}
+	for (int i = 0; addrs[i]; i++) {
+		int64_t left = dlock__remaining_us(deadline_us);
+
+		if (ctx)
+			redisFree(ctx);
+		if (left <= 0) {
+			ctx = NULL;
+			break;
+		}
+		ctx = redisConnectWithTimeout(addrs[i], b->port, timeval_of(left));
+		if (!ctx || !ctx->err)
+			break;
+	}
+	g_strfreev(addrs);
+	if (!ctx) {
+		*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot connect in the time left", b->label);
+		return NULL;
+	}
+	return ctx;
+}
+
+static int canceled_error(dlock__backend *b)
+{
+	return dlock__error(DLOCK_ECANCELED, "%s: canceled while waiting for the server", b->label);
+}
+
+/*
+ * Connect, AUTH and SELECT, all of it within timeout_us: the resolve, the
+ * TCP connect and each setup command get what is left of one deadline, so
+ * a slow server cannot make a connect take a timeout per step.  A cancel
+ * of waiter (may be NULL) interrupts the AUTH and SELECT, which can wait
+ * out a whole command timeout.
+ */
+static redisContext *connect_for(dlock__backend *b, dlock__waiter *waiter, int64_t timeout_us,
+                                 bool select, int *ret_rc)
+{
+	int64_t deadline_us = dlock__mono_us() + timeout_us;
 	redisContext *ctx;
 	int rc = DLOCK_OK;
 
@@ -105,10 +174,13 @@ redisContext *dlock__redis_connect(dlock__backend *b, int64_t timeout_us, bool s
 		*ret_rc = dlock__error(DLOCK_ETIMEDOUT, "%s: no time left to connect", b->label);
 		return NULL;
 	}
-	if (b->unix_path)
+	if (b->unix_path) {
 		ctx = redisConnectUnixWithTimeout(b->unix_path, timeval_of(timeout_us));
-	else
-		ctx = redisConnectWithTimeout(b->host, b->port, timeval_of(timeout_us));
+	} else {
+		ctx = connect_tcp(b, deadline_us, ret_rc);
+		if (!ctx)
+			return NULL;
+	}
 	if (!ctx) {
 		*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot allocate a connection", b->label);
 		return NULL;
@@ -119,28 +191,42 @@ redisContext *dlock__redis_connect(dlock__backend *b, int64_t timeout_us, bool s
 		redisFree(ctx);
 		return NULL;
 	}
-	redisSetTimeout(ctx, timeval_of(MIN(timeout_us, b->command_timeout_ms * 1000)));
-	if (b->password) {
+	if (waiter && !dlock__waiter_set_io_fd(waiter, ctx->fd))
+		rc = canceled_error(b);
+	if (rc == DLOCK_OK && b->password) {
 		const char *argv[3] = { "AUTH", b->user ? b->user : b->password, b->password };
 
-		rc = setup_command(b, ctx, "authentication failed", b->user ? 3 : 2, argv);
+		rc = setup_command(b, ctx, deadline_us, "authentication failed", b->user ? 3 : 2, argv);
 	}
 	if (rc == DLOCK_OK && select && b->db != 0) {
 		char db[16];
 		const char *argv[2] = { "SELECT", db };
 
 		g_snprintf(db, sizeof(db), "%d", b->db);
-		rc = setup_command(b, ctx, "SELECT failed", 2, argv);
+		rc = setup_command(b, ctx, deadline_us, "SELECT failed", 2, argv);
+	}
+	if (waiter) {
+		dlock__waiter_set_io_fd(waiter, -1);
+		if (dlock__waiter_canceled(waiter))
+			rc = canceled_error(b); /* the socket may have been shut down */
 	}
 	if (rc != DLOCK_OK) {
 		redisFree(ctx);
 		*ret_rc = rc;
 		return NULL;
 	}
+	/* The timeout a caller that sets none of its own reads with. */
+	redisSetTimeout(ctx, timeval_of(MIN(timeout_us, b->command_timeout_ms * 1000)));
 	return ctx;
 }
 
-int dlock__redis_conn_get(dlock__backend *b, int64_t deadline_us, redis_conn **ret)
+redisContext *dlock__redis_connect(dlock__backend *b, int64_t timeout_us, bool select, int *ret_rc)
+{
+	return connect_for(b, NULL, timeout_us, select, ret_rc);
+}
+
+int dlock__redis_conn_get(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
+                          redis_conn **ret)
 {
 	redis_conn *conn;
 	redisContext *ctx;
@@ -156,7 +242,7 @@ int dlock__redis_conn_get(dlock__backend *b, int64_t deadline_us, redis_conn **r
 		return DLOCK_OK;
 	}
 	timeout_us = MIN(dlock__remaining_us(deadline_us), b->connect_timeout_ms * 1000);
-	ctx = dlock__redis_connect(b, timeout_us, true, &rc);
+	ctx = connect_for(b, waiter, timeout_us, true, &rc);
 	if (!ctx)
 		return rc;
 	conn = g_new0(redis_conn, 1);
@@ -201,8 +287,12 @@ void dlock__redis_pool_clear(dlock__backend *b)
 int dlock__redis_command(dlock__backend *b, redis_conn *conn, int argc, const char **argv,
                          const size_t *lens, redisReply **ret)
 {
-	redisReply *reply = dlock__redis_call(conn->ctx, argc, argv, lens);
+	redisReply *reply;
 
+	/* hiredis leaves errno as the failed read or send set it. */
+	errno = 0;
+	reply = dlock__redis_call(conn->ctx, argc, argv, lens);
+	conn->timed_out = !reply && (errno == EAGAIN || errno == EWOULDBLOCK);
 	if (!reply)
 		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label,
 		                    conn->ctx->errstr[0] ? conn->ctx->errstr : "no reply");

@@ -17,6 +17,7 @@
 #include <hiredis/hiredis.h>
 
 #include "backend.h"
+#include "resolve.h"
 
 typedef struct redis_sub redis_sub;
 typedef struct redis_watchdog redis_watchdog;
@@ -33,6 +34,7 @@ typedef struct redis_conn {
 	redisContext *ctx;
 	int64_t timeout_us;
 	bool reused;              /* came from the pool (may have gone stale) */
+	bool timed_out;           /* the last command failed for want of an answer */
 } redis_conn;
 
 struct dlock__backend {
@@ -40,12 +42,13 @@ struct dlock__backend {
 	char *label;              /* "redis 127.0.0.1:6379" / "redis unix:/path", for messages */
 
 	/* where and how to connect */
-	char *host;               /* NULL for a unix socket */
+	char *host;               /* NULL for a unix socket; resolved on each connect */
 	int port;
 	char *unix_path;
 	char *user;               /* ACL user, or NULL */
 	char *password;           /* or NULL */
 	int db;
+	dlock__resolver *resolver;
 
 	/* options */
 	int64_t ttl_ms;
@@ -98,8 +101,10 @@ int64_t dlock__redis_margin_us(int64_t ttl_ms);
 /* Connect, with AUTH and SELECT as configured (select: false for pub/sub).
  * Bounded by timeout_us.  NULL with the message recorded on failure. */
 redisContext *dlock__redis_connect(dlock__backend *b, int64_t timeout_us, bool select, int *ret_rc);
-/* A pooled connection (or a new one), bounded by deadline_us. */
-int dlock__redis_conn_get(dlock__backend *b, int64_t deadline_us, redis_conn **ret);
+/* A pooled connection (or a new one), bounded by deadline_us.  A cancel of
+ * waiter (may be NULL) interrupts the setup of a new one: DLOCK_ECANCELED. */
+int dlock__redis_conn_get(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
+                          redis_conn **ret);
 /* Return a connection; broken ones (ok false or ctx->err) are closed. */
 void dlock__redis_conn_put(dlock__backend *b, redis_conn *conn, bool ok);
 void dlock__redis_pool_clear(dlock__backend *b);
@@ -129,12 +134,16 @@ const char *dlock__redis_script_body(redis_script script);
 /*
  * Run a script on a pooled connection, bounded by the command timeout and
  * deadline_us.  If a pooled connection turns out dead (the server
- * restarted, or dropped it while idle), the pool is emptied and the script
- * runs once more on a new connection.  *ret_uncertain is set when an
- * attempt got no answer, so the script may have run.
+ * restarted, or dropped it while idle: the failure comes at once), the
+ * pool is emptied and the script runs once more on a new connection; a
+ * server that is there but silent (a timeout) is not tried twice.
+ * *ret_uncertain is set when an attempt got no answer, so the script may
+ * have run.  A cancel of waiter (may be NULL) ends the wait for an answer
+ * at once (the connection is then closed): DLOCK_ECANCELED.
  */
-int dlock__redis_eval_pooled(dlock__backend *b, int64_t deadline_us, redis_script script, int nkeys,
-                             int nargs, const char **words, redisReply **ret, bool *ret_uncertain);
+int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
+                             redis_script script, int nkeys, int nargs, const char **words,
+                             redisReply **ret, bool *ret_uncertain);
 
 /* ---- acquire.c: the ops table's acquire, release and query ---- */
 int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,

@@ -124,28 +124,46 @@ int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script, 
 	return DLOCK_OK;
 }
 
-int dlock__redis_eval_pooled(dlock__backend *b, int64_t deadline_us, redis_script script, int nkeys,
-                             int nargs, const char **words, redisReply **ret, bool *ret_uncertain)
+int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
+                             redis_script script, int nkeys, int nargs, const char **words,
+                             redisReply **ret, bool *ret_uncertain)
 {
 	int rc = DLOCK_EUNAVAILABLE;
 
 	for (int attempt = 0; attempt < 2; attempt++) {
 		redis_conn *conn;
-		bool reused;
+		bool reused, timed_out, canceled;
 
-		rc = dlock__redis_conn_get(b, deadline_us, &conn);
+		rc = dlock__redis_conn_get(b, waiter, deadline_us, &conn);
 		if (rc != DLOCK_OK)
 			return rc;
 		reused = conn->reused;
 		/* Unchanged on the common path, so no system call is spent on it. */
 		dlock__redis_conn_timeout(conn, MIN(dlock__remaining_us(deadline_us),
 		                                    b->command_timeout_ms * 1000));
+		/* The cancel path shuts this socket down to end the wait. */
+		if (waiter && !dlock__waiter_set_io_fd(waiter, conn->ctx->fd)) {
+			dlock__redis_conn_put(b, conn, true);
+			return dlock__error(DLOCK_ECANCELED, "%s: canceled", b->label);
+		}
 		rc = dlock__redis_eval(b, conn, script, nkeys, nargs, words, ret);
-		dlock__redis_conn_put(b, conn, rc != DLOCK_EUNAVAILABLE);
+		timed_out = conn->timed_out;
+		canceled = false;
+		if (waiter) {
+			dlock__waiter_set_io_fd(waiter, -1);
+			canceled = dlock__waiter_canceled(waiter);
+		}
+		/* A canceled connection may have been shut down: never pool it. */
+		dlock__redis_conn_put(b, conn, rc != DLOCK_EUNAVAILABLE && !canceled);
 		if (rc != DLOCK_EUNAVAILABLE)
 			return rc;
 		*ret_uncertain = true;
-		if (!reused || dlock__remaining_us(deadline_us) == 0)
+		if (canceled)
+			return dlock__error(DLOCK_ECANCELED, "%s: canceled while waiting for an answer",
+			                    b->label);
+		/* A timeout means a silent server, not a stale connection: a
+		 * new connection would only wait out a second timeout. */
+		if (!reused || timed_out || dlock__remaining_us(deadline_us) == 0)
 			break;
 		/* The pooled connections are likely all stale: start afresh. */
 		dlock__redis_pool_clear(b);

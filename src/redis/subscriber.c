@@ -1,6 +1,6 @@
 /*
  * The subscriber: one pub/sub connection per backend, on its own thread
- * ("dlock-subscriber"), serving every waiter.  hiredis keeps one callback
+ * ("dlock-subscribe"), serving every waiter.  hiredis keeps one callback
  * per channel, so the channel -> waiters table is ours.  Waiters are woken
  * when their channel's subscription is confirmed (so they try once more,
  * catching a release that happened before it), on every release message,
@@ -24,6 +24,8 @@
 #define RECONNECT_FIRST_US (100 * 1000)
 #define RECONNECT_CAP_US (5 * 1000 * 1000)
 #define PING_IDLE_US (15 * 1000 * 1000)
+/* A connection this old that got answers resets the reconnect backoff. */
+#define CONNECTION_PROVEN_US (1000 * 1000)
 
 typedef struct channel {
 	GPtrArray *waiters;   /* dlock__waiter * */
@@ -95,6 +97,12 @@ static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_u
 		dlock__log(sub->b->logger, DLOCK_LOG_WARNING, "%s: subscriber: %s", sub->b->label, reply->str);
 		return;
 	}
+	/* PING is answered ["pong", ""] in subscribed mode, but +PONG once the
+	 * connection has no channel left (every waiter has gone). */
+	if (reply->type == REDIS_REPLY_STATUS && strcmp(reply->str, "PONG") == 0) {
+		*ping_sent_us = 0;
+		return;
+	}
 	if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 ||
 	    reply->element[0]->type != REDIS_REPLY_STRING)
 		return;
@@ -120,7 +128,12 @@ static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_u
 	g_mutex_unlock(&sub->mu);
 }
 
-/* After a connection ends: nothing is subscribed; everyone retries. */
+/*
+ * After a connection ends nothing is subscribed.  The waiters of channels
+ * that were subscribed retry (a release may have been missed); the others
+ * were never told anything by this connection, and waking them would only
+ * make them retry as often as a failing connection is made.
+ */
 static void connection_lost(redis_sub *sub)
 {
 	GHashTableIter iter;
@@ -131,9 +144,10 @@ static void connection_lost(redis_sub *sub)
 	while (g_hash_table_iter_next(&iter, NULL, &value)) {
 		channel *ch = value;
 
+		if (ch->subscribed)
+			wake_all(ch);
 		ch->subscribed = false;
 		ch->pending = false;
-		wake_all(ch);
 	}
 	g_mutex_unlock(&sub->mu);
 }
@@ -146,12 +160,14 @@ static void drain_wake_fd(redis_sub *sub)
 		;
 }
 
-/* Serve one connection until it fails or the subscriber stops. */
-static void serve(redis_sub *sub, redisContext *ctx)
+/* Serve one connection until it fails or the subscriber stops.  Returns
+ * whether the server answered anything but an error on it. */
+static bool serve(redis_sub *sub, redisContext *ctx)
 {
 	dlock__backend *b = sub->b;
 	int64_t last_input_us = dlock__mono_us();
 	int64_t ping_sent_us = 0;
+	bool answered = false;
 
 	for (;;) {
 		struct pollfd fds[2] = {
@@ -167,7 +183,7 @@ static void serve(redis_sub *sub, redisContext *ctx)
 		stop = sub->stop;
 		g_mutex_unlock(&sub->mu);
 		if (stop)
-			return;
+			return answered;
 
 		sync_channels(sub, ctx);
 		if (!ping_sent_us && now - last_input_us > PING_IDLE_US) {
@@ -192,6 +208,9 @@ static void serve(redis_sub *sub, redisContext *ctx)
 			break;
 		last_input_us = dlock__mono_us();
 		while (redisGetReplyFromReader(ctx, (void **)&reply) == REDIS_OK && reply) {
+			/* Not an error: a server at maxclients says so and closes. */
+			if (reply->type != REDIS_REPLY_ERROR)
+				answered = true;
 			handle_reply(sub, reply, &ping_sent_us);
 			freeReplyObject(reply);
 		}
@@ -200,15 +219,28 @@ static void serve(redis_sub *sub, redisContext *ctx)
 	}
 	dlock__log(b->logger, DLOCK_LOG_INFO, "%s: subscriber connection ended: %s", b->label,
 	           ctx->errstr[0] ? ctx->errstr : "no answer");
+	return answered;
 }
 
-/* Sleep for a reconnect backoff, or less if stopped. */
+/* Sleep for a reconnect backoff, or less if stopped (waiters coming and
+ * going poke the thread too, and do not cut the pause short). */
 static void pause_for(redis_sub *sub, int64_t us)
 {
-	struct pollfd fd = { .fd = sub->wake_fd, .events = POLLIN };
+	int64_t until_us = dlock__mono_us() + us;
 
-	if (poll(&fd, 1, (int)(us / 1000)) > 0)
-		drain_wake_fd(sub);
+	for (;;) {
+		struct pollfd fd = { .fd = sub->wake_fd, .events = POLLIN };
+		int64_t left_us = until_us - dlock__mono_us();
+		bool stop;
+
+		g_mutex_lock(&sub->mu);
+		stop = sub->stop;
+		g_mutex_unlock(&sub->mu);
+		if (stop || left_us <= 0)
+			return;
+		if (poll(&fd, 1, (int)((left_us + 999) / 1000)) > 0)
+			drain_wake_fd(sub);
+	}
 }
 
 static gpointer subscriber_main(gpointer data)
@@ -219,7 +251,7 @@ static gpointer subscriber_main(gpointer data)
 
 	for (;;) {
 		redisContext *ctx;
-		bool stop;
+		bool stop, proven;
 		int rc;
 
 		g_mutex_lock(&sub->mu);
@@ -228,16 +260,26 @@ static gpointer subscriber_main(gpointer data)
 		if (stop)
 			break;
 		ctx = dlock__redis_connect(b, b->connect_timeout_ms * 1000, false, &rc);
-		if (!ctx) {
+		if (ctx) {
+			int64_t start_us = dlock__mono_us();
+
+			proven = serve(sub, ctx) && dlock__mono_us() - start_us >= CONNECTION_PROVEN_US;
+			redisFree(ctx);
+			connection_lost(sub);
+		} else {
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "subscriber: %s", dlock_last_error_message());
+			proven = false;
+		}
+		/* Only a connection the server answered on, and that lasted,
+		 * counts as made: one that a proxy or load balancer before a
+		 * down server accepts and closes at once (or a server at
+		 * maxclients) backs off like a refused one. */
+		if (proven) {
+			backoff_us = RECONNECT_FIRST_US;
+		} else {
 			pause_for(sub, backoff_us);
 			backoff_us = MIN(backoff_us * 2, RECONNECT_CAP_US);
-			continue;
 		}
-		backoff_us = RECONNECT_FIRST_US;
-		serve(sub, ctx);
-		redisFree(ctx);
-		connection_lost(sub);
 	}
 	return NULL;
 }
@@ -256,7 +298,7 @@ static redis_sub *sub_get(dlock__backend *b)
 		sub->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (sub->wake_fd < 0)
 			g_error("dlock: eventfd: %s", g_strerror(errno));
-		sub->thread = dlock__thread_new("dlock-subscriber", subscriber_main, sub);
+		sub->thread = dlock__thread_new("dlock-subscribe", subscriber_main, sub);
 		b->sub = sub;
 	}
 	sub = b->sub;

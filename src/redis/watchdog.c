@@ -1,6 +1,6 @@
 /*
- * The watchdog ("dlock-watchdog"): one thread per backend that keeps
- * leases alive and notices when they end.
+ * The watchdog: two threads per backend, one ("dlock-watchdog") that keeps
+ * leases alive and one ("dlock-expiry") that notices when they end.
  *
  * Every TTL/3 it renews each lease with the compare-and-PEXPIRE script;
  * due renewals go out pipelined on the watchdog's own connection, so one
@@ -8,15 +8,24 @@
  *   renewed                 the lease now counts from the renewal's send time
  *                           (RECONNECTED if it was suspended);
  *   another value, no key   LOST at once;
- *   no answer               SUSPENDED; renewals go on.
+ *   no answer               SUSPENDED; renewals go on, with a pause that
+ *                           doubles from 100 ms to 2 s (reset by any answer)
+ *                           but still leaves a last try before the lease ends.
  * Whatever happens, a lease whose time, counted from the last good send and
  * less a safety margin, has run out is LOST — before the server could have
  * given the lock to anyone else.  With the watchdog off for a lease, only
  * that last rule applies.  Lease times use CLOCK_BOOTTIME, which keeps
  * counting through a suspended machine, as the server's clock does.
  *
- * The same thread retries deletes that could not be done at release time
- * (server unreachable, or an acquire whose answer never came).
+ * That last rule is the expiry thread's alone, and it never does I/O: it
+ * sleeps until the nearest lease end and only takes the mutex.  So a loss
+ * is declared on time whatever the renewing thread is blocked on — a
+ * renewal for a longer lease, a reconnect, a deferred delete — and
+ * whichever leases that I/O was bounded by.
+ *
+ * The renewing thread also retries deletes that could not be done at
+ * release time (server unreachable, or an acquire whose answer never
+ * came).
  */
 #include <inttypes.h>
 #include <string.h>
@@ -29,6 +38,11 @@
 #define CLEANUP_FIRST_US (100 * 1000)
 #define CLEANUP_CAP_US (2 * 1000 * 1000)
 #define CLEANUP_TIMEOUT_US (500 * 1000)
+/* Renewal retries after no answer: a growing pause between them, so a far
+ * end that takes each connection and closes it is not asked ten times a
+ * second for the rest of the lease. */
+#define RETRY_FIRST_US (100 * 1000)
+#define RETRY_CAP_US (2 * 1000 * 1000)
 /* The longest sleep: bounds how late a resumed machine notices expiry. */
 #define MAX_SLEEP_US (250 * 1000)
 /* Renewal I/O ends this long before a lease's end, for the loss check. */
@@ -50,9 +64,13 @@ struct redis_watchdog {
 	bool stop;
 	GPtrArray *leases;    /* redis_lease *, referenced */
 	GPtrArray *cleanups;  /* cleanup * */
-	GThread *thread;
+	GThread *thread;      /* renewals and cleanups */
 	int64_t wake_us;      /* CLOCK_BOOTTIME the thread sleeps until; 0 busy */
+	GThread *expiry;      /* declares leases lost when their time runs out */
+	GCond expiry_cond;
+	int64_t expiry_wake_us; /* CLOCK_BOOTTIME the expiry thread sleeps until; 0 busy */
 	redisContext *ctx;    /* the watchdog's own connection; thread only */
+	int64_t retry_us;     /* pause before the next renewal retry; reset by an answer */
 };
 
 redis_lease *dlock__redis_lease_ref(redis_lease *lease)
@@ -88,6 +106,24 @@ static int64_t lease_expiry_us(const redis_lease *lease)
 static int64_t renew_period_us(const redis_lease *lease)
 {
 	return lease->ttl_ms * 1000 / 3;
+}
+
+/*
+ * When to retry a renewal that got no answer: after the watchdog's current
+ * backoff, but never later than the lease's last chance, a command timeout
+ * (or a renewal period, if shorter) before its end, so that a server back
+ * in time still saves it.  Past that point the backoff alone applies; the
+ * expiry thread declares the loss when the time is up.
+ */
+static int64_t renew_retry_us(const redis_watchdog *wd, const redis_lease *lease, int64_t now)
+{
+	int64_t last_chance = lease_expiry_us(lease) -
+	                      MIN(renew_period_us(lease), wd->b->command_timeout_ms * 1000);
+	int64_t at = now + MIN(wd->retry_us, renew_period_us(lease));
+
+	if (now < last_chance && at > last_chance)
+		at = last_chance;
+	return at;
 }
 
 /* Declare lost every lease whose time has run out.  wd->mu held. */
@@ -143,48 +179,82 @@ static void append_renew(dlock__backend *b, redisContext *ctx, const redis_lease
 		                   lease->token, ttl);
 }
 
+/* What one renewal reply says: 1 renewed, 0 not ours any more, -1 no
+ * verdict (an error reply is logged). */
+static int renew_result(dlock__backend *b, const redisReply *reply)
+{
+	if (reply->type == REDIS_REPLY_INTEGER)
+		return reply->integer == 1 ? 1 : 0;
+	dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewal error: %s", b->label,
+	           reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+	return -1;
+}
+
+static bool is_noscript(const redisReply *reply)
+{
+	return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0;
+}
+
 /*
- * Renew the due leases in one pipelined batch.  Runs without wd->mu; the
- * leases are referenced.  Results are applied under wd->mu, skipping
- * leases released meanwhile.
+ * Read one reply per lease in order into results, for the leases
+ * numbered by which (all of due when which is NULL).  With noscript, the
+ * numbers of the leases that answered NOSCRIPT are collected there and
+ * their results left at -1.  Stops at the first I/O failure (ctx->err).
+ */
+static void read_renewals(redis_watchdog *wd, guint n, const guint *which, int *results,
+                          GArray *noscript)
+{
+	for (guint k = 0; k < n && !wd->ctx->err; k++) {
+		guint i = which ? which[k] : k;
+		redisReply *reply = NULL;
+
+		if (redisGetReply(wd->ctx, (void **)&reply) != REDIS_OK)
+			break;
+		if (noscript && is_noscript(reply))
+			g_array_append_val(noscript, i);
+		else
+			results[i] = renew_result(wd->b, reply);
+		freeReplyObject(reply);
+	}
+}
+
+/*
+ * Renew the due leases in one pipelined batch, within budget_us.  Runs
+ * without wd->mu; the leases are referenced.  Results are applied under
+ * wd->mu, skipping leases released or lost meanwhile.
+ *
+ * Every reply in the pipeline belongs to one lease, in order, so all of
+ * them are read before anything is sent again: the leases that answered
+ * NOSCRIPT (the script cache was flushed, or the server restarted) are
+ * then renewed by the script's body in a second batch.  Re-sending one
+ * at once would take the next lease's pipelined reply for its answer.
  */
 static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 {
 	dlock__backend *b = wd->b;
 	int64_t sent_us = dlock__boot_us();
+	int64_t deadline_us = sent_us + budget_us;
 	int *results = g_new0(int, due->len); /* 1 renewed, 0 not ours, -1 no answer */
-	bool connected;
+	GArray *noscript = g_array_new(FALSE, FALSE, sizeof(guint));
+	bool connected, answered = false, unanswered = false;
 
 	for (guint i = 0; i < due->len; i++)
 		results[i] = -1;
 	connected = ensure_connection(wd, budget_us);
 	if (connected) {
-		set_timeout(wd->ctx, MIN(budget_us, b->command_timeout_ms * 1000));
+		set_timeout(wd->ctx, MIN(deadline_us - dlock__boot_us(), b->command_timeout_ms * 1000));
 		sent_us = dlock__boot_us();
 		for (guint i = 0; i < due->len; i++)
 			append_renew(b, wd->ctx, due->pdata[i], false);
 		/* A failed send leaves ctx->err set, and the reads below fail. */
 		dlock__redis_flush(wd->ctx);
-		for (guint i = 0; i < due->len && !wd->ctx->err; i++) {
-			redisReply *reply = NULL;
-
-			if (redisGetReply(wd->ctx, (void **)&reply) != REDIS_OK)
-				break;
-			if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
-				/* The script cache was flushed (a restart): send the body. */
-				freeReplyObject(reply);
-				reply = NULL;
-				append_renew(b, wd->ctx, due->pdata[i], true);
-				if (dlock__redis_flush(wd->ctx) != REDIS_OK ||
-				    redisGetReply(wd->ctx, (void **)&reply) != REDIS_OK)
-					break;
-			}
-			if (reply->type == REDIS_REPLY_INTEGER)
-				results[i] = reply->integer == 1 ? 1 : 0;
-			else
-				dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewal error: %s", b->label,
-				           reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
-			freeReplyObject(reply);
+		read_renewals(wd, due->len, NULL, results, noscript);
+		if (noscript->len > 0 && !wd->ctx->err && deadline_us - dlock__boot_us() > 0) {
+			set_timeout(wd->ctx, MIN(deadline_us - dlock__boot_us(), b->command_timeout_ms * 1000));
+			for (guint k = 0; k < noscript->len; k++)
+				append_renew(b, wd->ctx, due->pdata[g_array_index(noscript, guint, k)], true);
+			dlock__redis_flush(wd->ctx);
+			read_renewals(wd, noscript->len, &g_array_index(noscript, guint, 0), results, NULL);
 		}
 		if (wd->ctx->err) {
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewal failed: %s", b->label, wd->ctx->errstr);
@@ -192,6 +262,13 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 			wd->ctx = NULL;
 		}
 	}
+
+	/* A verdict on any lease proves the connection: retries start over
+	 * from the shortest pause. */
+	for (guint i = 0; i < due->len; i++)
+		answered = answered || results[i] != -1;
+	if (answered)
+		wd->retry_us = RETRY_FIRST_US;
 
 	g_mutex_lock(&wd->mu);
 	for (guint i = 0; i < due->len; i++) {
@@ -212,16 +289,18 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 			           b->label, lease->key);
 			dlock__hold_report(lease->hold, DLOCK_STATE_LOST);
 		} else {
-			/* Try again soon, well within what is left of the lease. */
-			lease->next_renew_us = dlock__boot_us() + MIN(renew_period_us(lease) / 4, 100 * 1000);
+			lease->next_renew_us = renew_retry_us(wd, lease, dlock__boot_us());
+			unanswered = true;
 			if (!lease->suspended) {
 				lease->suspended = true;
 				dlock__hold_report(lease->hold, DLOCK_STATE_SUSPENDED);
 			}
 		}
 	}
-	expire_leases(wd, dlock__boot_us());
 	g_mutex_unlock(&wd->mu);
+	if (unanswered && !answered)
+		wd->retry_us = MIN(wd->retry_us * 2, RETRY_CAP_US);
+	g_array_unref(noscript);
 	g_free(results);
 }
 
@@ -265,15 +344,11 @@ static gpointer watchdog_main(gpointer data)
 		int64_t next = now + MAX_SLEEP_US;
 		int64_t budget = INT64_MAX;
 
-		expire_leases(wd, now);
 		g_ptr_array_set_size(due, 0);
 		for (guint i = 0; i < wd->leases->len; i++) {
 			redis_lease *lease = wd->leases->pdata[i];
 
-			if (lease->lost)
-				continue;
-			next = MIN(next, lease_expiry_us(lease));
-			if (!lease->renew)
+			if (lease->lost || !lease->renew)
 				continue;
 			if (lease->next_renew_us <= now) {
 				g_ptr_array_add(due, dlock__redis_lease_ref(lease));
@@ -282,8 +357,9 @@ static gpointer watchdog_main(gpointer data)
 				next = MIN(next, lease->next_renew_us);
 			}
 		}
-		/* Never let renewal I/O run past the first lease's end, so the
-		 * loss is declared on time even when the server is silent. */
+		/* Renewal I/O ends before the first due lease's end: an answer
+		 * after it could not save the lease (the expiry thread has
+		 * declared it lost), and the next renewals should not wait. */
 		for (guint i = 0; i < due->len; i++) {
 			redis_lease *lease = due->pdata[i];
 
@@ -331,6 +407,44 @@ static gpointer watchdog_main(gpointer data)
 	return NULL;
 }
 
+/*
+ * The expiry thread: sleep until the nearest lease end (or MAX_SLEEP_US,
+ * which bounds how late a resumed machine notices; with no lease, until
+ * one comes), then declare lost every lease whose time has run out.
+ * Never does I/O, so nothing the renewing thread waits on can delay it.
+ * A renewal that extends a lease meanwhile costs only an early wake-up.
+ */
+static gpointer expiry_main(gpointer data)
+{
+	redis_watchdog *wd = data;
+
+	g_mutex_lock(&wd->mu);
+	while (!wd->stop) {
+		int64_t now = dlock__boot_us();
+		int64_t next = INT64_MAX;
+
+		expire_leases(wd, now);
+		for (guint i = 0; i < wd->leases->len; i++) {
+			redis_lease *lease = wd->leases->pdata[i];
+
+			if (!lease->lost)
+				next = MIN(next, lease_expiry_us(lease));
+		}
+		if (next == INT64_MAX) {
+			/* Nothing to watch: sleep until a lease comes. */
+			wd->expiry_wake_us = INT64_MAX;
+			g_cond_wait(&wd->expiry_cond, &wd->mu);
+		} else {
+			wd->expiry_wake_us = MAX(MIN(next, now + MAX_SLEEP_US), now + 1000);
+			g_cond_wait_until(&wd->expiry_cond, &wd->mu,
+			                  dlock__mono_us() + (wd->expiry_wake_us - now));
+		}
+		wd->expiry_wake_us = 0;
+	}
+	g_mutex_unlock(&wd->mu);
+	return NULL;
+}
+
 static redis_watchdog *watchdog_get(dlock__backend *b)
 {
 	redis_watchdog *wd;
@@ -339,11 +453,14 @@ static redis_watchdog *watchdog_get(dlock__backend *b)
 	if (!b->watchdog_thread) {
 		wd = g_new0(redis_watchdog, 1);
 		wd->b = b;
+		wd->retry_us = RETRY_FIRST_US;
 		g_mutex_init(&wd->mu);
 		g_cond_init(&wd->cond);
+		g_cond_init(&wd->expiry_cond);
 		wd->leases = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__redis_lease_unref);
 		wd->cleanups = g_ptr_array_new();
 		wd->thread = dlock__thread_new("dlock-watchdog", watchdog_main, wd);
+		wd->expiry = dlock__thread_new("dlock-expiry", expiry_main, wd);
 		b->watchdog_thread = wd;
 	}
 	wd = b->watchdog_thread;
@@ -358,11 +475,12 @@ void dlock__redis_watch(dlock__backend *b, redis_lease *lease)
 	g_mutex_lock(&wd->mu);
 	lease->next_renew_us = lease->confirmed_us + renew_period_us(lease);
 	g_ptr_array_add(wd->leases, dlock__redis_lease_ref(lease));
-	/* Wake the thread only if it would sleep past this lease's first
-	 * event: on the uncontended path no thread switch is paid. */
-	if (wd->wake_us != 0 &&
-	    MIN(lease->renew ? lease->next_renew_us : INT64_MAX, lease_expiry_us(lease)) < wd->wake_us)
+	/* Wake a thread only if it would sleep past this lease's first event
+	 * for it: on the uncontended path no thread switch is paid. */
+	if (lease->renew && wd->wake_us != 0 && lease->next_renew_us < wd->wake_us)
 		g_cond_signal(&wd->cond);
+	if (wd->expiry_wake_us != 0 && lease_expiry_us(lease) < wd->expiry_wake_us)
+		g_cond_signal(&wd->expiry_cond);
 	g_mutex_unlock(&wd->mu);
 }
 
@@ -414,8 +532,10 @@ void dlock__redis_watchdog_stop(dlock__backend *b)
 	g_mutex_lock(&wd->mu);
 	wd->stop = true;
 	g_cond_signal(&wd->cond);
+	g_cond_signal(&wd->expiry_cond);
 	g_mutex_unlock(&wd->mu);
 	g_thread_join(wd->thread);
+	g_thread_join(wd->expiry);
 
 	if (wd->cleanups->len > 0)
 		run_cleanups(wd, wd->cleanups);
@@ -426,6 +546,7 @@ void dlock__redis_watchdog_stop(dlock__backend *b)
 	if (wd->ctx)
 		redisFree(wd->ctx);
 	g_cond_clear(&wd->cond);
+	g_cond_clear(&wd->expiry_cond);
 	g_mutex_clear(&wd->mu);
 	g_free(wd);
 	b->watchdog_thread = NULL;

@@ -11,8 +11,11 @@
  *
  * If the connection drops while a create is in flight, the create may
  * have happened: after reconnecting, acquire looks for its uuid among the
- * children before creating again.  If the session ends, the node went
- * with it, and acquire starts over on a new session with a new uuid.
+ * children before creating again.  An acquire that gives up (deadline,
+ * cancel) before it knows leaves the lookup to the session, which does it
+ * after the next reconnect and deletes what it finds (sweep.c).  If the
+ * session ends, the node went with it, and acquire starts over on a new
+ * session with a new uuid.
  */
 #include <string.h>
 
@@ -36,6 +39,7 @@ typedef struct attempt {
 	char *path;         /* our node, once created */
 	const char *name;   /* its last segment */
 	int64_t czxid;
+	bool unsure;        /* a create with uuid may have made a node whose name we do not know */
 } attempt;
 
 static void attempt_forget_node(attempt *a)
@@ -45,6 +49,17 @@ static void attempt_forget_node(attempt *a)
 	a->name = NULL;
 	g_free(a->uuid);
 	a->uuid = dlock__zk_uuid_new();
+	a->unsure = false;
+}
+
+/* Give up on a node that a create may have made under the current uuid
+ * without our learning its name: the session finds and deletes it (after
+ * the next reconnect if need be), and we go on with a new uuid. */
+static void attempt_sweep(attempt *a, zk_session *s)
+{
+	if (a->unsure && !a->path)
+		dlock__zk_sweep_later(s, a->dir, a->uuid);
+	attempt_forget_node(a);
 }
 
 static void attempt_set_node(attempt *a, const char *path, int64_t czxid)
@@ -53,6 +68,7 @@ static void attempt_set_node(attempt *a, const char *path, int64_t czxid)
 	a->path = g_strdup(path);
 	a->name = strrchr(a->path, '/') + 1;
 	a->czxid = czxid;
+	a->unsure = false;
 }
 
 /* Map a failed wait (not a ZooKeeper answer) to the acquire's result. */
@@ -165,13 +181,19 @@ static int list_children(attempt *a, zk_session *s, char ***ret)
 	}
 }
 
-/* After a lost answer to a create: find the node it made, if it did. */
+/*
+ * After a lost answer to a create: find the node it made, if it did.  The
+ * listing comes after the create on the session, so a uuid missing from it
+ * was never created; a node seen but not confirmed leaves a->unsure set.
+ */
 static int find_own_node(attempt *a, zk_session *s, bool *ret_found)
 {
 	char **children = NULL;
 	int rc = list_children(a, s, &children);
 
 	*ret_found = false;
+	if (rc == DLOCK_OK)
+		a->unsure = false;
 	for (size_t i = 0; rc == DLOCK_OK && children[i]; i++) {
 		char *path;
 		zk_call *call;
@@ -187,9 +209,13 @@ static int find_own_node(attempt *a, zk_session *s, bool *ret_found)
 				*ret_found = true;
 			} else if (dlock__zk_rc_session_ended(call->rc)) {
 				rc = AGAIN;
+			} else if (call->rc != ZNONODE) {
+				a->unsure = true; /* no answer: it may be there still */
 			}
 			/* gone again, or no answer: create anew */
 			dlock__zk_call_unref(call);
+		} else {
+			a->unsure = true;
 		}
 		g_free(path);
 		break;
@@ -201,7 +227,7 @@ static int find_own_node(attempt *a, zk_session *s, bool *ret_found)
 /* Create our node (protected: a lost answer is checked by uuid). */
 static int create_node(attempt *a, zk_session *s)
 {
-	char *prefix = dlock__zk_node_prefix(a->dir, a->uuid);
+	char *prefix = NULL;
 	int rc;
 
 	for (;;) {
@@ -209,10 +235,19 @@ static int create_node(attempt *a, zk_session *s)
 		bool found;
 		int zrc;
 
+		/* A node we may have made but could not find again: never two
+		 * nodes under one uuid, or one of them would be left behind. */
+		if (a->unsure)
+			attempt_sweep(a, s);
+		g_free(prefix);
+		prefix = dlock__zk_node_prefix(a->dir, a->uuid);
+		a->unsure = true;
 		dlock__zk_create(call, prefix, a->data, true, &a->b->lock_acl);
 		if ((rc = await(a, call)) != DLOCK_OK)
 			break;
 		zrc = call->rc;
+		if (!dlock__zk_rc_connection(zrc))
+			a->unsure = false; /* made (path known) or refused */
 		if (zrc == ZOK) {
 			attempt_set_node(a, call->path, call->stat.czxid);
 			dlock__zk_call_unref(call);
@@ -408,16 +443,23 @@ int dlock__zk_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waite
 			g_atomic_ref_count_init(&node->ref);
 			node->hold = dlock__hold_ref(hold);
 			node->session = s; /* the reference from dlock__zk_session_get */
-			node->path = a.path;
+			node->path = g_strdup(a.path);
 			node->czxid = a.czxid;
-			a.path = NULL;
-			dlock__hold_set_token(hold, (uint64_t)node->czxid);
-			dlock__hold_set_backend_data(hold, node);
-			dlock__zk_session_track(s, node);
-			break;
+			if (dlock__zk_session_track(s, node)) {
+				dlock__hold_set_token(hold, (uint64_t)node->czxid);
+				dlock__hold_set_backend_data(hold, node);
+				break;
+			}
+			/* The session ended between the answer and now: the node
+			 * goes with it, and so does the grant. */
+			dlock__zk_session_ref(s);
+			dlock__zk_node_unref(node);
+			rc = AGAIN;
 		}
 		if (a.path && rc != AGAIN)
 			delete_node(b, s, a.path, rc == DLOCK_EBUSY);
+		else if (a.unsure && rc != AGAIN)
+			attempt_sweep(&a, s);
 		dlock__zk_session_unref(s);
 		if (rc != AGAIN)
 			break;

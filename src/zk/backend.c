@@ -25,15 +25,17 @@ char *dlock__zk_dir(const dlock__backend *b, const char *resource)
 	return g_strconcat(b->root, "/", resource, NULL);
 }
 
+/* ZSESSIONMOVED: the session was re-established on another server while
+ * the request was on its way; the server that got it refused it and drops
+ * the connection, but the session lives on, with whatever nodes it has. */
 bool dlock__zk_rc_connection(int zrc)
 {
-	return zrc == ZCONNECTIONLOSS || zrc == ZOPERATIONTIMEOUT;
+	return zrc == ZCONNECTIONLOSS || zrc == ZOPERATIONTIMEOUT || zrc == ZSESSIONMOVED;
 }
 
 bool dlock__zk_rc_session_ended(int zrc)
 {
-	return zrc == ZSESSIONEXPIRED || zrc == ZINVALIDSTATE || zrc == ZCLOSING ||
-	       zrc == ZSESSIONMOVED || zrc == ZAUTHFAILED;
+	return zrc == ZSESSIONEXPIRED || zrc == ZINVALIDSTATE || zrc == ZCLOSING || zrc == ZAUTHFAILED;
 }
 
 const char *dlock__zk_strerror(int zrc)
@@ -108,6 +110,16 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	b->logger = env->logger;
 	b->hosts = connect_string(uri);
 	b->label = g_strdup_printf("zk %s", b->hosts);
+	b->server_hosts = g_new0(char *, uri->hosts->len + 1);
+	b->server_ports = g_new0(int, uri->hosts->len);
+	for (guint i = 0; i < uri->hosts->len; i++) {
+		const dlock__host *h = uri->hosts->pdata[i];
+
+		b->server_hosts[i] = g_strdup(h->host);
+		b->server_ports[i] = h->port ? h->port : DEFAULT_PORT;
+	}
+	b->chroot = g_strdup(uri->path && strcmp(uri->path, "/") != 0 ? uri->path : "");
+	b->resolver = dlock__resolver_new();
 	if (uri->user && *uri->user)
 		b->credentials = g_strconcat(uri->user, ":", uri->password, NULL);
 	b->root = g_strdup(opts->root);
@@ -138,6 +150,10 @@ static void close_backend(dlock__backend *b)
 	g_cond_clear(&b->cond);
 	g_free(b->label);
 	g_free(b->hosts);
+	g_strfreev(b->server_hosts);
+	g_free(b->server_ports);
+	g_free(b->chroot);
+	dlock__resolver_free(b->resolver);
 	if (b->credentials)
 		memset(b->credentials, 0, strlen(b->credentials));
 	g_free(b->credentials);

@@ -3,12 +3,13 @@
  *   backend.c  options, paths, open/close, the ops table
  *   nodes.c    lock node names and their order (pure; see nodes.h)
  *   session.c  sessions: state, loss detection, the session thread
+ *   sweep.c    finding and deleting nodes whose create went unanswered
  *   cloexec.c  close-on-exec for the client library's descriptors
  *   call.c     asynchronous calls that a deadline-bound thread waits on
  *   acquire.c  acquire (create, list, watch the predecessor), release, query
  *
  * Threads: each session's zhandle has the client library's I/O and
- * completion threads; the backend adds one "dlock-zk-session" thread for
+ * completion threads; the backend adds one "dlock-zksession" thread for
  * the client-side session timer, keep-alive probes, background deletes
  * and closing ended sessions.  Nothing blocks on the completion thread:
  * completions and watchers only record results, wake waiters and queue
@@ -28,6 +29,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include "backend.h"
+#include "resolve.h"
 #include "nodes.h"
 
 typedef struct zk_session zk_session;
@@ -35,7 +37,11 @@ typedef struct zk_session zk_session;
 struct dlock__backend {
 	const dlock__logger *logger;
 	char *label;               /* "zk 127.0.0.1:2181,127.0.0.1:2182/chroot", for messages */
-	char *hosts;               /* the client's connect string, chroot included */
+	char *hosts;               /* the connect string as given (names), chroot included */
+	char **server_hosts;       /* each server's host name or address (NULL-terminated) */
+	int *server_ports;         /* and its port */
+	char *chroot;              /* "/chroot", or "" */
+	dlock__resolver *resolver; /* names are resolved before each session, within a deadline */
 	char *credentials;         /* "user:password" for digest auth, or NULL */
 	char *root;                /* "/dlock" */
 	int64_t session_timeout_ms;
@@ -47,7 +53,7 @@ struct dlock__backend {
 	GCond cond;                /* wakes the session thread */
 	zk_session *current;       /* the session new calls use; NULL before the first or after it ended */
 	GPtrArray *sessions;       /* every session not yet closed (one reference each) */
-	GThread *thread;           /* "dlock-zk-session", started with the first session */
+	GThread *thread;           /* "dlock-zksession", started with the first session */
 	bool stopping;
 };
 
@@ -74,6 +80,7 @@ struct zk_session {
 	GPtrArray *waiters;        /* dlock__waiter * to wake on every state change */
 	GHashTable *watches;       /* node path -> GPtrArray of zk_watch * */
 	GPtrArray *retry_deletes;  /* paths (char *) whose delete failed for want of a connection */
+	GPtrArray *sweeps;         /* sweeps waiting for a connection (sweep.c), or NULL */
 };
 
 /* A thread waiting for a data watch on one node to fire. */
@@ -160,14 +167,33 @@ void dlock__zk_watcher(zhandle_t *zh, int type, int state, const char *path, voi
 /* A request sent at sent_us was answered: the session lived then. */
 void dlock__zk_session_contact(zk_session *s, int64_t sent_us);
 /* Track a granted node (SUSPENDED/RECONNECTED/LOST reports); untrack it.
- * Untrack returns false if the node was not tracked (the session ended). */
-void dlock__zk_session_track(zk_session *s, zk_node *node);
+ * Track returns false, tracking nothing, if s has ended (the node goes
+ * with it: the grant is void); a node granted while s is disconnected is
+ * reported SUSPENDED at once.  Untrack returns false if the node was not
+ * tracked (the session ended). */
+bool dlock__zk_session_track(zk_session *s, zk_node *node);
 bool dlock__zk_session_untrack(zk_session *s, zk_node *node);
 /* Delete path in the background: now if possible, and again after each
  * reconnect, until it is gone or the session ends.  Any thread. */
 void dlock__zk_delete_later(zk_session *s, const char *path);
+/* Send the delete of path now; s->mu held.  Kept for the next reconnect
+ * if there is no connection; nothing if s has ended. */
+void dlock__zk_delete_send_locked(zk_session *s, const char *path);
 /* Stop the session thread and close every session (backend close). */
 void dlock__zk_sessions_stop(dlock__backend *b);
+
+/* ---- sweep.c ---- */
+/*
+ * A create under dir with uuid may have made a node nobody will use (its
+ * answer was lost, or its acquire gave up): find it among dir's children
+ * and delete it, now if s is connected, else after the next reconnect.
+ * Nothing if s has ended (the node went with it).  Any thread.
+ */
+void dlock__zk_sweep_later(zk_session *s, const char *dir, const char *uuid);
+/* Send the sweeps kept for want of a connection; s->mu held. */
+void dlock__zk_sweeps_send_locked(zk_session *s);
+/* Drop every kept sweep (the session ended); s->mu held or s closed. */
+void dlock__zk_sweeps_drop(zk_session *s);
 
 /* ---- cloexec.c ---- */
 /* The open descriptors (sorted ints; g_array_unref). */

@@ -11,8 +11,11 @@
  * passed since then, the server may already have expired the session and
  * deleted our nodes.  The session thread then declares its holds LOST and
  * closes it; the next acquisition opens a new session.  While holds exist
- * the session thread sends a cheap request (exists "/") every third of the
- * timeout, so the timer measures real contact, not the client's guess.
+ * or acquires wait on the session, the session thread sends a cheap
+ * request (exists "/") every third of the timeout, and one right after
+ * each reconnect, so the timer measures real contact, not the client's
+ * guess.  Contact is never stamped with a time the server may not yet
+ * have heard from us: a loss must be declared early rather than late.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -54,6 +57,7 @@ void dlock__zk_session_unref(zk_session *s)
 	g_ptr_array_unref(s->waiters);
 	g_hash_table_unref(s->watches);
 	g_ptr_array_unref(s->retry_deletes);
+	dlock__zk_sweeps_drop(s);
 	g_mutex_clear(&s->mu);
 	g_free(s);
 }
@@ -151,8 +155,11 @@ static void state_changed(zk_session *s, zhandle_t *zh, int state)
 		s->phase = ZK_CONNECTED;
 		s->ever_connected = true;
 		s->timeout_ms = zoo_recv_timeout(zh);
-		s->contact_us = MAX(s->contact_us, now);
-		s->probe_due_us = now + s->timeout_ms * 1000 / 3;
+		/* The server heard from us when it took the connect request,
+		 * which left at an unknown time before now: now would be later
+		 * than the true contact.  A probe sent at once measures it
+		 * (the first connection counts from the session's opening). */
+		s->probe_due_us = reconnect ? now : now + s->timeout_ms * 1000 / 3;
 		if (reconnect) {
 			holds = holds_copy_locked(s);
 			what = DLOCK_STATE_RECONNECTED;
@@ -223,9 +230,51 @@ void dlock__zk_session_contact(zk_session *s, int64_t sent_us)
 
 static gpointer session_thread(gpointer data);
 
-/* Open a session (no I/O beyond resolving host names: the client library
- * connects in its own thread).  Called with b->mu held. */
-static int session_open(dlock__backend *b, zk_session **ret)
+/*
+ * The connect string with every server's name resolved, within until_us:
+ * "ip:port,[ip6]:port,...[/chroot]".  The C client would resolve the
+ * names itself, synchronously, inside zookeeper_init2() -- no deadline
+ * stops that.  Called with no lock held.  A server whose name does not
+ * resolve is left out, unless none does.
+ */
+static int resolve_hosts(dlock__backend *b, int64_t until_us, char **ret_hosts)
+{
+	unsigned n = g_strv_length(b->server_hosts);
+	char ***addrs = g_new0(char **, n);
+	GString *hosts;
+	int rc;
+
+	rc = dlock__resolve_each(b->resolver, (const char *const *)b->server_hosts, n, until_us, addrs);
+	if (rc != DLOCK_OK) {
+		char *why = g_strdup(dlock_last_error_message());
+
+		rc = dlock__error(rc, "%s: %s", b->label, why);
+		g_free(why);
+		g_free(addrs);
+		return rc;
+	}
+	hosts = g_string_new(NULL);
+	for (unsigned i = 0; i < n; i++) {
+		if (!addrs[i])
+			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: server %s left out of this session: "
+			           "its name did not resolve in time", b->label, b->server_hosts[i]);
+		for (int j = 0; addrs[i] && addrs[i][j]; j++) {
+			bool v6 = strchr(addrs[i][j], ':') != NULL;
+
+			g_string_append_printf(hosts, "%s%s%s%s:%d", hosts->len ? "," : "", v6 ? "[" : "",
+			                       addrs[i][j], v6 ? "]" : "", b->server_ports[i]);
+		}
+		g_strfreev(addrs[i]);
+	}
+	g_free(addrs);
+	g_string_append(hosts, b->chroot);
+	*ret_hosts = g_string_free(hosts, FALSE);
+	return DLOCK_OK;
+}
+
+/* Open a session on hosts, a connect string of IP literals (no I/O: the
+ * client library connects in its own thread).  Called with b->mu held. */
+static int session_open(dlock__backend *b, const char *hosts, zk_session **ret)
 {
 	zk_session *s = g_new0(zk_session, 1);
 	sigset_t all, old;
@@ -247,7 +296,7 @@ static int session_open(dlock__backend *b, zk_session **ret)
 	sigfillset(&all);
 	fds = dlock__zk_fds();
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	s->zh = zookeeper_init2(b->hosts, dlock__zk_watcher, (int)b->session_timeout_ms, NULL, s, 0,
+	s->zh = zookeeper_init2(hosts, dlock__zk_watcher, (int)b->session_timeout_ms, NULL, s, 0,
 	                        discard_log);
 	saved_errno = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -264,7 +313,7 @@ static int session_open(dlock__backend *b, zk_session **ret)
 	g_ptr_array_add(b->sessions, s);           /* the list's reference */
 	b->current = dlock__zk_session_ref(s);     /* current's reference */
 	if (!b->thread)
-		b->thread = dlock__thread_new("dlock-zk-session", session_thread, b);
+		b->thread = dlock__thread_new("dlock-zksession", session_thread, b);
 	*ret = s;
 	return DLOCK_OK;
 }
@@ -281,9 +330,15 @@ zk_phase dlock__zk_session_phase(zk_session *s)
 
 void dlock__zk_session_add_waiter(zk_session *s, dlock__waiter *waiter)
 {
+	bool first;
+
 	g_mutex_lock(&s->mu);
 	g_ptr_array_add(s->waiters, waiter);
+	first = s->waiters->len == 1 && s->holds->len == 0;
 	g_mutex_unlock(&s->mu);
+	/* Probes start now (see in_use_locked). */
+	if (first)
+		g_cond_broadcast(&s->b->cond);
 }
 
 void dlock__zk_session_remove_waiter(zk_session *s, dlock__waiter *waiter)
@@ -335,9 +390,38 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 			return dlock__error(DLOCK_ECANCELED, "%s: the client is being freed", b->label);
 		}
 		s = b->current;
-		if (!s && (rc = session_open(b, &s)) != DLOCK_OK) {
+		if (!s) {
+			char *hosts = NULL;
+			int64_t opened_us;
+
+			/* Resolve without b->mu, which every call on this backend
+			 * and the session thread need; another thread may open a
+			 * session meanwhile, which is then used instead. */
 			g_mutex_unlock(&b->mu);
-			return rc;
+			rc = resolve_hosts(b, until_us, &hosts);
+			if (rc != DLOCK_OK)
+				return rc;
+			g_mutex_lock(&b->mu);
+			if (b->stopping) {
+				g_mutex_unlock(&b->mu);
+				g_free(hosts);
+				return dlock__error(DLOCK_ECANCELED, "%s: the client is being freed", b->label);
+			}
+			/* The server can have heard from a session opened now no
+			 * earlier than this: its first contact, for the timer. */
+			opened_us = dlock__boot_us();
+			s = b->current;
+			if (!s) {
+				if ((rc = session_open(b, hosts, &s)) != DLOCK_OK) {
+					g_mutex_unlock(&b->mu);
+					g_free(hosts);
+					return rc;
+				}
+				g_mutex_lock(&s->mu);
+				s->contact_us = MAX(s->contact_us, opened_us);
+				g_mutex_unlock(&s->mu);
+			}
+			g_free(hosts);
 		}
 		dlock__zk_session_ref(s);
 		g_mutex_unlock(&b->mu);
@@ -402,14 +486,30 @@ bool dlock__zk_watch_fired(zk_session *s, zk_watch *w)
 	return fired;
 }
 
-void dlock__zk_session_track(zk_session *s, zk_node *node)
+bool dlock__zk_session_track(zk_session *s, zk_node *node)
 {
+	zk_phase phase;
+
+	/* Decided under the same mutex as every state change, so a hold is
+	 * either on the list the next change reports to, or told now. */
 	g_mutex_lock(&s->mu);
-	g_ptr_array_add(s->holds, node);
-	if (s->holds->len == 1)
-		s->probe_due_us = dlock__boot_us() + s->timeout_ms * 1000 / 3;
+	phase = s->phase;
+	if (phase != ZK_ENDED) {
+		g_ptr_array_add(s->holds, node);
+		if (s->holds->len == 1)
+			s->probe_due_us = dlock__boot_us() + s->timeout_ms * 1000 / 3;
+	}
+	/* Granted by an answer that came just before the connection dropped:
+	 * the disconnection was reported before this hold existed.  Told
+	 * under s->mu so that the RECONNECTED of the next change comes after
+	 * (the hold is still being acquired, so this only marks it). */
+	if (phase == ZK_CONNECTING)
+		dlock__hold_report(node->hold, DLOCK_STATE_SUSPENDED);
 	g_mutex_unlock(&s->mu);
+	if (phase == ZK_ENDED)
+		return false;
 	g_cond_broadcast(&s->b->cond);
+	return true;
 }
 
 bool dlock__zk_session_untrack(zk_session *s, zk_node *node)
@@ -457,8 +557,8 @@ static void delete_done(int rc, const void *data)
 	delete_ctx_free(ctx);
 }
 
-/* Send the delete; s->mu held (the handle stays open meanwhile). */
-static void delete_send_locked(zk_session *s, const char *path)
+/* The handle stays open meanwhile: s->mu is held. */
+void dlock__zk_delete_send_locked(zk_session *s, const char *path)
 {
 	delete_ctx *ctx;
 	int rc;
@@ -483,7 +583,7 @@ static void delete_send_locked(zk_session *s, const char *path)
 void dlock__zk_delete_later(zk_session *s, const char *path)
 {
 	g_mutex_lock(&s->mu);
-	delete_send_locked(s, path);
+	dlock__zk_delete_send_locked(s, path);
 	g_mutex_unlock(&s->mu);
 }
 
@@ -527,6 +627,19 @@ static void probe_send_locked(zk_session *s, int64_t now)
 }
 
 /*
+ * Whether a session is worth keeping alive: it holds locks, or acquires
+ * wait on it with their nodes queued.  A waiter's session that ended
+ * would cost it its place in the queue, so it is probed like a holder's:
+ * otherwise its last contact is whenever its last request was answered,
+ * which may be far longer ago than the session timeout, and a short
+ * disconnection would end it at once.  s->mu held.
+ */
+static bool in_use_locked(const zk_session *s)
+{
+	return s->holds->len > 0 || s->waiters->len > 0;
+}
+
+/*
  * One pass over the sessions, with b->mu held: declare lost the sessions
  * whose timer ran out, send probes and retried deletes, and take ended
  * sessions off the list (into to_close).  Returns when it wants to run
@@ -554,7 +667,7 @@ static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lo
 			}
 		}
 		if (s->phase == ZK_CONNECTED) {
-			if (s->holds->len > 0 && !s->probing) {
+			if (in_use_locked(s) && !s->probing) {
 				if (now >= s->probe_due_us) {
 					probe_send_locked(s, now);
 					s->probe_due_us = now + s->timeout_ms * 1000 / 3;
@@ -564,9 +677,10 @@ static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lo
 			while (s->retry_deletes->len > 0) {
 				char *path = g_ptr_array_steal_index_fast(s->retry_deletes, 0);
 
-				delete_send_locked(s, path);
+				dlock__zk_delete_send_locked(s, path);
 				g_free(path);
 			}
+			dlock__zk_sweeps_send_locked(s);
 		}
 		if (s->phase == ZK_ENDED) {
 			g_mutex_unlock(&s->mu);
@@ -597,6 +711,7 @@ static void session_close(zk_session *s)
 	/* After zookeeper_close no callback runs; s->zh is not used again
 	 * (every sender checks the phase first). */
 	g_ptr_array_set_size(s->retry_deletes, 0);
+	dlock__zk_sweeps_drop(s);
 	dlock__zk_session_unref(s);
 }
 

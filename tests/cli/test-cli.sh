@@ -136,6 +136,53 @@ for _ in $(seq 100); do
 done
 check "kill -9 of dlock run makes the command exit" test "$gone" = yes
 
+# ---- a signal while waiting ----
+# A waiter that gets SIGTERM or SIGINT before it has the lock stops
+# waiting, exits 128+N at once, and never runs COMMAND (even once the
+# holder goes away).  On the file backend and on Redis.
+mkdir -m 0700 "$tmp/sigwait"
+watching_file() { # PID RESOURCE: the file waiter has its inotify watch
+	ls -l /proc/"$1"/fd 2>/dev/null | grep -q inotify
+}
+subscribed() { # PID RESOURCE: the Redis waiter listens for the release
+	[[ "$(rcli pubsub numsub "dlock:{$2}:released" | sed -n 2p)" = 1 ]]
+}
+has_exited() { # PID
+	local state
+	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)
+	[[ -z "$state" || "$state" = Z ]]
+}
+signal_while_waiting() { # LABEL URI SIGNAL STATUS WAITING-CONDITION
+	local label=$1 b=$2 sig=$3 want=$4 waiting=$5 res="cli/sigwait-$3"
+	local holder waiter started elapsed_ms st exited=no
+	rm -f "$tmp/marker"
+	"$dlock" run -b "$b" "$res" -- sleep 30 &
+	holder=$!
+	for _ in $(seq 100); do
+		"$dlock" status -b "$b" "$res" >/dev/null 2>&1
+		[[ $? = 1 ]] && break
+		sleep 0.05
+	done
+	"$dlock" run -b "$b" -w 10s "$res" -- touch "$tmp/marker" &
+	waiter=$!
+	for _ in $(seq 100); do "$waiting" "$waiter" "$res" && break; sleep 0.05; done
+	started=$(date +%s%N)
+	kill -"$sig" "$waiter"
+	for _ in $(seq 60); do has_exited "$waiter" && { exited=yes; break; }; sleep 0.05; done
+	elapsed_ms=$((($(date +%s%N) - started) / 1000000))
+	kill -TERM "$holder"
+	wait "$holder"
+	wait "$waiter"
+	st=$?
+	check "$label: SIG$sig while waiting exits $want within 3 s (status $st, exited: $exited after $elapsed_ms ms)" \
+		test "$exited" = yes -a "$st" = "$want"
+	check "$label: COMMAND never ran after SIG$sig" test ! -e "$tmp/marker"
+}
+signal_while_waiting file "file://$tmp/sigwait" TERM 143 watching_file
+signal_while_waiting file "file://$tmp/sigwait" INT 130 watching_file
+signal_while_waiting redis "$uri" TERM 143 subscribed
+signal_while_waiting redis "$uri" INT 130 subscribed
+
 # ---- lock loss ----
 "$dlock" run -b "$uri" -t 300ms cli/lost -- sh -c 'trap "exit 0" TERM; while :; do sleep 0.05; done' 2>"$tmp/lost.err" &
 runner=$!

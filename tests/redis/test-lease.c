@@ -242,6 +242,44 @@ static void test_restarted_server_loses_hold_and_tokens_keep_increasing(void **s
 }
 
 /* Runs last: a group teardown's failure would not fail the program. */
+/*
+ * A peer's key with an expiry far beyond any lease (Redis takes PX up to
+ * about 9.2e18 ms): the waiter's sleep is bounded by its backoff, and the
+ * PTTL hint, turned into microseconds, must not overflow into a negative
+ * sleep and a busy loop of tries.
+ */
+static void test_waiter_on_a_peer_key_with_enormous_expiry_backs_off(void **state)
+{
+	char *uri = test_redis_uri(server, NULL);
+	dlock_client *client;
+	dlock_lock *lock;
+	long long tries_before, tries;
+	int64_t t0, elapsed;
+
+	(void)state;
+	redisReply *r = test_redis_cmd(server, "SET dlock:{lease/enormous} peer PX 9000000000000000000");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "lease/enormous", &lock), DLOCK_OK);
+	tries_before = test_redis_calls(server, "evalsha") + test_redis_calls(server, "eval");
+	t0 = test_now_ms();
+	assert_int_equal(dlock_acquire(lock, 1500), DLOCK_ETIMEDOUT);
+	elapsed = test_now_ms() - t0;
+	tries = test_redis_calls(server, "evalsha") + test_redis_calls(server, "eval") - tries_before;
+	print_message("%lld tries in %" PRId64 " ms\n", tries, elapsed);
+	/* Backoff from 50 ms doubling: about 6 tries in 1.5 s, plus one per
+	 * subscription confirmation. */
+	assert_true(tries <= 20);
+	assert_true(elapsed < 1500 + test_slack(500));
+
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	assert_int_equal(test_redis_int(server, "DEL dlock:{lease/enormous}"), 1);
+	g_free(uri);
+}
+
 static void test_no_lock_key_of_this_suite_remains(void **state)
 {
 	assert_int_equal(test_redis_leftover_keys(server, "dlock:{lease/"), 0);
@@ -268,6 +306,7 @@ int main(void)
 		cmocka_unit_test(test_overwritten_key_is_reported_lost_within_a_renewal),
 		cmocka_unit_test(test_silent_server_gives_suspended_then_lost_before_lease_ends),
 		cmocka_unit_test(test_restarted_server_loses_hold_and_tokens_keep_increasing),
+		cmocka_unit_test(test_waiter_on_a_peer_key_with_enormous_expiry_backs_off),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 

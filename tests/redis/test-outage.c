@@ -52,6 +52,38 @@ static void test_release_during_outage_returns_at_once_and_deletes_later(void **
 	g_free(uri);
 }
 
+/*
+ * The pooled connection times out on the frozen server; trying a fresh one
+ * after that would only wait out a second timeout.  One command timeout
+ * (1 s here) bounds the whole release.
+ */
+static void test_release_on_frozen_server_returns_within_one_command_timeout(void **state)
+{
+	char *uri = test_redis_uri(server, "?command-timeout=1s&connect-timeout=1s");
+	dlock_client *client;
+	dlock_lock *lock;
+	int64_t t0, elapsed, resumed;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "outage/one-timeout", &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_ttl(lock, 20000), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	test_redis_signal(server, SIGSTOP);
+	t0 = test_now_ms();
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	elapsed = test_now_ms() - t0;
+	assert_false(dlock_held(lock));
+	test_redis_signal(server, SIGCONT);
+	resumed = test_now_ms();
+	print_message("release took %lld ms\n", (long long)elapsed);
+	assert_true(elapsed < 1000 + test_slack(300));
+	assert_true(test_wait_until(key_gone, "dlock:{outage/one-timeout}", 5000));
+	assert_true(test_now_ms() - resumed < 5000);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(uri);
+}
+
 static bool no_outage_many_key(void *arg)
 {
 	return test_redis_count_keys(server, "dlock:{outage/many-*}") == 0;
@@ -139,6 +171,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_release_during_outage_returns_at_once_and_deletes_later),
+		cmocka_unit_test(test_release_on_frozen_server_returns_within_one_command_timeout),
 		cmocka_unit_test(test_many_releases_during_outage_cost_one_timeout),
 		cmocka_unit_test(test_deadline_bounds_acquire_against_a_silent_server),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),

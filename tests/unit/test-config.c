@@ -5,6 +5,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -92,6 +93,99 @@ static void test_glob_covers_detects_only_real_shadowing(void **state)
 	assert_false(dlock__glob_covers("abc", "a?c"));
 	assert_false(dlock__glob_covers("a*", "*a"));
 	assert_false(dlock__glob_covers("fast/*", "strong/*"));
+}
+
+/* Every name of up to max_len characters over "ab/" that later matches. */
+static bool later_names_all_match_earlier(const char *earlier, const char *later, GString *name, int max_len)
+{
+	static const char alphabet[] = "ab/";
+
+	if (dlock__glob_match(later, name->str) && !dlock__glob_match(earlier, name->str))
+		return false;
+	if ((int)name->len == max_len)
+		return true;
+	for (int i = 0; alphabet[i]; i++) {
+		bool ok;
+
+		g_string_append_c(name, alphabet[i]);
+		ok = later_names_all_match_earlier(earlier, later, name, max_len);
+		g_string_truncate(name, name->len - 1);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Soundness: whenever covers says yes, no name up to 6 characters is
+ * matched by the later pattern and missed by the earlier one.  Also
+ * checked: every pattern covers itself, and '*' covers everything.
+ */
+static void test_glob_covers_is_sound_on_many_small_patterns(void **state)
+{
+	static const char symbols[] = "ab/*?";
+	GRand *rand = g_rand_new_with_seed(20261123);
+	GString *name = g_string_new(NULL);
+	int yes = 0;
+
+	for (int n = 0; n < 4000; n++) {
+		char a[6] = { 0 }, b[6] = { 0 };
+		int la = g_rand_int_range(rand, 0, 5), lb = g_rand_int_range(rand, 0, 5);
+
+		for (int i = 0; i < la; i++)
+			a[i] = symbols[g_rand_int_range(rand, 0, 5)];
+		for (int i = 0; i < lb; i++)
+			b[i] = symbols[g_rand_int_range(rand, 0, 5)];
+		assert_true(dlock__glob_covers(a, a));
+		assert_true(dlock__glob_covers("*", b));
+		if (!dlock__glob_covers(a, b))
+			continue;
+		yes++;
+		g_string_truncate(name, 0);
+		if (!later_names_all_match_earlier(a, b, name, 6))
+			fail_msg("covers('%s', '%s') is true, but a name matches '%s' and not '%s'", a, b, b, a);
+	}
+	assert_true(yes > 200); /* the check above ran on enough inclusions */
+	g_string_free(name, TRUE);
+	g_rand_free(rand);
+}
+
+/*
+ * Deciding whether an earlier route shadows a later one must not take
+ * time exponential in the number of '*': building a client from a small
+ * configuration used to take seconds with seven stars.
+ */
+static void test_glob_covers_with_many_stars_is_fast(void **state)
+{
+	char *name = g_strnfill(60, 'a');
+	char *later = g_strconcat("x", name, "*", name, "?", NULL);
+	int64_t t0 = g_get_monotonic_time();
+
+	assert_false(dlock__glob_covers("*a*a*a*a*a*a*a*x", name));
+	assert_false(dlock__glob_covers("*a*a*a*a*a*a*a*a*a*a*a*a*x", name));
+	assert_true(dlock__glob_covers("*a*a*a*a*a*a*a*a*a*a*a*a*", name));
+	assert_false(dlock__glob_covers("x*a*a*a*a*a*a*a*a*a*a*a*a*b*?", later));
+	assert_true(dlock__glob_covers("x*a*a*a*a*a*a*a*a*a*a*a*a*?", later));
+	assert_true(g_get_monotonic_time() - t0 < 200 * 1000);
+	g_free(later);
+	g_free(name);
+}
+
+static void test_config_with_many_star_routes_builds_quickly(void **state)
+{
+	char *name = g_strnfill(60, 'a');
+	char *text = g_strdup_printf("[defaults]\nbackend = a\n"
+	                             "[backend a]\nurl = redis://h:1\n[backend b]\nurl = redis://h:2\n"
+	                             "[route stars]\nmatch = *a*a*a*a*a*a*a*a*a*x\nbackend = a\n"
+	                             "[route long]\nmatch = %s\nbackend = b\n"
+	                             "[route both]\nmatch = a*a*a*a*a*a*a*a*a*%s*y\nbackend = b\n",
+	                             name, name);
+	int64_t t0 = g_get_monotonic_time();
+
+	assert_int_equal(client_from(text, NULL), DLOCK_OK);
+	assert_true(g_get_monotonic_time() - t0 < 500 * 1000);
+	g_free(text);
+	g_free(name);
 }
 
 static void test_config_routes_resources_to_their_backends(void **state)
@@ -236,6 +330,41 @@ static void test_config_unreadable_or_malformed_file_is_refused(void **state)
 	assert_int_equal(client_from("[backend a]\nurl = redis://h:1\n\xff\xfe = 1\n", NULL), DLOCK_ECONFIG);
 }
 
+static void assert_message_lacks(const char *a, const char *b)
+{
+	const char *m = dlock_last_error_message();
+
+	if ((a && strstr(m, a)) || (b && strstr(m, b)))
+		fail_msg("message '%s' shows the password", m);
+}
+
+/* A password in a backend's url never reaches a message, however the url
+ * or the line holding it is malformed. */
+static void test_config_messages_never_show_a_password(void **state)
+{
+	dlock_client *client = NULL;
+
+	assert_int_equal(client_from("[backend a]\nurl = redis://u:pa55/w0rd@h:1\n", NULL), DLOCK_ECONFIG);
+	assert_message_has("[backend a]", "url", NULL);
+	assert_message_lacks("pa55", "w0rd");
+	assert_int_equal(client_from("[backend a]\nurl = zk://u:s3c/r3t@h:2181\n", NULL), DLOCK_ECONFIG);
+	assert_message_lacks("s3c", "r3t");
+	assert_int_equal(client_from("[backend a]\nurl redis://u:s3cr3t@h:1\n", NULL), DLOCK_ECONFIG);
+	assert_message_lacks("s3cr3t", NULL);
+	assert_int_equal(client_from("[backend a]\nurl = redis://u:s3cr3t@h:1?ttl=forever\n", NULL), DLOCK_ECONFIG);
+	assert_message_has("ttl", "forever", NULL);
+	assert_message_lacks("s3cr3t", NULL);
+	assert_int_equal(client_from("[backend a]\nurl = redis://u:s3cr3t@h:1\nttl = 9999999h\n", NULL),
+	                 DLOCK_ECONFIG);
+	assert_message_lacks("s3cr3t", NULL);
+	/* Without "://" a spec is read as a file name. */
+	assert_int_equal(dlock_client_new("redis:/u:s3cr3t@h:1", &client), DLOCK_ECONFIG);
+	assert_null(client);
+	assert_message_lacks("s3cr3t", NULL);
+	assert_int_equal(dlock_client_new("redis:u:s3cr3t@h:1", &client), DLOCK_ECONFIG);
+	assert_message_lacks("s3cr3t", NULL);
+}
+
 static int setup(void **state)
 {
 	dir = g_dir_make_tmp("dlock-config-XXXXXX", NULL);
@@ -262,6 +391,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_glob_star_crosses_slashes_and_question_is_one_char),
 		cmocka_unit_test(test_glob_covers_detects_only_real_shadowing),
+		cmocka_unit_test(test_glob_covers_is_sound_on_many_small_patterns),
+		cmocka_unit_test(test_glob_covers_with_many_stars_is_fast),
+		cmocka_unit_test(test_config_with_many_star_routes_builds_quickly),
 		cmocka_unit_test(test_config_routes_resources_to_their_backends),
 		cmocka_unit_test(test_config_inline_comments_are_not_part_of_values),
 		cmocka_unit_test(test_config_via_environment_when_spec_is_null),
@@ -274,6 +406,7 @@ int main(void)
 		cmocka_unit_test(test_config_shadowed_route_is_refused),
 		cmocka_unit_test(test_config_several_backends_need_a_default),
 		cmocka_unit_test(test_config_unreadable_or_malformed_file_is_refused),
+		cmocka_unit_test(test_config_messages_never_show_a_password),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, setup, teardown);

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <glib.h>
@@ -133,6 +134,53 @@ static void test_options_unknown_inapplicable_and_repeated_are_refused(void **st
 	dlock__options_clear(&o);
 }
 
+/*
+ * Durations past these bounds are mistakes (a unit slip, a value in
+ * microseconds), and their microsecond arithmetic would overflow in the
+ * backends: a lease that never ends, a timeout that is negative.
+ */
+static void test_options_absurd_durations_are_refused_with_the_maximum(void **state)
+{
+	dlock__options o;
+
+	set_bad("ttl", "9300000000000000ms", "maximum");
+	set_bad("ttl", "169h", "maximum");
+	set_bad("connect-timeout", "9223372036854775807ms", "maximum");
+	set_bad("connect-timeout", "61m", "maximum");
+	set_bad("command-timeout", "2h", "maximum");
+	set_bad("session-timeout", "100000h", "maximum");
+	dlock__options_init(&o);
+	set_ok(&o, "ttl", "168h");
+	set_ok(&o, "connect-timeout", "1h");
+	set_ok(&o, "command-timeout", "60m");
+	set_ok(&o, "session-timeout", "3600");
+	assert_int_equal(o.ttl_ms, INT64_C(168) * 3600 * 1000);
+	assert_int_equal(o.connect_timeout_ms, 3600 * 1000);
+	dlock__options_clear(&o);
+}
+
+static void test_lock_set_ttl_refuses_absurd_values(void **state)
+{
+	char *dir = g_dir_make_tmp("dlock-options-XXXXXX", NULL);
+	char *spec = g_strconcat("file://", dir, NULL);
+	dlock_client *client = NULL;
+	dlock_lock *lock = NULL;
+
+	assert_int_equal(dlock_client_new(spec, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "r", &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_ttl(lock, INT64_C(9300000000000000)), DLOCK_EINVAL);
+	assert_non_null(strstr(dlock_last_error_message(), "maximum"));
+	assert_int_equal(dlock_lock_set_ttl(lock, INT64_MAX), DLOCK_EINVAL);
+	assert_int_equal(dlock_lock_set_ttl(lock, INT64_C(168) * 3600 * 1000 + 1), DLOCK_EINVAL);
+	assert_int_equal(dlock_lock_set_ttl(lock, INT64_C(168) * 3600 * 1000), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_ttl(lock, 99), DLOCK_EINVAL);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	rmdir(dir);
+	g_free(spec);
+	g_free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -141,6 +189,8 @@ int main(void)
 		cmocka_unit_test(test_options_watchdog_spellings),
 		cmocka_unit_test(test_options_bad_values_are_refused_with_the_reason),
 		cmocka_unit_test(test_options_unknown_inapplicable_and_repeated_are_refused),
+		cmocka_unit_test(test_options_absurd_durations_are_refused_with_the_maximum),
+		cmocka_unit_test(test_lock_set_ttl_refuses_absurd_values),
 	};
 
 	return cmocka_run_group_tests_name("options", tests, NULL, NULL);

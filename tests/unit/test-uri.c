@@ -125,6 +125,84 @@ static void test_uri_without_scheme_is_refused(void **state)
 	refused("redis:/h", "://");
 }
 
+static const struct {
+	const char *spec;
+	const char *secrets[2]; /* the password, or its pieces around '/', '?' or '@' */
+} leaky[] = {
+	{ "redis://u:pa55/w0rd@h:1", { "pa55", "w0rd" } },
+	{ "redis://u:p4ss?w0rd@h", { "p4ss", "w0rd" } },
+	{ "zk://u:s3c/r3t@h:2181", { "s3c", "r3t" } },
+	{ "zk://u:2181/s3cr3t@h:2181", { "s3cr3t", NULL } },
+	{ "redis://:hunt3r/x@h:1", { "hunt3r", NULL } },
+	{ "redis://u:1234/s3cr3t@h", { "s3cr3t", NULL } },
+	{ "redis://u:s3cr3t@h:1/0?ttl=1s@x", { "s3cr3t", NULL } },
+	{ "redis:/u:s3cr3t@h:1", { "s3cr3t", NULL } },
+	{ "1redis://u:s3cr3t@h:1", { "s3cr3t", NULL } },
+	{ "redis//u:s3cr3t@h", { "s3cr3t", NULL } },
+	{ "redis://u:s3cr3t@h:x", { "s3cr3t", NULL } },
+	{ "redis://u:s3cr3t@h:1?ttl", { "s3cr3t", NULL } },
+	{ "redis://u:s3cr3t@[::1", { "s3cr3t", NULL } },
+	{ "redis://u:s3cr%zz3t@h:1", { "s3cr", "3t@" } },
+};
+
+static void assert_no_secret(const char *spec, const char *text, const char *const secrets[2])
+{
+	for (int i = 0; i < 2; i++)
+		if (secrets[i] && text && strstr(text, secrets[i]))
+			fail_msg("'%s': '%s' shows the password piece '%s'", spec, text, secrets[i]);
+}
+
+/*
+ * A password with an unencoded '/' or '?' ends the authority early, so the
+ * rest of it lands in what looks like a port or a path: no message and no
+ * redacted form may show any of it, whether the URI is refused or not.
+ */
+static void test_uri_messages_never_show_a_password(void **state)
+{
+	for (size_t i = 0; i < G_N_ELEMENTS(leaky); i++) {
+		dlock__uri *uri = NULL;
+		int rc = dlock__uri_parse(leaky[i].spec, &uri);
+
+		if (rc == DLOCK_OK) {
+			assert_no_secret(leaky[i].spec, uri->redacted, leaky[i].secrets);
+			dlock__uri_free(uri);
+		} else {
+			assert_int_equal(rc, DLOCK_ECONFIG);
+			assert_no_secret(leaky[i].spec, dlock_last_error_message(), leaky[i].secrets);
+		}
+	}
+}
+
+/* The same through the public entry point, where the backends judge the
+ * parts (a path that is not a database number, say). */
+static void test_client_messages_never_show_a_password(void **state)
+{
+	for (size_t i = 0; i < G_N_ELEMENTS(leaky); i++) {
+		dlock_client *client = NULL;
+
+		if (dlock_client_new(leaky[i].spec, &client) == DLOCK_OK) {
+			dlock_lock *lock = NULL;
+
+			assert_int_equal(dlock_lock_new(client, "r", &lock), DLOCK_OK);
+			assert_no_secret(leaky[i].spec, dlock_lock_backend_uri(lock), leaky[i].secrets);
+			dlock_lock_free(lock);
+			dlock_client_free(client);
+		} else {
+			assert_no_secret(leaky[i].spec, dlock_last_error_message(), leaky[i].secrets);
+		}
+	}
+}
+
+/* An '@' after the host list is refused, with the fix in the message. */
+static void test_uri_at_sign_after_the_hosts_is_refused(void **state)
+{
+	refused("redis://u:pa55/w0rd@h:1", "%2F");
+	refused("zk://h:2181/chroot@x", "%40");
+	refused("redis://h:1?prefix=a@b", "%40");
+	dlock__uri_free(parse_ok("redis://h:1?prefix=a%40b"));
+	dlock__uri_free(parse_ok("zk://u:pa%2F55%3Fw0rd@h:2181/chroot"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -135,6 +213,9 @@ int main(void)
 		cmocka_unit_test(test_uri_bad_ports_and_hosts_are_refused),
 		cmocka_unit_test(test_uri_bad_queries_are_refused),
 		cmocka_unit_test(test_uri_without_scheme_is_refused),
+		cmocka_unit_test(test_uri_messages_never_show_a_password),
+		cmocka_unit_test(test_client_messages_never_show_a_password),
+		cmocka_unit_test(test_uri_at_sign_after_the_hosts_is_refused),
 	};
 
 	return cmocka_run_group_tests_name("uri", tests, NULL, NULL);

@@ -1,0 +1,93 @@
+/*
+ * Client specifications: dlock__uri_parse and the redaction that every
+ * message uses.  Besides no crash: no message and no redacted form holds
+ * what may be a password, and the options a parsed URI carries go
+ * through the option checks (what dlock_client_new does next).
+ */
+#include <string.h>
+
+#include "dlock.h"
+#include "fuzz.h"
+#include "parse.h"
+
+/* The raw ":password@" text of spec's authority, or NULL. */
+static char *raw_password(const char *spec)
+{
+	const char *auth = strstr(spec, "://");
+	const char *end, *at = NULL, *colon;
+
+	if (!auth)
+		return NULL;
+	auth += 3;
+	end = auth + strcspn(auth, "/?");
+	for (const char *q = auth; q < end; q++)
+		if (*q == '@')
+			at = q;
+	if (!at || !(colon = memchr(auth, ':', (size_t)(at - auth))))
+		return NULL;
+	return g_strndup(colon, (gsize)(at - colon + 1)); /* ":password@" */
+}
+
+/*
+ * The redacted form of a spec with "scheme://", built independently of
+ * dlock__uri_redact: everything between "://" and the last '@' removed
+ * but the text before its first ':' (the user).  NULL for other specs.
+ */
+static char *expected_redaction(const char *spec)
+{
+	const char *auth = strstr(spec, "://"), *at, *colon, *user_end;
+
+	if (!auth || !(at = strrchr(auth + 3, '@')))
+		return NULL;
+	colon = memchr(auth + 3, ':', (size_t)(at - auth - 3));
+	user_end = colon ? colon : at;
+	if (user_end == auth + 3)
+		return g_strdup_printf("%.*s%s", (int)(auth + 3 - spec), spec, at + 1);
+	return g_strdup_printf("%.*s@%s", (int)(user_end - spec), spec, at + 1);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char *spec = fuzz_string(data, size);
+	char *redacted = dlock__uri_redact(spec);
+	char *text = dlock__uri_redact_text(spec);
+	char *expected = expected_redaction(spec);
+	dlock__uri *uri = NULL;
+	int rc;
+
+	FUZZ_CHECK(!expected || strcmp(redacted, expected) == 0, "'%s' vs '%s'", redacted, expected);
+	/* dlock__uri_redact_text goes word by word: on one word it must do
+	 * what dlock__uri_redact does. */
+	FUZZ_CHECK(strpbrk(spec, " \t\n\v\f\r'\"\xe2") || strcmp(text, redacted) == 0, "'%s' vs '%s'", text,
+	           redacted);
+	rc = dlock__uri_parse(spec, &uri);
+	if (rc != 0) {
+		/* Messages quote the spec only in its redacted form. */
+		const char *m = dlock_last_error_message();
+
+		FUZZ_CHECK(!expected || strcmp(expected, spec) == 0 || !strstr(m, spec), "'%s' quotes '%s'", m, spec);
+	} else {
+		char *raw = raw_password(spec);
+		dlock__options opts;
+
+		FUZZ_CHECK(strcmp(uri->redacted, redacted) == 0, "'%s' vs '%s'", uri->redacted, redacted);
+		FUZZ_CHECK(!raw || !strstr(uri->redacted, raw), "'%s' shows '%s'", uri->redacted, raw);
+		dlock__options_init(&opts);
+		for (guint i = 0; i < uri->options->len; i++) {
+			const dlock__kv *kv = uri->options->pdata[i];
+
+			dlock__options_set(&opts, 0x1ffu, kv->key, kv->value, uri->redacted);
+		}
+		FUZZ_CHECK(opts.ttl_ms >= DLOCK__TTL_MIN_MS && opts.ttl_ms <= DLOCK__TTL_MAX_MS, "%s", spec);
+		FUZZ_CHECK(opts.connect_timeout_ms > 0 && opts.connect_timeout_ms <= DLOCK__TIMEOUT_MAX_MS, "%s",
+		           spec);
+		dlock__options_clear(&opts);
+		g_free(raw);
+		dlock__uri_free(uri);
+	}
+	g_free(expected);
+	g_free(text);
+	g_free(redacted);
+	g_free(spec);
+	return 0;
+}
