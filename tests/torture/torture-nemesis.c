@@ -1,0 +1,247 @@
+/*
+ * The nemesis: one fault at a time, a seeded choice of kind, target and
+ * duration, each logged with its times relative to the run's start.
+ * Faults aimed at a worker prefer one that holds a lock now.  Runs on the
+ * main thread, which started the servers (they die with it).
+ */
+#include "torture-run.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+
+#include "test-util.h"
+
+static double rel(torture_run *run, int64_t t)
+{
+	return (t - run->limits.run_start) / 1e6;
+}
+
+static void sleep_until(int64_t t)
+{
+	int64_t now;
+
+	while ((now = g_get_monotonic_time()) < t)
+		g_usleep((gulong)MIN(t - now, 50000));
+}
+
+static int64_t pick_ms(torture_run *run, int64_t lo, int64_t hi)
+{
+	return hi > lo ? g_rand_int_range(run->rand, (gint32)lo, (gint32)hi) : lo;
+}
+
+/* A worker slot, a holder if any holds (seeded choice among them). */
+static torture_slot *pick_slot(torture_run *run, bool *ret_holder)
+{
+	int holders[TORTURE_MAX_WORKERS], n = 0, any = g_rand_int_range(run->rand, 0, run->workers);
+	int which = g_rand_int_range(run->rand, 0, TORTURE_MAX_WORKERS);
+
+	g_mutex_lock(&run->lock);
+	for (int s = 0; s < run->workers; s++)
+		if (run->slots[s].held && !run->slots[s].done)
+			holders[n++] = s;
+	g_mutex_unlock(&run->lock);
+	*ret_holder = n > 0;
+	return &run->slots[n ? holders[which % n] : any];
+}
+
+static void proxies(torture_run *run, torture_slot *s, void (*fn)(test_proxy *, int), int arg)
+{
+	for (int i = 0; i < run->nservers; i++)
+		fn(s->proxies[i], arg);
+}
+
+static void stall(test_proxy *p, int dirs)
+{
+	test_proxy_stall(p, dirs);
+}
+
+static void unstall(test_proxy *p, int dirs)
+{
+	test_proxy_unstall(p, dirs);
+}
+
+static void admit(test_proxy *p, int mode)
+{
+	test_proxy_admit_mode(p, (test_proxy_admit)mode);
+}
+
+static void reset(test_proxy *p, int unused)
+{
+	(void)unused;
+	test_proxy_reset_all(p);
+}
+
+static int dropped(torture_run *run, torture_slot *s)
+{
+	int n = 0;
+
+	for (int i = 0; i < run->nservers; i++)
+		n += test_proxy_dropped(s->proxies[i]);
+	return n;
+}
+
+/*
+ * The answer to the worker's next request of one kind is lost with its
+ * connection: Redis EVALSHA (acquire, renew or release), ZooKeeper
+ * create2 (the lock node), getChildren or delete.  Armed on the proxies
+ * with a connection open; waits up to 3 s for it to happen.  An armed
+ * drop that did not happen stays armed.
+ */
+static void inject_drop(torture_run *run, torture_slot *s, bool holder, char *what, size_t len)
+{
+	static const char *const zk_kinds[] = { "create2", "getChildren", "delete" };
+	const char *kind = run->backend == BACKEND_REDIS ? "EVALSHA" : zk_kinds[g_rand_int_range(run->rand, 0, 3)];
+	int before = dropped(run, s), armed = 0;
+	int64_t until = g_get_monotonic_time() + 3 * G_USEC_PER_SEC;
+
+	for (int i = 0; i < run->nservers; i++)
+		if (test_proxy_open(s->proxies[i]) > 0) {
+			test_proxy_drop_replies(s->proxies[i], kind, 1, true);
+			armed++;
+		}
+	int64_t refuse_ms = g_rand_boolean(run->rand) ? pick_ms(run, 1000, 1800) : 0;
+
+	while (armed && dropped(run, s) == before && g_get_monotonic_time() < until)
+		g_usleep(5000);
+	/* Sometimes the reconnect is refused a while, so an acquire whose
+	 * answer was lost may reach its deadline before it can look. */
+	if (refuse_ms) {
+		proxies(run, s, admit, TEST_PROXY_REFUSE);
+		sleep_until(g_get_monotonic_time() + refuse_ms * 1000);
+		proxies(run, s, admit, TEST_PROXY_ADMIT);
+	}
+	g_snprintf(what, len, "drop the answer to worker %d.%d's next %s%s and reset, refuse reconnects %" PRId64 " ms: %s",
+	           s->index, s->life, kind, holder ? " (a holder)" : "", refuse_ms,
+	           !armed ? "no connection open" : dropped(run, s) > before ? "dropped" : "not yet (stays armed)");
+}
+
+/* Inject one fault of this kind; fills f (start, end, target). */
+static void inject(torture_run *run, torture_fault_kind kind, torture_fault *f)
+{
+	int64_t lease_ms = run->limits.lease_us / 1000, d;
+	bool holder = false;
+	torture_slot *s = NULL;
+	char what[160] = "";
+	int i;
+
+	if (kind <= FAULT_REFUSE || kind == FAULT_DROP) {
+		s = pick_slot(run, &holder);
+		f->slot = s->index;
+		f->life = s->life;
+	}
+	f->start = g_get_monotonic_time();
+	switch (kind) {
+	case FAULT_KILL:
+		if (s->done) {
+			g_snprintf(what, sizeof(what), "worker %d.%d had already exited", f->slot, f->life);
+			break;
+		}
+		g_mutex_lock(&run->lock);
+		s->nemesis_killed = true;
+		g_mutex_unlock(&run->lock);
+		kill(s->pid, SIGKILL);
+		torture_join(run, s);
+		torture_spawn(run, s, s->mode);
+		g_snprintf(what, sizeof(what), "kill -9 worker %d.%d%s, started %d.%d", f->slot, f->life,
+		           holder ? " (a holder)" : "", s->index, s->life);
+		break;
+	case FAULT_PAUSE:
+		d = run->backend == BACKEND_FILE ? pick_ms(run, 300, 1500) : lease_ms * 3 / 2 + pick_ms(run, 0, lease_ms);
+		kill(s->pid, SIGSTOP);
+		sleep_until(f->start + d * 1000);
+		kill(s->pid, SIGCONT);
+		g_snprintf(what, sizeof(what), "SIGSTOP worker %d.%d%s for %" PRId64 " ms", f->slot, f->life,
+		           holder ? " (a holder)" : "", d);
+		break;
+	case FAULT_STALL:
+		/* Both ways, or only the answers (requests still applied). */
+		i = g_rand_int_range(run->rand, 0, 5) < 3 ? TEST_PROXY_BOTH : TEST_PROXY_DOWN;
+		d = lease_ms * 3 / 2 + pick_ms(run, 0, lease_ms);
+		proxies(run, s, stall, i);
+		sleep_until(f->start + d * 1000);
+		proxies(run, s, unstall, i);
+		g_snprintf(what, sizeof(what), "partition worker %d.%d%s (stall %s) for %" PRId64 " ms", f->slot,
+		           f->life, holder ? " (a holder)" : "", i == TEST_PROXY_BOTH ? "both ways" : "answers only", d);
+		break;
+	case FAULT_RESET:
+		proxies(run, s, reset, 0);
+		g_snprintf(what, sizeof(what), "reset the connections of worker %d.%d%s", f->slot, f->life,
+		           holder ? " (a holder)" : "");
+		break;
+	case FAULT_REFUSE:
+		d = pick_ms(run, 500, lease_ms * 2);
+		proxies(run, s, admit, TEST_PROXY_REFUSE);
+		proxies(run, s, reset, 0);
+		sleep_until(f->start + d * 1000);
+		proxies(run, s, admit, TEST_PROXY_ADMIT);
+		g_snprintf(what, sizeof(what), "reset worker %d.%d%s and refuse its reconnects for %" PRId64 " ms",
+		           f->slot, f->life, holder ? " (a holder)" : "", d);
+		break;
+	case FAULT_SERVER_RESTART:
+		test_redis_restart(run->redis);
+		g_snprintf(what, sizeof(what), "restart redis-server (empty)");
+		break;
+	case FAULT_SERVER_FREEZE:
+		d = pick_ms(run, 300, lease_ms * 2);
+		if (run->redis) {
+			test_redis_signal(run->redis, SIGSTOP);
+			sleep_until(f->start + d * 1000);
+			test_redis_signal(run->redis, SIGCONT);
+			g_snprintf(what, sizeof(what), "SIGSTOP redis-server for %" PRId64 " ms", d);
+		} else {
+			i = g_rand_int_range(run->rand, 0, run->nservers);
+			test_zk_signal(run->zk, i, SIGSTOP);
+			sleep_until(f->start + d * 1000);
+			test_zk_signal(run->zk, i, SIGCONT);
+			g_snprintf(what, sizeof(what), "SIGSTOP ZooKeeper server %d for %" PRId64 " ms", i, d);
+		}
+		break;
+	case FAULT_DROP:
+		inject_drop(run, s, holder, what, sizeof(what));
+		break;
+	case FAULT_LEADER_KILL:
+		i = test_zk_leader(run->zk, 5000);
+		if (i < 0) {
+			g_snprintf(what, sizeof(what), "no leader to kill");
+			break;
+		}
+		d = pick_ms(run, 500, 2000);
+		test_zk_signal(run->zk, i, SIGKILL);
+		sleep_until(f->start + d * 1000);
+		test_zk_restart_server(run->zk, i, false);
+		g_snprintf(what, sizeof(what), "kill -9 ZooKeeper leader (server %d), restarted after %" PRId64 " ms", i,
+		           d);
+		break;
+	default:
+		break;
+	}
+	f->end = g_get_monotonic_time();
+	printf("nemesis: +%.3fs..+%.3fs %s: %s\n", rel(run, f->start), rel(run, f->end), torture_fault_name(kind), what);
+	fflush(stdout);
+}
+
+void torture_nemesis(torture_run *run, int64_t until_us)
+{
+	torture_fault_kind kinds[FAULT_KINDS];
+	int n = 0;
+
+	for (int k = 0; k < FAULT_KINDS; k++)
+		if (run->enabled[k])
+			kinds[n++] = (torture_fault_kind)k;
+	/* Let every worker connect and settle first. */
+	sleep_until(MIN(until_us, run->limits.run_start + 2 * G_USEC_PER_SEC));
+	while (n > 0 && g_get_monotonic_time() < until_us) {
+		torture_fault f = { .slot = -1 };
+
+		f.kind = kinds[g_rand_int_range(run->rand, 0, n)];
+		sleep_until(MIN(until_us, g_get_monotonic_time() + pick_ms(run, 500, 2000) * 1000));
+		if (g_get_monotonic_time() >= until_us)
+			break;
+		inject(run, f.kind, &f);
+		g_mutex_lock(&run->lock);
+		g_array_append_val(run->faults, f);
+		g_mutex_unlock(&run->lock);
+	}
+	sleep_until(until_us);
+}

@@ -1,0 +1,71 @@
+/*
+ * The orchestrator's side of a torture run: the run's state, the worker
+ * processes with the storage service that answers their writes
+ * (torture-run.c) and the nemesis (torture-nemesis.c).
+ */
+#ifndef DLOCK_TORTURE_RUN_H
+#define DLOCK_TORTURE_RUN_H
+
+#include "torture.h"
+
+#include "test-proxy.h"
+#include "test-redis.h"
+#include "test-zk.h"
+
+typedef enum torture_backend { BACKEND_REDIS, BACKEND_ZK, BACKEND_FILE } torture_backend;
+
+typedef struct torture_slot {
+	int index;
+	int life;            /* incarnation: a killed worker is replaced */
+	pid_t pid;
+	const char *mode;    /* "honest" or "rogue" */
+	char *uri;
+	test_proxy *proxies[TEST_ZK_MAX_SERVERS];
+	GThread *reader;
+	bool nemesis_killed; /* this life was killed by the nemesis */
+	bool done;           /* this life's output ended and it was reaped */
+	unsigned held;       /* resources held now, as last reported */
+} torture_slot;
+
+typedef struct torture_run {
+	/* options */
+	torture_backend backend;
+	bool backend_set;
+	uint64_t seed;
+	int64_t duration_s;
+	int workers;
+	int resources;
+	bool enabled[FAULT_KINDS];
+	bool faults_set;
+	bool self_check;
+	bool fencing_off;    /* the storage accepts every write (self-check) */
+
+	/* servers */
+	test_redis *redis;
+	test_zk *zk;
+	char *dir;
+	int server_ports[TEST_ZK_MAX_SERVERS];
+	int nservers;
+
+	torture_limits limits;
+	GRand *rand;         /* the nemesis's, seeded */
+
+	/* everything below under lock */
+	GMutex lock;
+	GArray *events;      /* torture_event */
+	GArray *faults;      /* torture_fault */
+	uint64_t max_token[TORTURE_MAX_RESOURCES];
+	int crashes;
+	torture_slot slots[TORTURE_MAX_WORKERS];
+} torture_run;
+
+/* Start the next life of a slot as a worker process, and its reader. */
+void torture_spawn(torture_run *run, torture_slot *slot, const char *mode);
+/* Wait until the slot's current life has been reaped by its reader. */
+void torture_join(torture_run *run, torture_slot *slot);
+/* Ask every worker to release and exit (SIGUSR1), and reap them. */
+void torture_stop_workers(torture_run *run);
+/* Inject faults one at a time until the monotonic time until_us. */
+void torture_nemesis(torture_run *run, int64_t until_us);
+
+#endif

@@ -1,0 +1,454 @@
+/*
+ * dlock torture run (Jepsen-style).
+ *
+ *   test-torture --backend redis|zk|file [--seed N] [--duration 60s]
+ *                [--long 2h] [--workers N] [--resources N] [--faults a,b]
+ *   test-torture --self-check
+ *
+ * $DLOCK_TORTURE_DURATION, when set, replaces --duration (CI's sanitizer
+ * pass runs the suite shorter).
+ * Starts the servers (Redis; a 3-node ZooKeeper ensemble; a directory),
+ * one fault-injection proxy per worker and server, and worker processes
+ * (this program re-executed) that loop acquire -> write -> release.  The
+ * storage service is here: it answers each write, refusing one whose
+ * fencing token is lower than the largest it has seen for the resource.
+ * The nemesis (torture-nemesis.c) injects one fault at a time, chosen by a
+ * seeded generator; the checker (torture-check.c) reads every event and
+ * fault afterwards.  Exit status 0 only if every count that must be zero
+ * is.
+ *
+ * --self-check runs a rogue worker (no watchdog, ignores LOST, keeps
+ * writing with its old token, then holds while saying it released, then
+ * aborts) against an honest one with the storage's fencing check off,
+ * and passes only if the checker reports the overlap, the token-order
+ * violation, the silent loss, the liveness gap and the crash.
+ */
+#include "torture-run.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test-proxy.h"
+#include "test-redis.h"
+#include "test-util.h"
+#include "test-zk.h"
+
+/* ---- options ------------------------------------------------------------ */
+
+static int64_t parse_duration_s(const char *text)
+{
+	char *end;
+	double v = g_ascii_strtod(text, &end);
+
+	if (end == text || v < 0)
+		return -1;
+	if (*end == '\0' || g_str_equal(end, "s"))
+		return (int64_t)v;
+	if (g_str_equal(end, "m"))
+		return (int64_t)(v * 60);
+	if (g_str_equal(end, "h"))
+		return (int64_t)(v * 3600);
+	return -1;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+	        "usage: test-torture --backend redis|zk|file [--seed N] [--duration D | --long D]\n"
+	        "                    [--workers N] [--resources N] [--faults KIND,...] [--strict]\n"
+	        "       test-torture --self-check\n"
+	        "D reads 90, 90s, 10m or 2h.  Fault kinds: kill pause stall reset refuse\n"
+	        "server-restart server-freeze leader-kill drop-reply (default: every kind the backend has).\n"
+	        "--strict: a partition does not excuse an overlap (only a pause or a Redis restart does).\n");
+}
+
+static bool parse_options(int argc, char **argv, torture_run *run)
+{
+	run->seed = (uint64_t)g_get_real_time() % 1000000;
+	run->duration_s = 60;
+	run->workers = 4;
+	run->resources = 3;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (g_str_equal(a, "--self-check")) {
+			run->self_check = true;
+			continue;
+		}
+		if (g_str_equal(a, "--strict")) {
+			run->limits.strict = true;
+			continue;
+		}
+		if (g_str_equal(a, "-h") || g_str_equal(a, "--help")) {
+			usage(stdout);
+			exit(0);
+		}
+		if (!v) {
+			fprintf(stderr, "test-torture: %s needs a value\n", a);
+			return false;
+		}
+		i++;
+		if (g_str_equal(a, "--backend")) {
+			run->backend = g_str_equal(v, "redis") ? BACKEND_REDIS :
+			               g_str_equal(v, "zk")    ? BACKEND_ZK :
+			               g_str_equal(v, "file")  ? BACKEND_FILE : -1;
+			if ((int)run->backend < 0) {
+				fprintf(stderr, "test-torture: unknown backend '%s' (redis, zk or file)\n", v);
+				return false;
+			}
+			run->backend_set = true;
+		} else if (g_str_equal(a, "--seed")) {
+			run->seed = g_ascii_strtoull(v, NULL, 10);
+		} else if (g_str_equal(a, "--duration") || g_str_equal(a, "--long")) {
+			run->duration_s = parse_duration_s(v);
+			if (run->duration_s <= 0) {
+				fprintf(stderr, "test-torture: bad duration '%s' (e.g. 90s, 10m, 2h)\n", v);
+				return false;
+			}
+		} else if (g_str_equal(a, "--workers")) {
+			run->workers = atoi(v);
+			if (run->workers < 2 || run->workers > TORTURE_MAX_WORKERS) {
+				fprintf(stderr, "test-torture: --workers must be 2..%d\n", TORTURE_MAX_WORKERS);
+				return false;
+			}
+		} else if (g_str_equal(a, "--resources")) {
+			run->resources = atoi(v);
+			if (run->resources < 1 || run->resources > TORTURE_MAX_RESOURCES) {
+				fprintf(stderr, "test-torture: --resources must be 1..%d\n", TORTURE_MAX_RESOURCES);
+				return false;
+			}
+		} else if (g_str_equal(a, "--faults")) {
+			char **kinds = g_strsplit(v, ",", -1);
+
+			run->faults_set = true;
+			for (int k = 0; kinds[k]; k++) {
+				int kind = torture_fault_from_name(kinds[k]);
+
+				if (kind < 0) {
+					fprintf(stderr, "test-torture: unknown fault kind '%s'\n", kinds[k]);
+					g_strfreev(kinds);
+					return false;
+				}
+				run->enabled[kind] = true;
+			}
+			g_strfreev(kinds);
+		} else {
+			fprintf(stderr, "test-torture: unknown option '%s'\n", a);
+			usage(stderr);
+			return false;
+		}
+	}
+	/* CI's sanitizer pass shortens the suite's runs without new tests. */
+	if (!run->self_check && g_getenv("DLOCK_TORTURE_DURATION")) {
+		run->duration_s = parse_duration_s(g_getenv("DLOCK_TORTURE_DURATION"));
+		if (run->duration_s <= 0) {
+			fprintf(stderr, "test-torture: bad $DLOCK_TORTURE_DURATION (e.g. 20s)\n");
+			return false;
+		}
+	}
+	if (run->self_check) {
+		run->backend = BACKEND_REDIS;
+		run->backend_set = true;
+		run->workers = 2;
+		run->resources = 1;
+		run->duration_s = 12;
+		memset(run->enabled, 0, sizeof(run->enabled));
+		run->faults_set = true;
+	}
+	if (!run->backend_set) {
+		usage(stderr);
+		return false;
+	}
+	return true;
+}
+
+/* ---- servers and proxies -------------------------------------------------- */
+
+static void start_servers(torture_run *run)
+{
+	switch (run->backend) {
+	case BACKEND_REDIS:
+		run->redis = test_redis_start(NULL, NULL, false);
+		run->server_ports[0] = run->redis->port;
+		run->nservers = 1;
+		/* The longest of the workers' TTLs (700 ms, 1 s, 1.5 s). */
+		run->limits.lease_us = 1500 * 1000;
+		break;
+	case BACKEND_ZK:
+		run->zk = test_zk_start(3, 200, 20000);
+		for (int i = 0; i < 3; i++)
+			run->server_ports[i] = run->zk->servers[i].port;
+		run->nservers = 3;
+		run->limits.lease_us = 2000 * 1000;
+		break;
+	case BACKEND_FILE:
+		run->dir = g_dir_make_tmp("dlock-torture-XXXXXX", NULL);
+		run->nservers = 0;
+		run->limits.lease_us = 0;
+		break;
+	}
+	run->limits.slack_us = test_slack(2000) * 1000;
+}
+
+/* The URI a worker slot's client uses: through that slot's proxies. */
+static char *slot_uri(torture_run *run, torture_slot *s)
+{
+	GString *u;
+
+	switch (run->backend) {
+	case BACKEND_REDIS:
+		return g_strdup_printf("redis://127.0.0.1:%d?ttl=1s&command-timeout=500ms&connect-timeout=500ms",
+		                       test_proxy_port(s->proxies[0]));
+	case BACKEND_ZK:
+		u = g_string_new("zk://");
+		for (int i = 0; i < run->nservers; i++)
+			g_string_append_printf(u, "%s127.0.0.1:%d", i ? "," : "", test_proxy_port(s->proxies[i]));
+		g_string_append(u, "?session-timeout=2s");
+		return g_string_free(u, FALSE);
+	case BACKEND_FILE:
+		return g_strdup_printf("file://%s", run->dir);
+	}
+	return NULL;
+}
+
+/* ---- leftovers -------------------------------------------------------------- */
+
+static bool redis_clean(void *arg)
+{
+	torture_run *run = arg;
+
+	return test_redis_count_keys(run->redis, "dlock:{*}") == 0;
+}
+
+/* Lock files still locked by someone (every worker has exited). */
+static long long locked_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	long long n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		char *path;
+		int fd;
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+
+		if (e->d_name[0] == '.')
+			continue;
+		path = g_build_filename(dir, e->d_name, NULL);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd >= 0 && fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+			printf("torture: LEFTOVER lock file still locked: %s\n", path);
+			n++;
+		}
+		if (fd >= 0)
+			close(fd);
+		g_free(path);
+	}
+	closedir(d);
+	return n;
+}
+
+static long long count_leftovers(torture_run *run)
+{
+	int64_t wait_ms = run->limits.lease_us / 1000 + test_slack(3000);
+
+	switch (run->backend) {
+	case BACKEND_REDIS:
+		test_wait_until(redis_clean, run, wait_ms);
+		return test_redis_leftover_keys(run->redis, "dlock:");
+	case BACKEND_ZK:
+		/* Sessions of killed workers end within their timeout. */
+		g_usleep((gulong)wait_ms * 1000);
+		return test_zk_leftover_nodes(run->zk, "/dlock");
+	case BACKEND_FILE:
+		return locked_files(run->dir);
+	}
+	return 0;
+}
+
+static void stop_servers(torture_run *run)
+{
+	for (int s = 0; s < run->workers; s++)
+		for (int i = 0; i < run->nservers; i++)
+			test_proxy_stop(run->slots[s].proxies[i]);
+	if (run->redis)
+		test_redis_stop(run->redis);
+	if (run->zk)
+		test_zk_stop(run->zk);
+	if (run->dir) {
+		test_remove_tree(run->dir);
+		g_free(run->dir);
+	}
+}
+
+/* ---- the run ---------------------------------------------------------------- */
+
+static void enable_default_faults(torture_run *run)
+{
+	if (run->faults_set)
+		return;
+	run->enabled[FAULT_KILL] = true;
+	run->enabled[FAULT_PAUSE] = true;
+	if (run->backend != BACKEND_FILE) {
+		run->enabled[FAULT_STALL] = true;
+		run->enabled[FAULT_RESET] = true;
+		run->enabled[FAULT_REFUSE] = true;
+		run->enabled[FAULT_SERVER_FREEZE] = true;
+		run->enabled[FAULT_DROP] = true;
+	}
+	if (run->backend == BACKEND_REDIS)
+		run->enabled[FAULT_SERVER_RESTART] = true;
+	if (run->backend == BACKEND_ZK)
+		run->enabled[FAULT_LEADER_KILL] = true;
+}
+
+static const char *backend_name(torture_backend b)
+{
+	return b == BACKEND_REDIS ? "redis" : b == BACKEND_ZK ? "zk" : "file";
+}
+
+static void print_summary(torture_run *run, const torture_findings *f, long long leftovers, int64_t elapsed_ms)
+{
+	int64_t acquisitions = 0, tries = 0;
+	GString *faults = g_string_new("");
+
+	for (guint i = 0; i < run->events->len; i++) {
+		torture_event *e = &g_array_index(run->events, torture_event, i);
+
+		acquisitions += e->kind == EV_ACQUIRED;
+		tries += e->kind == EV_TRY;
+	}
+	for (int k = 0; k < FAULT_KINDS; k++) {
+		int n = 0;
+
+		for (guint i = 0; i < run->faults->len; i++)
+			n += g_array_index(run->faults, torture_fault, i).kind == (torture_fault_kind)k;
+		if (run->enabled[k])
+			g_string_append_printf(faults, " %s=%d", torture_fault_name(k), n);
+	}
+	printf("torture: backend=%s seed=%" PRIu64 " %.1fs workers=%d resources=%d acquisitions=%" PRId64
+	       " tries=%" PRId64 " writes=%" PRId64 " refused=%" PRId64 " faults:%s%s states: suspended=%" PRId64
+	       " reconnected=%" PRId64 " lost=%" PRId64 " | overlaps=%" PRId64 " (explained %" PRId64
+	       ") order-violations=%" PRId64 " stale-writes=%" PRId64 " silent-losses=%" PRId64
+	       " (explained %" PRId64 ") tokenless-grants=%" PRId64 " liveness-gaps=%" PRId64 " (longest wait %.2fs) leftovers=%lld crashes=%d\n",
+	       backend_name(run->backend), run->seed, elapsed_ms / 1000.0, run->workers, run->resources, acquisitions,
+	       tries, f->writes_accepted, f->writes_refused, faults->len ? faults->str : " none",
+	       run->fencing_off ? " (fencing check OFF)" : "", f->suspended, f->reconnected, f->lost, f->overlaps,
+	       f->overlaps_explained, f->order_violations, f->stale_accepted, f->silent_losses,
+	       f->silent_losses_explained, f->tokenless_grants, f->liveness_gaps, f->longest_wait_us / 1e6, leftovers, run->crashes);
+	g_string_free(faults, TRUE);
+	if (f->longest_wait_us)
+		printf("torture: longest wait for a free resource: r%d from +%.3fs for %.3fs (the faults then allowed %.3fs)\n",
+		       f->longest_wait_res, f->longest_wait_from / 1e6, f->longest_wait_us / 1e6,
+		       f->longest_wait_allowed / 1e6);
+	if (f->overlaps_explained) {
+		printf("torture: overlaps explained by a fault of one of the two holders (or a Redis restart):");
+		for (int k = 0; k < FAULT_KINDS; k++)
+			if (f->explained_by[k])
+				printf(" %s=%" PRId64, torture_fault_name(k), f->explained_by[k]);
+		printf("\n");
+	}
+}
+
+/* Every event and fault, one a line, for a reader looking into a finding
+ * ($DLOCK_TORTURE_EVENTS names the file). */
+static void dump_events(torture_run *run)
+{
+	const char *path = g_getenv("DLOCK_TORTURE_EVENTS");
+	FILE *out;
+
+	if (!path || !(out = fopen(path, "w")))
+		return;
+	for (guint i = 0; i < run->events->len; i++) {
+		torture_event *e = &g_array_index(run->events, torture_event, i);
+
+		fprintf(out, "+%.6f worker %d.%d %c r%d token %" PRIu64 " code %d\n",
+		        (e->t - run->limits.run_start) / 1e6, e->slot, e->life, e->kind, e->res, e->token, e->code);
+	}
+	for (guint i = 0; i < run->faults->len; i++) {
+		torture_fault *f = &g_array_index(run->faults, torture_fault, i);
+
+		fprintf(out, "fault %s worker %d.%d +%.6f..+%.6f\n", torture_fault_name(f->kind), f->slot, f->life,
+		        (f->start - run->limits.run_start) / 1e6, (f->end - run->limits.run_start) / 1e6);
+	}
+	fclose(out);
+}
+
+static int run_torture(torture_run *run)
+{
+	torture_findings f;
+	long long leftovers;
+	int64_t t0 = test_now_ms();
+	bool failed;
+
+	run->events = g_array_new(FALSE, FALSE, sizeof(torture_event));
+	run->faults = g_array_new(FALSE, FALSE, sizeof(torture_fault));
+	run->rand = g_rand_new_with_seed((guint32)run->seed);
+	run->fencing_off = run->self_check;
+	enable_default_faults(run);
+	printf("torture: backend=%s seed=%" PRIu64 " duration=%" PRId64 "s (replay with --seed %" PRIu64 ")\n",
+	       backend_name(run->backend), run->seed, run->duration_s, run->seed);
+	fflush(stdout);
+	start_servers(run);
+	for (int s = 0; s < run->workers; s++) {
+		torture_slot *slot = &run->slots[s];
+
+		slot->index = s;
+		for (int i = 0; i < run->nservers; i++)
+			slot->proxies[i] = test_proxy_start_proto(
+				run->backend == BACKEND_REDIS ? TEST_PROXY_REDIS : TEST_PROXY_ZK, run->server_ports[i]);
+		slot->uri = slot_uri(run, slot);
+	}
+	run->limits.run_start = g_get_monotonic_time();
+	for (int s = 0; s < run->workers; s++)
+		torture_spawn(run, &run->slots[s], run->self_check && s == 0 ? "rogue" : "honest");
+	torture_nemesis(run, run->limits.run_start + run->duration_s * G_USEC_PER_SEC);
+	run->limits.run_end = g_get_monotonic_time();
+	torture_stop_workers(run);
+	leftovers = count_leftovers(run);
+	torture_check(run->events, run->faults, &run->limits, &f);
+	print_summary(run, &f, leftovers, test_now_ms() - t0);
+	dump_events(run);
+	stop_servers(run);
+	for (int s = 0; s < run->workers; s++)
+		g_free(run->slots[s].uri);
+	g_array_unref(run->events);
+	g_array_unref(run->faults);
+	g_rand_free(run->rand);
+	if (run->self_check) {
+		failed = !(f.overlaps > 0 && f.order_violations > 0 && f.silent_losses > 0 && f.liveness_gaps > 0 &&
+		           run->crashes > 0);
+		printf("torture: self-check %s: the checker %s the rogue worker's overlap, stale write, silent loss, "
+		       "secret hold (liveness gap) and crash\n",
+		       failed ? "FAILED" : "passed", failed ? "did not report all of" : "reported");
+		return failed;
+	}
+	failed = f.overlaps || f.order_violations || f.stale_accepted || f.silent_losses || f.tokenless_grants || f.liveness_gaps ||
+	         leftovers || run->crashes;
+	printf("torture: %s (seed %" PRIu64 ")\n", failed ? "FAILED" : "passed", run->seed);
+	return failed;
+}
+
+int main(int argc, char **argv)
+{
+	torture_run run = { 0 };
+
+	test_init(argv[0]);
+	if (argc > 1 && g_str_equal(argv[1], "--worker"))
+		return torture_worker_main(argc - 2, argv + 2);
+	signal(SIGPIPE, SIG_IGN);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!parse_options(argc, argv, &run))
+		return 64;
+	return run_torture(&run);
+}
