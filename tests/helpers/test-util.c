@@ -72,9 +72,9 @@ int64_t test_slack(int64_t margin_ms)
 	return margin_ms * test_slack_factor();
 }
 
-bool test_wait_until(bool (*cond)(void *), void *arg, int64_t timeout_ms)
+bool test_poll_window(bool (*cond)(void *), void *arg, int64_t window_ms)
 {
-	int64_t until = test_now_ms() + timeout_ms * test_slack_factor();
+	int64_t until = test_now_ms() + window_ms;
 
 	for (;;) {
 		if (cond(arg))
@@ -83,6 +83,11 @@ bool test_wait_until(bool (*cond)(void *), void *arg, int64_t timeout_ms)
 			return false;
 		g_usleep(5000);
 	}
+}
+
+bool test_wait_until(bool (*cond)(void *), void *arg, int64_t timeout_ms)
+{
+	return test_poll_window(cond, arg, timeout_ms * test_slack_factor());
 }
 
 /* ---- worker processes ------------------------------------------------- */

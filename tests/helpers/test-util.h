@@ -31,6 +31,14 @@ int64_t test_wall_ms(void);
 bool test_wait_until(bool (*cond)(void *), void *arg, int64_t timeout_ms);
 
 /*
+ * Poll cond(arg) the same way for exactly window_ms, not scaled: for rates
+ * and "this does not happen within T" checks, where T is the library's
+ * own real-time behaviour (a reconnect rate, an idle probe), which a
+ * slower test process does not stretch.
+ */
+bool test_poll_window(bool (*cond)(void *), void *arg, int64_t window_ms);
+
+/*
  * How much slower than native the tests run: 1 normally, more under
  * valgrind or when $DLOCK_TEST_SLACK_FACTOR says so.  test_slack(ms)
  * scales a scheduling margin (never a bound the library promises, such as
