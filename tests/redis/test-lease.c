@@ -16,42 +16,11 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-events.h"
 #include "test-redis.h"
 
 static test_redis *server;
 
-/* What the state callback saw, with the monotonic time of each event. */
-typedef struct events {
-	GMutex mu;
-	int states[16];
-	int64_t at_ms[16];
-	int n;
-} events;
-
-static void record(dlock_lock *lock, dlock_state state, void *user_data)
-{
-	events *ev = user_data;
-
-	g_mutex_lock(&ev->mu);
-	if (ev->n < 16) {
-		ev->states[ev->n] = state;
-		ev->at_ms[ev->n] = test_now_ms();
-		ev->n++;
-	}
-	g_mutex_unlock(&ev->mu);
-}
-
-static int find_state(events *ev, int state)
-{
-	int found = -1;
-
-	g_mutex_lock(&ev->mu);
-	for (int i = 0; i < ev->n && found < 0; i++)
-		if (ev->states[i] == state)
-			found = i;
-	g_mutex_unlock(&ev->mu);
-	return found;
-}
 
 static bool key_gone(void *arg)
 {
@@ -61,13 +30,13 @@ static bool key_gone(void *arg)
 
 static bool got_lost(void *arg)
 {
-	return find_state(arg, DLOCK_STATE_LOST) >= 0;
+	return test_events_first_at(arg, DLOCK_STATE_LOST) >= 0;
 }
 
 typedef struct held_lock {
 	dlock_client *client;
 	dlock_lock *lock;
-	events ev;
+	test_events ev;
 } held_lock;
 
 static void hold(held_lock *h, const char *resource, int64_t ttl_ms, int watchdog)
@@ -75,12 +44,12 @@ static void hold(held_lock *h, const char *resource, int64_t ttl_ms, int watchdo
 	char *uri = test_redis_uri(server, "?command-timeout=300ms");
 
 	memset(&h->ev, 0, sizeof(h->ev));
-	g_mutex_init(&h->ev.mu);
+	test_events_init(&h->ev);
 	assert_int_equal(dlock_client_new(uri, &h->client), DLOCK_OK);
 	assert_int_equal(dlock_lock_new(h->client, resource, &h->lock), DLOCK_OK);
 	assert_int_equal(dlock_lock_set_ttl(h->lock, ttl_ms), DLOCK_OK);
 	assert_int_equal(dlock_lock_set_watchdog(h->lock, watchdog), DLOCK_OK);
-	assert_int_equal(dlock_lock_set_state_callback(h->lock, record, &h->ev), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(h->lock, test_events_record, &h->ev), DLOCK_OK);
 	assert_int_equal(dlock_acquire(h->lock, 5000), DLOCK_OK);
 	g_free(uri);
 }
@@ -89,7 +58,7 @@ static void drop(held_lock *h)
 {
 	dlock_lock_free(h->lock);
 	dlock_client_free(h->client);
-	g_mutex_clear(&h->ev.mu);
+	test_events_clear(&h->ev);
 }
 
 static int try_other_client(const char *resource)
@@ -125,7 +94,7 @@ static void test_watchdog_keeps_short_lease_alive(void **state)
 		assert_int_equal(try_other_client("lease/alive"), DLOCK_EBUSY);
 		g_usleep(250000);
 	}
-	assert_int_equal(h.ev.n, 0);
+	assert_int_equal(test_events_count(&h.ev), 0);
 	assert_int_equal(dlock_release(h.lock), DLOCK_OK);
 	assert_int_equal(test_redis_int(server, "EXISTS %s", "dlock:{lease/alive}"), 0);
 	drop(&h);
@@ -139,7 +108,7 @@ static void test_lease_without_watchdog_runs_out_and_is_reported_lost(void **sta
 	hold(&h, "lease/nowatchdog", 500, 0);
 	assert_true(test_wait_until(got_lost, &h.ev, 3000));
 	/* Declared lost no later than the lease's end on the server. */
-	assert_true(h.ev.at_ms[find_state(&h.ev, DLOCK_STATE_LOST)] - t0 <= 600);
+	assert_true(test_events_first_at(&h.ev, DLOCK_STATE_LOST) - t0 <= 600);
 	assert_false(dlock_held(h.lock));
 	g_usleep(100000);
 	assert_int_equal(test_redis_int(server, "EXISTS %s", "dlock:{lease/nowatchdog}"), 0);
@@ -161,7 +130,7 @@ static void check_lost_after_tampering(const char *resource, const char *cmd)
 	else
 		freeReplyObject(test_redis_cmd(server, "SET %s %s", key, "someone-else"));
 	assert_true(test_wait_until(got_lost, &h.ev, 3000));
-	lost = find_state(&h.ev, DLOCK_STATE_LOST);
+	lost = test_events_index(&h.ev, DLOCK_STATE_LOST);
 	/* Noticed by the next renewal: within TTL/3 plus scheduling slack. */
 	assert_true(h.ev.at_ms[lost] - tampered <= 300 + test_slack(250));
 	assert_false(dlock_held(h.lock));
@@ -202,8 +171,8 @@ static void test_silent_server_gives_suspended_then_lost_before_lease_ends(void 
 	stopped = test_now_ms();
 	assert_true(test_wait_until(got_lost, &h.ev, 5000));
 	test_redis_signal(server, SIGCONT);
-	suspended = find_state(&h.ev, DLOCK_STATE_SUSPENDED);
-	lost = find_state(&h.ev, DLOCK_STATE_LOST);
+	suspended = test_events_index(&h.ev, DLOCK_STATE_SUSPENDED);
+	lost = test_events_index(&h.ev, DLOCK_STATE_LOST);
 	assert_true(suspended >= 0);
 	assert_true(suspended < lost);
 	/* The last renewal the server saw was sent before the stop, so its

@@ -18,44 +18,12 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-events.h"
 #include "test-proxy.h"
 #include "test-redis.h"
 
 static test_redis *server;
 
-/* What one lock's state callback saw, with the monotonic time of each. */
-typedef struct events {
-	GMutex mu;
-	int states[16];
-	int64_t at_ms[16];
-	int n;
-} events;
-
-static void record(dlock_lock *lock, dlock_state state, void *user_data)
-{
-	events *ev = user_data;
-
-	g_mutex_lock(&ev->mu);
-	if (ev->n < 16) {
-		ev->states[ev->n] = state;
-		ev->at_ms[ev->n] = test_now_ms();
-		ev->n++;
-	}
-	g_mutex_unlock(&ev->mu);
-}
-
-/* Monotonic time of the first event of this state, or -1. */
-static int64_t state_at(events *ev, int state)
-{
-	int64_t at = -1;
-
-	g_mutex_lock(&ev->mu);
-	for (int i = 0; i < ev->n && at < 0; i++)
-		if (ev->states[i] == state)
-			at = ev->at_ms[i];
-	g_mutex_unlock(&ev->mu);
-	return at;
-}
 
 static bool key_gone(void *arg)
 {
@@ -64,20 +32,20 @@ static bool key_gone(void *arg)
 
 static bool got_lost(void *arg)
 {
-	return state_at(arg, DLOCK_STATE_LOST) >= 0;
+	return test_events_first_at(arg, DLOCK_STATE_LOST) >= 0;
 }
 
 static dlock_lock *new_lock(dlock_client *client, const char *resource, int64_t ttl_ms,
-                            int watchdog, events *ev)
+                            int watchdog, test_events *ev)
 {
 	dlock_lock *lock;
 
 	memset(ev, 0, sizeof(*ev));
-	g_mutex_init(&ev->mu);
+	test_events_init(ev);
 	assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
 	assert_int_equal(dlock_lock_set_ttl(lock, ttl_ms), DLOCK_OK);
 	assert_int_equal(dlock_lock_set_watchdog(lock, watchdog), DLOCK_OK);
-	assert_int_equal(dlock_lock_set_state_callback(lock, record, ev), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(lock, test_events_record, ev), DLOCK_OK);
 	return lock;
 }
 
@@ -94,7 +62,7 @@ static void test_script_flush_gives_each_pipelined_renewal_its_own_result(void *
 	char *uri = test_redis_uri(server, "?command-timeout=3s");
 	dlock_client *client;
 	dlock_lock *locks[FLUSH_LOCKS];
-	events ev[FLUSH_LOCKS];
+	test_events ev[FLUSH_LOCKS];
 	char *keys[FLUSH_LOCKS];
 	char *value;
 	redisReply *reply;
@@ -145,8 +113,8 @@ static void test_script_flush_gives_each_pipelined_renewal_its_own_result(void *
 			continue;
 		pttl = test_redis_int(server, "PTTL %s", keys[i]);
 		print_message("lock %d: PTTL %lld, lost at %" PRId64 "\n", i, pttl,
-		              state_at(&ev[i], DLOCK_STATE_LOST));
-		assert_int_equal(state_at(&ev[i], DLOCK_STATE_LOST), -1);
+		              test_events_first_at(&ev[i], DLOCK_STATE_LOST));
+		assert_int_equal(test_events_first_at(&ev[i], DLOCK_STATE_LOST), -1);
 		assert_true(dlock_held(locks[i]));
 		/* Renewed every 500 ms, so never much below TTL - 500 ms; without
 		 * renewals since the flush began it would be gone. */
@@ -156,7 +124,7 @@ static void test_script_flush_gives_each_pipelined_renewal_its_own_result(void *
 	for (int i = 0; i < FLUSH_LOCKS; i++) {
 		assert_int_equal(dlock_release(locks[i]), i == FLUSH_VICTIM ? DLOCK_ELOST : DLOCK_OK);
 		dlock_lock_free(locks[i]);
-		g_mutex_clear(&ev[i].mu);
+		test_events_clear(&ev[i]);
 	}
 	dlock_client_free(client);
 	/* The peer's value is left alone. */
@@ -184,7 +152,7 @@ static bool not_held(void *arg)
  * only thread wake-ups on a loaded machine (the library aims at the lease
  * end less a margin of 1% + 5 ms).
  */
-static void assert_lost_by_lease_end(dlock_lock *short_lock, events *short_ev, int64_t ttl_ms,
+static void assert_lost_by_lease_end(dlock_lock *short_lock, test_events *short_ev, int64_t ttl_ms,
                                      int64_t short_sent, const char *db)
 {
 	char *peer_uri = test_redis_uri(server, db);
@@ -199,7 +167,7 @@ static void assert_lost_by_lease_end(dlock_lock *short_lock, events *short_ev, i
 	test_wait_until(not_held, short_lock, 5000);
 	held_until = test_now_ms();
 	test_wait_until(got_lost, short_ev, 5000);
-	lost_at = state_at(short_ev, DLOCK_STATE_LOST);
+	lost_at = test_events_first_at(short_ev, DLOCK_STATE_LOST);
 	print_message("short lease: peer got it after %" PRId64 " ms, dlock_held 0 after %" PRId64
 	              " ms, LOST after %" PRId64 " ms\n", peer_got - short_sent, held_until - short_sent,
 	              lost_at < 0 ? -1 : lost_at - short_sent);
@@ -234,7 +202,7 @@ static void test_lease_is_lost_on_time_while_watchdog_blocks_in_a_renewal(void *
 	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
 	dlock_client *client = proxied_client(proxy, "?command-timeout=5s");
 	dlock_lock *long_lock, *short_lock;
-	events long_ev, short_ev;
+	test_events long_ev, short_ev;
 	int64_t t0, short_sent;
 
 	long_lock = new_lock(client, "wd/stall/long", 6000, 1, &long_ev);
@@ -259,8 +227,8 @@ static void test_lease_is_lost_on_time_while_watchdog_blocks_in_a_renewal(void *
 	dlock_lock_free(long_lock);
 	dlock_client_free(client);
 	test_proxy_stop(proxy);
-	g_mutex_clear(&long_ev.mu);
-	g_mutex_clear(&short_ev.mu);
+	test_events_clear(&long_ev);
+	test_events_clear(&short_ev);
 }
 
 /*
@@ -273,7 +241,7 @@ static void test_lease_is_lost_on_time_while_watchdog_reconnects(void **state)
 	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
 	dlock_client *client = proxied_client(proxy, "/1?command-timeout=5s");
 	dlock_lock *long_lock, *short_lock;
-	events long_ev, short_ev;
+	test_events long_ev, short_ev;
 	int64_t short_sent;
 
 	long_lock = new_lock(client, "wd/reconnect/long", 6000, 1, &long_ev);
@@ -299,8 +267,8 @@ static void test_lease_is_lost_on_time_while_watchdog_reconnects(void **state)
 	dlock_lock_free(long_lock);
 	dlock_client_free(client);
 	test_proxy_stop(proxy);
-	g_mutex_clear(&long_ev.mu);
-	g_mutex_clear(&short_ev.mu);
+	test_events_clear(&long_ev);
+	test_events_clear(&short_ev);
 }
 
 /*
@@ -314,7 +282,7 @@ static void test_lease_is_lost_on_time_while_watchdog_retries_a_deferred_release
 	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
 	dlock_client *client = proxied_client(proxy, "?command-timeout=500ms");
 	dlock_lock *first, *deferred, *short_lock;
-	events first_ev, deferred_ev, short_ev;
+	test_events first_ev, deferred_ev, short_ev;
 	int64_t short_sent;
 
 	first = new_lock(client, "wd/defer/first", 10000, 1, &first_ev);
@@ -351,19 +319,19 @@ static void test_lease_is_lost_on_time_while_watchdog_retries_a_deferred_release
 	dlock_lock_free(first);
 	dlock_client_free(client);
 	test_proxy_stop(proxy);
-	g_mutex_clear(&first_ev.mu);
-	g_mutex_clear(&deferred_ev.mu);
-	g_mutex_clear(&short_ev.mu);
+	test_events_clear(&first_ev);
+	test_events_clear(&deferred_ev);
+	test_events_clear(&short_ev);
 }
 
 static bool got_suspended(void *arg)
 {
-	return state_at(arg, DLOCK_STATE_SUSPENDED) >= 0;
+	return test_events_first_at(arg, DLOCK_STATE_SUSPENDED) >= 0;
 }
 
 static bool got_reconnected(void *arg)
 {
-	return state_at(arg, DLOCK_STATE_RECONNECTED) >= 0;
+	return test_events_first_at(arg, DLOCK_STATE_RECONNECTED) >= 0;
 }
 
 /* Connections the watchdog may open in 3 s of renewal retries against a
@@ -384,7 +352,7 @@ static void test_suspended_renewals_back_off_from_a_far_end_that_closes_each_con
 	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
 	dlock_client *client = proxied_client(proxy, "?command-timeout=500ms");
 	dlock_lock *lock;
-	events ev;
+	test_events ev;
 	int64_t acquired, suspended;
 	int baseline, opened;
 
@@ -404,22 +372,22 @@ static void test_suspended_renewals_back_off_from_a_far_end_that_closes_each_con
 	              " ms\n", suspended - acquired, opened, test_now_ms() - suspended);
 	assert_true(opened >= 1);
 	assert_true(opened < SLAMMED_RETRIES_MAX);
-	assert_int_equal(state_at(&ev, DLOCK_STATE_LOST), -1);
+	assert_int_equal(test_events_first_at(&ev, DLOCK_STATE_LOST), -1);
 
 	/* The server is reachable again well before the lease ends (10 s
 	 * after the acquire): a retry renews it. */
 	test_proxy_admit_mode(proxy, TEST_PROXY_ADMIT);
 	assert_true(test_wait_until(got_reconnected, &ev, 4000));
 	print_message("reconnected %" PRId64 " ms after the acquire\n",
-	              state_at(&ev, DLOCK_STATE_RECONNECTED) - acquired);
-	assert_int_equal(state_at(&ev, DLOCK_STATE_LOST), -1);
+	              test_events_first_at(&ev, DLOCK_STATE_RECONNECTED) - acquired);
+	assert_int_equal(test_events_first_at(&ev, DLOCK_STATE_LOST), -1);
 	assert_true(dlock_held(lock));
 	assert_true(test_redis_int(server, "PTTL dlock:{wd/slam}") > 5000);
 	assert_int_equal(dlock_release(lock), DLOCK_OK);
 	dlock_lock_free(lock);
 	dlock_client_free(client);
 	test_proxy_stop(proxy);
-	g_mutex_clear(&ev.mu);
+	test_events_clear(&ev);
 }
 
 /* Runs last: a group teardown's failure would not fail the program. */
