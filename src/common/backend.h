@@ -117,6 +117,18 @@ void dlock__hold_set_backend_data(dlock__hold *hold, void *data);
 void *dlock__hold_backend_data(const dlock__hold *hold);
 void dlock__hold_set_token(dlock__hold *hold, uint64_t token);
 
+/*
+ * The latest time (CLOCK_BOOTTIME, microseconds) the backend can vouch for
+ * the hold: a lease's end, a session's last contact plus its timeout, each
+ * less the backend's safety margin.  Past it the core treats the hold as
+ * LOST at once -- in dlock_held(), dlock_release() and a re-entry -- without
+ * waiting for the backend's own timer, whose thread may run late (a process
+ * resumed after a pause runs the caller's thread first).  The backend moves
+ * it on every renewal or contact; INT64_MAX (the default) means no bound.
+ * An atomic store: safe from any thread, with any backend mutex held.
+ */
+void dlock__hold_set_valid_until(dlock__hold *hold, int64_t boot_us);
+
 /* Keep a hold alive while a backend thread refers to it. */
 dlock__hold *dlock__hold_ref(dlock__hold *hold);
 void dlock__hold_unref(dlock__hold *hold);

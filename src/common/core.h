@@ -9,6 +9,7 @@
 #ifndef DLOCK_COMMON_CORE_H
 #define DLOCK_COMMON_CORE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -113,6 +114,7 @@ struct dlock__hold {
 	GArray *via;             /* of hold_via: which handles the counts came through */
 	GPtrArray *waiters;      /* dlock__waiter * re-entering while suspended */
 	uint64_t token;
+	_Atomic int64_t valid_until_us; /* not under mu: dlock__hold_set_valid_until() */
 	void *backend_data;
 	dlock_lock *handle_owner; /* DLOCK_OWNER_HANDLE: the owning handle, else NULL */
 };
@@ -147,6 +149,14 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock);
 void dlock__hold_end_locked(dlock__hold *hold);
 /* The hold the caller's owner has through lock, referenced, or NULL. */
 dlock__hold *dlock__hold_find(const dlock_lock *lock);
+/*
+ * A HELD or SUSPENDED hold whose backend bound (valid_until_us) has passed
+ * becomes LOST now, reported as the backend's own LOST report would be
+ * (once).  Every local look at a hold's phase goes through here first, so
+ * that no caller sees a hold as its own past that bound.  Called with
+ * hold->mu held.
+ */
+void dlock__hold_check_expiry_locked(dlock__hold *hold);
 /* Record a granted hold in the client and in its owner's table. */
 void dlock__hold_install(dlock__hold *hold, dlock_lock *lock);
 /* Take the hold out of the client's registry and, if the caller is its

@@ -55,6 +55,7 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock)
 	g_mutex_unlock(&lock->mu);
 	hold->client = client;
 	hold->phase = HOLD_ACQUIRING;
+	atomic_init(&hold->valid_until_us, INT64_MAX);
 	hold->via = g_array_new(FALSE, TRUE, sizeof(hold_via));
 	hold->waiters = g_ptr_array_new();
 	return hold;
@@ -115,6 +116,11 @@ void dlock__hold_set_token(dlock__hold *hold, uint64_t token)
 	g_mutex_unlock(&hold->mu);
 }
 
+void dlock__hold_set_valid_until(dlock__hold *hold, int64_t boot_us)
+{
+	atomic_store(&hold->valid_until_us, boot_us);
+}
+
 /* Tell the handles the counts came through, and wake re-entrants waiting
  * out a suspension.  Called with hold->mu held. */
 static void notify_locked(dlock__hold *hold, dlock_state state)
@@ -129,6 +135,20 @@ static void notify_locked(dlock__hold *hold, dlock_state state)
 		if (via->count > 0)
 			dlock__callbacks_post(hold->client, via->lock, state);
 	}
+}
+
+void dlock__hold_check_expiry_locked(dlock__hold *hold)
+{
+	int64_t until;
+
+	if (hold->phase != HOLD_HELD && hold->phase != HOLD_SUSPENDED)
+		return;
+	until = atomic_load(&hold->valid_until_us);
+	/* Costs a clock read (vDSO), no system call, and only for a bounded hold. */
+	if (until == INT64_MAX || dlock__boot_us() < until)
+		return;
+	hold->phase = HOLD_LOST;
+	notify_locked(hold, DLOCK_STATE_LOST);
 }
 
 void dlock__hold_end_locked(dlock__hold *hold)

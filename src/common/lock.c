@@ -368,6 +368,7 @@ static int reenter(dlock_lock *lock, dlock__hold *hold, int64_t deadline_us)
 
 	g_mutex_lock(&hold->mu);
 	for (;;) {
+		dlock__hold_check_expiry_locked(hold);
 		if (hold->phase == HOLD_HELD) {
 			hold->count++;
 			via_add(hold, lock);
@@ -544,6 +545,7 @@ DLOCK_API int dlock_release(dlock_lock *lock)
 		return rc;
 	}
 	g_mutex_lock(&hold->mu);
+	dlock__hold_check_expiry_locked(hold);
 	switch (hold->phase) {
 	case HOLD_LOST:
 		dlock__hold_end_locked(hold);
@@ -607,6 +609,7 @@ static hold_phase caller_phase(const dlock_lock *lock, uint64_t *ret_token)
 	hold = dlock__hold_find(lock);
 	if (hold) {
 		g_mutex_lock(&hold->mu);
+		dlock__hold_check_expiry_locked(hold);
 		phase = hold->phase;
 		if (ret_token)
 			*ret_token = hold->token;

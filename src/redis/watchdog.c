@@ -272,6 +272,7 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 			continue;
 		if (results[i] == 1) {
 			lease->confirmed_us = sent_us;
+			dlock__hold_set_valid_until(lease->hold, lease_expiry_us(lease));
 			lease->next_renew_us = sent_us + renew_period_us(lease);
 			if (lease->suspended) {
 				lease->suspended = false;
@@ -468,6 +469,9 @@ void dlock__redis_watch(dlock__backend *b, redis_lease *lease)
 
 	g_mutex_lock(&wd->mu);
 	lease->next_renew_us = lease->confirmed_us + renew_period_us(lease);
+	/* The core judges the lease's end by the clock too, so that a caller
+	 * resumed after a pause never sees it held before this thread runs. */
+	dlock__hold_set_valid_until(lease->hold, lease_expiry_us(lease));
 	g_ptr_array_add(wd->leases, dlock__redis_lease_ref(lease));
 	/* Wake a thread only if it would sleep past this lease's first event
 	 * for it: on the uncontended path no thread switch is paid. */

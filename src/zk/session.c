@@ -42,6 +42,39 @@ static int64_t margin_us(int64_t timeout_ms)
 	return timeout_ms * 10 + 5000;
 }
 
+/* When the session may have expired on the server, by our count: its last
+ * contact plus the negotiated timeout, less the margin.  s->mu held. */
+static int64_t expiry_locked(const zk_session *s)
+{
+	return s->contact_us + s->timeout_ms * 1000 - margin_us(s->timeout_ms);
+}
+
+/*
+ * Give every hold on the session that bound, so that the core judges it by
+ * the clock when asked (dlock_held(), dlock_release()) rather than when
+ * the session thread next looks -- which, in a process resumed after a
+ * pause, can be after the caller's thread has already run.  s->mu held.
+ */
+static void bounds_push_locked(zk_session *s)
+{
+	int64_t until = expiry_locked(s);
+
+	for (guint i = 0; i < s->holds->len; i++) {
+		zk_node *node = s->holds->pdata[i];
+
+		dlock__hold_set_valid_until(node->hold, until);
+	}
+}
+
+/* Record the send time of a request the server answered.  s->mu held. */
+static void contact_locked(zk_session *s, int64_t sent_us)
+{
+	if (sent_us <= s->contact_us)
+		return;
+	s->contact_us = sent_us;
+	bounds_push_locked(s);
+}
+
 zk_session *dlock__zk_session_ref(zk_session *s)
 {
 	g_atomic_ref_count_inc(&s->ref);
@@ -155,6 +188,7 @@ static void state_changed(zk_session *s, zhandle_t *zh, int state)
 		s->phase = ZK_CONNECTED;
 		s->ever_connected = true;
 		s->timeout_ms = zoo_recv_timeout(zh);
+		bounds_push_locked(s);
 		/* The server heard from us when it took the connect request,
 		 * which left at an unknown time before now: now would be later
 		 * than the true contact.  A probe sent at once measures it
@@ -221,8 +255,7 @@ void dlock__zk_watcher(zhandle_t *zh, int type, int state, const char *path, voi
 void dlock__zk_session_contact(zk_session *s, int64_t sent_us)
 {
 	g_mutex_lock(&s->mu);
-	if (sent_us > s->contact_us)
-		s->contact_us = sent_us;
+	contact_locked(s, sent_us);
 	g_mutex_unlock(&s->mu);
 }
 
@@ -499,6 +532,7 @@ bool dlock__zk_session_track(zk_session *s, zk_node *node)
 	phase = s->phase;
 	if (phase != ZK_ENDED) {
 		g_ptr_array_add(s->holds, node);
+		dlock__hold_set_valid_until(node->hold, expiry_locked(s));
 		if (s->holds->len == 1)
 			s->probe_due_us = dlock__boot_us() + s->timeout_ms * 1000 / 3;
 	}
@@ -607,8 +641,8 @@ static void probe_answered(int rc, const struct Stat *stat, const void *data)
 	(void)stat;
 	g_mutex_lock(&s->mu);
 	s->probing = false;
-	if ((rc == ZOK || rc == ZNONODE) && ctx->sent_us > s->contact_us)
-		s->contact_us = ctx->sent_us;
+	if (rc == ZOK || rc == ZNONODE)
+		contact_locked(s, ctx->sent_us);
 	g_mutex_unlock(&s->mu);
 	dlock__zk_session_unref(s);
 	g_free(ctx);
@@ -659,7 +693,7 @@ static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lo
 		g_mutex_lock(&s->mu);
 		if (s->phase != ZK_ENDED && s->ever_connected &&
 		    (s->phase == ZK_CONNECTING || s->holds->len > 0)) {
-			int64_t expiry = s->contact_us + s->timeout_ms * 1000 - margin_us(s->timeout_ms);
+			int64_t expiry = expiry_locked(s);
 
 			if (now >= expiry) {
 				GPtrArray *holds = end_locked(b, s, "no contact with a server within the session timeout");

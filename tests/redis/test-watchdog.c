@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include "test-events.h"
 #include "test-proxy.h"
 #include "test-redis.h"
+#include "test-resume.h"
 
 static test_redis *server;
 
@@ -390,6 +392,21 @@ static void test_suspended_renewals_back_off_from_a_far_end_that_closes_each_con
 	test_events_clear(&ev);
 }
 
+/*
+ * A holder paused past its lease's end while another process acquires
+ * does not see the lock as its own for a moment after it resumes: the
+ * lease's end is judged by the clock when asked, not when the expiry
+ * thread next wakes.  The first dlock_held() after the pause returns 0,
+ * the release right after returns DLOCK_ELOST, and LOST is reported once.
+ */
+static void test_resumed_holder_sees_lost_at_once_past_its_lease(void **state)
+{
+	char *uri = test_redis_uri(server, NULL);
+
+	test_resume_rounds(uri, "wd/resumed", 1000, 4);
+	g_free(uri);
+}
+
 /* Runs last: a group teardown's failure would not fail the program. */
 static void test_no_lock_key_of_this_suite_remains(void **state)
 {
@@ -416,9 +433,12 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_lease_is_lost_on_time_while_watchdog_reconnects),
 		cmocka_unit_test(test_lease_is_lost_on_time_while_watchdog_retries_a_deferred_release),
 		cmocka_unit_test(test_suspended_renewals_back_off_from_a_far_end_that_closes_each_connection),
+		cmocka_unit_test(test_resumed_holder_sees_lost_at_once_past_its_lease),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 
 	test_init(argv[0]);
+	if (argc >= 7 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "resume") == 0)
+		return test_resume_worker(argv[3], argv[4], atoll(argv[5]), atoi(argv[6]));
 	return test_finish(cmocka_run_group_tests_name("redis-watchdog", tests, setup, teardown));
 }

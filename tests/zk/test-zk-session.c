@@ -20,6 +20,7 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-resume.h"
 #include "test-zk.h"
 
 /* ---- state callback recording ------------------------------------------ */
@@ -127,6 +128,24 @@ static int worker_pause(const char *uri, const char *resource)
 	dlock_lock_free(lock);
 	dlock_client_free(client);
 	return 0;
+}
+
+/*
+ * A holder paused past its session timeout while another process acquires
+ * does not see the lock as its own for a moment after it resumes: the
+ * session's end is judged by the clock when asked, not when the session
+ * thread next wakes.  The first dlock_held() after the pause returns 0,
+ * the release right after returns DLOCK_ELOST, and LOST is reported once.
+ */
+static void test_resumed_holder_sees_lost_at_once_past_its_session(void **state)
+{
+	test_zk *zk = test_zk_start(1, 200, 20000);
+	char *u = test_zk_uri(zk, "?session-timeout=2s");
+
+	test_resume_rounds(u, "sess/resumed", 0, 4);
+	assert_int_equal(test_zk_leftover_nodes(zk, "/dlock"), 0);
+	test_zk_stop(zk);
+	g_free(u);
 }
 
 /*
@@ -370,6 +389,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_paused_holder_session_expires_and_it_recovers),
+		cmocka_unit_test(test_resumed_holder_sees_lost_at_once_past_its_session),
 		cmocka_unit_test(test_frozen_server_gives_suspended_then_lost_before_the_timeout),
 		cmocka_unit_test(test_leader_kill_keeps_holds_and_exclusion),
 	};
@@ -377,5 +397,7 @@ int main(int argc, char **argv)
 	test_init(argv[0]);
 	if (argc >= 5 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "pause") == 0)
 		return worker_pause(argv[3], argv[4]);
+	if (argc >= 7 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "resume") == 0)
+		return test_resume_worker(argv[3], argv[4], atoll(argv[5]), atoi(argv[6]));
 	return test_zk_finish(cmocka_run_group_tests_name("zk-session", tests, NULL, NULL));
 }
