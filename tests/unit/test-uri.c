@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 #include <glib.h>
+#include <glib/gstdio.h>
 
 #include "dlock.h"
 #include "parse.h"
@@ -193,6 +194,29 @@ static void test_client_messages_never_show_a_password(void **state)
 	}
 }
 
+/* A URI given where a backend name goes (the dlock command takes a spec
+ * without "://" as a name) is not echoed with its password. */
+static void test_backend_name_messages_never_show_a_password(void **state)
+{
+	char *dir = g_dir_make_tmp("dlock-uri-XXXXXX", NULL);
+	char *spec = g_strdup_printf("file://%s", dir);
+	dlock_client *client = NULL;
+	dlock_lock *lock = NULL;
+
+	(void)state;
+	assert_int_equal(dlock_client_new(spec, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "r", &lock), DLOCK_OK);
+	for (size_t i = 0; i < G_N_ELEMENTS(leaky); i++) {
+		assert_int_equal(dlock_lock_set_backend(lock, leaky[i].spec), DLOCK_EINVAL);
+		assert_no_secret(leaky[i].spec, dlock_last_error_message(), leaky[i].secrets);
+	}
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_rmdir(dir);
+	g_free(spec);
+	g_free(dir);
+}
+
 /* An '@' after the host list is refused, with the fix in the message. */
 static void test_uri_at_sign_after_the_hosts_is_refused(void **state)
 {
@@ -215,6 +239,7 @@ int main(void)
 		cmocka_unit_test(test_uri_without_scheme_is_refused),
 		cmocka_unit_test(test_uri_messages_never_show_a_password),
 		cmocka_unit_test(test_client_messages_never_show_a_password),
+		cmocka_unit_test(test_backend_name_messages_never_show_a_password),
 		cmocka_unit_test(test_uri_at_sign_after_the_hosts_is_refused),
 	};
 
