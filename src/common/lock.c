@@ -260,8 +260,13 @@ DLOCK_API int dlock_lock_set_backend(dlock_lock *lock, const char *backend)
 		return rc;
 	found = dlock__client_slot(lock->client, backend);
 	if (!found) {
+		/* A URI given where a name goes may carry a password. */
+		char *shown = dlock__uri_redact(backend);
+
 		g_mutex_unlock(&lock->mu);
-		return dlock__error(DLOCK_EINVAL, "no backend named '%s' in this client", backend);
+		rc = dlock__error(DLOCK_EINVAL, "no backend named '%s' in this client", shown);
+		g_free(shown);
+		return rc;
 	}
 	if (found->ops->check_resource &&
 	    (rc = found->ops->check_resource(found->impl, lock->resource)) != DLOCK_OK) {
