@@ -59,21 +59,10 @@ static bool reached(void *data)
 static bool sleeping(void *data)
 {
 	acquirer *a = data;
-	char path[64], buf[256];
-	const char *state;
-	bool asleep = false;
-	FILE *f;
 
 	if (!__atomic_load_n(&a->tid, __ATOMIC_SEQ_CST))
 		return false;
-	g_snprintf(path, sizeof(path), "/proc/self/task/%d/stat", __atomic_load_n(&a->tid, __ATOMIC_SEQ_CST));
-	f = fopen(path, "r");
-	if (!f)
-		return false;
-	if (fgets(buf, sizeof(buf), f) && (state = strrchr(buf, ')')))
-		asleep = state[1] == ' ' && state[2] == 'S';
-	fclose(f);
-	return asleep;
+	return test_thread_sleeps(__atomic_load_n(&a->tid, __ATOMIC_SEQ_CST));
 }
 
 static bool channel_has_subscriber(void *data)

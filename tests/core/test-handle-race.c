@@ -48,21 +48,10 @@ static void *acquire_racer(void *data)
 static bool racer_sleeps_in_acquire(void *data)
 {
 	racer *r = data;
-	char path[64], buf[256];
-	FILE *f;
-	const char *state;
-	bool sleeping = false;
 
 	if (!__atomic_load_n(&r->started, __ATOMIC_SEQ_CST))
 		return false;
-	g_snprintf(path, sizeof(path), "/proc/self/task/%d/stat", __atomic_load_n(&r->tid, __ATOMIC_SEQ_CST));
-	f = fopen(path, "r");
-	if (!f)
-		return false;
-	if (fgets(buf, sizeof(buf), f) && (state = strrchr(buf, ')')))
-		sleeping = state[1] == ' ' && state[2] == 'S';
-	fclose(f);
-	return sleeping;
+	return test_thread_sleeps(__atomic_load_n(&r->tid, __ATOMIC_SEQ_CST));
 }
 
 static void test_freeing_a_handle_while_its_acquire_is_granted_leaves_nothing_held(void **state)

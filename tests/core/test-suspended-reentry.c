@@ -63,21 +63,10 @@ static void *reenter_thread(void *data)
 static bool sleeps_in_acquire(void *data)
 {
 	reentry *r = data;
-	char path[64], buf[256];
-	const char *state;
-	bool sleeping = false;
-	FILE *f;
 
 	if (!__atomic_load_n(&r->started, __ATOMIC_SEQ_CST))
 		return false;
-	g_snprintf(path, sizeof(path), "/proc/self/task/%d/stat", __atomic_load_n(&r->tid, __ATOMIC_SEQ_CST));
-	f = fopen(path, "r");
-	if (!f)
-		return false;
-	if (fgets(buf, sizeof(buf), f) && (state = strrchr(buf, ')')))
-		sleeping = state[1] == ' ' && state[2] == 'S';
-	fclose(f);
-	return sleeping;
+	return test_thread_sleeps(__atomic_load_n(&r->tid, __ATOMIC_SEQ_CST));
 }
 
 static void test_reentry_waiting_on_suspended_hold_returns_when_another_thread_releases(void **state)

@@ -85,6 +85,23 @@ bool test_poll_window(bool (*cond)(void *), void *arg, int64_t window_ms)
 	}
 }
 
+bool test_thread_sleeps(int tid)
+{
+	char path[64], buf[256];
+	const char *state;
+	bool sleeping = false;
+	FILE *f;
+
+	g_snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (fgets(buf, sizeof(buf), f) && (state = strrchr(buf, ')')))
+		sleeping = state[1] == ' ' && state[2] == 'S';
+	fclose(f);
+	return sleeping;
+}
+
 bool test_wait_until(bool (*cond)(void *), void *arg, int64_t timeout_ms)
 {
 	return test_poll_window(cond, arg, timeout_ms * test_slack_factor());

@@ -47,6 +47,10 @@ bool test_poll_window(bool (*cond)(void *), void *arg, int64_t window_ms);
 int test_slack_factor(void);
 int64_t test_slack(int64_t margin_ms);
 
+/* Whether thread tid of this process is asleep (state S in
+ * /proc/self/task/TID/stat); false if it does not exist. */
+bool test_thread_sleeps(int tid);
+
 /* ---- files ---- */
 
 /* Remove dir and everything below it (symbolic links, not their targets). */
