@@ -39,8 +39,23 @@ typedef struct dlock__backend_env {
 	const char *name;            /* the backend's name in the client ("default") */
 } dlock__backend_env;
 
+/*
+ * What a backend is, as flags on its operations table (caps).  The core
+ * reads them instead of asking the backend to fake what it does not have.
+ */
+enum {
+	/* Holds are leases with a TTL that the backend renews (the watchdog):
+	 * the core gives each hold a TTL and a watchdog setting. */
+	DLOCK__CAP_LEASE = 1u << 0,
+	/* READ (shared) holds, besides EXCLUSIVE ones (SPEC §8). */
+	DLOCK__CAP_SHARED = 1u << 1,
+	/* Holds of a resource with more than one permit (SPEC §11). */
+	DLOCK__CAP_PERMITS = 1u << 2,
+};
+
 typedef struct dlock__backend_ops {
 	const char *type;   /* "redis" */
+	unsigned caps;      /* DLOCK__CAP_* bits */
 	unsigned options;   /* DLOCK__OPT_* bits this backend accepts */
 
 	/*

@@ -145,6 +145,7 @@ static bool default_watchdog(const dlock__backend *b)
 
 const dlock__backend_ops dlock__file_ops = {
 	.type = "file",
+	.caps = 0,
 	.options = DLOCK__OPT_DIR,
 	.open = open_backend,
 	.close = close_backend,

@@ -167,6 +167,7 @@ static bool default_watchdog(const dlock__backend *b)
 
 const dlock__backend_ops dlock__redis_ops = {
 	.type = "redis",
+	.caps = DLOCK__CAP_LEASE,
 	.options = DLOCK__OPT_TTL | DLOCK__OPT_WATCHDOG | DLOCK__OPT_CONNECT_TIMEOUT |
 	           DLOCK__OPT_COMMAND_TIMEOUT | DLOCK__OPT_KEY_FORMAT | DLOCK__OPT_PREFIX,
 	.open = open_backend,

@@ -174,6 +174,7 @@ static bool default_watchdog(const dlock__backend *b)
 
 const dlock__backend_ops dlock__zk_ops = {
 	.type = "zk",
+	.caps = 0,
 	.options = DLOCK__OPT_SESSION_TIMEOUT | DLOCK__OPT_CONNECT_TIMEOUT | DLOCK__OPT_ROOT,
 	.open = open_backend,
 	.close = close_backend,
