@@ -1,0 +1,57 @@
+/*
+ * cli.h — what the files of the dlock command share.
+ *
+ * The command uses only the public header.  Its files, by job:
+ *
+ *   main.c    arguments, building the client and the lock, the exit
+ *             status of a library failure, dispatch to a subcommand
+ *   run.c     dlock run: the wait that a signal can end, then COMMAND's
+ *             supervision (fork and exec, descriptors, PR_SET_PDEATHSIG,
+ *             signal forwarding, the lost lock, COMMAND's exit status)
+ *   status.c  dlock status: who holds the lock, as text or JSON
+ */
+#ifndef DLOCK_CLI_H
+#define DLOCK_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dlock.h"
+
+/* sysexits.h values, spelled out as the contract of the command. */
+enum {
+	EXIT_USAGE = 64,
+	EXIT_UNAVAILABLE = 69,
+	EXIT_LOST = 70,
+	EXIT_OSERR = 71,
+	EXIT_SOFTWARE = 70,
+	EXIT_TEMPFAIL = 75,
+	EXIT_CONFIG = 78,
+};
+
+/* The command line, as main.c parsed it.  Strings are borrowed from argv. */
+typedef struct cli_options {
+	const char *config;
+	const char *backend;
+	int64_t wait_ms;
+	bool wait_given;
+	int64_t ttl_ms;
+	int busy_code;
+	bool on_lost_ignore;
+	bool json;
+	const char *resource;
+	char **command;
+} cli_options;
+
+/* Print "dlock: WHAT: error: detail" and return the exit status for rc. */
+int cli_fail(int rc, const char *what, const cli_options *o);
+
+/* Build the client and the lock as -c / -b / $DLOCK_CONFIG say.  Returns 0,
+ * or the exit status after printing why (nothing is left to free). */
+int cli_open_lock(const cli_options *o, dlock_client **ret_client, dlock_lock **ret_lock);
+
+/* The subcommands; each returns the command's exit status. */
+int cli_run(cli_options *o);
+int cli_status(const cli_options *o);
+
+#endif /* DLOCK_CLI_H */

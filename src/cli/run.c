@@ -1,0 +1,302 @@
+/*
+ * dlock run: acquire RESOURCE, with SIGINT, SIGTERM and SIGHUP ending the
+ * wait, then run COMMAND under the lock and supervise it: nothing but
+ * descriptors 0-2 inherited, killed with dlock (PR_SET_PDEATHSIG), signals
+ * passed on, stopped when the lock is lost, and its exit status made
+ * dlock's.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define KILL_GRACE_MS 10000
+
+static int lost_pipe[2] = { -1, -1 };
+
+/* Runs on the library's callback thread: hand the news to the main loop. */
+static void on_state(dlock_lock *lock, dlock_state state, void *user_data)
+{
+	char c = (char)state;
+
+	(void)lock;
+	(void)user_data;
+	if (write(lost_pipe[1], &c, 1) < 0)
+		return;
+}
+
+/* In the child, before exec: nothing but 0-2 stays open. */
+static void close_other_descriptors(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *entry;
+
+	if (!dir) {
+		for (int fd = 3; fd < 65536; fd++)
+			close(fd);
+		return;
+	}
+	while ((entry = readdir(dir))) {
+		int fd = atoi(entry->d_name);
+
+		if (fd > 2 && fd != dirfd(dir))
+			close(fd);
+	}
+	closedir(dir);
+}
+
+static pid_t start_command(const cli_options *o, dlock_lock *lock, const sigset_t *saved_mask)
+{
+	const char *backend = dlock_lock_backend_uri(lock);
+	pid_t parent = getpid();
+	char token[32];
+	pid_t pid;
+
+	/* Read before fork: in the child every call on the lock is refused. */
+	snprintf(token, sizeof(token), "%" PRIu64, dlock_fencing_token(lock));
+	pid = fork();
+	if (pid != 0)
+		return pid;
+	/* Never run without the lock: die with dlock. */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		_exit(EXIT_SOFTWARE);
+	setenv("DLOCK_RESOURCE", o->resource, 1);
+	setenv("DLOCK_FENCING_TOKEN", token, 1);
+	setenv("DLOCK_BACKEND", backend ? backend : "", 1);
+	close_other_descriptors();
+	signal(SIGPIPE, SIG_DFL);
+	sigprocmask(SIG_SETMASK, saved_mask, NULL);
+	execvp(o->command[0], o->command);
+	fprintf(stderr, "dlock: cannot run %s: %s\n", o->command[0], strerror(errno));
+	_exit(errno == ENOENT ? 127 : 126);
+}
+
+/*
+ * While dlock_acquire() waits, the main thread cannot read the signalfd:
+ * this thread does, and turns SIGINT, SIGTERM or SIGHUP into a cancel of
+ * the wait.  A cancel only ends acquires already waiting, and the signal
+ * may come just before the main thread enters dlock_acquire(), so the
+ * thread cancels again every CANCEL_REPEAT_MS until it is told to stop.
+ */
+#define CANCEL_REPEAT_MS 50
+
+typedef struct wait_guard {
+	dlock_lock *lock;
+	int sfd;
+	int stop[2];
+	pthread_t thread;
+	int signo; /* the signal that canceled the wait, 0 if none; read after join */
+} wait_guard;
+
+static void *guard_main(void *data)
+{
+	wait_guard *g = data;
+
+	for (;;) {
+		struct pollfd fds[2] = { { .fd = g->sfd, .events = POLLIN }, { .fd = g->stop[0], .events = POLLIN } };
+		struct signalfd_siginfo si;
+
+		if (poll(fds, 2, g->signo ? CANCEL_REPEAT_MS : -1) < 0 && errno != EINTR)
+			break;
+		if (fds[1].revents)
+			break;
+		if (g->signo) {
+			dlock_lock_cancel(g->lock);
+			continue;
+		}
+		if (!(fds[0].revents & POLLIN) || read(g->sfd, &si, sizeof(si)) != sizeof(si))
+			continue;
+		if (si.ssi_signo == SIGCHLD)
+			continue; /* no child yet */
+		g->signo = (int)si.ssi_signo;
+		dlock_lock_cancel(g->lock);
+	}
+	return NULL;
+}
+
+/*
+ * Acquire, canceled by SIGINT, SIGTERM or SIGHUP; *ret_signo says which.
+ * Without its guard thread no signal could stop the wait, so when that
+ * cannot be started nothing is tried: *ret_errno says why (else 0).
+ */
+static int acquire_interruptible(dlock_lock *lock, int sfd, int64_t wait_ms, int *ret_signo,
+                                 int *ret_errno)
+{
+	wait_guard g = { .lock = lock, .sfd = sfd };
+	int rc;
+
+	*ret_signo = 0;
+	*ret_errno = 0;
+	if (pipe2(g.stop, O_CLOEXEC) != 0) {
+		*ret_errno = errno;
+		return DLOCK_OK;
+	}
+	if ((*ret_errno = pthread_create(&g.thread, NULL, guard_main, &g)) != 0) {
+		close(g.stop[0]);
+		close(g.stop[1]);
+		return DLOCK_OK;
+	}
+	rc = dlock_acquire(lock, wait_ms);
+	if (write(g.stop[1], "x", 1) != 1)
+		pthread_cancel(g.thread);
+	pthread_join(g.thread, NULL);
+	close(g.stop[0]);
+	close(g.stop[1]);
+	*ret_signo = g.signo;
+	return rc;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Wait for COMMAND to exit, passing on SIGINT, SIGTERM and SIGHUP.  When
+ * the lock is lost, *ret_lost is set and COMMAND gets SIGTERM, then SIGKILL
+ * if it has not exited KILL_GRACE_MS later (--on-lost=ignore only warns).
+ * Returns COMMAND's wait status (0 if the wait itself failed).
+ */
+static int supervise(const cli_options *o, int sfd, pid_t child, bool *ret_lost)
+{
+	int64_t kill_at = -1;
+	bool lost = false;
+	int status = 0;
+
+	for (;;) {
+		struct pollfd fds[2] = { { .fd = sfd, .events = POLLIN }, { .fd = lost_pipe[0], .events = POLLIN } };
+		int timeout = kill_at < 0 ? -1 : (int)(kill_at - now_ms() > 0 ? kill_at - now_ms() : 0);
+		struct signalfd_siginfo si;
+		bool done = false;
+
+		if (poll(fds, 2, timeout) < 0 && errno != EINTR)
+			break;
+		if (kill_at >= 0 && now_ms() >= kill_at) {
+			kill(child, SIGKILL);
+			kill_at = -1;
+		}
+		if (fds[1].revents & POLLIN) {
+			char state;
+
+			if (read(lost_pipe[0], &state, 1) == 1 && state == DLOCK_STATE_LOST && !lost) {
+				lost = true;
+				if (o->on_lost_ignore) {
+					fprintf(stderr, "dlock: warning: lock on %s was lost; %s keeps running\n",
+					        o->resource, o->command[0]);
+				} else {
+					fprintf(stderr, "dlock: lock on %s was lost; stopping %s\n", o->resource, o->command[0]);
+					kill(child, SIGTERM);
+					kill_at = now_ms() + KILL_GRACE_MS;
+				}
+			}
+		}
+		if (!(fds[0].revents & POLLIN))
+			continue;
+		while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+			if (si.ssi_signo == SIGCHLD) {
+				if (waitpid(child, &status, WNOHANG) == child)
+					done = true;
+			} else {
+				kill(child, (int)si.ssi_signo);
+			}
+			break;
+		}
+		if (done)
+			break;
+	}
+	*ret_lost = lost;
+	return status;
+}
+
+int cli_run(cli_options *o)
+{
+	sigset_t handled, saved;
+	dlock_client *client;
+	dlock_lock *lock;
+	bool lost = false;
+	int status, rc, sfd, signo, err;
+	pid_t child;
+
+	/* Signals go through a signalfd; library threads block them all. */
+	sigemptyset(&handled);
+	sigaddset(&handled, SIGINT);
+	sigaddset(&handled, SIGTERM);
+	sigaddset(&handled, SIGHUP);
+	sigaddset(&handled, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &handled, &saved);
+	sfd = signalfd(-1, &handled, SFD_CLOEXEC);
+	if (sfd < 0 || pipe2(lost_pipe, O_CLOEXEC) != 0) {
+		fprintf(stderr, "dlock: %s\n", strerror(errno));
+		return EXIT_SOFTWARE;
+	}
+
+	if ((rc = cli_open_lock(o, &client, &lock)) != 0)
+		return rc;
+	if (!o->wait_given)
+		o->wait_ms = dlock_client_default_wait_ms(client);
+	dlock_lock_set_state_callback(lock, on_state, NULL);
+	rc = acquire_interruptible(lock, sfd, o->wait_ms, &signo, &err);
+	if (err != 0) {
+		fprintf(stderr, "dlock: %s: cannot watch for signals while waiting for the lock: %s\n",
+		        o->resource, strerror(err));
+		dlock_lock_free(lock);
+		dlock_client_free(client);
+		return EXIT_OSERR;
+	}
+	if (signo) {
+		/* Asked to stop before COMMAND started: it never runs. */
+		fprintf(stderr, "dlock: %s: %s while waiting for the lock; not running %s\n", o->resource,
+		        strsignal(signo), o->command[0]);
+		if (rc == DLOCK_OK)
+			dlock_release(lock);
+		dlock_lock_free(lock);
+		dlock_client_free(client);
+		return 128 + signo;
+	}
+	if (rc != DLOCK_OK) {
+		rc = cli_fail(rc, o->resource, o);
+		dlock_lock_free(lock);
+		dlock_client_free(client);
+		return rc;
+	}
+
+	child = start_command(o, lock, &saved);
+	if (child < 0) {
+		fprintf(stderr, "dlock: fork: %s\n", strerror(errno));
+		dlock_release(lock);
+		dlock_lock_free(lock);
+		dlock_client_free(client);
+		return EXIT_SOFTWARE;
+	}
+
+	status = supervise(o, sfd, child, &lost);
+	/* COMMAND's status becomes dlock's, unless the lock was lost under it. */
+	rc = dlock_release(lock);
+	if (rc == DLOCK_ELOST)
+		lost = true;
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	if (lost && !o->on_lost_ignore)
+		return EXIT_LOST;
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
