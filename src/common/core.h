@@ -19,14 +19,8 @@
 #include "backend.h"
 #include "dlock.h"
 #include "error.h"
+#include "log.h"
 #include "parse.h"
-
-struct dlock__logger {
-	GMutex mu;
-	dlock_log_fn fn;
-	void *user_data;
-	dlock_log_level max_level;
-};
 
 /* One configured backend of a client. */
 typedef struct dlock__slot {
@@ -190,11 +184,6 @@ void dlock__lock_unref(dlock_lock *lock);
  * callback thread, starting it if needed.  Called with hold->mu held. */
 void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state state);
 void dlock__callbacks_stop(dlock_client *client);
-
-/* ---- logging ---------------------------------------------------------- */
-
-void dlock__logger_init(dlock__logger *logger);
-void dlock__logger_clear(dlock__logger *logger);
 
 /* ---- backends (src/backends.c) ---------------------------------------- */
 
