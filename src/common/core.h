@@ -69,6 +69,8 @@ struct dlock_lock {
 	dlock_owner owner;
 	int64_t ttl_ms;          /* 0: the backend's default */
 	int watchdog;            /* -1: the backend's default */
+	dlock__mode mode;        /* DLOCK__MODE_EXCLUSIVE unless set */
+	uint32_t permits;        /* 1 unless set */
 	unsigned calls;          /* calls in flight on this handle (dlock__lock_enter) */
 	GPtrArray *waiters;      /* dlock__waiter * of threads inside acquire */
 	GCond idle;              /* signalled when calls drops to 0 while freed */

@@ -40,6 +40,8 @@ struct dlock__hold {
 	dlock__slot *slot;
 	char *resource;
 	dlock__holder holder;
+	dlock__mode mode;
+	uint32_t permits;
 	int64_t ttl_ms;
 	bool watchdog;
 	/* ---- */
@@ -86,6 +88,8 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock)
 	hold->holder.tid = gettid();
 	hold->holder.since_ms = dlock__wall_ms();
 	g_mutex_lock(&lock->mu);
+	hold->mode = lock->mode;
+	hold->permits = lock->permits;
 	hold->ttl_ms = lock->ttl_ms > 0 ? lock->ttl_ms : slot->ops->default_ttl_ms(slot->impl);
 	hold->watchdog = lock->watchdog >= 0 ? lock->watchdog != 0
 	                                     : slot->ops->default_watchdog(slot->impl);
@@ -121,6 +125,16 @@ void dlock__hold_unref(dlock__hold *hold)
 const char *dlock__hold_resource(const dlock__hold *hold)
 {
 	return hold->resource;
+}
+
+dlock__mode dlock__hold_mode(const dlock__hold *hold)
+{
+	return hold->mode;
+}
+
+uint32_t dlock__hold_permits(const dlock__hold *hold)
+{
+	return hold->permits;
 }
 
 int64_t dlock__hold_ttl_ms(const dlock__hold *hold)

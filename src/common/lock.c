@@ -127,6 +127,8 @@ DLOCK_API int dlock_lock_new(dlock_client *client, const char *resource, dlock_l
 	lock->thread_key = thread_key_for(client, lock->slot, resource);
 	lock->owner = DLOCK_OWNER_THREAD;
 	lock->watchdog = -1;
+	lock->mode = DLOCK__MODE_EXCLUSIVE;
+	lock->permits = 1;
 	lock->waiters = g_ptr_array_new();
 
 	g_mutex_lock(&client->mu);
