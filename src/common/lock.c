@@ -5,6 +5,7 @@
  * last count of one (release); re-entry and the local queries work on the
  * caller's owner's hold (hold.c) alone.
  */
+#include <inttypes.h>
 #include <string.h>
 
 #include "clock.h"
@@ -207,6 +208,39 @@ static int option_begin(dlock_lock *lock, const char *what)
 	return DLOCK_OK;
 }
 
+static const char *mode_name(dlock__mode mode)
+{
+	switch (mode) {
+	case DLOCK__MODE_READ:
+		return "READ";
+	case DLOCK__MODE_WRITE:
+		return "WRITE";
+	default:
+		return "EXCLUSIVE";
+	}
+}
+
+/*
+ * Refuse, before any I/O, a hold the slot's backend cannot take: a READ
+ * or WRITE mode without DLOCK__CAP_SHARED, more than one permit without
+ * DLOCK__CAP_PERMITS.  The handle's first acquire checks here, whatever
+ * order its options were set in, so a backend never sees a hold it cannot
+ * serve; a setter of mode or permits may check here too, to fail sooner.
+ */
+static int check_support(const dlock__slot *slot, const char *resource, dlock__mode mode,
+                         uint32_t permits)
+{
+	if (mode != DLOCK__MODE_EXCLUSIVE && !(slot->ops->caps & DLOCK__CAP_SHARED))
+		return dlock__error(DLOCK_EINVAL, "lock '%s' asks for a %s hold, which backend '%s' "
+		                    "(%s) does not support: it has exclusive holds only",
+		                    resource, mode_name(mode), slot->name, slot->ops->type);
+	if (permits > 1 && !(slot->ops->caps & DLOCK__CAP_PERMITS))
+		return dlock__error(DLOCK_EINVAL, "lock '%s' asks for %" PRIu32 " permits, which backend "
+		                    "'%s' (%s) does not support: it has one permit per resource only",
+		                    resource, permits, slot->name, slot->ops->type);
+	return DLOCK_OK;
+}
+
 DLOCK_API int dlock_lock_set_ttl(dlock_lock *lock, int64_t ttl_ms)
 {
 	int rc = option_begin(lock, "dlock_lock_set_ttl");
@@ -374,9 +408,18 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 		return rc;
 	client = lock->client;
 
+	/* The first acquire freezes the options once they are found to fit
+	 * the backend; a refused handle may still be set right. */
 	g_mutex_lock(&lock->mu);
-	lock->started = true;
+	if (!lock->started)
+		rc = check_support(lock->slot, lock->resource, lock->mode, lock->permits);
+	if (rc == DLOCK_OK)
+		lock->started = true;
 	g_mutex_unlock(&lock->mu);
+	if (rc != DLOCK_OK) {
+		dlock__lock_leave(lock);
+		return rc;
+	}
 
 	hold = dlock__hold_find(lock);
 	if (hold) {

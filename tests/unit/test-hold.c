@@ -501,6 +501,18 @@ static void set_ask(dlock_lock *lock, dlock__mode mode, uint32_t permits)
 	g_mutex_unlock(&lock->mu);
 }
 
+/* An acquire through lock asking for mode and permits is refused before
+ * any I/O, with a message naming what it asked for and the backend. */
+static void assert_refused(dlock_lock *lock, dlock__mode mode, uint32_t permits, int64_t wait_ms,
+                           const char *asked)
+{
+	set_ask(lock, mode, permits);
+	assert_int_equal(dlock_acquire(lock, wait_ms), DLOCK_EINVAL);
+	assert_non_null(strstr(dlock_last_error_message(), asked));
+	assert_non_null(strstr(dlock_last_error_message(), "backend 'default' (fake)"));
+	assert_int_equal(counter(&fake->acquires), 0);
+}
+
 static void test_hold_is_exclusive_with_one_permit_by_default(void **state)
 {
 	fixture *f = *state;
@@ -509,6 +521,25 @@ static void test_hold_is_exclusive_with_one_permit_by_default(void **state)
 	assert_int_equal(fake->last_mode, DLOCK__MODE_EXCLUSIVE);
 	assert_int_equal(fake->last_permits, 1);
 	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+}
+
+static void test_shared_modes_are_refused_before_io_without_the_capability(void **state)
+{
+	fixture *f = *state;
+
+	assert_refused(f->lock, DLOCK__MODE_READ, 1, 0, "a READ hold");
+	assert_refused(f->lock, DLOCK__MODE_WRITE, 1, -1, "a WRITE hold");
+	/* Refused before the options froze: the handle can still be set right. */
+	set_ask(f->lock, DLOCK__MODE_EXCLUSIVE, 1);
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+}
+
+static void test_permits_are_refused_before_io_without_the_capability(void **state)
+{
+	fixture *f = *state;
+
+	assert_refused(f->lock, DLOCK__MODE_EXCLUSIVE, 3, 0, "3 permits");
 }
 
 static void test_backend_with_the_capabilities_gets_mode_and_permits(void **state)
@@ -557,6 +588,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_options_are_frozen_by_first_acquire, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_invalid_resource_is_refused_before_io, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hold_is_exclusive_with_one_permit_by_default, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shared_modes_are_refused_before_io_without_the_capability, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_permits_are_refused_before_io_without_the_capability, setup, teardown),
 		cmocka_unit_test(test_backend_with_the_capabilities_gets_mode_and_permits),
 	};
 
