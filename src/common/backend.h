@@ -75,7 +75,9 @@ typedef struct dlock__backend_ops {
 
 	/*
 	 * Take the lock on the server for a new hold.  hold gives the resource,
-	 * TTL and watchdog setting; on success the backend stores its
+	 * mode and permit count (dlock__hold_mode(), dlock__hold_permits()),
+	 * TTL and watchdog setting (a mode or permit count that caps does not
+	 * cover has been refused by the core); on success the backend stores its
 	 * server-side state with dlock__hold_set_backend_data(), sets the fencing
 	 * token with dlock__hold_set_token(), and starts whatever keeps the hold
 	 * alive.  wait_ms follows dlock_acquire(); deadline_us is the absolute
@@ -120,7 +122,19 @@ void dlock__server_info_clear(dlock__server_info *info);
 
 /* ---- holds, as seen by a backend ------------------------------------- */
 
+/* A hold's mode (SPEC §8), numbered as the public dlock_mode is.  READ
+ * and WRITE reach only a backend with DLOCK__CAP_SHARED. */
+typedef enum dlock__mode {
+	DLOCK__MODE_EXCLUSIVE = 0,
+	DLOCK__MODE_READ = 1,
+	DLOCK__MODE_WRITE = 2,
+} dlock__mode;
+
 const char *dlock__hold_resource(const dlock__hold *hold);
+dlock__mode dlock__hold_mode(const dlock__hold *hold);
+/* The resource's number of permits (SPEC §11): 1 for a lock; more only
+ * on a backend with DLOCK__CAP_PERMITS. */
+uint32_t dlock__hold_permits(const dlock__hold *hold);
 int64_t dlock__hold_ttl_ms(const dlock__hold *hold);
 bool dlock__hold_watchdog(const dlock__hold *hold);
 /* The record of who acquires (this thread, now), for tokens and node data. */

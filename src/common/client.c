@@ -186,6 +186,17 @@ dlock__slot *dlock__client_route(const dlock_client *client, const char *resourc
 	return client->default_slot;
 }
 
+DLOCK_API int dlock_client_set_log_callback(dlock_client *client, dlock_log_level max_level,
+                                            dlock_log_fn fn, void *user_data)
+{
+	if (!client)
+		return dlock__error(DLOCK_EINVAL, "client is NULL");
+	if (dlock__client_forked(client))
+		return dlock__error(DLOCK_ECANCELED, "client was created in another process (fork)");
+	dlock__logger_set(&client->logger, max_level, fn, user_data);
+	return DLOCK_OK;
+}
+
 DLOCK_API int64_t dlock_client_default_wait_ms(const dlock_client *client)
 {
 	return client ? client->default_wait_ms : -1;

@@ -19,14 +19,8 @@
 #include "backend.h"
 #include "dlock.h"
 #include "error.h"
+#include "log.h"
 #include "parse.h"
-
-struct dlock__logger {
-	GMutex mu;
-	dlock_log_fn fn;
-	void *user_data;
-	dlock_log_level max_level;
-};
 
 /* One configured backend of a client. */
 typedef struct dlock__slot {
@@ -75,6 +69,8 @@ struct dlock_lock {
 	dlock_owner owner;
 	int64_t ttl_ms;          /* 0: the backend's default */
 	int watchdog;            /* -1: the backend's default */
+	dlock__mode mode;        /* DLOCK__MODE_EXCLUSIVE unless set */
+	uint32_t permits;        /* 1 unless set */
 	unsigned calls;          /* calls in flight on this handle (dlock__lock_enter) */
 	GPtrArray *waiters;      /* dlock__waiter * of threads inside acquire */
 	GCond idle;              /* signalled when calls drops to 0 while freed */
@@ -83,40 +79,6 @@ struct dlock_lock {
 	                          * grant; the next release returns DLOCK_ELOST for it */
 	dlock_state_fn state_fn;
 	void *state_user_data;
-};
-
-typedef enum hold_phase {
-	HOLD_ACQUIRING,  /* the backend is taking it */
-	HOLD_HELD,
-	HOLD_SUSPENDED,
-	HOLD_LOST,
-	HOLD_RELEASED    /* released (or never granted): a stale reference */
-} hold_phase;
-
-typedef struct hold_via {
-	dlock_lock *lock;
-	unsigned count;
-} hold_via;
-
-struct dlock__hold {
-	gatomicrefcount ref;
-	GMutex mu;               /* guards the fields below the line */
-	/* fixed at creation */
-	dlock__slot *slot;
-	char *resource;
-	dlock__holder holder;
-	int64_t ttl_ms;
-	bool watchdog;
-	/* ---- */
-	dlock_client *client;    /* NULL once the client has been freed */
-	hold_phase phase;
-	unsigned count;          /* reentrancy count, the sum of via[].count */
-	GArray *via;             /* of hold_via: which handles the counts came through */
-	GPtrArray *waiters;      /* dlock__waiter * re-entering while suspended */
-	uint64_t token;
-	_Atomic int64_t valid_until_us; /* not under mu: dlock__hold_set_valid_until() */
-	void *backend_data;
-	dlock_lock *handle_owner; /* DLOCK_OWNER_HANDLE: the owning handle, else NULL */
 };
 
 /* ---- client ---------------------------------------------------------- */
@@ -136,35 +98,38 @@ dlock__slot *dlock__client_route(const dlock_client *client, const char *resourc
 void dlock__client_leave(dlock_client *client);
 bool dlock__client_forked(const dlock_client *client);
 
-/* ---- holds ------------------------------------------------------------ */
+/* ---- holds (hold.c, which alone knows a hold's phases and counts) ---- */
 
+/* A hold for the caller of an acquire through lock, ACQUIRING, count 0. */
 dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock);
-/*
- * End a hold locally: HOLD_RELEASED, no count left, and every re-entrant
- * acquire waiting out its suspension woken (it then sees the hold gone and
- * asks the server afresh).  Every path that ends a hold goes through here:
- * a hold that leaves HELD or SUSPENDED without waking them would leave
- * them asleep until their deadline.  Called with hold->mu held.
- */
-void dlock__hold_end_locked(dlock__hold *hold);
 /* The hold the caller's owner has through lock, referenced, or NULL. */
 dlock__hold *dlock__hold_find(const dlock_lock *lock);
-/*
- * A HELD or SUSPENDED hold whose backend bound (valid_until_us) has passed
- * becomes LOST now, reported as the backend's own LOST report would be
- * (once).  Every local look at a hold's phase goes through here first, so
- * that no caller sees a hold as its own past that bound.  Called with
- * hold->mu held.
- */
-void dlock__hold_check_expiry_locked(dlock__hold *hold);
-/* Record a granted hold in the client and in its owner's table. */
+/* Record a granted hold, counted once through lock, in the client and in
+ * its owner's table (or on its handle, replacing a lost one). */
 void dlock__hold_install(dlock__hold *hold, dlock_lock *lock);
-/* Take the hold out of the client's registry and, if the caller is its
- * owner, out of the owner's table; then end it on the server.  The hold
- * must already be HOLD_RELEASED.  Returns the backend's release result. */
-int dlock__hold_finish(dlock__hold *hold, dlock_lock *lock, bool by_owner);
-/* Remove every count lock contributed; release the hold if none remain. */
+/* A grant that is not installed: end it and release it on the server. */
+void dlock__hold_discard(dlock__hold *hold);
+/*
+ * The owner already has the hold: count it again through lock without
+ * I/O, wait out a suspension within deadline_us (the waiter registered on
+ * lock, so cancel reaches it), or clear a lost hold and return DLOCK_ELOST.
+ * Returns 1 when the hold turned out to have ended meanwhile (released by
+ * teardown): the caller then takes a fresh one.
+ */
+int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us);
+/*
+ * dlock_release() on the owner's hold: one count less through lock; the
+ * last count, or any release of a lost hold (DLOCK_ELOST, whatever its
+ * count), ends it and releases it on the server.  DLOCK_ENOTHELD when it
+ * has ended already.
+ */
+int dlock__hold_count_down(dlock__hold *hold, dlock_lock *lock);
+/* Remove every count lock contributed; release the hold if none remain
+ * (or if lock is its owning handle). */
 void dlock__hold_drop_lock(dlock__hold *hold, dlock_lock *lock);
+/* The caller's relation to the hold, for the local queries; the fencing
+ * token into *ret_token (may be NULL) only while HELD or SUSPENDED. */
+dlock_hold dlock__hold_state(dlock__hold *hold, uint64_t *ret_token);
 /* Client teardown: release a hold whatever its count and detach it. */
 void dlock__hold_teardown(dlock__hold *hold);
 
@@ -175,6 +140,10 @@ void dlock__waiter_cancel(dlock__waiter *waiter);
 /* ---- locks ------------------------------------------------------------ */
 
 dlock_lock *dlock__lock_ref(dlock_lock *lock);
+/* Register a waiter of a thread inside acquire on the handle, so that
+ * cancel and free reach it (canceled at once if the free has begun). */
+void dlock__lock_add_waiter(dlock_lock *lock, dlock__waiter *waiter);
+void dlock__lock_remove_waiter(dlock_lock *lock, dlock__waiter *waiter);
 /* Check a public call's lock argument, count the call on the handle (which
  * dlock_lock_free() waits for; DLOCK_ECANCELED once the free has begun)
  * and enter its client.  Then leave with dlock__lock_leave(). */
@@ -190,11 +159,6 @@ void dlock__lock_unref(dlock_lock *lock);
  * callback thread, starting it if needed.  Called with hold->mu held. */
 void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state state);
 void dlock__callbacks_stop(dlock_client *client);
-
-/* ---- logging ---------------------------------------------------------- */
-
-void dlock__logger_init(dlock__logger *logger);
-void dlock__logger_clear(dlock__logger *logger);
 
 /* ---- backends (src/backends.c) ---------------------------------------- */
 

@@ -1,5 +1,9 @@
 /*
  * Holds: one granted lock, its owner, its reentrancy count and its state.
+ * The hold's state machine lives here alone: its phases, the counts of
+ * re-entry and which handles they came through, and every transition --
+ * grant, re-entry, count down, report, expiry, end.  lock.c checks the
+ * public calls' arguments and calls these.
  *
  * Every live hold is in its client's registry (client->holds), which
  * teardown walks.  A thread-owned hold is also in its owner thread's table,
@@ -14,6 +18,43 @@
 
 #include "clock.h"
 #include "core.h"
+
+typedef enum hold_phase {
+	HOLD_ACQUIRING,  /* the backend is taking it */
+	HOLD_HELD,
+	HOLD_SUSPENDED,
+	HOLD_LOST,
+	HOLD_RELEASED    /* released (or never granted): a stale reference */
+} hold_phase;
+
+/* The counts that came through one handle. */
+typedef struct hold_via {
+	dlock_lock *lock;
+	unsigned count;
+} hold_via;
+
+struct dlock__hold {
+	gatomicrefcount ref;
+	GMutex mu;               /* guards the fields below the line */
+	/* fixed at creation */
+	dlock__slot *slot;
+	char *resource;
+	dlock__holder holder;
+	dlock__mode mode;
+	uint32_t permits;
+	int64_t ttl_ms;
+	bool watchdog;
+	/* ---- */
+	dlock_client *client;    /* NULL once the client has been freed */
+	hold_phase phase;
+	unsigned count;          /* reentrancy count, the sum of via[].count */
+	GArray *via;             /* of hold_via: which handles the counts came through */
+	GPtrArray *waiters;      /* dlock__waiter * re-entering while suspended */
+	uint64_t token;
+	_Atomic int64_t valid_until_us; /* not under mu: dlock__hold_set_valid_until() */
+	void *backend_data;
+	dlock_lock *handle_owner; /* DLOCK_OWNER_HANDLE: the owning handle, else NULL */
+};
 
 static void thread_table_destroy(gpointer data);
 
@@ -47,6 +88,8 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock)
 	hold->holder.tid = gettid();
 	hold->holder.since_ms = dlock__wall_ms();
 	g_mutex_lock(&lock->mu);
+	hold->mode = lock->mode;
+	hold->permits = lock->permits;
 	hold->ttl_ms = lock->ttl_ms > 0 ? lock->ttl_ms : slot->ops->default_ttl_ms(slot->impl);
 	hold->watchdog = lock->watchdog >= 0 ? lock->watchdog != 0
 	                                     : slot->ops->default_watchdog(slot->impl);
@@ -82,6 +125,16 @@ void dlock__hold_unref(dlock__hold *hold)
 const char *dlock__hold_resource(const dlock__hold *hold)
 {
 	return hold->resource;
+}
+
+dlock__mode dlock__hold_mode(const dlock__hold *hold)
+{
+	return hold->mode;
+}
+
+uint32_t dlock__hold_permits(const dlock__hold *hold)
+{
+	return hold->permits;
 }
 
 int64_t dlock__hold_ttl_ms(const dlock__hold *hold)
@@ -121,6 +174,27 @@ void dlock__hold_set_valid_until(dlock__hold *hold, int64_t boot_us)
 	atomic_store(&hold->valid_until_us, boot_us);
 }
 
+/* ---- phases ----------------------------------------------------------- */
+
+/* Granted and, as far as we know, still ours on the server. */
+static bool live_locked(const dlock__hold *hold)
+{
+	return hold->phase == HOLD_HELD || hold->phase == HOLD_SUSPENDED;
+}
+
+/* Granted and not yet ended on our side: whoever ends it owes the server a
+ * release (a lost hold too, whose key may still be ours there). */
+static bool owes_release_locked(const dlock__hold *hold)
+{
+	return live_locked(hold) || hold->phase == HOLD_LOST;
+}
+
+/* Ended on our side: a reference to it is stale. */
+static bool ended_locked(const dlock__hold *hold)
+{
+	return hold->phase == HOLD_RELEASED;
+}
+
 /* Tell the handles the counts came through, and wake re-entrants waiting
  * out a suspension.  Called with hold->mu held. */
 static void notify_locked(dlock__hold *hold, dlock_state state)
@@ -137,11 +211,17 @@ static void notify_locked(dlock__hold *hold, dlock_state state)
 	}
 }
 
-void dlock__hold_check_expiry_locked(dlock__hold *hold)
+/*
+ * A HELD or SUSPENDED hold whose backend bound (valid_until_us) has passed
+ * becomes LOST now, reported as the backend's own LOST report would be
+ * (once).  Every local look at a hold's phase goes through here first, so
+ * that no caller sees a hold as its own past that bound.
+ */
+static void check_expiry_locked(dlock__hold *hold)
 {
 	int64_t until;
 
-	if (hold->phase != HOLD_HELD && hold->phase != HOLD_SUSPENDED)
+	if (!live_locked(hold))
 		return;
 	until = atomic_load(&hold->valid_until_us);
 	/* Costs a clock read (vDSO), no system call, and only for a bounded hold. */
@@ -151,12 +231,28 @@ void dlock__hold_check_expiry_locked(dlock__hold *hold)
 	notify_locked(hold, DLOCK_STATE_LOST);
 }
 
-void dlock__hold_end_locked(dlock__hold *hold)
+/*
+ * End a hold locally: HOLD_RELEASED, no count left, and every re-entrant
+ * acquire waiting out its suspension woken (it then sees the hold gone and
+ * asks the server afresh).  Every path that ends a hold goes through here:
+ * a hold that leaves HELD or SUSPENDED without waking them would leave
+ * them asleep until their deadline.
+ */
+static void end_locked(dlock__hold *hold)
 {
 	hold->phase = HOLD_RELEASED;
 	hold->count = 0;
 	for (guint i = 0; i < hold->waiters->len; i++)
 		dlock__waiter_wake(hold->waiters->pdata[i]);
+}
+
+/* End it locally if it owes the server a release; true if so. */
+static bool end_owed_locked(dlock__hold *hold)
+{
+	if (!owes_release_locked(hold))
+		return false;
+	end_locked(hold);
+	return true;
 }
 
 void dlock__hold_report(dlock__hold *hold, dlock_state state)
@@ -178,8 +274,7 @@ void dlock__hold_report(dlock__hold *hold, dlock_state state)
 		}
 		break;
 	case DLOCK_STATE_LOST:
-		if (hold->phase == HOLD_HELD || hold->phase == HOLD_SUSPENDED ||
-		    hold->phase == HOLD_ACQUIRING) {
+		if (live_locked(hold) || hold->phase == HOLD_ACQUIRING) {
 			hold->phase = HOLD_LOST;
 			notify_locked(hold, state);
 		}
@@ -187,6 +282,64 @@ void dlock__hold_report(dlock__hold *hold, dlock_state state)
 	}
 	g_mutex_unlock(&hold->mu);
 }
+
+/* ---- counts ----------------------------------------------------------- */
+
+/* One more count, through lock. */
+static void count_up_locked(dlock__hold *hold, dlock_lock *lock)
+{
+	hold_via via = { lock, 1 };
+
+	hold->count++;
+	for (guint i = 0; i < hold->via->len; i++) {
+		hold_via *v = &g_array_index(hold->via, hold_via, i);
+
+		if (v->lock == lock) {
+			v->count++;
+			return;
+		}
+	}
+	g_array_append_val(hold->via, via);
+}
+
+/* One count less, preferably one that came through lock; true when it was
+ * the last. */
+static bool count_down_locked(dlock__hold *hold, dlock_lock *lock)
+{
+	hold_via *any = NULL;
+
+	for (guint i = 0; i < hold->via->len; i++) {
+		hold_via *v = &g_array_index(hold->via, hold_via, i);
+
+		if (v->count == 0)
+			continue;
+		if (v->lock == lock) {
+			any = v;
+			break;
+		}
+		if (!any)
+			any = v;
+	}
+	if (any)
+		any->count--;
+	return --hold->count == 0;
+}
+
+/* Take away every count that came through lock. */
+static void drop_counts_locked(dlock__hold *hold, const dlock_lock *lock)
+{
+	for (guint i = 0; i < hold->via->len; i++) {
+		hold_via *via = &g_array_index(hold->via, hold_via, i);
+
+		if (via->lock != lock)
+			continue;
+		hold->count -= via->count;
+		g_array_remove_index_fast(hold->via, i);
+		break;
+	}
+}
+
+/* ---- finding, installing, ending ------------------------------------- */
 
 dlock__hold *dlock__hold_find(const dlock_lock *lock)
 {
@@ -211,7 +364,7 @@ dlock__hold *dlock__hold_find(const dlock_lock *lock)
 	if (!hold)
 		return NULL;
 	g_mutex_lock(&hold->mu);
-	stale = hold->phase == HOLD_RELEASED || hold->client != lock->client;
+	stale = ended_locked(hold) || hold->client != lock->client;
 	g_mutex_unlock(&hold->mu);
 	if (stale) {
 		g_hash_table_remove(table, lock->thread_key);
@@ -220,74 +373,18 @@ dlock__hold *dlock__hold_find(const dlock_lock *lock)
 	return dlock__hold_ref(hold);
 }
 
-void dlock__hold_install(dlock__hold *hold, dlock_lock *lock)
+/* End the hold on the server (the backend's release). */
+static int release_on_server(dlock__hold *hold)
 {
-	dlock_client *client = lock->client;
-	hold_via via = { lock, 1 };
-	hold_phase granted;
-
-	/* Counted and HELD before another thread can find it through the
-	 * handle: a re-entry that found it still ACQUIRING would go to the
-	 * server and queue behind this very hold.  A suspension or loss the
-	 * backend reported before this is told to the handle at the end, after
-	 * an older hold's loss (reports from now on are told as they come). */
-	g_mutex_lock(&hold->mu);
-	g_array_append_val(hold->via, via);
-	hold->count = 1;
-	granted = hold->phase;
-	if (hold->phase == HOLD_ACQUIRING)
-		hold->phase = HOLD_HELD;
-	g_mutex_unlock(&hold->mu);
-
-	g_mutex_lock(&client->mu);
-	g_hash_table_add(client->holds, dlock__hold_ref(hold));
-	g_mutex_unlock(&client->mu);
-
-	if (hold->handle_owner) {
-		dlock__hold *old;
-
-		/* Threads sharing a handle may race to a fresh grant.  The one that
-		 * finds an older hold here won because that hold had ended on the
-		 * server (lost): the new grant replaces it.  The loss is still owed
-		 * to the handle's next release (DLOCK_ELOST), and to its state
-		 * callback if the backend has not reported it yet. */
-		g_mutex_lock(&lock->mu);
-		old = lock->hold;
-		lock->hold = dlock__hold_ref(hold);
-		g_mutex_unlock(&lock->mu);
-		if (old) {
-			bool lost;
-
-			g_mutex_lock(&old->mu);
-			lost = old->phase == HOLD_HELD || old->phase == HOLD_SUSPENDED ||
-			       old->phase == HOLD_LOST;
-			if (old->phase == HOLD_HELD || old->phase == HOLD_SUSPENDED)
-				notify_locked(old, DLOCK_STATE_LOST);
-			dlock__hold_end_locked(old);
-			old->handle_owner = NULL;
-			g_mutex_unlock(&old->mu);
-			if (lost) {
-				g_mutex_lock(&lock->mu);
-				lock->lost_pending = true;
-				g_mutex_unlock(&lock->mu);
-			}
-			dlock__hold_finish(old, lock, false);
-			dlock__hold_unref(old);
-		}
-	} else {
-		g_hash_table_replace(thread_table(true), g_strdup(lock->thread_key),
-		                     dlock__hold_ref(hold));
-	}
-
-	g_mutex_lock(&hold->mu);
-	if (granted == HOLD_SUSPENDED && hold->phase == HOLD_SUSPENDED)
-		notify_locked(hold, DLOCK_STATE_SUSPENDED);
-	else if (granted == HOLD_LOST && hold->phase == HOLD_LOST)
-		notify_locked(hold, DLOCK_STATE_LOST);
-	g_mutex_unlock(&hold->mu);
+	return hold->slot->ops->release(hold->slot->impl, hold);
 }
 
-int dlock__hold_finish(dlock__hold *hold, dlock_lock *lock, bool by_owner)
+/*
+ * Take the hold out of the client's registry and, if the caller is its
+ * owner, out of the owner's table; then end it on the server.  The hold
+ * must already be HOLD_RELEASED.  Returns the backend's release result.
+ */
+static int finish(dlock__hold *hold, dlock_lock *lock, bool by_owner)
 {
 	dlock_client *client;
 	dlock_lock *owner;
@@ -318,32 +415,213 @@ int dlock__hold_finish(dlock__hold *hold, dlock_lock *lock, bool by_owner)
 		if (table && g_hash_table_lookup(table, lock->thread_key) == hold)
 			g_hash_table_remove(table, lock->thread_key);
 	}
-	return hold->slot->ops->release(hold->slot->impl, hold);
+	return release_on_server(hold);
+}
+
+void dlock__hold_install(dlock__hold *hold, dlock_lock *lock)
+{
+	dlock_client *client = lock->client;
+	hold_phase granted;
+
+	/* Counted and HELD before another thread can find it through the
+	 * handle: a re-entry that found it still ACQUIRING would go to the
+	 * server and queue behind this very hold.  A suspension or loss the
+	 * backend reported before this is told to the handle at the end, after
+	 * an older hold's loss (reports from now on are told as they come). */
+	g_mutex_lock(&hold->mu);
+	count_up_locked(hold, lock);
+	granted = hold->phase;
+	if (hold->phase == HOLD_ACQUIRING)
+		hold->phase = HOLD_HELD;
+	g_mutex_unlock(&hold->mu);
+
+	g_mutex_lock(&client->mu);
+	g_hash_table_add(client->holds, dlock__hold_ref(hold));
+	g_mutex_unlock(&client->mu);
+
+	if (hold->handle_owner) {
+		dlock__hold *old;
+
+		/* Threads sharing a handle may race to a fresh grant.  The one that
+		 * finds an older hold here won because that hold had ended on the
+		 * server (lost): the new grant replaces it.  The loss is still owed
+		 * to the handle's next release (DLOCK_ELOST), and to its state
+		 * callback if the backend has not reported it yet. */
+		g_mutex_lock(&lock->mu);
+		old = lock->hold;
+		lock->hold = dlock__hold_ref(hold);
+		g_mutex_unlock(&lock->mu);
+		if (old) {
+			bool lost;
+
+			g_mutex_lock(&old->mu);
+			lost = owes_release_locked(old);
+			if (live_locked(old))
+				notify_locked(old, DLOCK_STATE_LOST);
+			end_locked(old);
+			old->handle_owner = NULL;
+			g_mutex_unlock(&old->mu);
+			if (lost) {
+				g_mutex_lock(&lock->mu);
+				lock->lost_pending = true;
+				g_mutex_unlock(&lock->mu);
+			}
+			finish(old, lock, false);
+			dlock__hold_unref(old);
+		}
+	} else {
+		g_hash_table_replace(thread_table(true), g_strdup(lock->thread_key),
+		                     dlock__hold_ref(hold));
+	}
+
+	g_mutex_lock(&hold->mu);
+	if (granted == HOLD_SUSPENDED && hold->phase == HOLD_SUSPENDED)
+		notify_locked(hold, DLOCK_STATE_SUSPENDED);
+	else if (granted == HOLD_LOST && hold->phase == HOLD_LOST)
+		notify_locked(hold, DLOCK_STATE_LOST);
+	g_mutex_unlock(&hold->mu);
+}
+
+void dlock__hold_discard(dlock__hold *hold)
+{
+	g_mutex_lock(&hold->mu);
+	end_locked(hold);
+	g_mutex_unlock(&hold->mu);
+	release_on_server(hold);
+}
+
+/* ---- re-entry and release -------------------------------------------- */
+
+int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us)
+{
+	dlock__waiter *waiter = NULL;
+	int rc = DLOCK_OK;
+
+	g_mutex_lock(&hold->mu);
+	for (;;) {
+		check_expiry_locked(hold);
+		if (hold->phase == HOLD_HELD) {
+			count_up_locked(hold, lock);
+			break;
+		}
+		if (hold->phase == HOLD_LOST) {
+			end_locked(hold);
+			g_mutex_unlock(&hold->mu);
+			finish(hold, lock, true);
+			g_mutex_lock(&hold->mu);
+			rc = dlock__error(DLOCK_ELOST, "lock '%s' was lost while held; the hold is cleared",
+			                  hold->resource);
+			break;
+		}
+		if (hold->phase != HOLD_SUSPENDED) {
+			rc = 1;
+			break;
+		}
+		/* Suspended: wait for the backend to confirm or lose it. */
+		if (!waiter) {
+			waiter = dlock__waiter_new();
+			dlock__lock_add_waiter(lock, waiter);
+			g_ptr_array_add(hold->waiters, waiter);
+		}
+		uint64_t seen = dlock__waiter_seq(waiter);
+
+		g_mutex_unlock(&hold->mu);
+		rc = dlock__waiter_sleep(waiter, seen, deadline_us);
+		g_mutex_lock(&hold->mu);
+		if (rc == DLOCK_ETIMEDOUT && hold->phase == HOLD_SUSPENDED) {
+			rc = dlock__error(DLOCK_ETIMEDOUT,
+			                  "lock '%s' is suspended and was not confirmed before the deadline",
+			                  hold->resource);
+			break;
+		}
+		if (rc == DLOCK_ECANCELED) {
+			rc = dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled", hold->resource);
+			break;
+		}
+		rc = DLOCK_OK;
+	}
+	if (waiter)
+		g_ptr_array_remove_fast(hold->waiters, waiter);
+	g_mutex_unlock(&hold->mu);
+	if (waiter) {
+		dlock__lock_remove_waiter(lock, waiter);
+		dlock__waiter_free(waiter);
+	}
+	return rc;
+}
+
+int dlock__hold_count_down(dlock__hold *hold, dlock_lock *lock)
+{
+	bool last = false;
+	int rc = DLOCK_OK;
+
+	g_mutex_lock(&hold->mu);
+	check_expiry_locked(hold);
+	switch (hold->phase) {
+	case HOLD_LOST:
+		end_locked(hold);
+		last = true;
+		rc = dlock__error(DLOCK_ELOST, "lock '%s' had been lost before this release", lock->resource);
+		break;
+	case HOLD_HELD:
+	case HOLD_SUSPENDED:
+		if (count_down_locked(hold, lock)) {
+			end_locked(hold);
+			last = true;
+		}
+		break;
+	default:
+		rc = dlock__error(DLOCK_ENOTHELD, "lock '%s' is not held by the caller", lock->resource);
+		break;
+	}
+	g_mutex_unlock(&hold->mu);
+
+	if (last) {
+		int released = finish(hold, lock, true);
+
+		if (rc == DLOCK_OK && released == DLOCK_ELOST)
+			rc = dlock__error(DLOCK_ELOST, "lock '%s' had expired on the server before this release",
+			                  lock->resource);
+	}
+	return rc;
 }
 
 void dlock__hold_drop_lock(dlock__hold *hold, dlock_lock *lock)
 {
-	bool finish = false;
+	bool last;
 
 	g_mutex_lock(&hold->mu);
-	for (guint i = 0; i < hold->via->len; i++) {
-		hold_via *via = &g_array_index(hold->via, hold_via, i);
+	drop_counts_locked(hold, lock);
+	last = (hold->count == 0 || hold->handle_owner == lock) && end_owed_locked(hold);
+	g_mutex_unlock(&hold->mu);
+	if (last)
+		finish(hold, lock, false);
+}
 
-		if (via->lock != lock)
-			continue;
-		hold->count -= via->count;
-		g_array_remove_index_fast(hold->via, i);
+dlock_hold dlock__hold_state(dlock__hold *hold, uint64_t *ret_token)
+{
+	dlock_hold state;
+
+	g_mutex_lock(&hold->mu);
+	check_expiry_locked(hold);
+	switch (hold->phase) {
+	case HOLD_HELD:
+		state = DLOCK_HOLD_HELD;
+		break;
+	case HOLD_SUSPENDED:
+		state = DLOCK_HOLD_SUSPENDED;
+		break;
+	case HOLD_LOST:
+		state = DLOCK_HOLD_LOST;
+		break;
+	default:
+		state = DLOCK_HOLD_NONE;
 		break;
 	}
-	if ((hold->count == 0 || hold->handle_owner == lock) &&
-	    (hold->phase == HOLD_HELD || hold->phase == HOLD_SUSPENDED ||
-	     hold->phase == HOLD_LOST)) {
-		dlock__hold_end_locked(hold);
-		finish = true;
-	}
+	if (ret_token && live_locked(hold))
+		*ret_token = hold->token;
 	g_mutex_unlock(&hold->mu);
-	if (finish)
-		dlock__hold_finish(hold, lock, false);
+	return state;
 }
 
 void dlock__hold_teardown(dlock__hold *hold)
@@ -351,14 +629,13 @@ void dlock__hold_teardown(dlock__hold *hold)
 	bool release;
 
 	g_mutex_lock(&hold->mu);
-	release = hold->phase == HOLD_HELD || hold->phase == HOLD_SUSPENDED ||
-	          hold->phase == HOLD_LOST;
-	dlock__hold_end_locked(hold);
+	release = owes_release_locked(hold);
+	end_locked(hold);
 	hold->client = NULL;
 	g_array_set_size(hold->via, 0);
 	g_mutex_unlock(&hold->mu);
 	if (release)
-		hold->slot->ops->release(hold->slot->impl, hold);
+		release_on_server(hold);
 }
 
 /*
@@ -380,15 +657,13 @@ static void thread_table_destroy(gpointer data)
 
 		g_mutex_lock(&hold->mu);
 		client = hold->client;
-		if (client && (hold->phase == HOLD_HELD || hold->phase == HOLD_SUSPENDED ||
-		               hold->phase == HOLD_LOST) &&
-		    dlock__client_enter(client) == DLOCK_OK) {
-			dlock__hold_end_locked(hold);
+		if (client && owes_release_locked(hold) && dlock__client_enter(client) == DLOCK_OK) {
+			end_locked(hold);
 			release = true;
 		}
 		g_mutex_unlock(&hold->mu);
 		if (release) {
-			dlock__hold_finish(hold, NULL, false);
+			finish(hold, NULL, false);
 			dlock__client_leave(client);
 		}
 	}

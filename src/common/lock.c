@@ -5,6 +5,7 @@
  * last count of one (release); re-entry and the local queries work on the
  * caller's owner's hold (hold.c) alone.
  */
+#include <inttypes.h>
 #include <string.h>
 
 #include "clock.h"
@@ -127,6 +128,8 @@ DLOCK_API int dlock_lock_new(dlock_client *client, const char *resource, dlock_l
 	lock->thread_key = thread_key_for(client, lock->slot, resource);
 	lock->owner = DLOCK_OWNER_THREAD;
 	lock->watchdog = -1;
+	lock->mode = DLOCK__MODE_EXCLUSIVE;
+	lock->permits = 1;
 	lock->waiters = g_ptr_array_new();
 
 	g_mutex_lock(&client->mu);
@@ -202,6 +205,39 @@ static int option_begin(dlock_lock *lock, const char *what)
 		g_mutex_unlock(&lock->mu);
 		return dlock__error(DLOCK_EINVAL, "%s: options must be set before the first acquire", what);
 	}
+	return DLOCK_OK;
+}
+
+static const char *mode_name(dlock__mode mode)
+{
+	switch (mode) {
+	case DLOCK__MODE_READ:
+		return "READ";
+	case DLOCK__MODE_WRITE:
+		return "WRITE";
+	default:
+		return "EXCLUSIVE";
+	}
+}
+
+/*
+ * Refuse, before any I/O, a hold the slot's backend cannot take: a READ
+ * or WRITE mode without DLOCK__CAP_SHARED, more than one permit without
+ * DLOCK__CAP_PERMITS.  The handle's first acquire checks here, whatever
+ * order its options were set in, so a backend never sees a hold it cannot
+ * serve; a setter of mode or permits may check here too, to fail sooner.
+ */
+static int check_support(const dlock__slot *slot, const char *resource, dlock__mode mode,
+                         uint32_t permits)
+{
+	if (mode != DLOCK__MODE_EXCLUSIVE && !(slot->ops->caps & DLOCK__CAP_SHARED))
+		return dlock__error(DLOCK_EINVAL, "lock '%s' asks for a %s hold, which backend '%s' "
+		                    "(%s) does not support: it has exclusive holds only",
+		                    resource, mode_name(mode), slot->name, slot->ops->type);
+	if (permits > 1 && !(slot->ops->caps & DLOCK__CAP_PERMITS))
+		return dlock__error(DLOCK_EINVAL, "lock '%s' asks for %" PRIu32 " permits, which backend "
+		                    "'%s' (%s) does not support: it has one permit per resource only",
+		                    resource, permits, slot->name, slot->ops->type);
 	return DLOCK_OK;
 }
 
@@ -308,7 +344,7 @@ DLOCK_API const char *dlock_lock_backend_name(const dlock_lock *lock)
 	return lock && lock->slot ? lock->slot->name : NULL;
 }
 
-static void lock_add_waiter(dlock_lock *lock, dlock__waiter *waiter)
+void dlock__lock_add_waiter(dlock_lock *lock, dlock__waiter *waiter)
 {
 	g_mutex_lock(&lock->mu);
 	g_ptr_array_add(lock->waiters, waiter);
@@ -317,112 +353,11 @@ static void lock_add_waiter(dlock_lock *lock, dlock__waiter *waiter)
 	g_mutex_unlock(&lock->mu);
 }
 
-static void lock_remove_waiter(dlock_lock *lock, dlock__waiter *waiter)
+void dlock__lock_remove_waiter(dlock_lock *lock, dlock__waiter *waiter)
 {
 	g_mutex_lock(&lock->mu);
 	g_ptr_array_remove_fast(lock->waiters, waiter);
 	g_mutex_unlock(&lock->mu);
-}
-
-static void via_add(dlock__hold *hold, dlock_lock *lock)
-{
-	hold_via via = { lock, 1 };
-
-	for (guint i = 0; i < hold->via->len; i++) {
-		hold_via *v = &g_array_index(hold->via, hold_via, i);
-
-		if (v->lock == lock) {
-			v->count++;
-			return;
-		}
-	}
-	g_array_append_val(hold->via, via);
-}
-
-/* Take one count back, preferably one that came through lock. */
-static void via_remove(dlock__hold *hold, dlock_lock *lock)
-{
-	hold_via *any = NULL;
-
-	for (guint i = 0; i < hold->via->len; i++) {
-		hold_via *v = &g_array_index(hold->via, hold_via, i);
-
-		if (v->count == 0)
-			continue;
-		if (v->lock == lock) {
-			any = v;
-			break;
-		}
-		if (!any)
-			any = v;
-	}
-	if (any)
-		any->count--;
-}
-
-/*
- * The owner already has a hold: count it again without I/O, wait out a
- * suspension within the deadline, or report and clear a lost hold.
- * Returns 1 when the hold turned out to be stale (released by teardown):
- * the caller then takes a fresh one.
- */
-static int reenter(dlock_lock *lock, dlock__hold *hold, int64_t deadline_us)
-{
-	dlock__waiter *waiter = NULL;
-	int rc = DLOCK_OK;
-
-	g_mutex_lock(&hold->mu);
-	for (;;) {
-		dlock__hold_check_expiry_locked(hold);
-		if (hold->phase == HOLD_HELD) {
-			hold->count++;
-			via_add(hold, lock);
-			break;
-		}
-		if (hold->phase == HOLD_LOST) {
-			dlock__hold_end_locked(hold);
-			g_mutex_unlock(&hold->mu);
-			dlock__hold_finish(hold, lock, true);
-			g_mutex_lock(&hold->mu);
-			rc = dlock__error(DLOCK_ELOST, "lock '%s' was lost while held; the hold is cleared",
-			                  hold->resource);
-			break;
-		}
-		if (hold->phase != HOLD_SUSPENDED) {
-			rc = 1;
-			break;
-		}
-		/* Suspended: wait for the backend to confirm or lose it. */
-		if (!waiter) {
-			waiter = dlock__waiter_new();
-			lock_add_waiter(lock, waiter);
-			g_ptr_array_add(hold->waiters, waiter);
-		}
-		uint64_t seen = dlock__waiter_seq(waiter);
-
-		g_mutex_unlock(&hold->mu);
-		rc = dlock__waiter_sleep(waiter, seen, deadline_us);
-		g_mutex_lock(&hold->mu);
-		if (rc == DLOCK_ETIMEDOUT && hold->phase == HOLD_SUSPENDED) {
-			rc = dlock__error(DLOCK_ETIMEDOUT,
-			                  "lock '%s' is suspended and was not confirmed before the deadline",
-			                  hold->resource);
-			break;
-		}
-		if (rc == DLOCK_ECANCELED) {
-			rc = dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled", hold->resource);
-			break;
-		}
-		rc = DLOCK_OK;
-	}
-	if (waiter)
-		g_ptr_array_remove_fast(hold->waiters, waiter);
-	g_mutex_unlock(&hold->mu);
-	if (waiter) {
-		lock_remove_waiter(lock, waiter);
-		dlock__waiter_free(waiter);
-	}
-	return rc;
 }
 
 /*
@@ -439,10 +374,7 @@ static bool grant_refused(dlock_lock *lock, dlock__hold *hold)
 	g_mutex_unlock(&lock->mu);
 	if (!freed)
 		return false;
-	g_mutex_lock(&hold->mu);
-	dlock__hold_end_locked(hold);
-	g_mutex_unlock(&hold->mu);
-	hold->slot->ops->release(hold->slot->impl, hold);
+	dlock__hold_discard(hold);
 	return true;
 }
 
@@ -476,13 +408,22 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 		return rc;
 	client = lock->client;
 
+	/* The first acquire freezes the options once they are found to fit
+	 * the backend; a refused handle may still be set right. */
 	g_mutex_lock(&lock->mu);
-	lock->started = true;
+	if (!lock->started)
+		rc = check_support(lock->slot, lock->resource, lock->mode, lock->permits);
+	if (rc == DLOCK_OK)
+		lock->started = true;
 	g_mutex_unlock(&lock->mu);
+	if (rc != DLOCK_OK) {
+		dlock__lock_leave(lock);
+		return rc;
+	}
 
 	hold = dlock__hold_find(lock);
 	if (hold) {
-		rc = reenter(lock, hold, deadline_us);
+		rc = dlock__hold_reenter(hold, lock, deadline_us);
 		dlock__hold_unref(hold);
 		if (rc != 1) {
 			dlock__lock_leave(lock);
@@ -492,13 +433,13 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 
 	hold = dlock__hold_new(client, lock);
 	waiter = dlock__waiter_new();
-	lock_add_waiter(lock, waiter);
+	dlock__lock_add_waiter(lock, waiter);
 	/* A try (wait 0) is bounded by the backend's own timeouts alone. */
 	rc = lock->slot->ops->acquire(lock->slot->impl, hold, waiter, wait_ms,
 	                              wait_ms == 0 ? INT64_MAX : deadline_us);
 	if (rc != DLOCK_OK && rc != DLOCK_ECANCELED && dlock__waiter_canceled(waiter))
 		rc = canceled_failure(lock, rc);
-	lock_remove_waiter(lock, waiter);
+	dlock__lock_remove_waiter(lock, waiter);
 	dlock__waiter_free(waiter);
 	if (rc == DLOCK_OK && grant_refused(lock, hold))
 		rc = dlock__error(DLOCK_ECANCELED, "lock '%s': the handle was freed while acquiring; "
@@ -530,8 +471,7 @@ static bool take_lost_pending(dlock_lock *lock)
 DLOCK_API int dlock_release(dlock_lock *lock)
 {
 	dlock__hold *hold;
-	bool finish = false;
-	int rc = DLOCK_OK;
+	int rc;
 
 	rc = dlock__lock_enter(lock, "dlock_release");
 	if (rc != DLOCK_OK)
@@ -549,35 +489,7 @@ DLOCK_API int dlock_release(dlock_lock *lock)
 		dlock__lock_leave(lock);
 		return rc;
 	}
-	g_mutex_lock(&hold->mu);
-	dlock__hold_check_expiry_locked(hold);
-	switch (hold->phase) {
-	case HOLD_LOST:
-		dlock__hold_end_locked(hold);
-		finish = true;
-		rc = dlock__error(DLOCK_ELOST, "lock '%s' had been lost before this release", lock->resource);
-		break;
-	case HOLD_HELD:
-	case HOLD_SUSPENDED:
-		via_remove(hold, lock);
-		if (--hold->count == 0) {
-			dlock__hold_end_locked(hold);
-			finish = true;
-		}
-		break;
-	default:
-		rc = dlock__error(DLOCK_ENOTHELD, "lock '%s' is not held by the caller", lock->resource);
-		break;
-	}
-	g_mutex_unlock(&hold->mu);
-
-	if (finish) {
-		int released = dlock__hold_finish(hold, lock, true);
-
-		if (rc == DLOCK_OK && released == DLOCK_ELOST)
-			rc = dlock__error(DLOCK_ELOST, "lock '%s' had expired on the server before this release",
-			                  lock->resource);
-	}
+	rc = dlock__hold_count_down(hold, lock);
 	dlock__hold_unref(hold);
 	dlock__lock_leave(lock);
 	return rc;
@@ -601,53 +513,40 @@ DLOCK_API int dlock_lock_cancel(dlock_lock *lock)
 	return DLOCK_OK;
 }
 
-/* The caller's hold's phase and token, for the local queries. */
-static hold_phase caller_phase(const dlock_lock *lock, uint64_t *ret_token)
+/* The caller's owner's relation to the lock, and its hold's fencing token
+ * while HELD or SUSPENDED, for the local queries. */
+static dlock_hold caller_state(const dlock_lock *lock, uint64_t *ret_token)
 {
-	hold_phase phase = HOLD_RELEASED;
+	dlock_hold state = DLOCK_HOLD_NONE;
 	dlock__hold *hold;
 
 	if (!lock || !lock->client || dlock__client_forked(lock->client))
-		return phase;
+		return state;
 	if (!call_begin(lock))
-		return phase;
+		return state;
 	hold = dlock__hold_find(lock);
 	if (hold) {
-		g_mutex_lock(&hold->mu);
-		dlock__hold_check_expiry_locked(hold);
-		phase = hold->phase;
-		if (ret_token)
-			*ret_token = hold->token;
-		g_mutex_unlock(&hold->mu);
+		state = dlock__hold_state(hold, ret_token);
 		dlock__hold_unref(hold);
 	}
 	call_end(lock);
-	return phase;
+	return state;
 }
 
 DLOCK_API int dlock_held(const dlock_lock *lock)
 {
-	return caller_phase(lock, NULL) == HOLD_HELD;
+	return caller_state(lock, NULL) == DLOCK_HOLD_HELD;
 }
 
 DLOCK_API uint64_t dlock_fencing_token(const dlock_lock *lock)
 {
 	uint64_t token = 0;
-	hold_phase phase = caller_phase(lock, &token);
 
-	return phase == HOLD_HELD || phase == HOLD_SUSPENDED ? token : 0;
+	caller_state(lock, &token);
+	return token;
 }
 
 dlock_hold dlock__lock_caller_hold(const dlock_lock *lock)
 {
-	switch (caller_phase(lock, NULL)) {
-	case HOLD_HELD:
-		return DLOCK_HOLD_HELD;
-	case HOLD_SUSPENDED:
-		return DLOCK_HOLD_SUSPENDED;
-	case HOLD_LOST:
-		return DLOCK_HOLD_LOST;
-	default:
-		return DLOCK_HOLD_NONE;
-	}
+	return caller_state(lock, NULL);
 }

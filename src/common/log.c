@@ -1,10 +1,12 @@
 /*
- * The client's log callback.  The library never writes to stdout or
- * stderr; without a callback its messages are dropped.
+ * The logger behind a client's log callback (set in client.c).  The
+ * library never writes to stdout or stderr; without a callback its
+ * messages are dropped.
  */
 #include <stdarg.h>
 
-#include "core.h"
+#include "backend.h"
+#include "log.h"
 
 void dlock__logger_init(dlock__logger *logger)
 {
@@ -40,17 +42,12 @@ void dlock__log(const dlock__logger *clogger, dlock_log_level level, const char 
 	g_mutex_unlock(&logger->mu);
 }
 
-DLOCK_API int dlock_client_set_log_callback(dlock_client *client, dlock_log_level max_level,
-                                            dlock_log_fn fn, void *user_data)
+void dlock__logger_set(dlock__logger *logger, dlock_log_level max_level, dlock_log_fn fn,
+                       void *user_data)
 {
-	if (!client)
-		return dlock__error(DLOCK_EINVAL, "client is NULL");
-	if (dlock__client_forked(client))
-		return dlock__error(DLOCK_ECANCELED, "client was created in another process (fork)");
-	g_mutex_lock(&client->logger.mu);
-	client->logger.fn = fn;
-	client->logger.user_data = user_data;
-	client->logger.max_level = max_level;
-	g_mutex_unlock(&client->logger.mu);
-	return DLOCK_OK;
+	g_mutex_lock(&logger->mu);
+	logger->fn = fn;
+	logger->user_data = user_data;
+	logger->max_level = max_level;
+	g_mutex_unlock(&logger->mu);
 }

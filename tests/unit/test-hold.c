@@ -23,6 +23,8 @@ struct dlock__backend {
 	uint64_t counter;
 	int acquires;        /* grants */
 	int releases;
+	dlock__mode last_mode; /* of the last grant */
+	uint32_t last_permits;
 };
 
 static struct dlock__backend *fake; /* the one open instance */
@@ -63,6 +65,8 @@ static int fake_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 			g_hash_table_insert(b->owners, g_strdup(resource), hold);
 			dlock__hold_set_token(hold, ++b->counter);
 			b->acquires++;
+			b->last_mode = dlock__hold_mode(hold);
+			b->last_permits = dlock__hold_permits(hold);
 			g_mutex_unlock(&b->mu);
 			return DLOCK_OK;
 		}
@@ -488,6 +492,74 @@ static void test_options_are_frozen_by_first_acquire(void **state)
 	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
 }
 
+/* Give a handle a mode and a number of permits, as their setters will. */
+static void set_ask(dlock_lock *lock, dlock__mode mode, uint32_t permits)
+{
+	g_mutex_lock(&lock->mu);
+	lock->mode = mode;
+	lock->permits = permits;
+	g_mutex_unlock(&lock->mu);
+}
+
+/* An acquire through lock asking for mode and permits is refused before
+ * any I/O, with a message naming what it asked for and the backend. */
+static void assert_refused(dlock_lock *lock, dlock__mode mode, uint32_t permits, int64_t wait_ms,
+                           const char *asked)
+{
+	set_ask(lock, mode, permits);
+	assert_int_equal(dlock_acquire(lock, wait_ms), DLOCK_EINVAL);
+	assert_non_null(strstr(dlock_last_error_message(), asked));
+	assert_non_null(strstr(dlock_last_error_message(), "backend 'default' (fake)"));
+	assert_int_equal(counter(&fake->acquires), 0);
+}
+
+static void test_hold_is_exclusive_with_one_permit_by_default(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	assert_int_equal(fake->last_mode, DLOCK__MODE_EXCLUSIVE);
+	assert_int_equal(fake->last_permits, 1);
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+}
+
+static void test_shared_modes_are_refused_before_io_without_the_capability(void **state)
+{
+	fixture *f = *state;
+
+	assert_refused(f->lock, DLOCK__MODE_READ, 1, 0, "a READ hold");
+	assert_refused(f->lock, DLOCK__MODE_WRITE, 1, -1, "a WRITE hold");
+	/* Refused before the options froze: the handle can still be set right. */
+	set_ask(f->lock, DLOCK__MODE_EXCLUSIVE, 1);
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+}
+
+static void test_permits_are_refused_before_io_without_the_capability(void **state)
+{
+	fixture *f = *state;
+
+	assert_refused(f->lock, DLOCK__MODE_EXCLUSIVE, 3, 0, "3 permits");
+}
+
+static void test_backend_with_the_capabilities_gets_mode_and_permits(void **state)
+{
+	dlock__backend_ops ops = fake_ops;
+	dlock_client *client;
+	dlock_lock *lock;
+
+	ops.caps = DLOCK__CAP_SHARED | DLOCK__CAP_PERMITS;
+	assert_int_equal(dlock__client_new_with_ops("fake://", &ops, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "jobs/nightly", &lock), DLOCK_OK);
+	set_ask(lock, DLOCK__MODE_READ, 3);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	assert_int_equal(fake->last_mode, DLOCK__MODE_READ);
+	assert_int_equal(fake->last_permits, 3);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
 static void test_invalid_resource_is_refused_before_io(void **state)
 {
 	fixture *f = *state;
@@ -515,6 +587,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_client_free_cancels_waiters_and_releases_holds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_options_are_frozen_by_first_acquire, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_invalid_resource_is_refused_before_io, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hold_is_exclusive_with_one_permit_by_default, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shared_modes_are_refused_before_io_without_the_capability, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_permits_are_refused_before_io_without_the_capability, setup, teardown),
+		cmocka_unit_test(test_backend_with_the_capabilities_gets_mode_and_permits),
 	};
 
 	return cmocka_run_group_tests_name("hold", tests, NULL, NULL);

@@ -1,0 +1,28 @@
+/*
+ * The client's logger: where the library's messages go (never stdout or
+ * stderr).  A client embeds one; backends reach it only through
+ * dlock__log() (backend.h).
+ */
+#ifndef DLOCK_COMMON_LOG_H
+#define DLOCK_COMMON_LOG_H
+
+#include <glib.h>
+
+#include "dlock.h"
+
+typedef struct dlock__logger dlock__logger;
+
+struct dlock__logger {
+	GMutex mu;
+	dlock_log_fn fn;
+	void *user_data;
+	dlock_log_level max_level;
+};
+
+void dlock__logger_init(dlock__logger *logger);
+void dlock__logger_clear(dlock__logger *logger);
+/* Install fn (NULL: drop every message) for messages up to max_level. */
+void dlock__logger_set(dlock__logger *logger, dlock_log_level max_level, dlock_log_fn fn,
+                       void *user_data);
+
+#endif
