@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "file/file.h"
+#include "file.h"
 #include "internal.h"
 
 char *dlock__file_path(const dlock__backend *b, const char *resource)

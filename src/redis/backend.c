@@ -12,6 +12,7 @@
 
 #include "error.h"
 #include "internal.h"
+#include "redis.h"
 
 #define DEFAULT_PORT 6379
 
