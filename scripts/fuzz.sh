@@ -93,13 +93,35 @@ fi
 
 out=build-fuzz
 sources=(error duration uri options resource holder config clock)
-mkdir -p "$out/obj" || exit 1
+mkdir -p "$out/obj" "$out/include" || exit 1
+
+# dlock.h, made from include/dlock.h.in with project()'s version as
+# include/meson.build makes it; replaced only when its text changes, so
+# that the objects below are not rebuilt for nothing.
+version=$(meson introspect --projectinfo meson.build | sed -n 's/.*"version": "\([^"]*\)".*/\1/p')
+IFS=. read -r major minor patch <<<"$version"
+if [[ -z "$version" || -z "$patch" ]]; then
+	dlock_log "cannot read the project version from meson.build"
+	exit 1
+fi
+sed -e "s/@DLOCK_VERSION@/$version/g" -e "s/@DLOCK_VERSION_MAJOR@/$major/g" \
+	-e "s/@DLOCK_VERSION_MINOR@/$minor/g" -e "s/@DLOCK_VERSION_PATCH@/$patch/g" \
+	include/dlock.h.in >"$out/include/dlock.h.new" || exit 1
+if grep -nE '@[A-Za-z0-9_]+@' "$out/include/dlock.h.new"; then
+	dlock_log "include/dlock.h.in has a placeholder fuzz.sh does not fill in"
+	exit 1
+fi
+if cmp -s "$out/include/dlock.h.new" "$out/include/dlock.h"; then
+	rm -f "$out/include/dlock.h.new"
+else
+	mv "$out/include/dlock.h.new" "$out/include/dlock.h" || exit 1
+fi
 read -r -a glib_flags < <(pkg-config --cflags glib-2.0) || exit 1
 read -r -a glib_libs < <(pkg-config --libs glib-2.0) || exit 1
 cflags=(-std=c11 -g -O1 -D_GNU_SOURCE -DDLOCK_BUILDING_LIBRARY
 	-Wall -Wextra -Wno-unused-parameter -Werror
 	-fno-omit-frame-pointer -fno-sanitize-recover=undefined
-	-Iinclude -Isrc/common -Isrc "${glib_flags[@]}")
+	-I"$out/include" -Isrc/common -Isrc "${glib_flags[@]}")
 
 # The library sources get coverage instrumentation and the sanitizers,
 # without libFuzzer's main; rebuilt only when a source or header changed.
@@ -108,7 +130,8 @@ for s in "${sources[@]}"; do
 	src=src/common/$s.c obj=$out/obj/$s.o
 	objects+=("$obj")
 	if [[ -f "$obj" && "$obj" -nt "$src" && "$obj" -nt src/common/parse.h &&
-		"$obj" -nt src/common/config.h && "$obj" -nt "$0" ]]; then
+		"$obj" -nt src/common/config.h && "$obj" -nt "$out/include/dlock.h" &&
+		"$obj" -nt "$0" ]]; then
 		continue
 	fi
 	"$cc" "${cflags[@]}" -fsanitize=fuzzer-no-link,address,undefined -c "$src" -o "$obj" || {

@@ -4,7 +4,7 @@
  */
 #include <string.h>
 
-#include "core.h"
+#include "backend.h"
 #include "file/file.h"
 #include "redis/redis.h"
 #include "zk/zk.h"

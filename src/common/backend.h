@@ -233,4 +233,11 @@ void dlock__waiter_wake(dlock__waiter *waiter);
 void dlock__log(const dlock__logger *logger, dlock_log_level level, const char *fmt, ...)
 	G_GNUC_PRINTF(3, 4);
 
+/* ---- the table of backends (src/backends.c) --------------------------- */
+
+/* The ops table for a URI scheme, or NULL. */
+const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme);
+/* The known schemes, for messages: "redis, redis+unix, ...". */
+const char *dlock__backend_schemes(void);
+
 #endif

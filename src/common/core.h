@@ -160,12 +160,8 @@ void dlock__lock_unref(dlock_lock *lock);
 void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state state);
 void dlock__callbacks_stop(dlock_client *client);
 
-/* ---- backends (src/backends.c) ---------------------------------------- */
+/* ---- backends --------------------------------------------------------- */
 
-/* The ops table for a URI scheme, or NULL. */
-const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme);
-/* The known schemes, for messages: "redis, redis+unix, ...". */
-const char *dlock__backend_schemes(void);
 /* The specification used when none is given and $DLOCK_CONFIG is unset. */
 #define DLOCK__DEFAULT_SPEC "file://"
 

@@ -1,6 +1,7 @@
 /*
  * The file backend's internals:
- *   backend.c   the directory, file names, open/close, the ops table
+ *   backend.c   the directory, open/close, the ops table
+ *   names.c     the lock file name of a resource
  *   lockfile.c  acquire, release, query on one lock file
  *   watch.c     the inotify thread that wakes waiters
  *   forkguard.c lock descriptors closed in a child after fork()
@@ -23,7 +24,7 @@ struct dlock__backend {
 	file_watch *watch;
 };
 
-/* The lock file's path for a resource (g_free). */
+/* The lock file's path for a resource (g_free); names.c. */
 char *dlock__file_path(const dlock__backend *b, const char *resource);
 
 int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,

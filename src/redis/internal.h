@@ -1,6 +1,7 @@
 /*
  * The Redis backend's internals, shared by its files:
- *   backend.c     options, open/close, key names, the ops table
+ *   backend.c     options, open/close, the ops table
+ *   keys.c        key and channel names
  *   conn.c        connections: connect, AUTH/SELECT, the pool, commands
  *   scripts.c     the Lua scripts and EVALSHA with the NOSCRIPT fallback
  *   acquire.c     acquire (try, subscribe, wait), release, query
@@ -90,10 +91,12 @@ typedef struct redis_lease {
 	bool released;
 } redis_lease;
 
-/* ---- backend.c ---- */
+/* ---- keys.c ---- */
 char *dlock__redis_key(const dlock__backend *b, const char *resource);
 char *dlock__redis_fence_key(const dlock__backend *b, const char *resource);
 char *dlock__redis_channel(const dlock__backend *b, const char *resource);
+
+/* ---- backend.c ---- */
 /* The margin taken off a lease before it is declared lost. */
 int64_t dlock__redis_margin_us(int64_t ttl_ms);
 

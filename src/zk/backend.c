@@ -17,6 +17,7 @@
 
 #include "error.h"
 #include "internal.h"
+#include "zk.h"
 
 #define DEFAULT_PORT 2181
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dlock.h compiles alone, as strict C11 and as C++, with every warning an
 # error: it needs no other header and no configuration.
-# usage: check-header.sh INCLUDE_DIR
+# usage: check-header.sh INCLUDE_DIR (the directory of the generated dlock.h)
 set -eu
 inc=$1
 tmp=$(mktemp -d)
@@ -17,3 +17,8 @@ if grep -nE '#\s*include\s*[<"](glib|gio|hiredis|zookeeper)' "$inc/dlock.h"; the
 	exit 1
 fi
 echo "ok - dlock.h includes only standard headers"
+if grep -nE '@[A-Za-z0-9_]+@' "$inc/dlock.h"; then
+	echo "FAIL - dlock.h keeps a placeholder of dlock.h.in"
+	exit 1
+fi
+echo "ok - dlock.h has every placeholder of dlock.h.in filled in"

@@ -282,20 +282,6 @@ static void test_null_arguments_are_refused_without_crashing(void **state)
 	dlock_info_free(NULL);
 }
 
-static void test_every_code_has_a_name_and_a_description(void **state)
-{
-	for (int code = DLOCK_OK; code >= DLOCK_ECANCELED; code--) {
-		assert_non_null(dlock_strerror(code));
-		assert_true(dlock_strerror(code)[0] != '\0');
-		assert_string_not_equal(dlock_strerror(code), "unknown error");
-		assert_true(g_str_has_prefix(dlock_code_name(code), "DLOCK_"));
-	}
-	assert_string_equal(dlock_code_name(DLOCK_EBUSY), "DLOCK_EBUSY");
-	assert_string_equal(dlock_strerror(-1000), "unknown error");
-	assert_string_equal(dlock_strerror(5), "unknown error");
-	assert_string_equal(dlock_version(), DLOCK_VERSION_STRING);
-}
-
 /* ---- SIGPIPE ------------------------------------------------------------ */
 
 typedef struct busy_job {
@@ -494,7 +480,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_invalid_specifications_are_econfig_naming_the_problem_without_io),
 		cmocka_unit_test(test_ttl_below_minimum_and_late_options_are_einval),
 		cmocka_unit_test(test_null_arguments_are_refused_without_crashing),
-		cmocka_unit_test(test_every_code_has_a_name_and_a_description),
 		cmocka_unit_test(test_dead_connections_never_kill_the_process_with_sigpipe),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};

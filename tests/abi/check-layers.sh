@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The layers of src/ (STYLE §6) hold: hiredis is included under src/redis
+# only and the ZooKeeper client under src/zk only; src/common names no
+# backend; a backend includes neither another backend's headers nor
+# core.h, the core's private structures; the command includes only the
+# public header.  The build gives each folder only its own include path,
+# but both clients' headers sit in the system include path too, so the
+# build alone cannot refuse a stray include: this check does.
+# usage: check-layers.sh SRC_DIR
+set -eu
+cd "$1"
+failed=0
+
+# includes DIR PATTERN — the #include lines under DIR matching PATTERN.
+includes() {
+	grep -rnE "^\s*#\s*include\s*[<\"]($2)" --include='*.c' --include='*.h' "$1" || true
+}
+
+check() { # WHAT FOUND
+	if [[ -n "$2" ]]; then
+		echo "FAIL - $1:"
+		echo "$2"
+		failed=1
+	else
+		echo "ok - $1"
+	fi
+}
+
+check "hiredis is included under src/redis only" \
+	"$(includes . 'hiredis' | grep -v '^\./redis/' || true)"
+check "the ZooKeeper client is included under src/zk only" \
+	"$(includes . 'zookeeper' | grep -v '^\./zk/' || true)"
+check "src/common names no backend" \
+	"$(includes common '(redis|zk|file)[/.]|\.\./')"
+for b in redis zk file; do
+	check "src/$b includes no other backend's header and not core.h" \
+		"$(includes "$b" '\.\./|core\.h|(redis|zk|file)/|(redis|zk|file)\.h' | grep -v "#\s*include\s*\"$b\.h\"" || true)"
+done
+check "src/cli includes no header of the library but dlock.h" \
+	"$(includes cli '[^">]*"' | grep -v '"dlock\.h"' || true)"
+exit "$failed"
