@@ -36,6 +36,6 @@ for b in redis zk file; do
 	check "src/$b includes no other backend's header and not core.h" \
 		"$(includes "$b" '\.\./|core\.h|(redis|zk|file)/|(redis|zk|file)\.h' | grep -v "#\s*include\s*\"$b\.h\"" || true)"
 done
-check "src/cli includes no header of the library but dlock.h" \
-	"$(includes cli '[^">]*"' | grep -v '"dlock\.h"' || true)"
+check "src/cli includes no header of the library but dlock.h (and its own cli.h)" \
+	"$(includes cli '[^">]*"' | grep -v '"dlock\.h"\|"cli\.h"' || true)"
 exit "$failed"
