@@ -280,11 +280,10 @@ static int create_node(attempt *a, zk_session *s)
 static int wait_predecessor(attempt *a, zk_session *s, const char *name)
 {
 	char *path = g_strconcat(a->dir, "/", name, NULL);
-	zk_watch watch = { a->waiter, false };
 	zk_call *call = dlock__zk_call_new(s, CALL_GET, a->waiter);
 	int rc, zrc;
 
-	dlock__zk_watch_add(s, path, &watch);
+	dlock__zk_watch_add(s, path, a->waiter);
 	dlock__zk_get(call, path, true);
 	rc = await(a, call);
 	if (rc != DLOCK_OK)
@@ -304,7 +303,7 @@ static int wait_predecessor(attempt *a, zk_session *s, const char *name)
 	while (zrc == ZOK) {
 		uint64_t seen = dlock__waiter_seq(a->waiter);
 
-		if (dlock__zk_watch_fired(s, &watch) || dlock__zk_session_phase(s) != ZK_CONNECTED)
+		if (dlock__zk_watch_fired(s, path, a->waiter) || dlock__zk_session_phase(s) != ZK_CONNECTED)
 			break;
 		rc = dlock__waiter_sleep(a->waiter, seen, a->deadline_us);
 		if (rc != DLOCK_OK) {
@@ -323,7 +322,7 @@ static int wait_predecessor(attempt *a, zk_session *s, const char *name)
 		break;
 	}
 out:
-	dlock__zk_watch_remove(s, path, &watch);
+	dlock__zk_watch_remove(s, path, a->waiter);
 	g_free(path);
 	return rc;
 }
