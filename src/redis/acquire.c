@@ -116,8 +116,9 @@ static int64_t next_sleep_us(int64_t pttl_ms, int64_t backoff_us)
 int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
                          int64_t wait_ms, int64_t deadline_us)
 {
+	const char *resource = dlock__hold_resource(hold);
 	redis_lease *lease = lease_new(b, hold);
-	char *fence_key = dlock__redis_fence_key(b, dlock__hold_resource(hold));
+	char *fence_key = dlock__redis_fence_key(b, resource);
 	int64_t backoff_us = BACKOFF_FIRST_US;
 	bool subscribed = false;
 	bool uncertain = false; /* a try may have set our key unseen */
@@ -181,8 +182,8 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 			dlock__redis_sub_add(b, lease->channel, waiter);
 			subscribed = true;
 		}
-		rc = dlock__waiter_turn(waiter, seen, hold, wait_ms, deadline_us, next_sleep_us(pttl, backoff_us),
-		                        &backoff_us, BACKOFF_CAP_US);
+		rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us,
+		                        next_sleep_us(pttl, backoff_us), &backoff_us, BACKOFF_CAP_US);
 		if (rc != DLOCK_OK)
 			break;
 	}
