@@ -207,7 +207,7 @@ bool dlock__waiter_io_end(dlock__waiter *waiter);
  * One sleep of an acquire's wait loop: until woken, until deadline_us, or
  * for at most nap_us.  DLOCK_OK means "try again" (woken; or the nap ended,
  * and then *backoff_us doubles, up to cap_us).  DLOCK_ECANCELED and
- * DLOCK_ETIMEDOUT come with the message naming resource.
+ * DLOCK_ETIMEDOUT come with the common message naming resource (error.h).
  */
 int dlock__waiter_turn(dlock__waiter *waiter, uint64_t seen, const char *resource,
                        int64_t wait_ms, int64_t deadline_us, int64_t nap_us,

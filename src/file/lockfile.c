@@ -165,7 +165,7 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 		if (rc < 0)
 			break;
 		if (wait_ms == 0) {
-			rc = dlock__error(DLOCK_EBUSY, "lock '%s' is held by another owner", resource);
+			rc = dlock__error_busy(resource);
 			break;
 		}
 		if (!watch_tried) {

@@ -132,8 +132,7 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 		try_result result;
 
 		if (dlock__waiter_canceled(waiter)) {
-			rc = dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled",
-			                  dlock__hold_resource(hold));
+			rc = dlock__error_canceled(resource);
 			break;
 		}
 		result = try_once(b, lease, waiter, fence_key, deadline_us, &token, &pttl, &sent_us, &rc);
@@ -143,8 +142,7 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 			uncertain = true;
 			first = false;
 			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: the grant of '%s' came after its %" PRId64
-			                  " ms lease had run out", b->label, dlock__hold_resource(hold),
-			                  lease->ttl_ms);
+			                  " ms lease had run out", b->label, resource, lease->ttl_ms);
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s", dlock_last_error_message());
 			if (wait_ms == 0)
 				break;
@@ -162,8 +160,7 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 		if (result == TRY_UNCERTAIN)
 			uncertain = true;
 		if (result != TRY_BUSY && rc == DLOCK_ECANCELED) {
-			rc = dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled",
-			                  dlock__hold_resource(hold));
+			rc = dlock__error_canceled(resource);
 			break;
 		}
 		if (result != TRY_BUSY) {
@@ -174,8 +171,7 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 		}
 		first = false;
 		if (result == TRY_BUSY && wait_ms == 0) {
-			rc = dlock__error(DLOCK_EBUSY, "lock '%s' is held by another owner",
-			                  dlock__hold_resource(hold));
+			rc = dlock__error_busy(resource);
 			break;
 		}
 		if (!subscribed) {

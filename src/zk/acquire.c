@@ -77,7 +77,7 @@ static int wait_failed(attempt *a, int rc)
 	if (rc == DLOCK_ELOST)
 		return AGAIN;
 	if (rc == DLOCK_ECANCELED)
-		return dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled", a->resource);
+		return dlock__error_canceled(a->resource);
 	return dlock__error(DLOCK_ETIMEDOUT, "%s: deadline passed before the lock of '%s' was granted",
 	                    a->b->label, a->resource);
 }
@@ -365,7 +365,7 @@ static int attempt_run(attempt *a, zk_session *s)
 			return DLOCK_OK;
 		if (a->wait_ms == 0) {
 			g_free(predecessor);
-			return dlock__error(DLOCK_EBUSY, "lock '%s' is held by another owner", a->resource);
+			return dlock__error_busy(a->resource);
 		}
 		rc = wait_predecessor(a, s, predecessor);
 		g_free(predecessor);
