@@ -41,11 +41,6 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 	try_result result;
 	int rc;
 
-	if (dlock__remaining_us(deadline_us) == 0) {
-		*ret_rc = dlock__error(DLOCK_ETIMEDOUT, "%s: deadline passed before the lock of '%s' was granted",
-		                       b->label, dlock__hold_resource(lease->hold));
-		return TRY_FAILED;
-	}
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
 	*ret_sent_us = dlock__boot_us();
 	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, 2, 2, words, &reply,
@@ -133,6 +128,10 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 
 		if (dlock__waiter_canceled(waiter)) {
 			rc = dlock__error_canceled(resource);
+			break;
+		}
+		if (dlock__remaining_us(deadline_us) == 0) {
+			rc = dlock__error_timeout(resource, wait_ms);
 			break;
 		}
 		result = try_once(b, lease, waiter, fence_key, deadline_us, &token, &pttl, &sent_us, &rc);

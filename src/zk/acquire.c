@@ -78,8 +78,7 @@ static int wait_failed(attempt *a, int rc)
 		return AGAIN;
 	if (rc == DLOCK_ECANCELED)
 		return dlock__error_canceled(a->resource);
-	return dlock__error(DLOCK_ETIMEDOUT, "%s: deadline passed before the lock of '%s' was granted",
-	                    a->b->label, a->resource);
+	return dlock__error_timeout(a->resource, a->wait_ms);
 }
 
 /* Send call, wait for its answer.  DLOCK_OK with call->rc set, or the
@@ -430,6 +429,8 @@ int dlock__zk_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waite
 		rc = dlock__zk_session_get(b, waiter, until, &s);
 		if (rc == DLOCK_EUNAVAILABLE && !first && wait_ms != 0)
 			rc = wait_failed(&a, DLOCK_ETIMEDOUT);
+		else if (rc == DLOCK_ECANCELED)
+			rc = wait_failed(&a, rc); /* worded as every backend words it */
 		if (rc != DLOCK_OK)
 			break;
 		first = false;
