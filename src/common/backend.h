@@ -219,4 +219,21 @@ void dlock__waiter_wake(dlock__waiter *waiter);
 void dlock__log(const dlock__logger *logger, dlock_log_level level, const char *fmt, ...)
 	G_GNUC_PRINTF(3, 4);
 
+/* ---- what a backend gets for free: waking and messages --------------- */
+
+/*
+ * Waking: a backend whose waiters wait for something per key (a file's
+ * close, a channel's release message, a node's deletion) keeps them in a
+ * dlock__waketable (waketable.h) under its own mutex: add and remove
+ * around the wait, wake a key when its event comes, wake all after a
+ * reconnect.  Per-key state of its own (a subscription's, the holds on a
+ * watched file) rides along as the key's data pointer, and the table
+ * tells it when a key is gone so it can drop what the key stood for.
+ *
+ * Messages: an acquire that ends busy, timed out or canceled returns
+ * dlock__error_busy(), dlock__error_timeout() or dlock__error_canceled()
+ * (error.h), so every backend words them alike; dlock__waiter_turn()
+ * already does for a wait loop's sleep.
+ */
+
 #endif
