@@ -410,7 +410,7 @@ static int reenter(dlock_lock *lock, dlock__hold *hold, int64_t deadline_us)
 			break;
 		}
 		if (rc == DLOCK_ECANCELED) {
-			rc = dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled", hold->resource);
+			rc = dlock__error_canceled(hold->resource);
 			break;
 		}
 		rc = DLOCK_OK;
