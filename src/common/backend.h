@@ -221,9 +221,9 @@ bool dlock__waiter_io_end(dlock__waiter *waiter);
  * One sleep of an acquire's wait loop: until woken, until deadline_us, or
  * for at most nap_us.  DLOCK_OK means "try again" (woken; or the nap ended,
  * and then *backoff_us doubles, up to cap_us).  DLOCK_ECANCELED and
- * DLOCK_ETIMEDOUT come with the message naming the hold's resource.
+ * DLOCK_ETIMEDOUT come with the common message naming resource (error.h).
  */
-int dlock__waiter_turn(dlock__waiter *waiter, uint64_t seen, const dlock__hold *hold,
+int dlock__waiter_turn(dlock__waiter *waiter, uint64_t seen, const char *resource,
                        int64_t wait_ms, int64_t deadline_us, int64_t nap_us,
                        int64_t *backoff_us, int64_t cap_us);
 void dlock__waiter_wake(dlock__waiter *waiter);
@@ -239,5 +239,22 @@ void dlock__log(const dlock__logger *logger, dlock_log_level level, const char *
 const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme);
 /* The known schemes, for messages: "redis, redis+unix, ...". */
 const char *dlock__backend_schemes(void);
+
+/* ---- what a backend gets for free: waking and messages --------------- */
+
+/*
+ * Waking: a backend whose waiters wait for something per key (a file's
+ * close, a channel's release message, a node's deletion) keeps them in a
+ * dlock__waketable (waketable.h) under its own mutex: add and remove
+ * around the wait, wake a key when its event comes, wake all after a
+ * reconnect.  Per-key state of its own (a subscription's, the holds on a
+ * watched file) rides along as the key's data pointer, and the table
+ * tells it when a key is gone so it can drop what the key stood for.
+ *
+ * Messages: an acquire that ends busy, timed out or canceled returns
+ * dlock__error_busy(), dlock__error_timeout() or dlock__error_canceled()
+ * (error.h), so every backend words them alike; dlock__waiter_turn()
+ * already does for a wait loop's sleep.
+ */
 
 #endif

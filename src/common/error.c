@@ -4,6 +4,7 @@
  * The detail is thread-local rather than per handle: a handle may be shared
  * by threads, and a per-handle "last error" would race between them.
  */
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -60,6 +61,22 @@ int dlock__error(int code, const char *fmt, ...)
 	vsnprintf(last_message, sizeof(last_message), fmt, ap);
 	va_end(ap);
 	return code;
+}
+
+int dlock__error_busy(const char *resource)
+{
+	return dlock__error(DLOCK_EBUSY, "lock '%s' is held by another owner", resource);
+}
+
+int dlock__error_timeout(const char *resource, int64_t wait_ms)
+{
+	return dlock__error(DLOCK_ETIMEDOUT, "lock '%s' was not granted within %" PRId64 " ms", resource,
+	                    wait_ms);
+}
+
+int dlock__error_canceled(const char *resource)
+{
+	return dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled", resource);
 }
 
 int dlock__error_prefix(int code, const char *prefix)

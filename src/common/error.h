@@ -5,6 +5,8 @@
 #ifndef DLOCK_COMMON_ERROR_H
 #define DLOCK_COMMON_ERROR_H
 
+#include <stdint.h>
+
 #include <glib.h>
 
 #include "dlock.h"
@@ -17,5 +19,17 @@ int dlock__error(int code, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 /* Like dlock__error, with the message prefixed by context ("redis 127.0.0.1:6379: ").
  * Used where a lower layer already recorded a message. */
 int dlock__error_prefix(int code, const char *prefix);
+
+/*
+ * The three ways an acquire of resource ends without the lock, worded here
+ * once so that every backend says them alike.  Each records its message
+ * and returns its code:
+ *   DLOCK_EBUSY      "lock 'R' is held by another owner" (a try, wait 0)
+ *   DLOCK_ETIMEDOUT  "lock 'R' was not granted within W ms"
+ *   DLOCK_ECANCELED  "wait for lock 'R' was canceled"
+ */
+int dlock__error_busy(const char *resource);
+int dlock__error_timeout(const char *resource, int64_t wait_ms);
+int dlock__error_canceled(const char *resource);
 
 #endif

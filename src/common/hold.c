@@ -535,7 +535,7 @@ int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us
 			break;
 		}
 		if (rc == DLOCK_ECANCELED) {
-			rc = dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled", hold->resource);
+			rc = dlock__error_canceled(hold->resource);
 			break;
 		}
 		rc = DLOCK_OK;

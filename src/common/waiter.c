@@ -4,7 +4,6 @@
  * it before trying and sleep only if nothing happened since, so a release
  * that lands between a failed try and the sleep is never missed.
  */
-#include <inttypes.h>
 #include <sys/socket.h>
 
 #include "clock.h"
@@ -126,18 +125,17 @@ bool dlock__waiter_io_end(dlock__waiter *waiter)
 	return canceled;
 }
 
-int dlock__waiter_turn(dlock__waiter *waiter, uint64_t seen, const dlock__hold *hold,
+int dlock__waiter_turn(dlock__waiter *waiter, uint64_t seen, const char *resource,
                        int64_t wait_ms, int64_t deadline_us, int64_t nap_us,
                        int64_t *backoff_us, int64_t cap_us)
 {
 	int rc = dlock__waiter_sleep(waiter, seen, MIN(deadline_us, dlock__mono_us() + nap_us));
 
 	if (rc == DLOCK_ECANCELED)
-		return dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled", dlock__hold_resource(hold));
+		return dlock__error_canceled(resource);
 	if (rc == DLOCK_ETIMEDOUT) {
 		if (dlock__remaining_us(deadline_us) == 0)
-			return dlock__error(DLOCK_ETIMEDOUT, "lock '%s' was not granted within %" PRId64 " ms",
-			                    dlock__hold_resource(hold), wait_ms);
+			return dlock__error_timeout(resource, wait_ms);
 		*backoff_us = MIN(*backoff_us * 2, cap_us);
 	}
 	return DLOCK_OK;

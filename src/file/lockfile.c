@@ -113,7 +113,8 @@ static int try_lock(int fd, const char *path)
 int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
                         int64_t wait_ms, int64_t deadline_us)
 {
-	char *path = dlock__file_path(b, dlock__hold_resource(hold));
+	const char *resource = dlock__hold_resource(hold);
+	char *path = dlock__file_path(b, resource);
 	int64_t backoff_us = BACKOFF_FIRST_US;
 	int watch = -1, fd = -1, rc;
 	bool watch_tried = false;
@@ -164,7 +165,7 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 		if (rc < 0)
 			break;
 		if (wait_ms == 0) {
-			rc = dlock__error(DLOCK_EBUSY, "lock '%s' is held by another owner", dlock__hold_resource(hold));
+			rc = dlock__error_busy(resource);
 			break;
 		}
 		if (!watch_tried) {
@@ -176,8 +177,8 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 			if (watch >= 0)
 				continue; /* try once more: a release may have come before the watch */
 		}
-		rc = dlock__waiter_turn(waiter, seen, hold, wait_ms, deadline_us, backoff_us, &backoff_us,
-		                        BACKOFF_CAP_US);
+		rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us, backoff_us,
+		                        &backoff_us, BACKOFF_CAP_US);
 		if (rc != DLOCK_OK)
 			break;
 	}

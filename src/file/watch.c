@@ -21,6 +21,7 @@
 
 #include "internal.h"
 #include "thread.h"
+#include "waketable.h"
 
 #define WATCH_MASK (IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
 
@@ -31,15 +32,11 @@ typedef struct held_file {
 	char *path;
 } held_file;
 
-/* What one inotify watch serves. */
-typedef struct watch_entry {
-	GPtrArray *waiters; /* dlock__waiter * */
-	GPtrArray *holds;   /* held_file * */
-} watch_entry;
-
 struct file_watch {
 	GMutex mu;
-	GHashTable *entries; /* watch descriptor -> watch_entry */
+	/* watch descriptor -> the waiters of that file, and as data the
+	 * GPtrArray of held_file * of its holds (NULL when none) */
+	dlock__waketable *entries;
 	int inotify_fd;
 	int stop_fd;
 	GThread *thread;
@@ -64,37 +61,6 @@ static held_file *held_file_copy(const held_file *h)
 	return copy;
 }
 
-static void entry_free(gpointer data)
-{
-	watch_entry *e = data;
-
-	g_ptr_array_unref(e->waiters);
-	g_ptr_array_unref(e->holds);
-	g_free(e);
-}
-
-static watch_entry *entry_get(file_watch *w, int wd)
-{
-	watch_entry *e = g_hash_table_lookup(w->entries, GINT_TO_POINTER(wd));
-
-	if (!e) {
-		e = g_new(watch_entry, 1);
-		e->waiters = g_ptr_array_new();
-		e->holds = g_ptr_array_new_with_free_func(held_file_free);
-		g_hash_table_insert(w->entries, GINT_TO_POINTER(wd), e);
-	}
-	return e;
-}
-
-/* Drop the watch once nobody needs it.  Called with w->mu held. */
-static void entry_maybe_remove(file_watch *w, int wd, watch_entry *e)
-{
-	if (e->waiters->len == 0 && e->holds->len == 0) {
-		g_hash_table_remove(w->entries, GINT_TO_POINTER(wd));
-		inotify_rm_watch(w->inotify_fd, wd);
-	}
-}
-
 /* The descriptor still names the file at path. */
 static bool still_linked(int fd, const char *path)
 {
@@ -107,14 +73,12 @@ static bool still_linked(int fd, const char *path)
 static void on_event(file_watch *w, int wd)
 {
 	GPtrArray *check = g_ptr_array_new_with_free_func(held_file_free);
-	watch_entry *e;
+	GPtrArray *holds;
 
 	g_mutex_lock(&w->mu);
-	e = g_hash_table_lookup(w->entries, GINT_TO_POINTER(wd));
-	for (guint i = 0; e && i < e->waiters->len; i++)
-		dlock__waiter_wake(e->waiters->pdata[i]);
-	for (guint i = 0; e && i < e->holds->len; i++)
-		g_ptr_array_add(check, held_file_copy(e->holds->pdata[i]));
+	holds = dlock__waketable_wake(w->entries, GINT_TO_POINTER(wd));
+	for (guint i = 0; holds && i < holds->len; i++)
+		g_ptr_array_add(check, held_file_copy(holds->pdata[i]));
 	g_mutex_unlock(&w->mu);
 	/* The checks are I/O: outside the mutex.  A hold released meanwhile
 	 * ignores the report. */
@@ -162,7 +126,8 @@ static file_watch *watch_get(dlock__backend *b)
 	if (!b->watch) {
 		w = g_new0(file_watch, 1);
 		g_mutex_init(&w->mu);
-		w->entries = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, entry_free);
+		w->entries = dlock__waketable_new(g_direct_hash, g_direct_equal, NULL, NULL,
+		                                  (GDestroyNotify)g_ptr_array_unref);
 		w->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 		w->stop_fd = eventfd(0, EFD_CLOEXEC);
 		if (w->inotify_fd < 0 || w->stop_fd < 0) {
@@ -188,7 +153,7 @@ int dlock__file_watch_add(dlock__backend *b, const char *path, dlock__waiter *wa
 	g_mutex_lock(&w->mu);
 	wd = inotify_add_watch(w->inotify_fd, path, WATCH_MASK);
 	if (wd >= 0)
-		g_ptr_array_add(entry_get(w, wd)->waiters, waiter);
+		dlock__waketable_add(w->entries, GINT_TO_POINTER(wd), waiter);
 	g_mutex_unlock(&w->mu);
 	return wd;
 }
@@ -196,22 +161,20 @@ int dlock__file_watch_add(dlock__backend *b, const char *path, dlock__waiter *wa
 void dlock__file_watch_remove(dlock__backend *b, int wd, dlock__waiter *waiter)
 {
 	file_watch *w = b->watch;
-	watch_entry *e;
 
 	if (!w || wd < 0)
 		return;
 	g_mutex_lock(&w->mu);
-	e = g_hash_table_lookup(w->entries, GINT_TO_POINTER(wd));
-	if (e) {
-		g_ptr_array_remove_fast(e->waiters, waiter);
-		entry_maybe_remove(w, wd, e);
-	}
+	/* The watch goes once nobody needs it: its key has left the table. */
+	if (dlock__waketable_remove(w->entries, GINT_TO_POINTER(wd), waiter))
+		inotify_rm_watch(w->inotify_fd, wd);
 	g_mutex_unlock(&w->mu);
 }
 
 int dlock__file_watch_hold(dlock__backend *b, const char *path, int fd, dlock__hold *hold)
 {
 	file_watch *w = watch_get(b);
+	GPtrArray *holds;
 	held_file *h;
 	int wd;
 
@@ -224,7 +187,12 @@ int dlock__file_watch_hold(dlock__backend *b, const char *path, int fd, dlock__h
 		h->hold = dlock__hold_ref(hold);
 		h->fd = fd;
 		h->path = g_strdup(path);
-		g_ptr_array_add(entry_get(w, wd)->holds, h);
+		holds = dlock__waketable_data(w->entries, GINT_TO_POINTER(wd));
+		if (!holds) {
+			holds = g_ptr_array_new_with_free_func(held_file_free);
+			dlock__waketable_set_data(w->entries, GINT_TO_POINTER(wd), holds);
+		}
+		g_ptr_array_add(holds, h);
 	}
 	g_mutex_unlock(&w->mu);
 	if (wd < 0)
@@ -241,20 +209,23 @@ int dlock__file_watch_hold(dlock__backend *b, const char *path, int fd, dlock__h
 void dlock__file_unwatch_hold(dlock__backend *b, int wd, dlock__hold *hold)
 {
 	file_watch *w = b->watch;
-	watch_entry *e;
+	GPtrArray *holds;
 
 	if (!w || wd < 0)
 		return;
 	g_mutex_lock(&w->mu);
-	e = g_hash_table_lookup(w->entries, GINT_TO_POINTER(wd));
-	for (guint i = 0; e && i < e->holds->len; i++) {
-		if (((held_file *)e->holds->pdata[i])->hold == hold) {
-			g_ptr_array_remove_index_fast(e->holds, i);
+	holds = dlock__waketable_data(w->entries, GINT_TO_POINTER(wd));
+	for (guint i = 0; holds && i < holds->len; i++) {
+		if (((held_file *)holds->pdata[i])->hold == hold) {
+			g_ptr_array_remove_index_fast(holds, i);
 			break;
 		}
 	}
-	if (e)
-		entry_maybe_remove(w, wd, e);
+	if (holds && holds->len == 0) {
+		g_ptr_array_unref(holds);
+		if (dlock__waketable_set_data(w->entries, GINT_TO_POINTER(wd), NULL))
+			inotify_rm_watch(w->inotify_fd, wd);
+	}
 	g_mutex_unlock(&w->mu);
 }
 
@@ -274,7 +245,7 @@ void dlock__file_watch_stop(dlock__backend *b)
 		close(w->inotify_fd);
 	if (w->stop_fd >= 0)
 		close(w->stop_fd);
-	g_hash_table_unref(w->entries);
+	dlock__waketable_free(w->entries);
 	g_mutex_clear(&w->mu);
 	g_free(w);
 	b->watch = NULL;

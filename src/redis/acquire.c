@@ -41,11 +41,6 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 	try_result result;
 	int rc;
 
-	if (dlock__remaining_us(deadline_us) == 0) {
-		*ret_rc = dlock__error(DLOCK_ETIMEDOUT, "%s: deadline passed before the lock of '%s' was granted",
-		                       b->label, dlock__hold_resource(lease->hold));
-		return TRY_FAILED;
-	}
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
 	*ret_sent_us = dlock__boot_us();
 	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, 2, 2, words, &reply,
@@ -116,8 +111,9 @@ static int64_t next_sleep_us(int64_t pttl_ms, int64_t backoff_us)
 int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
                          int64_t wait_ms, int64_t deadline_us)
 {
+	const char *resource = dlock__hold_resource(hold);
 	redis_lease *lease = lease_new(b, hold);
-	char *fence_key = dlock__redis_fence_key(b, dlock__hold_resource(hold));
+	char *fence_key = dlock__redis_fence_key(b, resource);
 	int64_t backoff_us = BACKOFF_FIRST_US;
 	bool subscribed = false;
 	bool uncertain = false; /* a try may have set our key unseen */
@@ -131,8 +127,11 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 		try_result result;
 
 		if (dlock__waiter_canceled(waiter)) {
-			rc = dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled",
-			                  dlock__hold_resource(hold));
+			rc = dlock__error_canceled(resource);
+			break;
+		}
+		if (dlock__remaining_us(deadline_us) == 0) {
+			rc = dlock__error_timeout(resource, wait_ms);
 			break;
 		}
 		result = try_once(b, lease, waiter, fence_key, deadline_us, &token, &pttl, &sent_us, &rc);
@@ -142,8 +141,7 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 			uncertain = true;
 			first = false;
 			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: the grant of '%s' came after its %" PRId64
-			                  " ms lease had run out", b->label, dlock__hold_resource(hold),
-			                  lease->ttl_ms);
+			                  " ms lease had run out", b->label, resource, lease->ttl_ms);
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s", dlock_last_error_message());
 			if (wait_ms == 0)
 				break;
@@ -161,8 +159,7 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 		if (result == TRY_UNCERTAIN)
 			uncertain = true;
 		if (result != TRY_BUSY && rc == DLOCK_ECANCELED) {
-			rc = dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled",
-			                  dlock__hold_resource(hold));
+			rc = dlock__error_canceled(resource);
 			break;
 		}
 		if (result != TRY_BUSY) {
@@ -173,16 +170,15 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 		}
 		first = false;
 		if (result == TRY_BUSY && wait_ms == 0) {
-			rc = dlock__error(DLOCK_EBUSY, "lock '%s' is held by another owner",
-			                  dlock__hold_resource(hold));
+			rc = dlock__error_busy(resource);
 			break;
 		}
 		if (!subscribed) {
 			dlock__redis_sub_add(b, lease->channel, waiter);
 			subscribed = true;
 		}
-		rc = dlock__waiter_turn(waiter, seen, hold, wait_ms, deadline_us, next_sleep_us(pttl, backoff_us),
-		                        &backoff_us, BACKOFF_CAP_US);
+		rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us,
+		                        next_sleep_us(pttl, backoff_us), &backoff_us, BACKOFF_CAP_US);
 		if (rc != DLOCK_OK)
 			break;
 	}

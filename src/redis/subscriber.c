@@ -1,7 +1,7 @@
 /*
  * The subscriber: one pub/sub connection per backend, on its own thread
  * ("dlock-subscribe"), serving every waiter.  hiredis keeps one callback
- * per channel, so the channel -> waiters table is ours.  Waiters are woken
+ * per channel, so the channel -> waiters table is ours (a wake table).  Waiters are woken
  * when their channel's subscription is confirmed (so they try once more,
  * catching a release that happened before it), on every release message,
  * and after a reconnect (messages may have been missed while down).
@@ -20,6 +20,7 @@
 #include "error.h"
 #include "internal.h"
 #include "thread.h"
+#include "waketable.h"
 
 #define RECONNECT_FIRST_US (100 * 1000)
 #define RECONNECT_CAP_US (5 * 1000 * 1000)
@@ -27,26 +28,24 @@
 /* A connection this old that got answers resets the reconnect backoff. */
 #define CONNECTION_PROVEN_US (1000 * 1000)
 
-typedef struct channel {
-	GPtrArray *waiters;   /* dlock__waiter * */
-	bool subscribed;      /* confirmed by the server on this connection */
-	bool pending;         /* a SUBSCRIBE or UNSUBSCRIBE is on its way */
-} channel;
+/*
+ * A channel's state on the server, kept as its data in the wake table (in
+ * the pointer itself: 0 is "nothing on the server", so a channel without
+ * waiters leaves the table once the server has forgotten it too).
+ */
+enum {
+	SUBSCRIBED = 1u << 0, /* confirmed by the server on this connection */
+	PENDING = 1u << 1,    /* a SUBSCRIBE or UNSUBSCRIBE is on its way */
+};
 
 struct redis_sub {
 	dlock__backend *b;
 	GMutex mu;
-	GHashTable *channels; /* name -> channel * */
+	dlock__waketable *channels; /* name -> waiters, and the channel's state */
 	bool stop;
 	int wake_fd;
 	GThread *thread;
 };
-
-static void channel_free(channel *ch)
-{
-	g_ptr_array_unref(ch->waiters);
-	g_free(ch);
-}
 
 static void poke(redis_sub *sub)
 {
@@ -56,31 +55,22 @@ static void poke(redis_sub *sub)
 		;
 }
 
-static void wake_all(channel *ch)
-{
-	for (guint i = 0; i < ch->waiters->len; i++)
-		dlock__waiter_wake(ch->waiters->pdata[i]);
-}
-
 /* Queue the commands that bring the server in line with the table. */
 static void sync_channels(redis_sub *sub, redisContext *ctx)
 {
-	GHashTableIter iter;
-	gpointer key, value;
+	dlock__waketable_iter iter;
 
 	g_mutex_lock(&sub->mu);
-	g_hash_table_iter_init(&iter, sub->channels);
-	while (g_hash_table_iter_next(&iter, &key, &value)) {
-		channel *ch = value;
-		bool wanted = ch->waiters->len > 0;
+	dlock__waketable_iter_init(&iter, sub->channels);
+	while (dlock__waketable_iter_next(&iter)) {
+		unsigned state = GPOINTER_TO_UINT(dlock__waketable_iter_data(&iter));
+		bool wanted = dlock__waketable_iter_count(&iter) > 0;
+		const char *name = dlock__waketable_iter_key(&iter);
 
-		if (ch->pending || wanted == ch->subscribed) {
-			if (!wanted && !ch->subscribed && !ch->pending)
-				g_hash_table_iter_remove(&iter);
+		if ((state & PENDING) || wanted == !!(state & SUBSCRIBED))
 			continue;
-		}
-		redisAppendCommand(ctx, wanted ? "SUBSCRIBE %s" : "UNSUBSCRIBE %s", (const char *)key);
-		ch->pending = true;
+		redisAppendCommand(ctx, wanted ? "SUBSCRIBE %s" : "UNSUBSCRIBE %s", name);
+		dlock__waketable_iter_set_data(&iter, GUINT_TO_POINTER(state | PENDING));
 	}
 	g_mutex_unlock(&sub->mu);
 }
@@ -88,8 +78,8 @@ static void sync_channels(redis_sub *sub, redisContext *ctx)
 /* Handle one reply from the server: subscribe, unsubscribe, message, pong. */
 static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_us)
 {
-	const char *kind;
-	channel *ch;
+	const char *kind, *name;
+	bool known;
 
 	if (reply->type == REDIS_REPLY_ERROR) {
 		/* e.g. an ACL user without channel rights: waiters fall back on
@@ -113,17 +103,17 @@ static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_u
 	}
 	if (reply->element[1]->type != REDIS_REPLY_STRING)
 		return;
+	name = reply->element[1]->str;
 	g_mutex_lock(&sub->mu);
-	ch = g_hash_table_lookup(sub->channels, reply->element[1]->str);
-	if (ch && strcmp(kind, "subscribe") == 0) {
-		ch->subscribed = true;
-		ch->pending = false;
-		wake_all(ch);
-	} else if (ch && strcmp(kind, "unsubscribe") == 0) {
-		ch->subscribed = false;
-		ch->pending = false;
-	} else if (ch && strcmp(kind, "message") == 0) {
-		wake_all(ch);
+	known = dlock__waketable_contains(sub->channels, name);
+	if (known && strcmp(kind, "subscribe") == 0) {
+		dlock__waketable_set_data(sub->channels, name, GUINT_TO_POINTER(SUBSCRIBED));
+		dlock__waketable_wake(sub->channels, name);
+	} else if (known && strcmp(kind, "unsubscribe") == 0) {
+		/* Frees the channel if it has no waiter left. */
+		dlock__waketable_set_data(sub->channels, name, NULL);
+	} else if (strcmp(kind, "message") == 0) {
+		dlock__waketable_wake(sub->channels, name);
 	}
 	g_mutex_unlock(&sub->mu);
 }
@@ -136,18 +126,14 @@ static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_u
  */
 static void connection_lost(redis_sub *sub)
 {
-	GHashTableIter iter;
-	gpointer value;
+	dlock__waketable_iter iter;
 
 	g_mutex_lock(&sub->mu);
-	g_hash_table_iter_init(&iter, sub->channels);
-	while (g_hash_table_iter_next(&iter, NULL, &value)) {
-		channel *ch = value;
-
-		if (ch->subscribed)
-			wake_all(ch);
-		ch->subscribed = false;
-		ch->pending = false;
+	dlock__waketable_iter_init(&iter, sub->channels);
+	while (dlock__waketable_iter_next(&iter)) {
+		if (GPOINTER_TO_UINT(dlock__waketable_iter_data(&iter)) & SUBSCRIBED)
+			dlock__waketable_iter_wake(&iter);
+		dlock__waketable_iter_set_data(&iter, NULL);
 	}
 	g_mutex_unlock(&sub->mu);
 }
@@ -293,8 +279,8 @@ static redis_sub *sub_get(dlock__backend *b)
 		sub = g_new0(redis_sub, 1);
 		sub->b = b;
 		g_mutex_init(&sub->mu);
-		sub->channels = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-		                                      (GDestroyNotify)channel_free);
+		sub->channels = dlock__waketable_new(g_str_hash, g_str_equal, (dlock__key_copy_fn)g_strdup,
+		                                     g_free, NULL);
 		sub->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (sub->wake_fd < 0)
 			g_error("dlock: eventfd: %s", g_strerror(errno));
@@ -309,19 +295,12 @@ static redis_sub *sub_get(dlock__backend *b)
 void dlock__redis_sub_add(dlock__backend *b, const char *name, dlock__waiter *waiter)
 {
 	redis_sub *sub = sub_get(b);
-	channel *ch;
 
 	g_mutex_lock(&sub->mu);
-	ch = g_hash_table_lookup(sub->channels, name);
-	if (!ch) {
-		ch = g_new0(channel, 1);
-		ch->waiters = g_ptr_array_new();
-		g_hash_table_insert(sub->channels, g_strdup(name), ch);
-	}
-	g_ptr_array_add(ch->waiters, waiter);
+	dlock__waketable_add(sub->channels, name, waiter);
 	/* Already subscribed: this waiter's next try follows a confirmed
 	 * subscription, so wake it at once. */
-	if (ch->subscribed && !ch->pending)
+	if (GPOINTER_TO_UINT(dlock__waketable_data(sub->channels, name)) == SUBSCRIBED)
 		dlock__waiter_wake(waiter);
 	g_mutex_unlock(&sub->mu);
 	poke(sub);
@@ -330,14 +309,12 @@ void dlock__redis_sub_add(dlock__backend *b, const char *name, dlock__waiter *wa
 void dlock__redis_sub_remove(dlock__backend *b, const char *name, dlock__waiter *waiter)
 {
 	redis_sub *sub = b->sub;
-	channel *ch;
 
 	if (!sub)
 		return;
 	g_mutex_lock(&sub->mu);
-	ch = g_hash_table_lookup(sub->channels, name);
-	if (ch)
-		g_ptr_array_remove_fast(ch->waiters, waiter);
+	/* A subscribed channel stays until the server confirms its end. */
+	dlock__waketable_remove(sub->channels, name, waiter);
 	g_mutex_unlock(&sub->mu);
 	poke(sub);
 }
@@ -354,7 +331,7 @@ void dlock__redis_sub_stop(dlock__backend *b)
 	poke(sub);
 	g_thread_join(sub->thread);
 	close(sub->wake_fd);
-	g_hash_table_unref(sub->channels);
+	dlock__waketable_free(sub->channels);
 	g_mutex_clear(&sub->mu);
 	g_free(sub);
 	b->sub = NULL;

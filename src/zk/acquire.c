@@ -77,9 +77,8 @@ static int wait_failed(attempt *a, int rc)
 	if (rc == DLOCK_ELOST)
 		return AGAIN;
 	if (rc == DLOCK_ECANCELED)
-		return dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled", a->resource);
-	return dlock__error(DLOCK_ETIMEDOUT, "%s: deadline passed before the lock of '%s' was granted",
-	                    a->b->label, a->resource);
+		return dlock__error_canceled(a->resource);
+	return dlock__error_timeout(a->resource, a->wait_ms);
 }
 
 /* Send call, wait for its answer.  DLOCK_OK with call->rc set, or the
@@ -280,11 +279,10 @@ static int create_node(attempt *a, zk_session *s)
 static int wait_predecessor(attempt *a, zk_session *s, const char *name)
 {
 	char *path = g_strconcat(a->dir, "/", name, NULL);
-	zk_watch watch = { a->waiter, false };
 	zk_call *call = dlock__zk_call_new(s, CALL_GET, a->waiter);
 	int rc, zrc;
 
-	dlock__zk_watch_add(s, path, &watch);
+	dlock__zk_watch_add(s, path, a->waiter);
 	dlock__zk_get(call, path, true);
 	rc = await(a, call);
 	if (rc != DLOCK_OK)
@@ -304,7 +302,7 @@ static int wait_predecessor(attempt *a, zk_session *s, const char *name)
 	while (zrc == ZOK) {
 		uint64_t seen = dlock__waiter_seq(a->waiter);
 
-		if (dlock__zk_watch_fired(s, &watch) || dlock__zk_session_phase(s) != ZK_CONNECTED)
+		if (dlock__zk_watch_fired(s, path, a->waiter) || dlock__zk_session_phase(s) != ZK_CONNECTED)
 			break;
 		rc = dlock__waiter_sleep(a->waiter, seen, a->deadline_us);
 		if (rc != DLOCK_OK) {
@@ -323,7 +321,7 @@ static int wait_predecessor(attempt *a, zk_session *s, const char *name)
 		break;
 	}
 out:
-	dlock__zk_watch_remove(s, path, &watch);
+	dlock__zk_watch_remove(s, path, a->waiter);
 	g_free(path);
 	return rc;
 }
@@ -366,7 +364,7 @@ static int attempt_run(attempt *a, zk_session *s)
 			return DLOCK_OK;
 		if (a->wait_ms == 0) {
 			g_free(predecessor);
-			return dlock__error(DLOCK_EBUSY, "lock '%s' is held by another owner", a->resource);
+			return dlock__error_busy(a->resource);
 		}
 		rc = wait_predecessor(a, s, predecessor);
 		g_free(predecessor);
@@ -431,6 +429,8 @@ int dlock__zk_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waite
 		rc = dlock__zk_session_get(b, waiter, until, &s);
 		if (rc == DLOCK_EUNAVAILABLE && !first && wait_ms != 0)
 			rc = wait_failed(&a, DLOCK_ETIMEDOUT);
+		else if (rc == DLOCK_ECANCELED)
+			rc = wait_failed(&a, rc); /* worded as every backend words it */
 		if (rc != DLOCK_OK)
 			break;
 		first = false;

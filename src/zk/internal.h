@@ -31,6 +31,7 @@
 #include "backend.h"
 #include "resolve.h"
 #include "nodes.h"
+#include "waketable.h"
 
 typedef struct zk_session zk_session;
 
@@ -77,17 +78,15 @@ struct zk_session {
 	int64_t probe_due_us;      /* CLOCK_BOOTTIME: next keep-alive probe */
 	bool probing;              /* a probe is in flight */
 	GPtrArray *holds;          /* zk_node * granted on this session (referenced) */
-	GPtrArray *waiters;        /* dlock__waiter * to wake on every state change */
-	GHashTable *watches;       /* node path -> GPtrArray of zk_watch * */
+	/* node path -> the waiters of its data watch, and ZK_SESSION_WAITERS ->
+	 * the waiters to wake on every state change (woken too) */
+	dlock__waketable *waiters;
 	GPtrArray *retry_deletes;  /* paths (char *) whose delete failed for want of a connection */
 	GPtrArray *sweeps;         /* sweeps waiting for a connection (sweep.c), or NULL */
 };
 
-/* A thread waiting for a data watch on one node to fire. */
-typedef struct zk_watch {
-	dlock__waiter *waiter;
-	bool fired;                /* guarded by the session's mu */
-} zk_watch;
+/* The session's waiters' key in its wake table: no node path is empty. */
+#define ZK_SESSION_WAITERS ""
 
 /* A granted lock node: the server-side state of one hold. */
 typedef struct zk_node {
@@ -158,10 +157,11 @@ zk_phase dlock__zk_session_phase(zk_session *s);
 /* Register a waiter for wake-ups on every state change of s. */
 void dlock__zk_session_add_waiter(zk_session *s, dlock__waiter *waiter);
 void dlock__zk_session_remove_waiter(zk_session *s, dlock__waiter *waiter);
-/* Register w for the data watch on path (before setting it). */
-void dlock__zk_watch_add(zk_session *s, const char *path, zk_watch *w);
-void dlock__zk_watch_remove(zk_session *s, const char *path, zk_watch *w);
-bool dlock__zk_watch_fired(zk_session *s, zk_watch *w);
+/* Register waiter for the data watch on path (before setting it).  The
+ * watch fires once: after that waiter is no longer registered. */
+void dlock__zk_watch_add(zk_session *s, const char *path, dlock__waiter *waiter);
+void dlock__zk_watch_remove(zk_session *s, const char *path, dlock__waiter *waiter);
+bool dlock__zk_watch_fired(zk_session *s, const char *path, dlock__waiter *waiter);
 /* The watcher of every session and data watch (context: the session). */
 void dlock__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 /* A request sent at sent_us was answered: the session lived then. */

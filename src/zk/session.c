@@ -87,8 +87,7 @@ void dlock__zk_session_unref(zk_session *s)
 		return;
 	/* The handle was closed before the last reference went. */
 	g_ptr_array_unref(s->holds);
-	g_ptr_array_unref(s->waiters);
-	g_hash_table_unref(s->watches);
+	dlock__waketable_free(s->waiters);
 	g_ptr_array_unref(s->retry_deletes);
 	dlock__zk_sweeps_drop(s);
 	g_mutex_clear(&s->mu);
@@ -126,18 +125,7 @@ static GPtrArray *holds_copy_locked(zk_session *s)
 
 static void wake_all_locked(zk_session *s)
 {
-	GHashTableIter iter;
-	gpointer value;
-
-	for (guint i = 0; i < s->waiters->len; i++)
-		dlock__waiter_wake(s->waiters->pdata[i]);
-	g_hash_table_iter_init(&iter, s->watches);
-	while (g_hash_table_iter_next(&iter, NULL, &value)) {
-		GPtrArray *list = value;
-
-		for (guint i = 0; i < list->len; i++)
-			dlock__waiter_wake(((zk_watch *)list->pdata[i])->waiter);
-	}
+	dlock__waketable_wake_all(s->waiters);
 }
 
 static void report(GPtrArray *holds, dlock_state state)
@@ -228,7 +216,6 @@ static void state_changed(zk_session *s, zhandle_t *zh, int state)
 void dlock__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
 	zk_session *s = ctx;
-	GPtrArray *list;
 
 	if (type == ZOO_SESSION_EVENT) {
 		state_changed(s, zh, state);
@@ -239,15 +226,9 @@ void dlock__zk_watcher(zhandle_t *zh, int type, int state, const char *path, voi
 	/* A data watch fired (the node was deleted or changed): wake the
 	 * threads waiting on it.  The watch is used up. */
 	g_mutex_lock(&s->mu);
-	list = g_hash_table_lookup(s->watches, path);
-	if (list) {
-		for (guint i = 0; i < list->len; i++) {
-			zk_watch *w = list->pdata[i];
-
-			w->fired = true;
-			dlock__waiter_wake(w->waiter);
-		}
-		g_hash_table_remove(s->watches, path);
+	if (*path) { /* never ZK_SESSION_WAITERS */
+		dlock__waketable_wake(s->waiters, path);
+		dlock__waketable_drop(s->waiters, path);
 	}
 	g_mutex_unlock(&s->mu);
 }
@@ -322,9 +303,7 @@ static int session_open(dlock__backend *b, const char *hosts, zk_session **ret)
 	g_mutex_init(&s->mu);
 	s->phase = ZK_CONNECTING;
 	s->holds = g_ptr_array_new();
-	s->waiters = g_ptr_array_new();
-	s->watches = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-	                                   (GDestroyNotify)g_ptr_array_unref);
+	s->waiters = dlock__waketable_new(g_str_hash, g_str_equal, (dlock__key_copy_fn)g_strdup, g_free, NULL);
 	s->retry_deletes = g_ptr_array_new_with_free_func(g_free);
 
 	/* The client's I/O and completion threads inherit this mask: library
@@ -369,8 +348,8 @@ void dlock__zk_session_add_waiter(zk_session *s, dlock__waiter *waiter)
 	bool first;
 
 	g_mutex_lock(&s->mu);
-	g_ptr_array_add(s->waiters, waiter);
-	first = s->waiters->len == 1 && s->holds->len == 0;
+	dlock__waketable_add(s->waiters, ZK_SESSION_WAITERS, waiter);
+	first = dlock__waketable_count(s->waiters, ZK_SESSION_WAITERS) == 1 && s->holds->len == 0;
 	g_mutex_unlock(&s->mu);
 	/* Probes start now (see in_use_locked). */
 	if (first)
@@ -380,7 +359,7 @@ void dlock__zk_session_add_waiter(zk_session *s, dlock__waiter *waiter)
 void dlock__zk_session_remove_waiter(zk_session *s, dlock__waiter *waiter)
 {
 	g_mutex_lock(&s->mu);
-	g_ptr_array_remove_fast(s->waiters, waiter);
+	dlock__waketable_remove(s->waiters, ZK_SESSION_WAITERS, waiter);
 	g_mutex_unlock(&s->mu);
 }
 
@@ -483,41 +462,27 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 
 /* ---- watches and holds ------------------------------------------------ */
 
-void dlock__zk_watch_add(zk_session *s, const char *path, zk_watch *w)
+void dlock__zk_watch_add(zk_session *s, const char *path, dlock__waiter *waiter)
 {
-	GPtrArray *list;
-
 	g_mutex_lock(&s->mu);
-	w->fired = false;
-	list = g_hash_table_lookup(s->watches, path);
-	if (!list) {
-		list = g_ptr_array_new();
-		g_hash_table_insert(s->watches, g_strdup(path), list);
-	}
-	g_ptr_array_add(list, w);
+	dlock__waketable_add(s->waiters, path, waiter);
 	g_mutex_unlock(&s->mu);
 }
 
-void dlock__zk_watch_remove(zk_session *s, const char *path, zk_watch *w)
+void dlock__zk_watch_remove(zk_session *s, const char *path, dlock__waiter *waiter)
 {
-	GPtrArray *list;
-
 	g_mutex_lock(&s->mu);
-	list = g_hash_table_lookup(s->watches, path);
-	if (list) {
-		g_ptr_array_remove_fast(list, w);
-		if (list->len == 0)
-			g_hash_table_remove(s->watches, path);
-	}
+	dlock__waketable_remove(s->waiters, path, waiter);
 	g_mutex_unlock(&s->mu);
 }
 
-bool dlock__zk_watch_fired(zk_session *s, zk_watch *w)
+bool dlock__zk_watch_fired(zk_session *s, const char *path, dlock__waiter *waiter)
 {
 	bool fired;
 
+	/* A fired watch's key was dropped (dlock__zk_watcher). */
 	g_mutex_lock(&s->mu);
-	fired = w->fired;
+	fired = !dlock__waketable_has(s->waiters, path, waiter);
 	g_mutex_unlock(&s->mu);
 	return fired;
 }
@@ -673,7 +638,7 @@ static void probe_send_locked(zk_session *s, int64_t now)
  */
 static bool in_use_locked(const zk_session *s)
 {
-	return s->holds->len > 0 || s->waiters->len > 0;
+	return s->holds->len > 0 || dlock__waketable_count(s->waiters, ZK_SESSION_WAITERS) > 0;
 }
 
 /*
