@@ -26,7 +26,8 @@
 # dlock_server_log[NAME].  Set the array dlock_server_prefix (e.g.
 # (taskset -c 1)) to run every server under a command.  A server that does
 # not come up makes the start or wait function print its name and the end
-# of its log on stderr and return 1.
+# of its log on stderr and return 1.  The servers are background jobs of
+# the calling shell: wait for other jobs by PID, never with a bare wait.
 
 declare -gA dlock_server_pid=() dlock_server_log=() dlock_server_port=()
 declare -ga dlock_server_prefix=()
