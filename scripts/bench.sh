@@ -96,25 +96,11 @@ else
 	placement="One core: nothing pinned."
 fi
 
-tmp=$(mktemp -d /tmp/dlock-bench.XXXXXX)
-pids=()
-cleanup() {
-	local pid
-	for pid in "${pids[@]}"; do
-		kill "$pid" 2>/dev/null || true
-	done
-	for pid in "${pids[@]}"; do
-		# A JVM takes a moment; SIGKILL what is still there after 10 s.
-		for _ in $(seq 100); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -9 "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/lib/servers.sh
+source "$root/scripts/lib/servers.sh"
+dlock_servers_init dlock-bench
+dlock_server_prefix=("${srv[@]}")
+tmp=$DLOCK_SERVERS_TMP
 trap 'exit 130' INT TERM
 
 log() { printf 'bench.sh: [%4ds] %s\n' "$SECONDS" "$*" >&2; }
@@ -131,93 +117,25 @@ note() {
 
 # Free loopback ports, all different: Redis, ZooKeeper, 3 x (client, peer,
 # election) for the ensemble.
-mapfile -t ports < <($PY - <<'EOF'
-import socket
-socks = []
-for _ in range(11):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-for s in socks:
-    print(s.getsockname()[1])
-EOF
-)
+mapfile -t ports < <(dlock_free_ports 11)
 
 # ---- servers -------------------------------------------------------------------
+# The JVMs first (they take longest), Redis while they start.
 redis_port=${ports[0]}
-mkdir -p "$tmp/redis"
-"${srv[@]}" redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
-	--dir "$tmp/redis" </dev/null >"$tmp/redis/redis.log" 2>&1 &
-pids+=($!)
-
-zk_classpath=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
-
-# zk_start DIR CLIENT_PORT [MYID SERVER_LINES] — zoo.cfg as the tests'
-# helper (tests/helpers/test-zk.c) writes it, and the same JVM command line.
-zk_start() {
-	local dir=$1 port=$2 myid=${3:-} servers=${4:-}
-	mkdir -p "$dir/data"
-	cat >"$dir/zoo.cfg" <<EOF
-tickTime=2000
-dataDir=$dir/data
-clientPort=$port
-clientPortAddress=127.0.0.1
-admin.enableServer=false
-4lw.commands.whitelist=*
-maxClientCnxns=0
-EOF
-	if [[ -n "$myid" ]]; then
-		printf 'initLimit=10\nsyncLimit=5\n%s' "$servers" >>"$dir/zoo.cfg"
-		echo "$myid" >"$dir/data/myid"
-	fi
-	"${srv[@]}" java -Xms32m -Xmx256m -XX:+UseSerialGC "-Dzookeeper.log.dir=$dir" \
-		-Dzookeeper.root.logger=INFO,CONSOLE -cp "$zk_classpath" \
-		org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" </dev/null >"$dir/zk.log" 2>&1 &
-	pids+=($!)
-}
-
-# A four-letter word's answer, within 3 s (a frozen JVM still accepts).
-zk_4lw() {
-	timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf %s "$2" >&3 && cat <&3' _ "$1" "$2" \
-		2>/dev/null || true
-}
-
 zk_port=${ports[1]}
-zk_start "$tmp/zk" "$zk_port"
+dlock_zk_start zk "$zk_port"
 zk3_ports=("${ports[2]}" "${ports[3]}" "${ports[4]}")
 zk3_servers=""
 for i in 0 1 2; do
 	zk3_servers+="server.$((i + 1))=127.0.0.1:${ports[5 + 2 * i]}:${ports[6 + 2 * i]}"$'\n'
 done
 for i in 0 1 2; do
-	zk_start "$tmp/zk3-$((i + 1))" "${zk3_ports[i]}" "$((i + 1))" "$zk3_servers"
+	dlock_zk_start "zk3-$((i + 1))" "${zk3_ports[i]}" 2000 "$((i + 1))" "$zk3_servers"
 done
-
-for _ in $(seq 200); do
-	redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG && break
-	sleep 0.05
-done
-redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG ||
-	fail "redis-server did not answer PING; its log: $(tail -n 5 "$tmp/redis/redis.log")"
-
-# Wait until every server answers srvr with a mode, and the ensemble has a
-# leader: up to 60 s.
-zk_ready() {
-	local modes="" port mode
-	for port in "$@"; do
-		mode=$(zk_4lw "$port" srvr | sed -n 's/^Mode: //p')
-		[[ -n "$mode" ]] || return 1
-		modes+="$mode "
-	done
-	(($# == 1)) || [[ "$modes" == *leader* ]]
-}
-for _ in $(seq 240); do
-	zk_ready "$zk_port" && zk_ready "${zk3_ports[@]}" && break
-	sleep 0.25
-done
-zk_ready "$zk_port" || fail "ZooKeeper did not start; its log: $(tail -n 5 "$tmp/zk/zk.log")"
-zk_ready "${zk3_ports[@]}" || fail "the ZooKeeper ensemble elected no leader; see $tmp/zk3-*/zk.log"
-zk_version=$(zk_4lw "$zk_port" srvr | sed -n 's/^Zookeeper version: //p')
+dlock_redis_start redis "$redis_port" || fail "redis-server did not start"
+dlock_zk_wait zk || fail "ZooKeeper did not start"
+dlock_zk_wait zk3-1 zk3-2 zk3-3 || fail "the ZooKeeper ensemble elected no leader"
+zk_version=$(dlock_zk_4lw "$zk_port" srvr | sed -n 's/^Zookeeper version: //p')
 
 files=$tmp/files
 mkdir -m 700 "$files"

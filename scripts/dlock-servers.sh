@@ -18,35 +18,16 @@ dlock_install_packages "${DLOCK_PACKAGES[@]}" >&2
 dlock_meson_setup build >/dev/null
 meson compile -C build dlock:executable >/dev/null
 
-tmp=$(mktemp -d)
-server=
-zk_server=
-cleanup() {
-	[[ -n "$server" ]] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
-	[[ -n "$zk_server" ]] && kill "$zk_server" 2>/dev/null && wait "$zk_server" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" >"$tmp/redis.log" 2>&1 &
-server=$!
-for _ in $(seq 100); do
-	redis-cli -p "$port" ping >/dev/null 2>&1 && break
-	sleep 0.05
-done
-zk_port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mkdir -p "$tmp/zk/data"
-printf 'tickTime=2000\ndataDir=%s\nclientPort=%s\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=srvr\n' \
-	"$tmp/zk/data" "$zk_port" >"$tmp/zk/zoo.cfg"
-java -Xms32m -Xmx256m -XX:+UseSerialGC \
-	-cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar \
-	org.apache.zookeeper.server.quorum.QuorumPeerMain "$tmp/zk/zoo.cfg" >"$tmp/zk/zk.log" 2>&1 &
-zk_server=$!
-for _ in $(seq 300); do
-	(exec 3<>"/dev/tcp/127.0.0.1/$zk_port" && echo srvr >&3 && grep -q Mode <&3) 2>/dev/null && break
-	sleep 0.1
-done
+# shellcheck source=scripts/lib/servers.sh
+source "$root/scripts/lib/servers.sh"
+dlock_servers_init dlock-servers
+tmp=$DLOCK_SERVERS_TMP
+mapfile -t ports < <(dlock_free_ports 2)
+port=${ports[0]}
+zk_port=${ports[1]}
+dlock_zk_start zk "$zk_port" # the JVM takes longest: start it first
+dlock_redis_start redis "$port"
+dlock_zk_wait zk
 mkdir -m 0700 "$tmp/locks"
 cat >"$tmp/dlock.conf" <<CONF
 [defaults]

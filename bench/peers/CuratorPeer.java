@@ -7,12 +7,16 @@
  *   PEER latency    --server ADDR --resource NAME --warmup N --count N
  *   PEER throughput --server ADDR --resource-prefix NAME --resources R --threads T --seconds S
  *   PEER handoff    --server ADDR --resource NAME --count N
+ *   PEER try|hold   --server ADDR --resource /PATH
  *
  * ADDR is a ZooKeeper connect string, 127.0.0.1:P1[,127.0.0.1:P2...]; the
- * lock of NAME is /bench-peers/NAME.  Curator creates that node and its
- * parents (as container nodes) and a sequential ephemeral child per acquire;
- * at the end this driver deletes the lock nodes and their empty parents up
- * to /bench-peers.  Throughput threads share the one CuratorFramework
+ * lock of NAME is /bench-peers/NAME, or NAME itself if it is an absolute
+ * path (the interoperability tests lock dlock's own nodes, /dlock/...).
+ * Curator creates that node and its parents (as container nodes) and a
+ * sequential ephemeral child per acquire; at the end of a benchmark mode
+ * this driver deletes the lock nodes and their empty parents up to
+ * /bench-peers.  try and hold are the interoperability tests' modes, as in
+ * peer_common.py.  Throughput threads share the one CuratorFramework
  * (thread-safe), each with its own InterProcessMutex per resource.
  *
  * Run it with bench/peers/curator-peer.sh ARGS, which does, in Java's
@@ -65,13 +69,19 @@ public class CuratorPeer {
 	static final String USAGE =
 		"usage: PEER latency    --server ADDR --resource NAME --warmup N --count N\n" +
 		"       PEER throughput --server ADDR --resource-prefix NAME --resources R --threads T --seconds S\n" +
-		"       PEER handoff    --server ADDR --resource NAME --count N";
+		"       PEER handoff    --server ADDR --resource NAME --count N\n" +
+		"       PEER try|hold   --server ADDR --resource NAME";
 
 	static final Map<String, List<String>> MODES = Map.of(
 		"latency", List.of("server", "resource", "warmup", "count"),
 		"throughput", List.of("server", "resource-prefix", "resources", "threads", "seconds"),
 		"handoff", List.of("server", "resource", "count"),
-		"handoff-waiter", List.of("server", "resource"));
+		"handoff-waiter", List.of("server", "resource"),
+		"try", List.of("server", "resource"),
+		"hold", List.of("server", "resource"));
+
+	/** Modes that clean up the locks' leftovers on the server at the end. */
+	static final List<String> CLEANUP_MODES = List.of("latency", "throughput", "handoff");
 
 	static class UsageError extends Exception {
 		UsageError(String message) { super(message); }
@@ -156,6 +166,8 @@ public class CuratorPeer {
 	/* ---- the lock ---- */
 
 	static String lockPath(String name) {
+		if (name.startsWith("/"))
+			return name;
 		return ROOT + "/" + name.replaceAll("^/+|/+$", "");
 	}
 
@@ -171,6 +183,10 @@ public class CuratorPeer {
 		void acquire() throws Exception {
 			if (!mutex.acquire(ACQUIRE_TIMEOUT_S, TimeUnit.SECONDS))
 				throw new PeerError("acquire " + path + ": not acquired within " + ACQUIRE_TIMEOUT_S + " s");
+		}
+
+		boolean tryAcquire() throws Exception {
+			return mutex.acquire(0, TimeUnit.MILLISECONDS);
 		}
 
 		void release() throws Exception {
@@ -393,6 +409,35 @@ public class CuratorPeer {
 		}
 	}
 
+	/** Whether acquiring the lock without waiting got it. */
+	static boolean tryStep(Lock lock) throws PeerError {
+		boolean[] got = {false};
+		step("try acquire", () -> got[0] = lock.tryAcquire());
+		return got[0];
+	}
+
+	static void tryOnce(CuratorFramework client) throws Exception {
+		Lock lock = new Lock(client, opts.get("resource"));
+		boolean got = tryStep(lock);
+		System.out.println(got ? "acquired" : "busy");
+		System.out.flush();
+		if (got)
+			step("release", lock::release);
+	}
+
+	static void hold(CuratorFramework client) throws Exception {
+		Lock lock = new Lock(client, opts.get("resource"));
+		boolean got = tryStep(lock);
+		System.out.println(got ? "held" : "busy");
+		System.out.flush();
+		if (got) {
+			new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+			step("release", lock::release);
+			System.out.println("released");
+			System.out.flush();
+		}
+	}
+
 	static List<String> namesUsed() throws UsageError {
 		if (!mode.equals("throughput"))
 			return List.of(opts.get("resource"));
@@ -424,6 +469,8 @@ public class CuratorPeer {
 			case "latency": latency(client[0]); break;
 			case "throughput": throughput(client[0]); break;
 			case "handoff": handoff(client[0], args); break;
+			case "try": tryOnce(client[0]); break;
+			case "hold": hold(client[0]); break;
 			default: handoffWaiter(client[0]); break;
 			}
 		} catch (Exception e) {
@@ -432,7 +479,7 @@ public class CuratorPeer {
 		}
 		if (client[0] != null) {
 			try {
-				if (!mode.equals("handoff-waiter"))  // the holder cleans up after both
+				if (CLEANUP_MODES.contains(mode))  // the handoff holder cleans up after both
 					step("cleanup", () -> cleanup(client[0], namesUsed()));
 				step("close", client[0]::close);
 			} catch (Exception e) {

@@ -1,17 +1,22 @@
 #!/usr/bin/python3
-"""Peer driver: kazoo's lock recipe, KazooClient(hosts=ADDR).Lock(path),
-on ZooKeeper.
+"""Peer driver: kazoo's lock recipe, KazooClient(hosts=ADDR).Lock(path,
+"kazoo-peer", extra_lock_patterns=["-lock-"]), on ZooKeeper: told to see
+Curator-format nodes ("-lock-", which dlock's are) as contenders too, as
+dlock's README says to configure it.
 
     bench/peers/kazoo_peer.py latency    --server 127.0.0.1:P1[,127.0.0.1:P2...] --resource NAME --warmup N --count N
     bench/peers/kazoo_peer.py throughput --server 127.0.0.1:P1[,...] --resource-prefix NAME --resources R --threads T --seconds S
     bench/peers/kazoo_peer.py handoff    --server 127.0.0.1:P1[,...] --resource NAME --count N
+    bench/peers/kazoo_peer.py try|hold   --server 127.0.0.1:P1[,...] --resource /PATH
 
-The lock of NAME is the node /bench-peers/NAME; the recipe creates it (and
-its parents) as persistent nodes and a sequential ephemeral child per
-acquire.  At the end the driver deletes those persistent nodes again, as
-far up as /bench-peers, wherever they have no children left.  Throughput
-threads share one KazooClient (thread-safe), each with its own Lock objects.
-Prints one JSON line; see peer_common.py.  Needs Debian's python3-kazoo.
+The lock of NAME is the node /bench-peers/NAME, or NAME itself if it is an
+absolute path (the interoperability tests lock dlock's own nodes, /dlock/...).
+The recipe creates it (and its parents) as persistent nodes and a
+sequential ephemeral child per acquire.  At the end of a benchmark mode the
+driver deletes those persistent nodes again, as far up as /bench-peers,
+wherever they have no children left.  Throughput threads share one
+KazooClient (thread-safe), each with its own Lock objects.  Prints one JSON
+line; see peer_common.py.  Needs Debian's python3-kazoo.
 """
 import sys
 
@@ -27,19 +32,24 @@ CONNECT_TIMEOUT = 15  # seconds
 
 
 def lock_path(name):
+    if name.startswith("/"):
+        return name
     return f"{ROOT}/{name.strip('/')}"
 
 
 class Lock:
     def __init__(self, client, name):
         self.path = lock_path(name)
-        self.lock = client.Lock(self.path)
+        self.lock = client.Lock(self.path, "kazoo-peer", extra_lock_patterns=["-lock-"])
 
     def acquire(self):
         try:
             self.lock.acquire(timeout=ACQUIRE_TIMEOUT)
         except LockTimeout:
             raise PeerError(f"acquire {self.path}: not acquired within {ACQUIRE_TIMEOUT:g} s") from None
+
+    def try_acquire(self):
+        return self.lock.acquire(blocking=False)
 
     def release(self):
         if not self.lock.release():

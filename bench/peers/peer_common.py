@@ -5,9 +5,12 @@ A driver supplies a backend object with:
 
     peer                      name printed in the JSON ("redis-py", ...)
     connect(server)           -> client, shared by all threads of a process
-    new_lock(client, name)    -> object with acquire() and release();
-                                 acquire() blocks, raising PeerError when it
-                                 has waited ACQUIRE_TIMEOUT seconds in vain
+    new_lock(client, name)    -> object with acquire(), try_acquire() and
+                                 release(); acquire() blocks, raising
+                                 PeerError when it has waited
+                                 ACQUIRE_TIMEOUT seconds in vain;
+                                 try_acquire() does not wait and returns
+                                 whether it got the lock
     cleanup(client, names)    remove what locks on these names left behind
     close(client)
 
@@ -19,6 +22,16 @@ Command line (identical for every peer, the Java one included):
     PEER throughput --server ADDR --resource-prefix NAME --resources R
                     --threads T --seconds S
     PEER handoff    --server ADDR --resource NAME --count N
+    PEER try        --server ADDR --resource NAME
+    PEER hold       --server ADDR --resource NAME
+
+try and hold are for the interoperability tests (tests/redis/test-interop.c,
+tests/zk/test-zk-interop.c), which read the peer's stdout line by line:
+  try:  acquire without waiting; print "acquired" (then release) or "busy".
+  hold: acquire without waiting; print "held" or "busy"; when held, wait
+        for a line on stdin, release, print "released".
+They leave whatever the lock left on the server to the test, which
+inspects it.
 
 The hidden mode "handoff-waiter --server ADDR --resource NAME" is the other
 process of handoff, started by the driver itself.
@@ -36,7 +49,8 @@ WARMUP_SECONDS = 1.0  # throughput: not counted
 
 USAGE = """usage: PEER latency    --server ADDR --resource NAME --warmup N --count N
        PEER throughput --server ADDR --resource-prefix NAME --resources R --threads T --seconds S
-       PEER handoff    --server ADDR --resource NAME --count N"""
+       PEER handoff    --server ADDR --resource NAME --count N
+       PEER try|hold   --server ADDR --resource NAME"""
 
 # mode -> {option: (type, minimum)}
 MODES = {
@@ -48,7 +62,12 @@ MODES = {
     "handoff": {"server": (str, None), "resource": (str, None),
                 "count": (int, 1)},
     "handoff-waiter": {"server": (str, None), "resource": (str, None)},
+    "try": {"server": (str, None), "resource": (str, None)},
+    "hold": {"server": (str, None), "resource": (str, None)},
 }
+
+# Modes that clean up the locks' leftovers on the server at the end.
+CLEANUP_MODES = ("latency", "throughput", "handoff")
 
 
 class PeerError(Exception):
@@ -247,6 +266,32 @@ def handoff_waiter(backend, client, o):
         print(t_acquired, flush=True)
 
 
+def try_lock(backend, client, o):
+    """The lock of the resource, and whether acquiring it without waiting
+    got it."""
+    lock = backend.new_lock(client, o["resource"])
+    with step("try acquire"):
+        return lock, lock.try_acquire()
+
+
+def try_once(backend, client, o):
+    lock, got = try_lock(backend, client, o)
+    print("acquired" if got else "busy", flush=True)
+    if got:
+        with step("release"):
+            lock.release()
+
+
+def hold(backend, client, o):
+    lock, got = try_lock(backend, client, o)
+    print("held" if got else "busy", flush=True)
+    if got:
+        sys.stdin.readline()
+        with step("release"):
+            lock.release()
+        print("released", flush=True)
+
+
 def names_used(mode, o):
     if mode == "throughput":
         return [f"{o['resource-prefix']}/{r}" for r in range(o["resources"])]
@@ -260,7 +305,7 @@ def main(backend):
         print(f"{backend.peer}: {e}\n{USAGE}", file=sys.stderr)
         return 64
     run = {"latency": latency, "throughput": throughput, "handoff": handoff,
-           "handoff-waiter": handoff_waiter}[mode]
+           "handoff-waiter": handoff_waiter, "try": try_once, "hold": hold}[mode]
     client, status = None, 0
     try:
         with step(f"connect to {o['server']}"):
@@ -271,7 +316,7 @@ def main(backend):
         status = 1
     if client is not None:
         try:
-            if mode != "handoff-waiter":  # the holder cleans up after both
+            if mode in CLEANUP_MODES:  # the handoff holder cleans up after both
                 with step("cleanup"):
                     backend.cleanup(client, names_used(mode, o))
             with step("close"):

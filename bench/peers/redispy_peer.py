@@ -6,6 +6,7 @@ sleep=0.1 s, which is what handoff and contended throughput measure).
     bench/peers/redispy_peer.py latency    --server 127.0.0.1:PORT --resource NAME --warmup N --count N
     bench/peers/redispy_peer.py throughput --server 127.0.0.1:PORT --resource-prefix NAME --resources R --threads T --seconds S
     bench/peers/redispy_peer.py handoff    --server 127.0.0.1:PORT --resource NAME --count N
+    bench/peers/redispy_peer.py try|hold   --server 127.0.0.1:PORT --resource NAME
 
 The Redis key of a lock is NAME itself.  Throughput threads share one
 Redis client (thread-safe, with its connection pool).  Prints one JSON line;
@@ -30,6 +31,9 @@ class Lock:
     def acquire(self):
         if not self.lock.acquire(blocking_timeout=ACQUIRE_TIMEOUT):
             raise PeerError(f"acquire {self.name}: not acquired within {ACQUIRE_TIMEOUT:g} s")
+
+    def try_acquire(self):
+        return self.lock.acquire(blocking=False)
 
     def release(self):
         self.lock.release()

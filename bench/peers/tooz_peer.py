@@ -7,6 +7,7 @@ every 0.1 s too), plus tooz's own bookkeeping.
     bench/peers/tooz_peer.py latency    --server 127.0.0.1:PORT --resource NAME --warmup N --count N
     bench/peers/tooz_peer.py throughput --server 127.0.0.1:PORT --resource-prefix NAME --resources R --threads T --seconds S
     bench/peers/tooz_peer.py handoff    --server 127.0.0.1:PORT --resource NAME --count N
+    bench/peers/tooz_peer.py try|hold   --server 127.0.0.1:PORT --resource NAME
 
 The Redis key of a lock is "b'_tooz'_NAME_lock" (sic: this tooz formats
 its bytes namespace with %s), held with a 30 s expiry; start() also sets a
@@ -41,6 +42,9 @@ class Lock:
     def acquire(self):
         if not self.lock.acquire(blocking=ACQUIRE_TIMEOUT):
             raise PeerError(f"acquire {self.name}: not acquired within {ACQUIRE_TIMEOUT:g} s")
+
+    def try_acquire(self):
+        return self.lock.acquire(blocking=False)
 
     def release(self):
         if not self.lock.release():

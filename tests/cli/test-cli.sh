@@ -13,16 +13,10 @@ set -u
 dlock=$1
 passed=0
 failed=0
-tmp=$(mktemp -d)
-server=
-zk_server=
-
-cleanup() {
-	[[ -n "$server" ]] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
-	[[ -n "$zk_server" ]] && kill -9 "$zk_server" 2>/dev/null && wait "$zk_server" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/lib/servers.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/servers.sh"
+dlock_servers_init dlock-test-cli
+tmp=$DLOCK_SERVERS_TMP
 
 check() { # NAME CONDITION-COMMAND...
 	local name=$1
@@ -37,15 +31,9 @@ check() { # NAME CONDITION-COMMAND...
 }
 
 # A free port, and a password-protected server on it.
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 command -v redis-server >/dev/null || { echo "redis-server not found"; echo "0 passed, 1 failed"; exit 1; }
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
-	--requirepass s3cret >"$tmp/redis.log" 2>&1 &
-server=$!
-for _ in $(seq 200); do
-	redis-cli -p "$port" -a s3cret --no-auth-warning ping 2>/dev/null | grep -q PONG && break
-	sleep 0.05
-done
+port=$(dlock_free_ports 1)
+dlock_redis_start redis "$port" --requirepass s3cret || { echo "0 passed, 1 failed"; exit 1; }
 rcli() { redis-cli -p "$port" -a s3cret --no-auth-warning "$@"; }
 uri="redis://:s3cret@127.0.0.1:$port"
 
@@ -280,30 +268,10 @@ check "status of a file lock names the file backend" \
 	grep -q "backend:  file://$tmp/locks" <<<"$("$dlock" status -c "$tmp/mixed.conf" local/job)"
 
 # ---- routing between Redis and ZooKeeper --------------------------------
-zk_port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mkdir -p "$tmp/zk/data"
-cat >"$tmp/zk/zoo.cfg" <<CONF
-tickTime=200
-dataDir=$tmp/zk/data
-clientPort=$zk_port
-clientPortAddress=127.0.0.1
-admin.enableServer=false
-4lw.commands.whitelist=*
-maxClientCnxns=0
-CONF
-java -Xms32m -Xmx256m -XX:+UseSerialGC \
-	-cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar \
-	org.apache.zookeeper.server.quorum.QuorumPeerMain "$tmp/zk/zoo.cfg" >"$tmp/zk/zk.log" 2>&1 &
-zk_server=$!
+zk_port=$(dlock_free_ports 1)
+dlock_zk_start zk "$zk_port" 200
 zk_up=no
-for _ in $(seq 300); do
-	# A server that accepts but does not answer yet must not hang the probe.
-	if timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && echo srvr >&3 && grep -q Mode <&3' _ "$zk_port" 2>/dev/null; then
-		zk_up=yes
-		break
-	fi
-	sleep 0.1
-done
+dlock_zk_wait zk && zk_up=yes
 check "a ZooKeeper server started for the routing checks" test "$zk_up" = yes
 # zk_children PATH — the children of PATH, or "none" if it does not exist
 zk_children() {

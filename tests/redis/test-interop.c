@@ -2,9 +2,10 @@
  * key-format=plain against a real peer: redis-py's Lock (SET NX PX on the
  * bare name) and dlock exclude each other in both directions.
  *
- * The peer runs as Debian's /usr/bin/python3 (or $DLOCK_TEST_PYTHON) with
- * interop.py next to this file; a missing interpreter or redis module
- * fails the test.
+ * The peer is the benchmark's redis-py driver (bench/peers/redispy_peer.py,
+ * its try and hold modes), run by Debian's /usr/bin/python3 (or
+ * $DLOCK_TEST_PYTHON); a missing interpreter or redis module fails the
+ * test.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -22,8 +23,8 @@
 #include "dlock.h"
 #include "test-redis.h"
 
-#ifndef INTEROP_SCRIPT
-#error "INTEROP_SCRIPT must name interop.py"
+#ifndef REDISPY_PEER
+#error "REDISPY_PEER must name bench/peers/redispy_peer.py"
 #endif
 
 static test_redis *server;
@@ -44,11 +45,12 @@ typedef struct peer {
 
 static peer peer_start(const char *name, const char *mode)
 {
-	char port[16];
-	const char *argv[] = { python(), INTEROP_SCRIPT, port, name, mode, NULL };
+	char address[32];
+	const char *argv[] = { python(), REDISPY_PEER, mode, "--server",
+	                       address, "--resource", name, NULL };
 	peer p;
 
-	g_snprintf(port, sizeof(port), "%d", server->port);
+	g_snprintf(address, sizeof(address), "127.0.0.1:%d", server->port);
 	p.pid = test_spawn(argv, &p.in_fd, &p.out_fd);
 	return p;
 }
@@ -59,7 +61,7 @@ static char *peer_line(peer *p)
 	char line[256];
 
 	if (!test_read_line(p->out_fd, line, sizeof(line), 15000))
-		fail_msg("no answer from the redis-py peer (%s %s)", python(), INTEROP_SCRIPT);
+		fail_msg("no answer from the redis-py peer (%s %s)", python(), REDISPY_PEER);
 	return g_strdup(line);
 }
 

@@ -3,6 +3,9 @@
  * "-lock-" nodes) and Apache Curator's InterProcessMutex, both ways, and
  * digest credentials: a lock taken with them is readable but not
  * deletable by another identity.
+ *
+ * The peers are the benchmark's drivers (bench/peers/kazoo_peer.py and
+ * bench/peers/curator-peer.sh, their try and hold modes).
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -22,24 +25,17 @@
 #include "test-zk.h"
 
 #ifndef KAZOO_PEER
-#error "KAZOO_PEER must name kazoo_peer.py"
+#error "KAZOO_PEER must name bench/peers/kazoo_peer.py"
 #endif
 #ifndef CURATOR_PEER
-#error "CURATOR_PEER must name CuratorPeer.java"
+#error "CURATOR_PEER must name bench/peers/curator-peer.sh"
 #endif
-
-#define CURATOR_CLASSPATH                                                                   \
-	"/usr/share/java/curator-framework.jar:/usr/share/java/curator-client.jar:"         \
-	"/usr/share/java/curator-recipes.jar:/usr/share/java/zookeeper.jar:"                \
-	"/usr/share/java/zookeeper-jute.jar:/usr/share/java/guava.jar:"                     \
-	"/usr/share/java/slf4j-api.jar:/usr/share/java/slf4j-nop.jar"
 
 /* Curator's InterProcessMutex node, and dlock's: the same format. */
 #define CURATOR_NODE_RE                                                                     \
 	"^_c_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-lock-[0-9]{10}$"
 
 static test_zk *zk;
-static char *classes; /* where CuratorPeer.class was compiled */
 
 typedef struct peer {
 	pid_t pid;
@@ -51,17 +47,15 @@ typedef struct peer {
 static peer peer_start(const char *kind, const char *path, const char *mode)
 {
 	char *hosts = test_zk_hosts(zk);
-	char *cp = g_strconcat(classes ? classes : "", ":", CURATOR_CLASSPATH, NULL);
-	const char *kazoo[] = { "/usr/bin/python3", KAZOO_PEER, hosts, path, mode, NULL };
-	const char *curator[] = { "/usr/bin/java", "-Xmx64m", "-XX:+UseSerialGC", "-cp", cp, "CuratorPeer",
-	                          hosts, path, mode, NULL };
+	const char *kazoo[] = { "/usr/bin/python3", KAZOO_PEER, mode, "--server",
+	                        hosts, "--resource", path, NULL };
+	const char *curator[] = { CURATOR_PEER, mode, "--server", hosts, "--resource", path, NULL };
 	bool is_kazoo = strcmp(kind, "kazoo") == 0;
 	peer p;
 
 	p.what = is_kazoo ? "kazoo" : "Curator";
 	p.pid = test_spawn(is_kazoo ? kazoo : curator, &p.in_fd, &p.out_fd);
 	g_free(hosts);
-	g_free(cp);
 	return p;
 }
 
@@ -267,36 +261,14 @@ static void test_no_lock_node_of_this_suite_remains(void **state)
 	assert_int_equal(test_zk_leftover_nodes(zk, "/dlock"), 0);
 }
 
-/* Compile the Curator peer once (javac from default-jdk-headless). */
-static void compile_curator_peer(void)
-{
-	const char *argv[] = { "/usr/bin/javac", "-d", NULL, "-cp", CURATOR_CLASSPATH, CURATOR_PEER, NULL };
-	int sig;
-	pid_t pid;
-
-	classes = g_dir_make_tmp("dlock-curator-XXXXXX", NULL);
-	argv[2] = classes;
-	pid = test_spawn(argv, NULL, NULL);
-	if (test_wait_child(pid, &sig) != 0)
-		fail_msg("javac could not compile %s (install default-jdk-headless and "
-		         "libcurator-recipes-java)", CURATOR_PEER);
-}
-
 static int setup(void **state)
 {
 	zk = test_zk_start(1, 200, 20000);
-	compile_curator_peer();
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	char *class_file = g_build_filename(classes, "CuratorPeer.class", NULL);
-
-	unlink(class_file);
-	rmdir(classes);
-	g_free(class_file);
-	g_free(classes);
 	test_zk_stop(zk);
 	return 0;
 }
