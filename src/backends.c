@@ -1,6 +1,7 @@
 /*
  * The one place that names every backend: URI schemes to operations
- * tables.  A new backend is one folder and one line here.
+ * tables.  A new backend is one folder and one line here; the set of
+ * option names follows from this table.
  */
 #include <string.h>
 
@@ -30,4 +31,13 @@ const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme)
 		if (strcmp(schemes[i].scheme, scheme) == 0)
 			return schemes[i].ops;
 	return NULL;
+}
+
+bool dlock__backend_option_known(const char *name)
+{
+	for (size_t i = 0; i < G_N_ELEMENTS(schemes); i++)
+		for (const dlock__option *row = schemes[i].ops->options; row && row->name; row++)
+			if (strcmp(row->name, name) == 0)
+				return true;
+	return false;
 }

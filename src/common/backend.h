@@ -56,12 +56,22 @@ enum {
 typedef struct dlock__backend_ops {
 	const char *type;   /* "redis" */
 	unsigned caps;      /* DLOCK__CAP_* bits */
-	unsigned options;   /* DLOCK__OPT_* bits this backend accepts */
+
+	/*
+	 * The options this backend takes, one row each (parse.h), ended by a
+	 * row without a name, and the size of the settings struct the rows
+	 * store into.
+	 */
+	const dlock__option *options;
+	size_t options_size;
 
 	/*
 	 * Check the URI parts and options and build the backend.  No I/O:
-	 * servers are contacted on first use.  DLOCK_ECONFIG with a message
-	 * for anything the backend cannot use.
+	 * servers are contacted on first use.  opts->values is the settings
+	 * struct, filled in from the defaults, the URI and the configuration
+	 * file (dlock__options_given() tells which were explicit); it is
+	 * freed after open returns.  DLOCK_ECONFIG with a message for
+	 * anything the backend cannot use.
 	 */
 	int (*open)(const dlock__backend_env *env, const dlock__uri *uri,
 	            const dlock__options *opts, dlock__backend **ret);

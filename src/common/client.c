@@ -54,6 +54,31 @@ static void slot_free(dlock__slot *slot)
 }
 
 /*
+ * The backend's options: its rows' defaults, then the URI's query, then
+ * the other keys of the configuration file's group.
+ */
+static int slot_options(const dlock__backend_ops *ops, const dlock__uri *uri, GPtrArray *extra,
+                        const char *extra_where, dlock__options *opts)
+{
+	char *where = g_strdup_printf("URI %s", uri->redacted);
+	int rc = DLOCK_OK;
+
+	dlock__options_init(opts, ops->options, ops->options_size, dlock__backend_option_known);
+	for (guint i = 0; i < uri->options->len && rc == DLOCK_OK; i++) {
+		const dlock__kv *kv = uri->options->pdata[i];
+
+		rc = dlock__options_set(opts, kv->key, kv->value, where);
+	}
+	for (guint i = 0; extra && i < extra->len && rc == DLOCK_OK; i++) {
+		const dlock__kv *kv = extra->pdata[i];
+
+		rc = dlock__options_set(opts, kv->key, kv->value, extra_where);
+	}
+	g_free(where);
+	return rc;
+}
+
+/*
  * Build one backend from a URI plus, from a configuration file, the other
  * keys of its group (extra, NULL for none; where names the group).  ops
  * NULL: chosen by the URI's scheme.
@@ -65,7 +90,6 @@ static int slot_new(dlock_client *client, const char *name, const char *spec, GP
 	dlock__options opts;
 	dlock__slot *slot;
 	dlock__uri *uri;
-	char *where;
 	int rc;
 
 	rc = dlock__uri_parse(spec, &uri);
@@ -86,19 +110,7 @@ static int slot_new(dlock_client *client, const char *name, const char *spec, GP
 		dlock__uri_free(uri);
 		return rc;
 	}
-	dlock__options_init(&opts);
-	where = g_strdup_printf("URI %s", uri->redacted);
-	for (guint i = 0; i < uri->options->len && rc == DLOCK_OK; i++) {
-		const dlock__kv *kv = uri->options->pdata[i];
-
-		rc = dlock__options_set(&opts, ops->options, kv->key, kv->value, where);
-	}
-	for (guint i = 0; extra && i < extra->len && rc == DLOCK_OK; i++) {
-		const dlock__kv *kv = extra->pdata[i];
-
-		rc = dlock__options_set(&opts, ops->options, kv->key, kv->value, extra_where);
-	}
-	g_free(where);
+	rc = slot_options(ops, uri, extra, extra_where, &opts);
 
 	slot = g_new0(dlock__slot, 1);
 	slot->name = g_strdup(name);

@@ -202,6 +202,8 @@ void dlock__logger_clear(dlock__logger *logger);
 const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme);
 /* The known schemes, for messages: "redis, redis+unix, ...". */
 const char *dlock__backend_schemes(void);
+/* Whether any backend has an option of that name (a dlock__option_known_fn). */
+bool dlock__backend_option_known(const char *name);
 /* The specification used when none is given and $DLOCK_CONFIG is unset. */
 #define DLOCK__DEFAULT_SPEC "file://"
 

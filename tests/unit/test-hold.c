@@ -120,7 +120,7 @@ static bool fake_watchdog(const dlock__backend *b)
 
 static const dlock__backend_ops fake_ops = {
 	.type = "fake",
-	.options = 0,
+	.options = NULL,
 	.open = fake_open,
 	.close = fake_close,
 	.acquire = fake_acquire,

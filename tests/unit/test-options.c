@@ -1,4 +1,8 @@
-/* The fixed option names: values checked, refusals naming source and key. */
+/*
+ * The option rows of each backend: defaults, values checked, refusals
+ * naming source and key.  Each backend's rows are reached as the core
+ * reaches them, through the scheme table.
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,74 +13,171 @@
 #include <cmocka.h>
 #include <glib.h>
 
+#include "core.h"
 #include "dlock.h"
 #include "parse.h"
 
-#define ALL 0x1ffu
 #define WHERE "URI redis://h:1"
 
-static void set_ok(dlock__options *o, const char *key, const char *value)
+static void init(dlock__options *o, const char *scheme)
 {
-	if (dlock__options_set(o, ALL, key, value, WHERE) != DLOCK_OK)
-		fail_msg("%s=%s refused: %s", key, value, dlock_last_error_message());
+	const dlock__backend_ops *ops = dlock__backend_for_scheme(scheme);
+
+	assert_non_null(ops);
+	dlock__options_init(o, ops->options, ops->options_size, dlock__backend_option_known);
 }
 
-static void set_bad(const char *key, const char *value, const char *why)
+static const void *value(const dlock__options *o, const char *name)
+{
+	const void *v = dlock__options_value(o, name);
+
+	if (!v)
+		fail_msg("no option '%s' in this backend", name);
+	return v;
+}
+
+static int64_t ms(const dlock__options *o, const char *name)
+{
+	return *(const int64_t *)value(o, name);
+}
+
+static bool onoff(const dlock__options *o, const char *name)
+{
+	return *(const bool *)value(o, name);
+}
+
+/* A choice option's value as its word. */
+static const char *choice(const dlock__options *o, const char *name)
+{
+	for (const dlock__option *row = o->rows; row->name; row++)
+		if (strcmp(row->name, name) == 0)
+			return row->choices[*(const int *)value(o, name)];
+	return NULL;
+}
+
+static const char *text(const dlock__options *o, const char *name)
+{
+	return *(char *const *)value(o, name);
+}
+
+static void set_ok(dlock__options *o, const char *key, const char *v)
+{
+	if (dlock__options_set(o, key, v, WHERE) != DLOCK_OK)
+		fail_msg("%s=%s refused: %s", key, v, dlock_last_error_message());
+}
+
+static void set_bad(const char *scheme, const char *key, const char *v, const char *why)
 {
 	dlock__options o;
 	const char *m;
 
-	dlock__options_init(&o);
-	if (dlock__options_set(&o, ALL, key, value, WHERE) != DLOCK_ECONFIG)
-		fail_msg("%s=%s accepted", key, value);
+	init(&o, scheme);
+	if (dlock__options_set(&o, key, v, WHERE) != DLOCK_ECONFIG)
+		fail_msg("%s=%s accepted", key, v);
 	m = dlock_last_error_message();
 	if (!strstr(m, WHERE) || !strstr(m, key) || (why && !strstr(m, why)))
-		fail_msg("%s=%s: message '%s' lacks the source, the key or '%s'", key, value, m, why);
+		fail_msg("%s=%s: message '%s' lacks the source, the key or '%s'", key, v, m, why);
 	dlock__options_clear(&o);
+}
+
+static void assert_none_given(const dlock__options *o)
+{
+	assert_int_equal(o->given, 0);
+	for (const dlock__option *row = o->rows; row && row->name; row++)
+		assert_false(dlock__options_given(o, row->name));
+}
+
+static void assert_all_given(const dlock__options *o)
+{
+	for (const dlock__option *row = o->rows; row && row->name; row++)
+		if (!dlock__options_given(o, row->name))
+			fail_msg("option '%s' not recorded as given", row->name);
 }
 
 static void test_options_defaults(void **state)
 {
 	dlock__options o;
 
-	dlock__options_init(&o);
-	assert_int_equal(o.given, 0);
-	assert_int_equal(o.ttl_ms, 30000);
-	assert_true(o.watchdog);
-	assert_int_equal(o.connect_timeout_ms, 5000);
-	assert_int_equal(o.command_timeout_ms, 3000);
-	assert_false(o.plain_keys);
-	assert_string_equal(o.prefix, "dlock:");
-	assert_int_equal(o.session_timeout_ms, 10000);
-	assert_string_equal(o.root, "/dlock");
-	assert_null(o.dir);
+	init(&o, "redis");
+	assert_none_given(&o);
+	assert_int_equal(ms(&o, "ttl"), 30000);
+	assert_true(onoff(&o, "watchdog"));
+	assert_int_equal(ms(&o, "connect-timeout"), 5000);
+	assert_int_equal(ms(&o, "command-timeout"), 3000);
+	assert_string_equal(choice(&o, "key-format"), "braced");
+	assert_string_equal(text(&o, "prefix"), "dlock:");
 	dlock__options_clear(&o);
+
+	init(&o, "zk");
+	assert_none_given(&o);
+	assert_int_equal(ms(&o, "session-timeout"), 10000);
+	assert_int_equal(ms(&o, "connect-timeout"), 5000);
+	assert_string_equal(text(&o, "root"), "/dlock");
+	dlock__options_clear(&o);
+
+	init(&o, "file");
+	assert_none_given(&o);
+	assert_null(text(&o, "dir"));
+	dlock__options_clear(&o);
+}
+
+/* A default is text read by the same rules as a user's value: each must
+ * pass them, or a backend would open with a zeroed setting. */
+static void test_options_every_default_is_accepted(void **state)
+{
+	static const char *const schemes[] = { "redis", "redis+unix", "zk", "file" };
+
+	for (size_t i = 0; i < G_N_ELEMENTS(schemes); i++) {
+		const dlock__backend_ops *ops = dlock__backend_for_scheme(schemes[i]);
+
+		for (const dlock__option *row = ops->options; row->name; row++) {
+			dlock__options o;
+
+			if (!row->fallback)
+				continue;
+			dlock__options_init(&o, ops->options, ops->options_size, dlock__backend_option_known);
+			if (dlock__options_set(&o, row->name, row->fallback, WHERE) != DLOCK_OK)
+				fail_msg("%s: default %s=%s refused: %s", schemes[i], row->name, row->fallback,
+				         dlock_last_error_message());
+			dlock__options_clear(&o);
+		}
+	}
 }
 
 static void test_options_every_name_sets_its_field(void **state)
 {
 	dlock__options o;
 
-	dlock__options_init(&o);
+	init(&o, "redis");
 	set_ok(&o, "ttl", "100ms");
 	set_ok(&o, "watchdog", "off");
 	set_ok(&o, "connect-timeout", "2s");
 	set_ok(&o, "command-timeout", "750ms");
 	set_ok(&o, "key-format", "plain");
 	set_ok(&o, "prefix", "app:");
+	assert_all_given(&o);
+	assert_int_equal(ms(&o, "ttl"), 100);
+	assert_false(onoff(&o, "watchdog"));
+	assert_int_equal(ms(&o, "connect-timeout"), 2000);
+	assert_int_equal(ms(&o, "command-timeout"), 750);
+	assert_string_equal(choice(&o, "key-format"), "plain");
+	assert_string_equal(text(&o, "prefix"), "app:");
+	dlock__options_clear(&o);
+
+	init(&o, "zk");
 	set_ok(&o, "session-timeout", "1m");
+	set_ok(&o, "connect-timeout", "2s");
 	set_ok(&o, "root", "/locks/prod");
+	assert_all_given(&o);
+	assert_int_equal(ms(&o, "session-timeout"), 60000);
+	assert_int_equal(ms(&o, "connect-timeout"), 2000);
+	assert_string_equal(text(&o, "root"), "/locks/prod");
+	dlock__options_clear(&o);
+
+	init(&o, "file");
 	set_ok(&o, "dir", "/var/lock/app");
-	assert_int_equal(o.given, ALL);
-	assert_int_equal(o.ttl_ms, 100);
-	assert_false(o.watchdog);
-	assert_int_equal(o.connect_timeout_ms, 2000);
-	assert_int_equal(o.command_timeout_ms, 750);
-	assert_true(o.plain_keys);
-	assert_string_equal(o.prefix, "app:");
-	assert_int_equal(o.session_timeout_ms, 60000);
-	assert_string_equal(o.root, "/locks/prod");
-	assert_string_equal(o.dir, "/var/lock/app");
+	assert_all_given(&o);
+	assert_string_equal(text(&o, "dir"), "/var/lock/app");
 	dlock__options_clear(&o);
 }
 
@@ -87,51 +188,72 @@ static void test_options_watchdog_spellings(void **state)
 	for (size_t i = 0; i < G_N_ELEMENTS(on); i++) {
 		dlock__options o;
 
-		dlock__options_init(&o);
-		o.watchdog = false;
+		init(&o, "redis");
+		*(bool *)(uintptr_t)value(&o, "watchdog") = false;
 		set_ok(&o, "watchdog", on[i]);
-		assert_true(o.watchdog);
+		assert_true(onoff(&o, "watchdog"));
 		dlock__options_clear(&o);
 	}
 	for (size_t i = 0; i < G_N_ELEMENTS(off); i++) {
 		dlock__options o;
 
-		dlock__options_init(&o);
+		init(&o, "redis");
 		set_ok(&o, "watchdog", off[i]);
-		assert_false(o.watchdog);
+		assert_false(onoff(&o, "watchdog"));
 		dlock__options_clear(&o);
 	}
-	set_bad("watchdog", "maybe", "neither on nor off");
+	set_bad("redis", "watchdog", "maybe", "neither on nor off");
 }
 
 static void test_options_bad_values_are_refused_with_the_reason(void **state)
 {
-	set_bad("ttl", "99ms", "minimum of 100ms");
-	set_bad("ttl", "soon", "not a duration");
-	set_bad("connect-timeout", "0", "minimum");
-	set_bad("key-format", "curly", "neither braced nor plain");
-	set_bad("prefix", "a{b", "'{'");
-	set_bad("root", "locks", "absolute");
-	set_bad("root", "/locks/", NULL);
-	set_bad("root", "/a//b", NULL);
-	set_bad("root", "/a/../b", NULL);
-	set_bad("dir", "relative", "absolute");
+	set_bad("redis", "ttl", "99ms", "minimum of 100ms");
+	set_bad("redis", "ttl", "soon", "not a duration");
+	set_bad("redis", "connect-timeout", "0", "minimum");
+	set_bad("zk", "connect-timeout", "0", "minimum");
+	set_bad("redis", "key-format", "curly", "neither braced nor plain");
+	set_bad("redis", "prefix", "a{b", "'{'");
+	set_bad("zk", "root", "locks", "absolute");
+	set_bad("zk", "root", "/locks/", NULL);
+	set_bad("zk", "root", "/a//b", NULL);
+	set_bad("zk", "root", "/a/../b", NULL);
+	set_bad("file", "dir", "relative", "absolute");
 }
 
 static void test_options_unknown_inapplicable_and_repeated_are_refused(void **state)
 {
 	dlock__options o;
 
-	dlock__options_init(&o);
-	assert_int_equal(dlock__options_set(&o, ALL, "tll", "1s", WHERE), DLOCK_ECONFIG);
+	init(&o, "redis");
+	assert_int_equal(dlock__options_set(&o, "tll", "1s", WHERE), DLOCK_ECONFIG);
 	assert_non_null(strstr(dlock_last_error_message(), "unknown option 'tll'"));
-	assert_int_equal(dlock__options_set(&o, DLOCK__OPT_TTL, "root", "/x", WHERE), DLOCK_ECONFIG);
-	assert_non_null(strstr(dlock_last_error_message(), "does not apply"));
-	assert_int_equal(dlock__options_set(&o, ALL, "ttl", "1s", WHERE), DLOCK_OK);
-	assert_int_equal(dlock__options_set(&o, ALL, "ttl", "2s", WHERE), DLOCK_ECONFIG);
+	assert_int_equal(dlock__options_set(&o, "root", "/x", WHERE), DLOCK_ECONFIG);
+	assert_non_null(strstr(dlock_last_error_message(), "option 'root' does not apply to this backend"));
+	assert_int_equal(dlock__options_set(&o, "ttl", "1s", WHERE), DLOCK_OK);
+	assert_int_equal(dlock__options_set(&o, "ttl", "2s", WHERE), DLOCK_ECONFIG);
 	assert_non_null(strstr(dlock_last_error_message(), "given twice"));
-	assert_int_equal(o.ttl_ms, 1000);
+	assert_int_equal(ms(&o, "ttl"), 1000);
 	dlock__options_clear(&o);
+
+	init(&o, "file");
+	assert_int_equal(dlock__options_set(&o, "ttl", "1s", WHERE), DLOCK_ECONFIG);
+	assert_non_null(strstr(dlock_last_error_message(), "option 'ttl' does not apply to this backend"));
+	assert_int_equal(dlock__options_set(&o, "tll", "1s", WHERE), DLOCK_ECONFIG);
+	assert_non_null(strstr(dlock_last_error_message(), "unknown option 'tll'"));
+	dlock__options_clear(&o);
+}
+
+/* Every name SPEC section 6 fixes is some backend's; others are unknown. */
+static void test_options_known_names_come_from_every_backend(void **state)
+{
+	static const char *const names[] = { "ttl", "watchdog", "connect-timeout", "command-timeout",
+	                                     "key-format", "prefix", "session-timeout", "root", "dir" };
+
+	for (size_t i = 0; i < G_N_ELEMENTS(names); i++)
+		if (!dlock__backend_option_known(names[i]))
+			fail_msg("option '%s' is in no backend's rows", names[i]);
+	assert_false(dlock__backend_option_known("tll"));
+	assert_false(dlock__backend_option_known(""));
 }
 
 /*
@@ -143,19 +265,26 @@ static void test_options_absurd_durations_are_refused_with_the_maximum(void **st
 {
 	dlock__options o;
 
-	set_bad("ttl", "9300000000000000ms", "maximum");
-	set_bad("ttl", "169h", "maximum");
-	set_bad("connect-timeout", "9223372036854775807ms", "maximum");
-	set_bad("connect-timeout", "61m", "maximum");
-	set_bad("command-timeout", "2h", "maximum");
-	set_bad("session-timeout", "100000h", "maximum");
-	dlock__options_init(&o);
+	set_bad("redis", "ttl", "9300000000000000ms", "maximum");
+	set_bad("redis", "ttl", "169h", "maximum");
+	set_bad("redis", "connect-timeout", "9223372036854775807ms", "maximum");
+	set_bad("redis", "connect-timeout", "61m", "maximum");
+	set_bad("zk", "connect-timeout", "61m", "maximum");
+	set_bad("redis", "command-timeout", "2h", "maximum");
+	set_bad("zk", "session-timeout", "100000h", "maximum");
+	init(&o, "redis");
 	set_ok(&o, "ttl", "168h");
 	set_ok(&o, "connect-timeout", "1h");
 	set_ok(&o, "command-timeout", "60m");
+	assert_int_equal(ms(&o, "ttl"), INT64_C(168) * 3600 * 1000);
+	assert_int_equal(ms(&o, "connect-timeout"), 3600 * 1000);
+	assert_int_equal(ms(&o, "command-timeout"), 3600 * 1000);
+	dlock__options_clear(&o);
+	init(&o, "zk");
 	set_ok(&o, "session-timeout", "3600");
-	assert_int_equal(o.ttl_ms, INT64_C(168) * 3600 * 1000);
-	assert_int_equal(o.connect_timeout_ms, 3600 * 1000);
+	set_ok(&o, "connect-timeout", "1h");
+	assert_int_equal(ms(&o, "session-timeout"), 3600 * 1000);
+	assert_int_equal(ms(&o, "connect-timeout"), 3600 * 1000);
 	dlock__options_clear(&o);
 }
 
@@ -185,10 +314,12 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_options_defaults),
+		cmocka_unit_test(test_options_every_default_is_accepted),
 		cmocka_unit_test(test_options_every_name_sets_its_field),
 		cmocka_unit_test(test_options_watchdog_spellings),
 		cmocka_unit_test(test_options_bad_values_are_refused_with_the_reason),
 		cmocka_unit_test(test_options_unknown_inapplicable_and_repeated_are_refused),
+		cmocka_unit_test(test_options_known_names_come_from_every_backend),
 		cmocka_unit_test(test_options_absurd_durations_are_refused_with_the_maximum),
 		cmocka_unit_test(test_lock_set_ttl_refuses_absurd_values),
 	};
