@@ -45,7 +45,9 @@ typedef struct dlock__backend_env {
  */
 enum {
 	/* Holds are leases with a TTL that the backend renews (the watchdog):
-	 * the core gives each hold a TTL and a watchdog setting. */
+	 * the core gives each hold a TTL and a watchdog setting, by default
+	 * the backend's "ttl" and "watchdog" options.  Without it a hold has
+	 * neither (dlock__hold_ttl_ms() 0, dlock__hold_watchdog() false). */
 	DLOCK__CAP_LEASE = 1u << 0,
 	/* READ (shared) holds, besides EXCLUSIVE ones (SPEC §8). */
 	DLOCK__CAP_SHARED = 1u << 1,
@@ -60,7 +62,8 @@ typedef struct dlock__backend_ops {
 	/*
 	 * The options this backend takes, one row each (parse.h), ended by a
 	 * row without a name, and the size of the settings struct the rows
-	 * store into.
+	 * store into.  A lease backend has the rows DLOCK__OPTION_TTL and
+	 * DLOCK__OPTION_WATCHDOG: the defaults of its holds.
 	 */
 	const dlock__option *options;
 	size_t options_size;
@@ -119,11 +122,6 @@ typedef struct dlock__backend_ops {
 	/* The backend's URI as users should see it, when it differs from the
 	 * one given (a default filled in); g_free.  May be NULL. */
 	char *(*describe)(const dlock__backend *backend);
-
-	/* The default TTL and watchdog setting of this backend, for handles
-	 * that set none. */
-	int64_t (*default_ttl_ms)(const dlock__backend *backend);
-	bool (*default_watchdog)(const dlock__backend *backend);
 } dlock__backend_ops;
 
 void dlock__server_info_clear(dlock__server_info *info);

@@ -78,6 +78,19 @@ static int slot_options(const dlock__backend_ops *ops, const dlock__uri *uri, GP
 	return rc;
 }
 
+/* A lease backend's "ttl" and "watchdog" options are its holds' defaults;
+ * a backend without a lease gives its holds neither. */
+static void slot_lease_defaults(dlock__slot *slot, const dlock__options *opts)
+{
+	const int64_t *ttl_ms = dlock__options_value(opts, "ttl");
+	const bool *watchdog = dlock__options_value(opts, "watchdog");
+
+	if (!(slot->ops->caps & DLOCK__CAP_LEASE))
+		return;
+	slot->ttl_ms = ttl_ms ? *ttl_ms : 0;
+	slot->watchdog = watchdog && *watchdog;
+}
+
 /*
  * Build one backend from a URI plus, from a configuration file, the other
  * keys of its group (extra, NULL for none; where names the group).  ops
@@ -116,6 +129,7 @@ static int slot_new(dlock_client *client, const char *name, const char *spec, GP
 	slot->name = g_strdup(name);
 	slot->redacted = g_strdup(uri->redacted);
 	slot->ops = ops;
+	slot_lease_defaults(slot, &opts);
 	if (rc == DLOCK_OK)
 		rc = ops->open(&env, uri, &opts, &slot->impl);
 	if (rc == DLOCK_OK && ops->describe) {

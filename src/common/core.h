@@ -34,6 +34,10 @@ typedef struct dlock__slot {
 	char *redacted;   /* its URI without the password */
 	const dlock__backend_ops *ops;
 	dlock__backend *impl;
+	/* The default TTL and watchdog of its holds, from the backend's options
+	 * when it has DLOCK__CAP_LEASE; 0 and false (no lease) otherwise. */
+	int64_t ttl_ms;
+	bool watchdog;
 } dlock__slot;
 
 /* A [route NAME] of a configuration file. */

@@ -47,9 +47,8 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock)
 	hold->holder.tid = gettid();
 	hold->holder.since_ms = dlock__wall_ms();
 	g_mutex_lock(&lock->mu);
-	hold->ttl_ms = lock->ttl_ms > 0 ? lock->ttl_ms : slot->ops->default_ttl_ms(slot->impl);
-	hold->watchdog = lock->watchdog >= 0 ? lock->watchdog != 0
-	                                     : slot->ops->default_watchdog(slot->impl);
+	hold->ttl_ms = slot->ttl_ms && lock->ttl_ms > 0 ? lock->ttl_ms : slot->ttl_ms;
+	hold->watchdog = slot->ttl_ms && (lock->watchdog >= 0 ? lock->watchdog != 0 : slot->watchdog);
 	if (lock->owner == DLOCK_OWNER_HANDLE)
 		hold->handle_owner = lock;
 	g_mutex_unlock(&lock->mu);

@@ -121,7 +121,8 @@ typedef struct dlock__option {
 	  .offset = offsetof(type, field), .min_ms = 1, .max_ms = DLOCK__TIMEOUT_MAX_MS }
 #define DLOCK__OPTION_CONNECT_TIMEOUT(type, field) \
 	DLOCK__OPTION_TIMEOUT("connect-timeout", "5s", type, field)
-/* A lease backend's (DLOCK__CAP_LEASE) TTL and watchdog. */
+/* A lease backend's (DLOCK__CAP_LEASE) TTL and watchdog: the core reads
+ * these two rows for the defaults of its holds. */
 #define DLOCK__OPTION_TTL(type, field) \
 	{ .name = "ttl", .kind = DLOCK__OPTION_DURATION, .fallback = "30s", \
 	  .offset = offsetof(type, field), .min_ms = DLOCK__TTL_MIN_MS, .max_ms = DLOCK__TTL_MAX_MS }

@@ -145,19 +145,9 @@ static char *describe(const dlock__backend *b)
 	return g_strconcat("file://", b->dir, NULL);
 }
 
-static int64_t default_ttl_ms(const dlock__backend *b)
-{
-	return 30000; /* no lease: the kernel ends a hold when its holder dies */
-}
-
-static bool default_watchdog(const dlock__backend *b)
-{
-	return false;
-}
-
 const dlock__backend_ops dlock__file_ops = {
 	.type = "file",
-	.caps = 0,
+	.caps = 0, /* no lease: the kernel ends a hold when its holder dies */
 	.options = options,
 	.options_size = sizeof(file_options),
 	.open = open_backend,
@@ -166,6 +156,4 @@ const dlock__backend_ops dlock__file_ops = {
 	.release = dlock__file_release,
 	.query = dlock__file_query,
 	.describe = describe,
-	.default_ttl_ms = default_ttl_ms,
-	.default_watchdog = default_watchdog,
 };

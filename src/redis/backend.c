@@ -155,8 +155,6 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	b->user = uri->user && *uri->user ? g_strdup(uri->user) : NULL;
 	b->password = g_strdup(uri->password);
 	b->db = db;
-	b->ttl_ms = o->ttl_ms;
-	b->watchdog = o->watchdog;
 	b->connect_timeout_ms = o->connect_timeout_ms;
 	b->command_timeout_ms = o->command_timeout_ms;
 	b->plain_keys = plain_keys;
@@ -190,16 +188,6 @@ static void close_backend(dlock__backend *b)
 	g_free(b);
 }
 
-static int64_t default_ttl_ms(const dlock__backend *b)
-{
-	return b->ttl_ms;
-}
-
-static bool default_watchdog(const dlock__backend *b)
-{
-	return b->watchdog;
-}
-
 const dlock__backend_ops dlock__redis_ops = {
 	.type = "redis",
 	.caps = DLOCK__CAP_LEASE,
@@ -211,6 +199,4 @@ const dlock__backend_ops dlock__redis_ops = {
 	.release = dlock__redis_release,
 	.check_resource = check_resource,
 	.query = dlock__redis_query,
-	.default_ttl_ms = default_ttl_ms,
-	.default_watchdog = default_watchdog,
 };

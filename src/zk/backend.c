@@ -196,20 +196,9 @@ static void close_backend(dlock__backend *b)
 	g_free(b);
 }
 
-/* Sessions, not leases: the TTL and watchdog options do not apply. */
-static int64_t default_ttl_ms(const dlock__backend *b)
-{
-	return b->session_timeout_ms;
-}
-
-static bool default_watchdog(const dlock__backend *b)
-{
-	return false;
-}
-
 const dlock__backend_ops dlock__zk_ops = {
 	.type = "zk",
-	.caps = 0,
+	.caps = 0, /* sessions, not leases: no TTL, no watchdog */
 	.options = options,
 	.options_size = sizeof(zk_options),
 	.open = open_backend,
@@ -218,6 +207,4 @@ const dlock__backend_ops dlock__zk_ops = {
 	.release = dlock__zk_release,
 	.check_resource = check_resource,
 	.query = dlock__zk_query,
-	.default_ttl_ms = default_ttl_ms,
-	.default_watchdog = default_watchdog,
 };

@@ -310,6 +310,135 @@ static void test_lock_set_ttl_refuses_absurd_values(void **state)
 	g_free(dir);
 }
 
+/* ---- a lease backend's "ttl" and "watchdog" rows as its holds' defaults */
+
+typedef struct lease_settings {
+	int64_t ttl_ms;
+	bool watchdog;
+} lease_settings;
+
+static const dlock__option lease_rows[] = {
+	DLOCK__OPTION_TTL(lease_settings, ttl_ms),
+	DLOCK__OPTION_WATCHDOG(lease_settings, watchdog),
+	{ .name = NULL },
+};
+
+/* What the last acquire was given. */
+struct dlock__backend {
+	int64_t ttl_ms;
+	bool watchdog;
+};
+
+static int seen_open(const dlock__backend_env *env, const dlock__uri *uri,
+                     const dlock__options *opts, dlock__backend **ret)
+{
+	*ret = g_new0(dlock__backend, 1);
+	return DLOCK_OK;
+}
+
+static void seen_close(dlock__backend *b)
+{
+	g_free(b);
+}
+
+static int seen_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter, int64_t wait_ms,
+                        int64_t deadline_us)
+{
+	b->ttl_ms = dlock__hold_ttl_ms(hold);
+	b->watchdog = dlock__hold_watchdog(hold);
+	return DLOCK_OK;
+}
+
+static int seen_release(dlock__backend *b, dlock__hold *hold)
+{
+	return DLOCK_OK;
+}
+
+static int seen_query(dlock__backend *b, const char *resource, int64_t deadline_us,
+                      dlock__server_info *ret)
+{
+	return DLOCK_OK;
+}
+
+static const dlock__backend_ops lease_ops = {
+	.type = "lease",
+	.caps = DLOCK__CAP_LEASE,
+	.options = lease_rows,
+	.options_size = sizeof(lease_settings),
+	.open = seen_open,
+	.close = seen_close,
+	.acquire = seen_acquire,
+	.release = seen_release,
+	.query = seen_query,
+};
+
+static const dlock__backend_ops no_lease_ops = {
+	.type = "no-lease",
+	.open = seen_open,
+	.close = seen_close,
+	.acquire = seen_acquire,
+	.release = seen_release,
+	.query = seen_query,
+};
+
+/* Acquire and release resource r once; what the backend was given. */
+static dlock__backend seen_by_acquire(dlock_client *client, int64_t ttl_ms, int watchdog)
+{
+	const dlock__slot *slot = dlock__client_slot(client, "default");
+	dlock__backend seen;
+	dlock_lock *lock;
+
+	assert_int_equal(dlock_lock_new(client, "r", &lock), DLOCK_OK);
+	if (ttl_ms)
+		assert_int_equal(dlock_lock_set_ttl(lock, ttl_ms), DLOCK_OK);
+	if (watchdog >= 0)
+		assert_int_equal(dlock_lock_set_watchdog(lock, watchdog), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	seen = *slot->impl;
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	return seen;
+}
+
+static void test_options_lease_rows_are_the_holds_defaults(void **state)
+{
+	dlock_client *client;
+	dlock__backend seen;
+
+	assert_int_equal(dlock__client_new_with_ops("lease://", &lease_ops, &client), DLOCK_OK);
+	seen = seen_by_acquire(client, 0, -1);
+	assert_int_equal(seen.ttl_ms, 30000);
+	assert_true(seen.watchdog);
+	dlock_client_free(client);
+
+	assert_int_equal(dlock__client_new_with_ops("lease://?ttl=5s&watchdog=off", &lease_ops, &client),
+	                 DLOCK_OK);
+	seen = seen_by_acquire(client, 0, -1);
+	assert_int_equal(seen.ttl_ms, 5000);
+	assert_false(seen.watchdog);
+	seen = seen_by_acquire(client, 2000, 1);
+	assert_int_equal(seen.ttl_ms, 2000);
+	assert_true(seen.watchdog);
+	dlock_client_free(client);
+}
+
+/* Without a lease a hold has no TTL and no watchdog, whatever the handle
+ * was told (dlock_lock_set_ttl still checks its range). */
+static void test_options_holds_without_a_lease_have_no_ttl(void **state)
+{
+	dlock_client *client;
+	dlock__backend seen;
+
+	assert_int_equal(dlock__client_new_with_ops("nolease://", &no_lease_ops, &client), DLOCK_OK);
+	seen = seen_by_acquire(client, 0, -1);
+	assert_int_equal(seen.ttl_ms, 0);
+	assert_false(seen.watchdog);
+	seen = seen_by_acquire(client, 2000, 1);
+	assert_int_equal(seen.ttl_ms, 0);
+	assert_false(seen.watchdog);
+	dlock_client_free(client);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -322,6 +451,8 @@ int main(void)
 		cmocka_unit_test(test_options_known_names_come_from_every_backend),
 		cmocka_unit_test(test_options_absurd_durations_are_refused_with_the_maximum),
 		cmocka_unit_test(test_lock_set_ttl_refuses_absurd_values),
+		cmocka_unit_test(test_options_lease_rows_are_the_holds_defaults),
+		cmocka_unit_test(test_options_holds_without_a_lease_have_no_ttl),
 	};
 
 	return cmocka_run_group_tests_name("options", tests, NULL, NULL);
