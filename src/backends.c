@@ -1,7 +1,8 @@
 /*
  * The one place that names every backend: URI schemes to operations
- * tables.  A new backend is one folder and one line here; the set of
- * option names follows from this table.
+ * tables.  A new backend is one folder and one line here; the list of
+ * schemes in messages, the default specification and the set of option
+ * names all follow from this table.
  */
 #include <string.h>
 
@@ -13,16 +14,29 @@
 static const struct {
 	const char *scheme;
 	const dlock__backend_ops *ops;
+	bool is_default; /* "scheme://" when no specification is given */
 } schemes[] = {
-	{ "redis", &dlock__redis_ops },
-	{ "redis+unix", &dlock__redis_ops },
-	{ "file", &dlock__file_ops },
-	{ "zk", &dlock__zk_ops },
+	{ "redis", &dlock__redis_ops, false },
+	{ "redis+unix", &dlock__redis_ops, false },
+	{ "file", &dlock__file_ops, true },
+	{ "zk", &dlock__zk_ops, false },
 };
 
-const char *dlock__backend_schemes(void)
+char *dlock__backend_schemes(void)
 {
-	return "redis, redis+unix, file, zk";
+	GString *s = g_string_new(NULL);
+
+	for (size_t i = 0; i < G_N_ELEMENTS(schemes); i++)
+		g_string_append_printf(s, "%s%s", i ? ", " : "", schemes[i].scheme);
+	return g_string_free(s, FALSE);
+}
+
+const char *dlock__backend_default_scheme(void)
+{
+	for (size_t i = 0; i < G_N_ELEMENTS(schemes); i++)
+		if (schemes[i].is_default)
+			return schemes[i].scheme;
+	g_assert_not_reached();
 }
 
 const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme)

@@ -117,9 +117,12 @@ static int slot_new(dlock_client *client, const char *name, const char *spec, GP
 	if (!ops)
 		ops = dlock__backend_for_scheme(uri->scheme);
 	if (!ops) {
+		char *known = dlock__backend_schemes();
+
 		rc = dlock__error(DLOCK_ECONFIG, "%s%sURI %s: unknown scheme '%s' (known: %s)",
 		                  extra_where ? extra_where : "", extra_where ? ", key url: " : "",
-		                  uri->redacted, uri->scheme, dlock__backend_schemes());
+		                  uri->redacted, uri->scheme, known);
+		g_free(known);
 		dlock__uri_free(uri);
 		return rc;
 	}
@@ -227,6 +230,7 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 {
 	dlock_client *client;
 	dlock__slot *slot = NULL;
+	char *fallback = NULL;
 	int rc;
 
 	if (!ret_client)
@@ -238,7 +242,7 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 	if (!spec)
 		spec = getenv("DLOCK_CONFIG");
 	if (!spec || !*spec)
-		spec = DLOCK__DEFAULT_SPEC;
+		spec = fallback = g_strconcat(dlock__backend_default_scheme(), "://", NULL);
 
 	client = g_new0(dlock_client, 1);
 	client->pid = getpid();
@@ -260,6 +264,7 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 	} else {
 		rc = client_from_config(client, spec);
 	}
+	g_free(fallback);
 	if (rc != DLOCK_OK) {
 		dlock_client_free(client);
 		return rc;

@@ -204,11 +204,13 @@ void dlock__logger_clear(dlock__logger *logger);
 
 /* The ops table for a URI scheme, or NULL. */
 const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme);
-/* The known schemes, for messages: "redis, redis+unix, ...". */
-const char *dlock__backend_schemes(void);
+/* The known schemes, for messages: "redis, redis+unix, ...".  Caller
+ * frees with g_free(). */
+char *dlock__backend_schemes(void);
 /* Whether any backend has an option of that name (a dlock__option_known_fn). */
 bool dlock__backend_option_known(const char *name);
-/* The specification used when none is given and $DLOCK_CONFIG is unset. */
-#define DLOCK__DEFAULT_SPEC "file://"
+/* The scheme of the backend used when no specification is given and
+ * $DLOCK_CONFIG is unset ("file": the specification "file://"). */
+const char *dlock__backend_default_scheme(void);
 
 #endif
