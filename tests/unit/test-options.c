@@ -94,31 +94,78 @@ static void assert_all_given(const dlock__options *o)
 			fail_msg("option '%s' not recorded as given", row->name);
 }
 
+/*
+ * Every option of every backend: its default, a value to set, and what
+ * it then holds, each as shown() writes it.  The table lists all the rows
+ * a backend has (checked), so a row added without a test here fails.
+ */
+static const struct {
+	const char *scheme, *name, *fallback, *value, *stored;
+} every[] = {
+	{ "redis", "ttl", "30000ms", "100ms", "100ms" },
+	{ "redis", "watchdog", "on", "off", "off" },
+	{ "redis", "connect-timeout", "5000ms", "2s", "2000ms" },
+	{ "redis", "command-timeout", "3000ms", "750ms", "750ms" },
+	{ "redis", "key-format", "braced", "plain", "plain" },
+	{ "redis", "prefix", "dlock:", "app:", "app:" },
+	{ "zk", "session-timeout", "10000ms", "1m", "60000ms" },
+	{ "zk", "connect-timeout", "5000ms", "2s", "2000ms" },
+	{ "zk", "root", "/dlock", "/locks/prod", "/locks/prod" },
+	{ "file", "dir", "(none)", "/var/lock/app", "/var/lock/app" },
+};
+
+static const char *const every_scheme[] = { "redis", "zk", "file" };
+
+/* An option's value as text, whatever its kind.  Caller frees. */
+static char *shown(const dlock__options *o, const char *name)
+{
+	for (const dlock__option *row = o->rows; row->name; row++) {
+		if (strcmp(row->name, name) != 0)
+			continue;
+		switch (row->kind) {
+		case DLOCK__OPTION_DURATION:
+			return g_strdup_printf("%" G_GINT64_FORMAT "ms", ms(o, name));
+		case DLOCK__OPTION_ONOFF:
+			return g_strdup(onoff(o, name) ? "on" : "off");
+		case DLOCK__OPTION_CHOICE:
+			return g_strdup(choice(o, name));
+		case DLOCK__OPTION_STRING:
+		case DLOCK__OPTION_PATH:
+			return g_strdup(text(o, name) ? text(o, name) : "(none)");
+		}
+	}
+	fail_msg("no option '%s' in this backend", name);
+	return NULL;
+}
+
+static void assert_shown(const dlock__options *o, const char *scheme, const char *name,
+                         const char *expected)
+{
+	char *got = shown(o, name);
+
+	if (strcmp(got, expected) != 0)
+		fail_msg("%s option %s is %s, not %s", scheme, name, got, expected);
+	g_free(got);
+}
+
 static void test_options_defaults(void **state)
 {
-	dlock__options o;
+	for (size_t i = 0; i < G_N_ELEMENTS(every_scheme); i++) {
+		dlock__options o;
+		size_t rows = 0;
 
-	init(&o, "redis");
-	assert_none_given(&o);
-	assert_int_equal(ms(&o, "ttl"), 30000);
-	assert_true(onoff(&o, "watchdog"));
-	assert_int_equal(ms(&o, "connect-timeout"), 5000);
-	assert_int_equal(ms(&o, "command-timeout"), 3000);
-	assert_string_equal(choice(&o, "key-format"), "braced");
-	assert_string_equal(text(&o, "prefix"), "dlock:");
-	dlock__options_clear(&o);
-
-	init(&o, "zk");
-	assert_none_given(&o);
-	assert_int_equal(ms(&o, "session-timeout"), 10000);
-	assert_int_equal(ms(&o, "connect-timeout"), 5000);
-	assert_string_equal(text(&o, "root"), "/dlock");
-	dlock__options_clear(&o);
-
-	init(&o, "file");
-	assert_none_given(&o);
-	assert_null(text(&o, "dir"));
-	dlock__options_clear(&o);
+		init(&o, every_scheme[i]);
+		assert_none_given(&o);
+		for (size_t j = 0; j < G_N_ELEMENTS(every); j++) {
+			if (strcmp(every[j].scheme, every_scheme[i]) != 0)
+				continue;
+			assert_shown(&o, every_scheme[i], every[j].name, every[j].fallback);
+			rows++;
+		}
+		if (o.rows[rows].name)
+			fail_msg("%s option %s is not in the table", every_scheme[i], o.rows[rows].name);
+		dlock__options_clear(&o);
+	}
 }
 
 /* A default is text read by the same rules as a user's value: each must
@@ -146,39 +193,19 @@ static void test_options_every_default_is_accepted(void **state)
 
 static void test_options_every_name_sets_its_field(void **state)
 {
-	dlock__options o;
+	for (size_t i = 0; i < G_N_ELEMENTS(every_scheme); i++) {
+		dlock__options o;
 
-	init(&o, "redis");
-	set_ok(&o, "ttl", "100ms");
-	set_ok(&o, "watchdog", "off");
-	set_ok(&o, "connect-timeout", "2s");
-	set_ok(&o, "command-timeout", "750ms");
-	set_ok(&o, "key-format", "plain");
-	set_ok(&o, "prefix", "app:");
-	assert_all_given(&o);
-	assert_int_equal(ms(&o, "ttl"), 100);
-	assert_false(onoff(&o, "watchdog"));
-	assert_int_equal(ms(&o, "connect-timeout"), 2000);
-	assert_int_equal(ms(&o, "command-timeout"), 750);
-	assert_string_equal(choice(&o, "key-format"), "plain");
-	assert_string_equal(text(&o, "prefix"), "app:");
-	dlock__options_clear(&o);
-
-	init(&o, "zk");
-	set_ok(&o, "session-timeout", "1m");
-	set_ok(&o, "connect-timeout", "2s");
-	set_ok(&o, "root", "/locks/prod");
-	assert_all_given(&o);
-	assert_int_equal(ms(&o, "session-timeout"), 60000);
-	assert_int_equal(ms(&o, "connect-timeout"), 2000);
-	assert_string_equal(text(&o, "root"), "/locks/prod");
-	dlock__options_clear(&o);
-
-	init(&o, "file");
-	set_ok(&o, "dir", "/var/lock/app");
-	assert_all_given(&o);
-	assert_string_equal(text(&o, "dir"), "/var/lock/app");
-	dlock__options_clear(&o);
+		init(&o, every_scheme[i]);
+		for (size_t j = 0; j < G_N_ELEMENTS(every); j++)
+			if (strcmp(every[j].scheme, every_scheme[i]) == 0)
+				set_ok(&o, every[j].name, every[j].value);
+		assert_all_given(&o);
+		for (size_t j = 0; j < G_N_ELEMENTS(every); j++)
+			if (strcmp(every[j].scheme, every_scheme[i]) == 0)
+				assert_shown(&o, every_scheme[i], every[j].name, every[j].stored);
+		dlock__options_clear(&o);
+	}
 }
 
 static void test_options_watchdog_spellings(void **state)
@@ -381,62 +408,47 @@ static const dlock__backend_ops no_lease_ops = {
 	.query = seen_query,
 };
 
-/* Acquire and release resource r once; what the backend was given. */
-static dlock__backend seen_by_acquire(dlock_client *client, int64_t ttl_ms, int watchdog)
+/*
+ * Build a client on ops from spec, acquire resource r once with the handle
+ * told ttl_ms (0: nothing) and watchdog (-1: nothing), and check what the
+ * backend was given for the hold.
+ */
+static void assert_hold_gets(const dlock__backend_ops *ops, const char *spec, int64_t ttl_ms,
+                             int watchdog, int64_t want_ttl_ms, bool want_watchdog)
 {
-	const dlock__slot *slot = dlock__client_slot(client, "default");
-	dlock__backend seen;
+	dlock_client *client;
 	dlock_lock *lock;
+	const dlock__backend *seen;
 
+	assert_int_equal(dlock__client_new_with_ops(spec, ops, &client), DLOCK_OK);
 	assert_int_equal(dlock_lock_new(client, "r", &lock), DLOCK_OK);
 	if (ttl_ms)
 		assert_int_equal(dlock_lock_set_ttl(lock, ttl_ms), DLOCK_OK);
 	if (watchdog >= 0)
 		assert_int_equal(dlock_lock_set_watchdog(lock, watchdog), DLOCK_OK);
 	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
-	seen = *slot->impl;
+	seen = dlock__client_slot(client, "default")->impl;
+	if (seen->ttl_ms != want_ttl_ms || seen->watchdog != want_watchdog)
+		fail_msg("%s (handle: ttl %" G_GINT64_FORMAT ", watchdog %d): hold got ttl %" G_GINT64_FORMAT
+		         " watchdog %d", spec, ttl_ms, watchdog, seen->ttl_ms, seen->watchdog);
 	assert_int_equal(dlock_release(lock), DLOCK_OK);
 	dlock_lock_free(lock);
-	return seen;
+	dlock_client_free(client);
 }
 
 static void test_options_lease_rows_are_the_holds_defaults(void **state)
 {
-	dlock_client *client;
-	dlock__backend seen;
-
-	assert_int_equal(dlock__client_new_with_ops("lease://", &lease_ops, &client), DLOCK_OK);
-	seen = seen_by_acquire(client, 0, -1);
-	assert_int_equal(seen.ttl_ms, 30000);
-	assert_true(seen.watchdog);
-	dlock_client_free(client);
-
-	assert_int_equal(dlock__client_new_with_ops("lease://?ttl=5s&watchdog=off", &lease_ops, &client),
-	                 DLOCK_OK);
-	seen = seen_by_acquire(client, 0, -1);
-	assert_int_equal(seen.ttl_ms, 5000);
-	assert_false(seen.watchdog);
-	seen = seen_by_acquire(client, 2000, 1);
-	assert_int_equal(seen.ttl_ms, 2000);
-	assert_true(seen.watchdog);
-	dlock_client_free(client);
+	assert_hold_gets(&lease_ops, "lease://", 0, -1, 30000, true);
+	assert_hold_gets(&lease_ops, "lease://?ttl=5s&watchdog=off", 0, -1, 5000, false);
+	assert_hold_gets(&lease_ops, "lease://?ttl=5s&watchdog=off", 2000, 1, 2000, true);
 }
 
 /* Without a lease a hold has no TTL and no watchdog, whatever the handle
  * was told (dlock_lock_set_ttl still checks its range). */
 static void test_options_holds_without_a_lease_have_no_ttl(void **state)
 {
-	dlock_client *client;
-	dlock__backend seen;
-
-	assert_int_equal(dlock__client_new_with_ops("nolease://", &no_lease_ops, &client), DLOCK_OK);
-	seen = seen_by_acquire(client, 0, -1);
-	assert_int_equal(seen.ttl_ms, 0);
-	assert_false(seen.watchdog);
-	seen = seen_by_acquire(client, 2000, 1);
-	assert_int_equal(seen.ttl_ms, 0);
-	assert_false(seen.watchdog);
-	dlock_client_free(client);
+	assert_hold_gets(&no_lease_ops, "nolease://", 0, -1, 0, false);
+	assert_hold_gets(&no_lease_ops, "nolease://", 2000, 1, 0, false);
 }
 
 int main(void)
