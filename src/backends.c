@@ -1,6 +1,8 @@
 /*
  * The one place that names every backend: URI schemes to operations
- * tables.  A new backend is one folder and one line here.
+ * tables.  A new backend is one folder and one line here; the list of
+ * schemes in messages, the default specification and the set of option
+ * names all follow from this table.
  */
 #include <string.h>
 
@@ -12,16 +14,29 @@
 static const struct {
 	const char *scheme;
 	const dlock__backend_ops *ops;
+	bool is_default; /* "scheme://" when no specification is given */
 } schemes[] = {
-	{ "redis", &dlock__redis_ops },
-	{ "redis+unix", &dlock__redis_ops },
-	{ "file", &dlock__file_ops },
-	{ "zk", &dlock__zk_ops },
+	{ "redis", &dlock__redis_ops, false },
+	{ "redis+unix", &dlock__redis_ops, false },
+	{ "file", &dlock__file_ops, true },
+	{ "zk", &dlock__zk_ops, false },
 };
 
-const char *dlock__backend_schemes(void)
+char *dlock__backend_schemes(void)
 {
-	return "redis, redis+unix, file, zk";
+	GString *s = g_string_new(NULL);
+
+	for (size_t i = 0; i < G_N_ELEMENTS(schemes); i++)
+		g_string_append_printf(s, "%s%s", i ? ", " : "", schemes[i].scheme);
+	return g_string_free(s, FALSE);
+}
+
+const char *dlock__backend_default_scheme(void)
+{
+	for (size_t i = 0; i < G_N_ELEMENTS(schemes); i++)
+		if (schemes[i].is_default)
+			return schemes[i].scheme;
+	g_assert_not_reached();
 }
 
 const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme)
@@ -30,4 +45,13 @@ const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme)
 		if (strcmp(schemes[i].scheme, scheme) == 0)
 			return schemes[i].ops;
 	return NULL;
+}
+
+bool dlock__backend_option_known(const char *name)
+{
+	for (size_t i = 0; i < G_N_ELEMENTS(schemes); i++)
+		for (const dlock__option *row = schemes[i].ops->options; row && row->name; row++)
+			if (strcmp(row->name, name) == 0)
+				return true;
+	return false;
 }

@@ -45,7 +45,9 @@ typedef struct dlock__backend_env {
  */
 enum {
 	/* Holds are leases with a TTL that the backend renews (the watchdog):
-	 * the core gives each hold a TTL and a watchdog setting. */
+	 * the core gives each hold a TTL and a watchdog setting, by default
+	 * the backend's "ttl" and "watchdog" options.  Without it a hold has
+	 * neither (dlock__hold_ttl_ms() 0, dlock__hold_watchdog() false). */
 	DLOCK__CAP_LEASE = 1u << 0,
 	/* READ (shared) holds, besides EXCLUSIVE ones (SPEC §8). */
 	DLOCK__CAP_SHARED = 1u << 1,
@@ -56,12 +58,23 @@ enum {
 typedef struct dlock__backend_ops {
 	const char *type;   /* "redis" */
 	unsigned caps;      /* DLOCK__CAP_* bits */
-	unsigned options;   /* DLOCK__OPT_* bits this backend accepts */
+
+	/*
+	 * The options this backend takes, one row each (parse.h), ended by a
+	 * row without a name, and the size of the settings struct the rows
+	 * store into.  A lease backend has the rows DLOCK__OPTION_TTL and
+	 * DLOCK__OPTION_WATCHDOG: the defaults of its holds.
+	 */
+	const dlock__option *options;
+	size_t options_size;
 
 	/*
 	 * Check the URI parts and options and build the backend.  No I/O:
-	 * servers are contacted on first use.  DLOCK_ECONFIG with a message
-	 * for anything the backend cannot use.
+	 * servers are contacted on first use.  opts->values is the settings
+	 * struct, filled in from the defaults, the URI and the configuration
+	 * file (dlock__options_given() tells which were explicit); it is
+	 * freed after open returns.  DLOCK_ECONFIG with a message for
+	 * anything the backend cannot use.
 	 */
 	int (*open)(const dlock__backend_env *env, const dlock__uri *uri,
 	            const dlock__options *opts, dlock__backend **ret);
@@ -111,11 +124,6 @@ typedef struct dlock__backend_ops {
 	/* The backend's URI as users should see it, when it differs from the
 	 * one given (a default filled in); g_free.  May be NULL. */
 	char *(*describe)(const dlock__backend *backend);
-
-	/* The default TTL and watchdog setting of this backend, for handles
-	 * that set none. */
-	int64_t (*default_ttl_ms)(const dlock__backend *backend);
-	bool (*default_watchdog)(const dlock__backend *backend);
 } dlock__backend_ops;
 
 void dlock__server_info_clear(dlock__server_info *info);
@@ -237,8 +245,14 @@ void dlock__log(const dlock__logger *logger, dlock_log_level level, const char *
 
 /* The ops table for a URI scheme, or NULL. */
 const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme);
-/* The known schemes, for messages: "redis, redis+unix, ...". */
-const char *dlock__backend_schemes(void);
+/* The known schemes, for messages: "redis, redis+unix, ...".  Caller
+ * frees with g_free(). */
+char *dlock__backend_schemes(void);
+/* Whether any backend has an option of that name (a dlock__option_known_fn). */
+bool dlock__backend_option_known(const char *name);
+/* The scheme of the backend used when no specification is given and
+ * $DLOCK_CONFIG is unset ("file": the specification "file://"). */
+const char *dlock__backend_default_scheme(void);
 
 /* ---- what a backend gets for free: waking and messages --------------- */
 

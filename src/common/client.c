@@ -54,6 +54,44 @@ static void slot_free(dlock__slot *slot)
 }
 
 /*
+ * The backend's options: its rows' defaults, then the URI's query, then
+ * the other keys of the configuration file's group.
+ */
+static int slot_options(const dlock__backend_ops *ops, const dlock__uri *uri, GPtrArray *extra,
+                        const char *extra_where, dlock__options *opts)
+{
+	char *where = g_strdup_printf("URI %s", uri->redacted);
+	int rc = DLOCK_OK;
+
+	dlock__options_init(opts, ops->options, ops->options_size, dlock__backend_option_known);
+	for (guint i = 0; i < uri->options->len && rc == DLOCK_OK; i++) {
+		const dlock__kv *kv = uri->options->pdata[i];
+
+		rc = dlock__options_set(opts, kv->key, kv->value, where);
+	}
+	for (guint i = 0; extra && i < extra->len && rc == DLOCK_OK; i++) {
+		const dlock__kv *kv = extra->pdata[i];
+
+		rc = dlock__options_set(opts, kv->key, kv->value, extra_where);
+	}
+	g_free(where);
+	return rc;
+}
+
+/* A lease backend's "ttl" and "watchdog" options are its holds' defaults;
+ * a backend without a lease gives its holds neither. */
+static void slot_lease_defaults(dlock__slot *slot, const dlock__options *opts)
+{
+	const int64_t *ttl_ms = dlock__options_value(opts, "ttl");
+	const bool *watchdog = dlock__options_value(opts, "watchdog");
+
+	if (!(slot->ops->caps & DLOCK__CAP_LEASE))
+		return;
+	slot->ttl_ms = ttl_ms ? *ttl_ms : 0;
+	slot->watchdog = watchdog && *watchdog;
+}
+
+/*
  * Build one backend from a URI plus, from a configuration file, the other
  * keys of its group (extra, NULL for none; where names the group).  ops
  * NULL: chosen by the URI's scheme.
@@ -65,7 +103,6 @@ static int slot_new(dlock_client *client, const char *name, const char *spec, GP
 	dlock__options opts;
 	dlock__slot *slot;
 	dlock__uri *uri;
-	char *where;
 	int rc;
 
 	rc = dlock__uri_parse(spec, &uri);
@@ -80,30 +117,22 @@ static int slot_new(dlock_client *client, const char *name, const char *spec, GP
 	if (!ops)
 		ops = dlock__backend_for_scheme(uri->scheme);
 	if (!ops) {
+		char *known = dlock__backend_schemes();
+
 		rc = dlock__error(DLOCK_ECONFIG, "%s%sURI %s: unknown scheme '%s' (known: %s)",
 		                  extra_where ? extra_where : "", extra_where ? ", key url: " : "",
-		                  uri->redacted, uri->scheme, dlock__backend_schemes());
+		                  uri->redacted, uri->scheme, known);
+		g_free(known);
 		dlock__uri_free(uri);
 		return rc;
 	}
-	dlock__options_init(&opts);
-	where = g_strdup_printf("URI %s", uri->redacted);
-	for (guint i = 0; i < uri->options->len && rc == DLOCK_OK; i++) {
-		const dlock__kv *kv = uri->options->pdata[i];
-
-		rc = dlock__options_set(&opts, ops->options, kv->key, kv->value, where);
-	}
-	for (guint i = 0; extra && i < extra->len && rc == DLOCK_OK; i++) {
-		const dlock__kv *kv = extra->pdata[i];
-
-		rc = dlock__options_set(&opts, ops->options, kv->key, kv->value, extra_where);
-	}
-	g_free(where);
+	rc = slot_options(ops, uri, extra, extra_where, &opts);
 
 	slot = g_new0(dlock__slot, 1);
 	slot->name = g_strdup(name);
 	slot->redacted = g_strdup(uri->redacted);
 	slot->ops = ops;
+	slot_lease_defaults(slot, &opts);
 	if (rc == DLOCK_OK)
 		rc = ops->open(&env, uri, &opts, &slot->impl);
 	if (rc == DLOCK_OK && ops->describe) {
@@ -212,6 +241,7 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 {
 	dlock_client *client;
 	dlock__slot *slot = NULL;
+	char *fallback = NULL;
 	int rc;
 
 	if (!ret_client)
@@ -223,7 +253,7 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 	if (!spec)
 		spec = getenv("DLOCK_CONFIG");
 	if (!spec || !*spec)
-		spec = DLOCK__DEFAULT_SPEC;
+		spec = fallback = g_strconcat(dlock__backend_default_scheme(), "://", NULL);
 
 	client = g_new0(dlock_client, 1);
 	client->pid = getpid();
@@ -245,6 +275,7 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 	} else {
 		rc = client_from_config(client, spec);
 	}
+	g_free(fallback);
 	if (rc != DLOCK_OK) {
 		dlock_client_free(client);
 		return rc;

@@ -28,6 +28,10 @@ typedef struct dlock__slot {
 	char *redacted;   /* its URI without the password */
 	const dlock__backend_ops *ops;
 	dlock__backend *impl;
+	/* The default TTL and watchdog of its holds, from the backend's options
+	 * when it has DLOCK__CAP_LEASE; 0 and false (no lease) otherwise. */
+	int64_t ttl_ms;
+	bool watchdog;
 } dlock__slot;
 
 /* A [route NAME] of a configuration file. */
@@ -159,10 +163,5 @@ void dlock__lock_unref(dlock_lock *lock);
  * callback thread, starting it if needed.  Called with hold->mu held. */
 void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state state);
 void dlock__callbacks_stop(dlock_client *client);
-
-/* ---- backends --------------------------------------------------------- */
-
-/* The specification used when none is given and $DLOCK_CONFIG is unset. */
-#define DLOCK__DEFAULT_SPEC "file://"
 
 #endif

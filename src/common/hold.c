@@ -90,9 +90,12 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock)
 	g_mutex_lock(&lock->mu);
 	hold->mode = lock->mode;
 	hold->permits = lock->permits;
-	hold->ttl_ms = lock->ttl_ms > 0 ? lock->ttl_ms : slot->ops->default_ttl_ms(slot->impl);
-	hold->watchdog = lock->watchdog >= 0 ? lock->watchdog != 0
-	                                     : slot->ops->default_watchdog(slot->impl);
+	/* Only a lease has a TTL and a watchdog; elsewhere the handle's
+	 * settings are accepted and mean nothing. */
+	if (slot->ops->caps & DLOCK__CAP_LEASE) {
+		hold->ttl_ms = lock->ttl_ms > 0 ? lock->ttl_ms : slot->ttl_ms;
+		hold->watchdog = lock->watchdog >= 0 ? lock->watchdog != 0 : slot->watchdog;
+	}
 	if (lock->owner == DLOCK_OWNER_HANDLE)
 		hold->handle_owner = lock;
 	g_mutex_unlock(&lock->mu);

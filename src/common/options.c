@@ -1,34 +1,15 @@
 /*
- * The fixed option names, the same as URI query parameters and as keys of
- * a configuration file's backend groups.  Every refusal happens when the
- * client is built and names the source, the key, the value and the rule.
+ * Options, as URI query parameters and as keys of a configuration file's
+ * backend groups.  Each backend lists its own in rows (parse.h); this file
+ * parses a value by its row's kind and stores it where the row says, so
+ * every backend's options are refused with the same words.  Every refusal
+ * happens when the client is built and names the source, the key, the
+ * value and the rule.
  */
 #include <string.h>
 
 #include "error.h"
 #include "parse.h"
-
-void dlock__options_init(dlock__options *opts)
-{
-	memset(opts, 0, sizeof(*opts));
-	opts->ttl_ms = 30000;
-	opts->watchdog = true;
-	opts->connect_timeout_ms = 5000;
-	opts->command_timeout_ms = 3000;
-	opts->plain_keys = false;
-	opts->prefix = g_strdup("dlock:");
-	opts->session_timeout_ms = 10000;
-	opts->root = g_strdup("/dlock");
-	opts->dir = NULL;
-}
-
-void dlock__options_clear(dlock__options *opts)
-{
-	g_free(opts->prefix);
-	g_free(opts->root);
-	g_free(opts->dir);
-	opts->prefix = opts->root = opts->dir = NULL;
-}
 
 static int bad(const char *where, const char *key, const char *value, const char *why)
 {
@@ -45,22 +26,7 @@ static int out_of_range(const char *where, const char *key, const char *value, c
 	return rc;
 }
 
-static int set_duration(int64_t *field, int64_t min_ms, int64_t max_ms, const char *where,
-                        const char *key, const char *value)
-{
-	int64_t ms;
-
-	if (!dlock__duration_parse(value, &ms))
-		return bad(where, key, value, "is not a duration (like 250ms, 10s, 2m; a bare number is seconds)");
-	if (ms < min_ms)
-		return out_of_range(where, key, value, "below the minimum", min_ms);
-	if (ms > max_ms)
-		return out_of_range(where, key, value, "above the maximum", max_ms);
-	*field = ms;
-	return DLOCK_OK;
-}
-
-static bool parse_bool(const char *value, bool *ret)
+static bool parse_onoff(const char *value, bool *ret)
 {
 	static const char *const yes[] = { "on", "true", "yes", "1" };
 	static const char *const no[] = { "off", "false", "no", "0" };
@@ -78,107 +44,138 @@ static bool parse_bool(const char *value, bool *ret)
 	return false;
 }
 
-/* An absolute path of non-empty segments other than "." and "..", with no
- * trailing '/' (except the root itself when root_ok). */
-static bool clean_path(const char *value, bool root_ok)
+/* "is neither braced nor plain", or for more words "is none of a, b or c". */
+static char *choices_refusal(const char *const *choices)
 {
-	gchar **parts;
-	bool ok = true;
+	guint n = g_strv_length((gchar **)choices);
+	GString *s = g_string_new(n == 2 ? "is neither " : "is none of ");
 
-	if (value[0] != '/')
-		return false;
-	if (strcmp(value, "/") == 0)
-		return root_ok;
-	parts = g_strsplit(value + 1, "/", -1);
-	for (int i = 0; parts[i]; i++)
-		if (!*parts[i] || strcmp(parts[i], ".") == 0 || strcmp(parts[i], "..") == 0)
-			ok = false;
-	g_strfreev(parts);
-	return ok;
+	for (guint i = 0; i < n; i++) {
+		if (i > 0)
+			g_string_append(s, n == 2 ? " nor " : i + 1 == n ? " or " : ", ");
+		g_string_append(s, choices[i]);
+	}
+	return g_string_free(s, FALSE);
 }
 
-static const struct {
-	const char *name;
-	unsigned bit;
-} names[] = {
-	{ "ttl", DLOCK__OPT_TTL },
-	{ "watchdog", DLOCK__OPT_WATCHDOG },
-	{ "connect-timeout", DLOCK__OPT_CONNECT_TIMEOUT },
-	{ "command-timeout", DLOCK__OPT_COMMAND_TIMEOUT },
-	{ "key-format", DLOCK__OPT_KEY_FORMAT },
-	{ "prefix", DLOCK__OPT_PREFIX },
-	{ "session-timeout", DLOCK__OPT_SESSION_TIMEOUT },
-	{ "root", DLOCK__OPT_ROOT },
-	{ "dir", DLOCK__OPT_DIR },
-};
-
-int dlock__options_set(dlock__options *opts, unsigned allowed, const char *key,
-                       const char *value, const char *where)
+static void set_string(char **field, const char *value)
 {
-	unsigned bit = 0;
-	int rc = DLOCK_OK;
+	g_free(*field);
+	*field = g_strdup(value);
+}
 
-	for (size_t i = 0; i < G_N_ELEMENTS(names) && !bit; i++)
-		if (strcmp(names[i].name, key) == 0)
-			bit = names[i].bit;
-	if (!bit)
-		return dlock__error(DLOCK_ECONFIG, "%s: unknown option '%s'", where, key);
-	if (!(allowed & bit))
-		return dlock__error(DLOCK_ECONFIG, "%s: option '%s' does not apply to this backend", where, key);
-	if (opts->given & bit)
-		return dlock__error(DLOCK_ECONFIG, "%s: option '%s' given twice", where, key);
+/* Parse value by the row's kind into the settings struct values. */
+static int set_row(const dlock__option *row, void *values, const char *key, const char *value,
+                   const char *where)
+{
+	void *field = (char *)values + row->offset;
+	int64_t ms;
+	char *why;
+	int rc;
 
-	switch (bit) {
-	case DLOCK__OPT_TTL:
-		rc = set_duration(&opts->ttl_ms, DLOCK__TTL_MIN_MS, DLOCK__TTL_MAX_MS, where, key, value);
-		break;
-	case DLOCK__OPT_CONNECT_TIMEOUT:
-		rc = set_duration(&opts->connect_timeout_ms, 1, DLOCK__TIMEOUT_MAX_MS, where, key, value);
-		break;
-	case DLOCK__OPT_COMMAND_TIMEOUT:
-		rc = set_duration(&opts->command_timeout_ms, 1, DLOCK__TIMEOUT_MAX_MS, where, key, value);
-		break;
-	case DLOCK__OPT_SESSION_TIMEOUT:
-		rc = set_duration(&opts->session_timeout_ms, 1, DLOCK__TIMEOUT_MAX_MS, where, key, value);
-		break;
-	case DLOCK__OPT_WATCHDOG:
-		if (!parse_bool(value, &opts->watchdog))
-			rc = bad(where, key, value, "is neither on nor off");
-		break;
-	case DLOCK__OPT_KEY_FORMAT:
-		if (strcmp(value, "braced") == 0)
-			opts->plain_keys = false;
-		else if (strcmp(value, "plain") == 0)
-			opts->plain_keys = true;
-		else
-			rc = bad(where, key, value, "is neither braced nor plain");
-		break;
-	case DLOCK__OPT_PREFIX:
-		if (strpbrk(value, "{}"))
-			rc = bad(where, key, value, "contains '{' or '}', which would break the key's hash tag");
-		else {
-			g_free(opts->prefix);
-			opts->prefix = g_strdup(value);
+	switch (row->kind) {
+	case DLOCK__OPTION_DURATION:
+		if (!dlock__duration_parse(value, &ms))
+			return bad(where, key, value,
+			           "is not a duration (like 250ms, 10s, 2m; a bare number is seconds)");
+		if (ms < row->min_ms)
+			return out_of_range(where, key, value, "below the minimum", row->min_ms);
+		if (ms > row->max_ms)
+			return out_of_range(where, key, value, "above the maximum", row->max_ms);
+		*(int64_t *)field = ms;
+		return DLOCK_OK;
+	case DLOCK__OPTION_ONOFF:
+		if (!parse_onoff(value, field))
+			return bad(where, key, value, "is neither on nor off");
+		return DLOCK_OK;
+	case DLOCK__OPTION_CHOICE:
+		for (int i = 0; row->choices[i]; i++) {
+			if (strcmp(row->choices[i], value) == 0) {
+				*(int *)field = i;
+				return DLOCK_OK;
+			}
 		}
-		break;
-	case DLOCK__OPT_ROOT:
-		if (!clean_path(value, false))
-			rc = bad(where, key, value, "is not an absolute node path without empty, '.' or '..' segments or a trailing '/'");
-		else {
-			g_free(opts->root);
-			opts->root = g_strdup(value);
-		}
-		break;
-	case DLOCK__OPT_DIR:
+		why = choices_refusal(row->choices);
+		rc = bad(where, key, value, why);
+		g_free(why);
+		return rc;
+	case DLOCK__OPTION_STRING:
+		if (!row->check(value))
+			return bad(where, key, value, row->why);
+		set_string(field, value);
+		return DLOCK_OK;
+	case DLOCK__OPTION_PATH:
 		if (value[0] != '/')
-			rc = bad(where, key, value, "is not an absolute path");
-		else {
-			g_free(opts->dir);
-			opts->dir = g_strdup(value);
-		}
-		break;
+			return bad(where, key, value, "is not an absolute path");
+		set_string(field, value);
+		return DLOCK_OK;
 	}
+	g_assert_not_reached();
+}
+
+static int find_row(const dlock__option *rows, const char *name)
+{
+	for (int i = 0; rows && rows[i].name; i++)
+		if (strcmp(rows[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+void dlock__options_init(dlock__options *opts, const dlock__option *rows, size_t size,
+                         dlock__option_known_fn known)
+{
+	opts->rows = rows;
+	opts->values = g_malloc0(size);
+	opts->given = 0;
+	opts->known = known;
+	/* The defaults are text read by the same rules as a user's value; the
+	 * unit suite checks that every backend's defaults are accepted. */
+	for (int i = 0; rows && rows[i].name; i++) {
+		g_assert(i < 64);
+		if (rows[i].fallback)
+			(void)set_row(&rows[i], opts->values, rows[i].name, rows[i].fallback, "default");
+	}
+}
+
+void dlock__options_clear(dlock__options *opts)
+{
+	for (int i = 0; opts->values && opts->rows && opts->rows[i].name; i++) {
+		const dlock__option *row = &opts->rows[i];
+
+		if (row->kind == DLOCK__OPTION_STRING || row->kind == DLOCK__OPTION_PATH)
+			g_free(*(char **)((char *)opts->values + row->offset));
+	}
+	g_free(opts->values);
+	opts->values = NULL;
+}
+
+int dlock__options_set(dlock__options *opts, const char *key, const char *value, const char *where)
+{
+	int i = find_row(opts->rows, key);
+	int rc;
+
+	if (i < 0 && !(opts->known && opts->known(key)))
+		return dlock__error(DLOCK_ECONFIG, "%s: unknown option '%s'", where, key);
+	if (i < 0)
+		return dlock__error(DLOCK_ECONFIG, "%s: option '%s' does not apply to this backend", where, key);
+	if (opts->given & (UINT64_C(1) << i))
+		return dlock__error(DLOCK_ECONFIG, "%s: option '%s' given twice", where, key);
+	rc = set_row(&opts->rows[i], opts->values, key, value, where);
 	if (rc == DLOCK_OK)
-		opts->given |= bit;
+		opts->given |= UINT64_C(1) << i;
 	return rc;
+}
+
+bool dlock__options_given(const dlock__options *opts, const char *name)
+{
+	int i = find_row(opts->rows, name);
+
+	return i >= 0 && (opts->given & (UINT64_C(1) << i));
+}
+
+const void *dlock__options_value(const dlock__options *opts, const char *name)
+{
+	int i = find_row(opts->rows, name);
+
+	return i >= 0 ? (const char *)opts->values + opts->rows[i].offset : NULL;
 }

@@ -1,6 +1,6 @@
 /*
  * Pure parsing and validation: durations, client specifications (URIs),
- * the fixed option names, resource names, and holder records.  Nothing
+ * the backends' option rows, resource names, and holder records.  Nothing
  * here does I/O beyond reading the local host name, so all of it is
  * covered by the unit suite.
  *
@@ -12,6 +12,7 @@
 #define DLOCK_COMMON_PARSE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <glib.h>
@@ -76,19 +77,6 @@ char *dlock__uri_redact_text(const char *text);
 
 /* ---- options --------------------------------------------------------- */
 
-/* The fixed option names, one bit each (a backend declares what it takes). */
-enum {
-	DLOCK__OPT_TTL = 1u << 0,             /* "ttl" */
-	DLOCK__OPT_WATCHDOG = 1u << 1,        /* "watchdog" */
-	DLOCK__OPT_CONNECT_TIMEOUT = 1u << 2, /* "connect-timeout" */
-	DLOCK__OPT_COMMAND_TIMEOUT = 1u << 3, /* "command-timeout" */
-	DLOCK__OPT_KEY_FORMAT = 1u << 4,      /* "key-format" */
-	DLOCK__OPT_PREFIX = 1u << 5,          /* "prefix" */
-	DLOCK__OPT_SESSION_TIMEOUT = 1u << 6, /* "session-timeout" */
-	DLOCK__OPT_ROOT = 1u << 7,            /* "root" */
-	DLOCK__OPT_DIR = 1u << 8,             /* "dir" */
-};
-
 /*
  * Bounds of the durations.  Past the maxima a value is a mistake (a unit
  * slip, microseconds for milliseconds) rather than a wish, and refusing it
@@ -100,33 +88,86 @@ enum {
 #define DLOCK__TTL_MAX_MS (INT64_C(7) * 24 * 3600 * 1000)  /* 7 days */
 #define DLOCK__TIMEOUT_MAX_MS (INT64_C(3600) * 1000)       /* 1 hour: connect-, command-, session-timeout */
 
+/* What an option's value is, and the C type it is stored as. */
+typedef enum dlock__option_kind {
+	DLOCK__OPTION_DURATION, /* int64_t milliseconds, from min_ms to max_ms */
+	DLOCK__OPTION_ONOFF,    /* bool: on/off, true/false, yes/no, 1/0, in any case */
+	DLOCK__OPTION_CHOICE,   /* int: the index of the value in choices */
+	DLOCK__OPTION_STRING,   /* char *, accepted by check */
+	DLOCK__OPTION_PATH,     /* char *, an absolute path */
+} dlock__option_kind;
+
+/*
+ * One option of one backend: a row of the table the backend's operations
+ * table points at (ended by a row without a name).  The parsed value is
+ * stored at offset in the backend's own settings struct, which the core
+ * allocates (ops->options_size bytes), fills from the rows' defaults and
+ * then from the URI and the configuration file, and hands to open.
+ */
+typedef struct dlock__option {
+	const char *name;            /* as SPEC section 6 fixes it: "ttl" */
+	dlock__option_kind kind;
+	const char *fallback;        /* the default, as a user would write it; NULL: none */
+	size_t offset;               /* of the value in the settings struct */
+	int64_t min_ms, max_ms;      /* DURATION */
+	const char *const *choices;  /* CHOICE: the accepted words, NULL-terminated */
+	bool (*check)(const char *value); /* STRING: true when value is acceptable */
+	const char *why;             /* STRING: the refusal when check says no */
+} dlock__option;
+
+/* Rows that more than one backend has, written once. */
+#define DLOCK__OPTION_TIMEOUT(name_, fallback_, type, field) \
+	{ .name = (name_), .kind = DLOCK__OPTION_DURATION, .fallback = (fallback_), \
+	  .offset = offsetof(type, field), .min_ms = 1, .max_ms = DLOCK__TIMEOUT_MAX_MS }
+#define DLOCK__OPTION_CONNECT_TIMEOUT(type, field) \
+	DLOCK__OPTION_TIMEOUT("connect-timeout", "5s", type, field)
+/* A lease backend's (DLOCK__CAP_LEASE) TTL and watchdog: the core reads
+ * these two rows for the defaults of its holds. */
+#define DLOCK__OPTION_TTL(type, field) \
+	{ .name = "ttl", .kind = DLOCK__OPTION_DURATION, .fallback = "30s", \
+	  .offset = offsetof(type, field), .min_ms = DLOCK__TTL_MIN_MS, .max_ms = DLOCK__TTL_MAX_MS }
+#define DLOCK__OPTION_WATCHDOG(type, field) \
+	{ .name = "watchdog", .kind = DLOCK__OPTION_ONOFF, .fallback = "on", \
+	  .offset = offsetof(type, field) }
+
+/* Whether any backend has an option of that name: tells an unknown
+ * option from one that applies only to other backends. */
+typedef bool (*dlock__option_known_fn)(const char *name);
+
+/* The options of one backend being built: its rows, its settings struct,
+ * and which rows were given explicitly. */
 typedef struct dlock__options {
-	unsigned given;             /* DLOCK__OPT_* bits set explicitly */
-	int64_t ttl_ms;             /* default 30000, DLOCK__TTL_MIN_MS..DLOCK__TTL_MAX_MS */
-	bool watchdog;              /* default true; "on"/"off" (also true/false, yes/no, 1/0) */
-	int64_t connect_timeout_ms; /* default 5000, 1..DLOCK__TIMEOUT_MAX_MS */
-	int64_t command_timeout_ms; /* default 3000, 1..DLOCK__TIMEOUT_MAX_MS */
-	bool plain_keys;            /* key-format: "braced" (default, false) or "plain" (true) */
-	char *prefix;               /* default "dlock:"; no '{' or '}' */
-	int64_t session_timeout_ms; /* default 10000, 1..DLOCK__TIMEOUT_MAX_MS */
-	char *root;                 /* default "/dlock"; absolute, no trailing '/', no empty segment */
-	char *dir;                  /* default NULL (the backend decides); absolute path */
+	const dlock__option *rows;
+	void *values;   /* the backend's settings struct */
+	uint64_t given; /* bit i: rows[i] was set from the URI or the file */
+	dlock__option_known_fn known;
 } dlock__options;
 
-/* Fill in the defaults above; given = 0. */
-void dlock__options_init(dlock__options *opts);
+/* Allocate the settings struct (size bytes) and fill in every row's
+ * default; given = 0.  rows may be NULL: a backend without options.
+ * known is dlock__backend_option_known, or NULL where no other backend
+ * counts (every name not in rows is then unknown).  Clear with
+ * dlock__options_clear(). */
+void dlock__options_init(dlock__options *opts, const dlock__option *rows, size_t size,
+                         dlock__option_known_fn known);
 void dlock__options_clear(dlock__options *opts);
 
 /*
- * Set one option from its text.  allowed is the mask of options the
- * backend takes; where names the source for messages (for example
- * "URI redis://h:1" or "file /etc/dlock.conf, group [backend cache]").
- * DLOCK_ECONFIG, with where, the key and the reason in the message, for an
- * unknown name, a name not in allowed ("option 'root' does not apply to
- * this backend"), a malformed or out-of-range value, or a key already given.
+ * Set one option from its text.  where names the source for messages (for
+ * example "URI redis://h:1" or "file /etc/dlock.conf, group [backend
+ * cache]").  DLOCK_ECONFIG, with where, the key and the reason in the
+ * message, for a name no backend has ("unknown option"), a name only
+ * other backends have ("option 'root' does not apply to this backend"), a
+ * malformed or out-of-range value, or a key already given.
  */
-int dlock__options_set(dlock__options *opts, unsigned allowed, const char *key,
-                       const char *value, const char *where);
+int dlock__options_set(dlock__options *opts, const char *key, const char *value, const char *where);
+
+/* Whether the option was given explicitly (not left at its default). */
+bool dlock__options_given(const dlock__options *opts, const char *name);
+
+/* Where the option's value is stored (of the row's C type), or NULL when
+ * this backend has no such row. */
+const void *dlock__options_value(const dlock__options *opts, const char *name);
 
 /* ---- resource names -------------------------------------------------- */
 

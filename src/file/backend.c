@@ -11,6 +11,7 @@
  * Lock file names: names.c.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +19,16 @@
 #include "error.h"
 #include "file.h"
 #include "internal.h"
+
+/* The options, as the row below parses them. */
+typedef struct file_options {
+	char *dir; /* NULL: the URI's path, $DLOCK_DIR or the default */
+} file_options;
+
+static const dlock__option options[] = {
+	{ .name = "dir", .kind = DLOCK__OPTION_PATH, .offset = offsetof(file_options, dir) },
+	{ .name = NULL },
+};
 
 /* A default directory: create it 0700 if missing, then insist that it is
  * ours and private. */
@@ -60,6 +71,7 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
                         const dlock__options *opts, dlock__backend **ret)
 {
 	const char *given = uri->path && strcmp(uri->path, "/") != 0 ? uri->path : NULL;
+	const file_options *o = opts->values;
 	const char *env_dir = g_getenv("DLOCK_DIR");
 	dlock__backend *b;
 	char *dir;
@@ -68,11 +80,11 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	if (uri->hosts->len > 0 || uri->user)
 		return dlock__error(DLOCK_ECONFIG, "URI %s: file takes a local directory (file:///path/to/dir)",
 		                    uri->redacted);
-	if (given && opts->dir)
+	if (given && o->dir)
 		return dlock__error(DLOCK_ECONFIG, "URI %s: the directory is given twice (path and option dir)",
 		                    uri->redacted);
-	if (given || opts->dir) {
-		dir = g_strdup(given ? given : opts->dir);
+	if (given || o->dir) {
+		dir = g_strdup(given ? given : o->dir);
 		rc = check_given_dir(dir);
 	} else if (env_dir && *env_dir) {
 		dir = g_strdup(env_dir);
@@ -107,26 +119,15 @@ static char *describe(const dlock__backend *b)
 	return g_strconcat("file://", b->dir, NULL);
 }
 
-static int64_t default_ttl_ms(const dlock__backend *b)
-{
-	return 30000; /* no lease: the kernel ends a hold when its holder dies */
-}
-
-static bool default_watchdog(const dlock__backend *b)
-{
-	return false;
-}
-
 const dlock__backend_ops dlock__file_ops = {
 	.type = "file",
-	.caps = 0,
-	.options = DLOCK__OPT_DIR,
+	.caps = 0, /* no lease: the kernel ends a hold when its holder dies */
+	.options = options,
+	.options_size = sizeof(file_options),
 	.open = open_backend,
 	.close = close_backend,
 	.acquire = dlock__file_acquire,
 	.release = dlock__file_release,
 	.query = dlock__file_query,
 	.describe = describe,
-	.default_ttl_ms = default_ttl_ms,
-	.default_watchdog = default_watchdog,
 };

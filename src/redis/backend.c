@@ -2,6 +2,7 @@
  * The Redis backend: options, opening and closing, and the operations
  * table.  Key names: keys.c.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "error.h"
@@ -9,6 +10,39 @@
 #include "redis.h"
 
 #define DEFAULT_PORT 6379
+
+/* The options, as the rows below parse them. */
+typedef struct redis_options {
+	int64_t ttl_ms;
+	bool watchdog;
+	int64_t connect_timeout_ms;
+	int64_t command_timeout_ms;
+	int key_format; /* index in key_formats */
+	char *prefix;
+} redis_options;
+
+enum { KEY_FORMAT_BRACED, KEY_FORMAT_PLAIN };
+
+static const char *const key_formats[] = { "braced", "plain", NULL };
+
+/* The braces of the key's hash tag are dlock's own. */
+static bool prefix_ok(const char *value)
+{
+	return !strpbrk(value, "{}");
+}
+
+static const dlock__option options[] = {
+	DLOCK__OPTION_TTL(redis_options, ttl_ms),
+	DLOCK__OPTION_WATCHDOG(redis_options, watchdog),
+	DLOCK__OPTION_CONNECT_TIMEOUT(redis_options, connect_timeout_ms),
+	DLOCK__OPTION_TIMEOUT("command-timeout", "3s", redis_options, command_timeout_ms),
+	{ .name = "key-format", .kind = DLOCK__OPTION_CHOICE, .fallback = "braced",
+	  .offset = offsetof(redis_options, key_format), .choices = key_formats },
+	{ .name = "prefix", .kind = DLOCK__OPTION_STRING, .fallback = "dlock:",
+	  .offset = offsetof(redis_options, prefix), .check = prefix_ok,
+	  .why = "contains '{' or '}', which would break the key's hash tag" },
+	{ .name = NULL },
+};
 
 /*
  * Taken off every lease before it is declared lost: 1% of the TTL for
@@ -51,6 +85,8 @@ static int parse_db(const dlock__uri *uri, int *ret_db)
 static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
                         const dlock__options *opts, dlock__backend **ret)
 {
+	const redis_options *o = opts->values;
+	bool plain_keys = o->key_format == KEY_FORMAT_PLAIN;
 	dlock__backend *b;
 	bool is_unix = strcmp(uri->scheme, "redis+unix") == 0;
 	int db = 0;
@@ -71,7 +107,7 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	if (uri->user && *uri->user && !uri->password)
 		return dlock__error(DLOCK_ECONFIG, "URI %s: user '%s' given without a password",
 		                    uri->redacted, uri->user);
-	if (opts->plain_keys && (opts->given & DLOCK__OPT_PREFIX))
+	if (plain_keys && dlock__options_given(opts, "prefix"))
 		return dlock__error(DLOCK_ECONFIG, "URI %s: option 'prefix' applies only to key-format=braced",
 		                    uri->redacted);
 
@@ -91,12 +127,10 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	b->user = uri->user && *uri->user ? g_strdup(uri->user) : NULL;
 	b->password = g_strdup(uri->password);
 	b->db = db;
-	b->ttl_ms = opts->ttl_ms;
-	b->watchdog = opts->watchdog;
-	b->connect_timeout_ms = opts->connect_timeout_ms;
-	b->command_timeout_ms = opts->command_timeout_ms;
-	b->plain_keys = opts->plain_keys;
-	b->prefix = g_strdup(opts->prefix);
+	b->connect_timeout_ms = o->connect_timeout_ms;
+	b->command_timeout_ms = o->command_timeout_ms;
+	b->plain_keys = plain_keys;
+	b->prefix = g_strdup(o->prefix);
 	g_mutex_init(&b->pool_mu);
 	g_queue_init(&b->pool);
 	g_mutex_init(&b->lazy_mu);
@@ -126,27 +160,15 @@ static void close_backend(dlock__backend *b)
 	g_free(b);
 }
 
-static int64_t default_ttl_ms(const dlock__backend *b)
-{
-	return b->ttl_ms;
-}
-
-static bool default_watchdog(const dlock__backend *b)
-{
-	return b->watchdog;
-}
-
 const dlock__backend_ops dlock__redis_ops = {
 	.type = "redis",
 	.caps = DLOCK__CAP_LEASE,
-	.options = DLOCK__OPT_TTL | DLOCK__OPT_WATCHDOG | DLOCK__OPT_CONNECT_TIMEOUT |
-	           DLOCK__OPT_COMMAND_TIMEOUT | DLOCK__OPT_KEY_FORMAT | DLOCK__OPT_PREFIX,
+	.options = options,
+	.options_size = sizeof(redis_options),
 	.open = open_backend,
 	.close = close_backend,
 	.acquire = dlock__redis_acquire,
 	.release = dlock__redis_release,
 	.check_resource = check_resource,
 	.query = dlock__redis_query,
-	.default_ttl_ms = default_ttl_ms,
-	.default_watchdog = default_watchdog,
 };

@@ -51,9 +51,7 @@ struct dlock__backend {
 	int db;
 	dlock__resolver *resolver;
 
-	/* options */
-	int64_t ttl_ms;
-	bool watchdog;
+	/* options (the TTL and watchdog are the core's, per hold) */
 	int64_t connect_timeout_ms;
 	int64_t command_timeout_ms;
 	bool plain_keys;

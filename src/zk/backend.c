@@ -13,6 +13,7 @@
  * identities from deleting (or queueing behind) a lock taken with
  * credentials; the nodes above it stay open.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "error.h"
@@ -20,6 +21,39 @@
 #include "zk.h"
 
 #define DEFAULT_PORT 2181
+
+/* The options, as the rows below parse them. */
+typedef struct zk_options {
+	int64_t session_timeout_ms;
+	int64_t connect_timeout_ms;
+	char *root;
+} zk_options;
+
+/* An absolute node path of non-empty segments other than "." and "..",
+ * with no trailing '/' (so not "/" itself either). */
+static bool root_ok(const char *value)
+{
+	gchar **parts;
+	bool ok = true;
+
+	if (value[0] != '/' || strcmp(value, "/") == 0)
+		return false;
+	parts = g_strsplit(value + 1, "/", -1);
+	for (int i = 0; parts[i]; i++)
+		if (!*parts[i] || strcmp(parts[i], ".") == 0 || strcmp(parts[i], "..") == 0)
+			ok = false;
+	g_strfreev(parts);
+	return ok;
+}
+
+static const dlock__option options[] = {
+	DLOCK__OPTION_TIMEOUT("session-timeout", "10s", zk_options, session_timeout_ms),
+	DLOCK__OPTION_CONNECT_TIMEOUT(zk_options, connect_timeout_ms),
+	{ .name = "root", .kind = DLOCK__OPTION_STRING, .fallback = "/dlock",
+	  .offset = offsetof(zk_options, root), .check = root_ok,
+	  .why = "is not an absolute node path without empty, '.' or '..' segments or a trailing '/'" },
+	{ .name = NULL },
+};
 
 char *dlock__zk_dir(const dlock__backend *b, const char *resource)
 {
@@ -92,6 +126,7 @@ static int check_chroot(const dlock__uri *uri)
 static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
                         const dlock__options *opts, dlock__backend **ret)
 {
+	const zk_options *o = opts->values;
 	dlock__backend *b;
 
 	if (uri->hosts->len == 0)
@@ -104,7 +139,7 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	if (uri->user && strchr(uri->user, ':'))
 		return dlock__error(DLOCK_ECONFIG, "URI %s: a digest user name cannot contain ':'",
 		                    uri->redacted);
-	if (opts->session_timeout_ms > INT32_MAX)
+	if (o->session_timeout_ms > INT32_MAX)
 		return dlock__error(DLOCK_ECONFIG, "URI %s: session-timeout is too large", uri->redacted);
 
 	b = g_new0(dlock__backend, 1);
@@ -123,9 +158,9 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	b->resolver = dlock__resolver_new();
 	if (uri->user && *uri->user)
 		b->credentials = g_strconcat(uri->user, ":", uri->password, NULL);
-	b->root = g_strdup(opts->root);
-	b->session_timeout_ms = opts->session_timeout_ms;
-	b->connect_timeout_ms = opts->connect_timeout_ms;
+	b->root = g_strdup(o->root);
+	b->session_timeout_ms = o->session_timeout_ms;
+	b->connect_timeout_ms = o->connect_timeout_ms;
 	if (b->credentials) {
 		b->acl_entries[0].perms = ZOO_PERM_ALL;
 		b->acl_entries[0].id = ZOO_AUTH_IDS;
@@ -162,27 +197,15 @@ static void close_backend(dlock__backend *b)
 	g_free(b);
 }
 
-/* Sessions, not leases: the TTL and watchdog options do not apply. */
-static int64_t default_ttl_ms(const dlock__backend *b)
-{
-	return b->session_timeout_ms;
-}
-
-static bool default_watchdog(const dlock__backend *b)
-{
-	return false;
-}
-
 const dlock__backend_ops dlock__zk_ops = {
 	.type = "zk",
-	.caps = 0,
-	.options = DLOCK__OPT_SESSION_TIMEOUT | DLOCK__OPT_CONNECT_TIMEOUT | DLOCK__OPT_ROOT,
+	.caps = 0, /* sessions, not leases: no TTL, no watchdog */
+	.options = options,
+	.options_size = sizeof(zk_options),
 	.open = open_backend,
 	.close = close_backend,
 	.acquire = dlock__zk_acquire,
 	.release = dlock__zk_release,
 	.check_resource = check_resource,
 	.query = dlock__zk_query,
-	.default_ttl_ms = default_ttl_ms,
-	.default_watchdog = default_watchdog,
 };

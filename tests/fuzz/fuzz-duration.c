@@ -7,6 +7,7 @@
 #include <inttypes.h>
 
 #include "dlock.h"
+#include "fuzz-options.h"
 #include "fuzz.h"
 #include "parse.h"
 
@@ -25,13 +26,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(dlock__duration_parse(again, &ms2) && ms2 == ms, "'%s' then '%s'", text, again);
 		g_free(again);
 	}
-	dlock__options_init(&opts);
+	dlock__options_init(&opts, fuzz_option_rows, sizeof(fuzz_options), NULL);
 	for (size_t i = 0; i < G_N_ELEMENTS(keys); i++)
-		dlock__options_set(&opts, 0x1ffu, keys[i], text, "fuzz");
-	FUZZ_CHECK(opts.ttl_ms >= DLOCK__TTL_MIN_MS && opts.ttl_ms <= DLOCK__TTL_MAX_MS, "'%s'", text);
-	FUZZ_CHECK(opts.connect_timeout_ms >= 1 && opts.connect_timeout_ms <= DLOCK__TIMEOUT_MAX_MS, "'%s'", text);
-	FUZZ_CHECK(opts.command_timeout_ms >= 1 && opts.command_timeout_ms <= DLOCK__TIMEOUT_MAX_MS, "'%s'", text);
-	FUZZ_CHECK(opts.session_timeout_ms >= 1 && opts.session_timeout_ms <= DLOCK__TIMEOUT_MAX_MS, "'%s'", text);
+		dlock__options_set(&opts, keys[i], text, "fuzz");
+	FUZZ_CHECK(fuzz_options_in_bounds(&opts), "'%s'", text);
 	dlock__options_clear(&opts);
 	g_free(text);
 	return 0;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dlock.h"
+#include "fuzz-options.h"
 #include "fuzz.h"
 #include "parse.h"
 
@@ -72,15 +73,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		FUZZ_CHECK(strcmp(uri->redacted, redacted) == 0, "'%s' vs '%s'", uri->redacted, redacted);
 		FUZZ_CHECK(!raw || !strstr(uri->redacted, raw), "'%s' shows '%s'", uri->redacted, raw);
-		dlock__options_init(&opts);
+		dlock__options_init(&opts, fuzz_option_rows, sizeof(fuzz_options), NULL);
 		for (guint i = 0; i < uri->options->len; i++) {
 			const dlock__kv *kv = uri->options->pdata[i];
 
-			dlock__options_set(&opts, 0x1ffu, kv->key, kv->value, uri->redacted);
+			dlock__options_set(&opts, kv->key, kv->value, uri->redacted);
 		}
-		FUZZ_CHECK(opts.ttl_ms >= DLOCK__TTL_MIN_MS && opts.ttl_ms <= DLOCK__TTL_MAX_MS, "%s", spec);
-		FUZZ_CHECK(opts.connect_timeout_ms > 0 && opts.connect_timeout_ms <= DLOCK__TIMEOUT_MAX_MS, "%s",
-		           spec);
+		FUZZ_CHECK(fuzz_options_in_bounds(&opts), "%s", spec);
 		dlock__options_clear(&opts);
 		g_free(raw);
 		dlock__uri_free(uri);

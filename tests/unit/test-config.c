@@ -239,6 +239,41 @@ static void test_config_via_environment_when_spec_is_null(void **state)
 	g_free(path);
 }
 
+/* No specification and no $DLOCK_CONFIG: the file backend, in $DLOCK_DIR. */
+static void test_config_default_is_the_file_backend(void **state)
+{
+	char *locks = g_build_filename(dir, "default-locks", NULL);
+	char *expected = g_strconcat("file://", locks, NULL);
+	dlock_client *client;
+	dlock_lock *lock;
+	dlock_info *info;
+
+	g_unsetenv("DLOCK_CONFIG");
+	g_setenv("DLOCK_DIR", locks, TRUE);
+	assert_int_equal(dlock_client_new(NULL, &client), DLOCK_OK);
+	g_unsetenv("DLOCK_DIR");
+	assert_int_equal(dlock_lock_new(client, "r", &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_query(lock, &info), DLOCK_OK);
+	assert_string_equal(dlock_info_backend(info), expected);
+	dlock_info_free(info);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	assert_int_equal(rmdir(locks), 0);
+	g_free(expected);
+	g_free(locks);
+}
+
+/* An unknown scheme is refused with the list of every known one. */
+static void test_config_unknown_scheme_lists_the_known_ones(void **state)
+{
+	dlock_client *client = NULL;
+
+	assert_int_equal(dlock_client_new("nosuch://h:1", &client), DLOCK_ECONFIG);
+	assert_null(client);
+	assert_string_equal(dlock_last_error_message(),
+	                    "URI nosuch://h:1: unknown scheme 'nosuch' (known: redis, redis+unix, file, zk)");
+}
+
 static void test_config_duplicate_group_is_refused(void **state)
 {
 	assert_int_equal(client_from("[backend a]\nurl = redis://h:1\n[backend a]\nurl = redis://h:2\n", NULL),
@@ -397,6 +432,8 @@ int main(void)
 		cmocka_unit_test(test_config_routes_resources_to_their_backends),
 		cmocka_unit_test(test_config_inline_comments_are_not_part_of_values),
 		cmocka_unit_test(test_config_via_environment_when_spec_is_null),
+		cmocka_unit_test(test_config_default_is_the_file_backend),
+		cmocka_unit_test(test_config_unknown_scheme_lists_the_known_ones),
 		cmocka_unit_test(test_config_duplicate_group_is_refused),
 		cmocka_unit_test(test_config_duplicate_key_is_refused),
 		cmocka_unit_test(test_config_option_in_url_and_key_is_refused),

@@ -112,26 +112,14 @@ static int fake_query(dlock__backend *b, const char *resource, int64_t deadline_
 	return DLOCK_OK;
 }
 
-static int64_t fake_ttl(const dlock__backend *b)
-{
-	return 30000;
-}
-
-static bool fake_watchdog(const dlock__backend *b)
-{
-	return true;
-}
-
 static const dlock__backend_ops fake_ops = {
 	.type = "fake",
-	.options = 0,
+	.options = NULL,
 	.open = fake_open,
 	.close = fake_close,
 	.acquire = fake_acquire,
 	.release = fake_release,
 	.query = fake_query,
-	.default_ttl_ms = fake_ttl,
-	.default_watchdog = fake_watchdog,
 };
 
 static int counter(int *field)
