@@ -55,6 +55,71 @@ enum {
 	DLOCK__CAP_PERMITS = 1u << 2,
 };
 
+/*
+ * The functions a backend provides, as types, so that a backend declares
+ * its own with them ("dlock__backend_acquire_fn dlock__redis_acquire;")
+ * and the compiler holds every definition to the seam.
+ */
+
+/*
+ * Check the URI parts and options and build the backend.  No I/O:
+ * servers are contacted on first use.  opts->values is the settings
+ * struct, filled in from the defaults, the URI and the configuration
+ * file (dlock__options_given() tells which were explicit); it is
+ * freed after open returns.  DLOCK_ECONFIG with a message for
+ * anything the backend cannot use.
+ */
+typedef int dlock__backend_open_fn(const dlock__backend_env *env, const dlock__uri *uri,
+                                   const dlock__options *opts, dlock__backend **ret);
+
+/*
+ * Stop the backend's threads and free it.  The core has already
+ * released every hold (release) and canceled every waiter.  Pending
+ * background cleanup gets a bounded last attempt.
+ */
+typedef void dlock__backend_close_fn(dlock__backend *backend);
+
+/*
+ * Take the lock on the server for a new hold.  hold gives the resource,
+ * mode and permit count (dlock__hold_mode(), dlock__hold_permits()),
+ * TTL and watchdog setting (a mode or permit count that caps does not
+ * cover has been refused by the core); on success the backend stores its
+ * server-side state with dlock__hold_set_backend_data(), sets the fencing
+ * token with dlock__hold_set_token(), and starts whatever keeps the hold
+ * alive.  wait_ms follows dlock_acquire(); deadline_us is the absolute
+ * monotonic deadline (INT64_MAX for none, and for wait_ms 0: one try
+ * bounded by the backend's own timeouts).  The backend sleeps only
+ * through dlock__waiter_sleep(), so cancel wakes it.  On any failure it
+ * leaves nothing on the server (or arranges its removal).
+ * Returns DLOCK_OK, EBUSY, ETIMEDOUT, ECANCELED, EUNAVAILABLE, EBACKEND.
+ */
+typedef int dlock__backend_acquire_fn(dlock__backend *backend, dlock__hold *hold,
+                                      dlock__waiter *waiter, int64_t wait_ms,
+                                      int64_t deadline_us);
+
+/*
+ * End a hold on the server: stop keeping it alive and remove it.
+ * Called once per successful acquire, whatever the hold's state.  If
+ * the server cannot be reached it returns DLOCK_OK and keeps trying in
+ * the background; DLOCK_ELOST if the server shows another owner (the
+ * hold had already ended there).  Never blocks past the command
+ * timeout.  Frees the backend data of the hold.
+ */
+typedef int dlock__backend_release_fn(dlock__backend *backend, dlock__hold *hold);
+
+/* Refuse, with DLOCK_EINVAL and a message, a resource name this
+ * backend cannot represent (beyond the common rules). */
+typedef int dlock__backend_check_resource_fn(const dlock__backend *backend,
+                                             const char *resource);
+
+/* Ask the server who holds resource.  One round trip. */
+typedef int dlock__backend_query_fn(dlock__backend *backend, const char *resource,
+                                    int64_t deadline_us, dlock__server_info *ret);
+
+/* The backend's URI as users should see it, when it differs from the
+ * one given (a default filled in); g_free. */
+typedef char *dlock__backend_describe_fn(const dlock__backend *backend);
+
 typedef struct dlock__backend_ops {
 	const char *type;   /* "redis" */
 	unsigned caps;      /* DLOCK__CAP_* bits */
@@ -68,62 +133,13 @@ typedef struct dlock__backend_ops {
 	const dlock__option *options;
 	size_t options_size;
 
-	/*
-	 * Check the URI parts and options and build the backend.  No I/O:
-	 * servers are contacted on first use.  opts->values is the settings
-	 * struct, filled in from the defaults, the URI and the configuration
-	 * file (dlock__options_given() tells which were explicit); it is
-	 * freed after open returns.  DLOCK_ECONFIG with a message for
-	 * anything the backend cannot use.
-	 */
-	int (*open)(const dlock__backend_env *env, const dlock__uri *uri,
-	            const dlock__options *opts, dlock__backend **ret);
-
-	/*
-	 * Stop the backend's threads and free it.  The core has already
-	 * released every hold (release) and canceled every waiter.  Pending
-	 * background cleanup gets a bounded last attempt.
-	 */
-	void (*close)(dlock__backend *backend);
-
-	/*
-	 * Take the lock on the server for a new hold.  hold gives the resource,
-	 * mode and permit count (dlock__hold_mode(), dlock__hold_permits()),
-	 * TTL and watchdog setting (a mode or permit count that caps does not
-	 * cover has been refused by the core); on success the backend stores its
-	 * server-side state with dlock__hold_set_backend_data(), sets the fencing
-	 * token with dlock__hold_set_token(), and starts whatever keeps the hold
-	 * alive.  wait_ms follows dlock_acquire(); deadline_us is the absolute
-	 * monotonic deadline (INT64_MAX for none, and for wait_ms 0: one try
-	 * bounded by the backend's own timeouts).  The backend sleeps only
-	 * through dlock__waiter_sleep(), so cancel wakes it.  On any failure it
-	 * leaves nothing on the server (or arranges its removal).
-	 * Returns DLOCK_OK, EBUSY, ETIMEDOUT, ECANCELED, EUNAVAILABLE, EBACKEND.
-	 */
-	int (*acquire)(dlock__backend *backend, dlock__hold *hold, dlock__waiter *waiter,
-	               int64_t wait_ms, int64_t deadline_us);
-
-	/*
-	 * End a hold on the server: stop keeping it alive and remove it.
-	 * Called once per successful acquire, whatever the hold's state.  If
-	 * the server cannot be reached it returns DLOCK_OK and keeps trying in
-	 * the background; DLOCK_ELOST if the server shows another owner (the
-	 * hold had already ended there).  Never blocks past the command
-	 * timeout.  Frees the backend data of the hold.
-	 */
-	int (*release)(dlock__backend *backend, dlock__hold *hold);
-
-	/* Refuse, with DLOCK_EINVAL and a message, a resource name this
-	 * backend cannot represent (beyond the common rules).  May be NULL. */
-	int (*check_resource)(const dlock__backend *backend, const char *resource);
-
-	/* Ask the server who holds resource.  One round trip. */
-	int (*query)(dlock__backend *backend, const char *resource, int64_t deadline_us,
-	             dlock__server_info *ret);
-
-	/* The backend's URI as users should see it, when it differs from the
-	 * one given (a default filled in); g_free.  May be NULL. */
-	char *(*describe)(const dlock__backend *backend);
+	dlock__backend_open_fn *open;
+	dlock__backend_close_fn *close;
+	dlock__backend_acquire_fn *acquire;
+	dlock__backend_release_fn *release;
+	dlock__backend_check_resource_fn *check_resource; /* may be NULL */
+	dlock__backend_query_fn *query;
+	dlock__backend_describe_fn *describe;             /* may be NULL */
 } dlock__backend_ops;
 
 void dlock__server_info_clear(dlock__server_info *info);

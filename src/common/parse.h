@@ -60,6 +60,10 @@ typedef struct dlock__uri {
 int dlock__uri_parse(const char *spec, dlock__uri **ret_uri);
 void dlock__uri_free(dlock__uri *uri);
 
+/* Free a secret (a password, credentials) after overwriting it, so it
+ * does not linger in freed memory.  NULL is a no-op. */
+void dlock__secret_free(char *secret);
+
 /*
  * spec as messages may show it: "scheme://user:password@rest" becomes
  * "scheme://user@rest" (or "scheme://rest" without a user), where the

@@ -27,15 +27,22 @@ static void kv_free(gpointer data)
 	g_free(kv);
 }
 
+void dlock__secret_free(char *secret)
+{
+	if (!secret)
+		return;
+	/* explicit_bzero: a memset before free may be optimised away. */
+	explicit_bzero(secret, strlen(secret));
+	g_free(secret);
+}
+
 void dlock__uri_free(dlock__uri *uri)
 {
 	if (!uri)
 		return;
 	g_free(uri->scheme);
 	g_free(uri->user);
-	if (uri->password)
-		memset(uri->password, 0, strlen(uri->password));
-	g_free(uri->password);
+	dlock__secret_free(uri->password);
 	g_ptr_array_unref(uri->hosts);
 	g_free(uri->path);
 	g_ptr_array_unref(uri->options);

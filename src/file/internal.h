@@ -27,11 +27,9 @@ struct dlock__backend {
 /* The lock file's path for a resource (g_free); names.c. */
 char *dlock__file_path(const dlock__backend *b, const char *resource);
 
-int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
-                        int64_t wait_ms, int64_t deadline_us);
-int dlock__file_release(dlock__backend *b, dlock__hold *hold);
-int dlock__file_query(dlock__backend *b, const char *resource, int64_t deadline_us,
-                      dlock__server_info *ret);
+dlock__backend_acquire_fn dlock__file_acquire;
+dlock__backend_release_fn dlock__file_release;
+dlock__backend_query_fn dlock__file_query;
 
 /* Wake waiter whenever a descriptor opened for writing on path is closed
  * (a holder releasing, or dying).  Returns a handle for unwatch, or -1 if

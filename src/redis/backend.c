@@ -153,9 +153,7 @@ static void close_backend(dlock__backend *b)
 	g_free(b->host);
 	g_free(b->unix_path);
 	g_free(b->user);
-	if (b->password)
-		memset(b->password, 0, strlen(b->password));
-	g_free(b->password);
+	dlock__secret_free(b->password);
 	g_free(b->prefix);
 	g_free(b);
 }

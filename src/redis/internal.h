@@ -149,11 +149,9 @@ int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t d
                              redisReply **ret, bool *ret_uncertain);
 
 /* ---- acquire.c: the ops table's acquire, release and query ---- */
-int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
-                         int64_t wait_ms, int64_t deadline_us);
-int dlock__redis_release(dlock__backend *b, dlock__hold *hold);
-int dlock__redis_query(dlock__backend *b, const char *resource, int64_t deadline_us,
-                       dlock__server_info *ret);
+dlock__backend_acquire_fn dlock__redis_acquire;
+dlock__backend_release_fn dlock__redis_release;
+dlock__backend_query_fn dlock__redis_query;
 
 /* ---- subscriber.c ---- */
 /* Register waiter for release messages on channel; starts the subscriber

@@ -190,9 +190,7 @@ static void close_backend(dlock__backend *b)
 	g_free(b->server_ports);
 	g_free(b->chroot);
 	dlock__resolver_free(b->resolver);
-	if (b->credentials)
-		memset(b->credentials, 0, strlen(b->credentials));
-	g_free(b->credentials);
+	dlock__secret_free(b->credentials);
 	g_free(b->root);
 	g_free(b);
 }

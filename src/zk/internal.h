@@ -222,11 +222,9 @@ int dlock__zk_call_wait(zk_call *call, int64_t until_us);
 void dlock__zk_call_abandon(zk_call *call);
 
 /* ---- acquire.c ---- */
-int dlock__zk_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
-                      int64_t wait_ms, int64_t deadline_us);
-int dlock__zk_release(dlock__backend *b, dlock__hold *hold);
-int dlock__zk_query(dlock__backend *b, const char *resource, int64_t deadline_us,
-                    dlock__server_info *ret);
+dlock__backend_acquire_fn dlock__zk_acquire;
+dlock__backend_release_fn dlock__zk_release;
+dlock__backend_query_fn dlock__zk_query;
 void dlock__zk_node_unref(zk_node *node);
 
 #endif
