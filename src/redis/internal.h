@@ -94,8 +94,6 @@ typedef struct redis_lease {
 char *dlock__redis_key(const dlock__backend *b, const char *resource);
 char *dlock__redis_fence_key(const dlock__backend *b, const char *resource);
 char *dlock__redis_channel(const dlock__backend *b, const char *resource);
-/* The margin taken off a lease before it is declared lost. */
-int64_t dlock__redis_margin_us(int64_t ttl_ms);
 
 /* ---- conn.c ---- */
 /* Connect, with AUTH and SELECT as configured (select: false for pub/sub).

@@ -32,6 +32,7 @@
 #include "clock.h"
 #include "error.h"
 #include "internal.h"
+#include "lease.h"
 #include "thread.h"
 
 #define CLEANUP_FIRST_US (100 * 1000)
@@ -99,7 +100,7 @@ static void cleanup_free(cleanup *c)
 
 static int64_t lease_expiry_us(const redis_lease *lease)
 {
-	return lease->confirmed_us + lease->ttl_ms * 1000 - dlock__redis_margin_us(lease->ttl_ms);
+	return dlock__lease_end_us(lease->confirmed_us, lease->ttl_ms);
 }
 
 static int64_t renew_period_us(const redis_lease *lease)

@@ -26,27 +26,21 @@
 #include "clock.h"
 #include "error.h"
 #include "internal.h"
+#include "lease.h"
 #include "thread.h"
 
 /* The session thread looks at each session at least this often. */
 #define TICK_US (1000 * 1000)
 
 /*
- * Taken off the session timeout before the session is declared lost: 1%
- * for clock rate differences between us and the servers, plus 5 ms for
- * scheduling.  The server counts its timeout from when it last heard from
- * us, which is after we sent, so counting from the send time is safe.
+ * When the session may have expired on the server, by our count: its last
+ * contact plus the negotiated timeout, less the lease margin (lease.h).
+ * The server counts its timeout from when it last heard from us, which is
+ * after we sent, so counting from the send time is safe.  s->mu held.
  */
-static int64_t margin_us(int64_t timeout_ms)
-{
-	return timeout_ms * 10 + 5000;
-}
-
-/* When the session may have expired on the server, by our count: its last
- * contact plus the negotiated timeout, less the margin.  s->mu held. */
 static int64_t expiry_locked(const zk_session *s)
 {
-	return s->contact_us + s->timeout_ms * 1000 - margin_us(s->timeout_ms);
+	return dlock__lease_end_us(s->contact_us, s->timeout_ms);
 }
 
 /*
