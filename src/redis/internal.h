@@ -17,6 +17,7 @@
 #include <hiredis/hiredis.h>
 
 #include "backend.h"
+#include "thread.h"
 #include "resolve.h"
 
 typedef struct redis_sub redis_sub;
@@ -69,8 +70,8 @@ struct dlock__backend {
 	int64_t release_defer_until_us;
 
 	GMutex lazy_mu;           /* guards starting the two threads below */
-	redis_sub *sub;
-	redis_watchdog *watchdog_thread;
+	dlock__lazy_thread sub;      /* redis_sub * */
+	dlock__lazy_thread watchdog_thread; /* redis_watchdog * */
 };
 
 /* Server-side state of one hold: the lease. */

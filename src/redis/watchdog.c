@@ -64,9 +64,9 @@ struct redis_watchdog {
 	bool stop;
 	GPtrArray *leases;    /* redis_lease *, referenced */
 	GPtrArray *cleanups;  /* cleanup * */
-	GThread *thread;      /* renewals and cleanups */
 	int64_t wake_us;      /* CLOCK_BOOTTIME the thread sleeps until; 0 busy */
-	GThread *expiry;      /* declares leases lost when their time runs out */
+	GThread *expiry;      /* declares leases lost when their time runs out; the
+	                       * renewing thread is b->watchdog_thread's */
 	GCond expiry_cond;
 	int64_t expiry_wake_us; /* CLOCK_BOOTTIME the expiry thread sleeps until; 0 busy */
 	redisContext *ctx;    /* the watchdog's own connection; thread only */
@@ -441,27 +441,27 @@ static gpointer expiry_main(gpointer data)
 	return NULL;
 }
 
+/* The watchdog's state, with its expiry thread already running; the
+ * renewing thread is started on it next. */
+static gpointer watchdog_new(gpointer data, bool *ret_start)
+{
+	redis_watchdog *wd = g_new0(redis_watchdog, 1);
+
+	wd->b = data;
+	wd->retry_us = RETRY_FIRST_US;
+	g_mutex_init(&wd->mu);
+	g_cond_init(&wd->cond);
+	g_cond_init(&wd->expiry_cond);
+	wd->leases = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__redis_lease_unref);
+	wd->cleanups = g_ptr_array_new();
+	wd->expiry = dlock__thread_new("dlock-expiry", expiry_main, wd);
+	return wd;
+}
+
 static redis_watchdog *watchdog_get(dlock__backend *b)
 {
-	redis_watchdog *wd;
-
-	g_mutex_lock(&b->lazy_mu);
-	if (!b->watchdog_thread) {
-		wd = g_new0(redis_watchdog, 1);
-		wd->b = b;
-		wd->retry_us = RETRY_FIRST_US;
-		g_mutex_init(&wd->mu);
-		g_cond_init(&wd->cond);
-		g_cond_init(&wd->expiry_cond);
-		wd->leases = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__redis_lease_unref);
-		wd->cleanups = g_ptr_array_new();
-		wd->thread = dlock__thread_new("dlock-watchdog", watchdog_main, wd);
-		wd->expiry = dlock__thread_new("dlock-expiry", expiry_main, wd);
-		b->watchdog_thread = wd;
-	}
-	wd = b->watchdog_thread;
-	g_mutex_unlock(&b->lazy_mu);
-	return wd;
+	return dlock__lazy_thread_get(&b->watchdog_thread, &b->lazy_mu, "dlock-watchdog", watchdog_new,
+	                              watchdog_main, b);
 }
 
 void dlock__redis_watch(dlock__backend *b, redis_lease *lease)
@@ -485,7 +485,7 @@ void dlock__redis_watch(dlock__backend *b, redis_lease *lease)
 
 bool dlock__redis_unwatch(dlock__backend *b, redis_lease *lease, bool *ret_lost)
 {
-	redis_watchdog *wd = b->watchdog_thread;
+	redis_watchdog *wd = dlock__lazy_thread_peek(&b->watchdog_thread);
 	bool troubled;
 
 	if (!wd)
@@ -522,18 +522,23 @@ void dlock__redis_cleanup_later(dlock__backend *b, const char *key, const char *
  * so a client freed right after a failed release still removes its key
  * when the server is back.
  */
-void dlock__redis_watchdog_stop(dlock__backend *b)
+static void watchdog_tell_stop(gpointer data)
 {
-	redis_watchdog *wd = b->watchdog_thread;
+	redis_watchdog *wd = data;
 
-	if (!wd)
-		return;
 	g_mutex_lock(&wd->mu);
 	wd->stop = true;
 	g_cond_signal(&wd->cond);
 	g_cond_signal(&wd->expiry_cond);
 	g_mutex_unlock(&wd->mu);
-	g_thread_join(wd->thread);
+}
+
+void dlock__redis_watchdog_stop(dlock__backend *b)
+{
+	redis_watchdog *wd = dlock__lazy_thread_stop(&b->watchdog_thread, &b->lazy_mu, watchdog_tell_stop);
+
+	if (!wd)
+		return;
 	g_thread_join(wd->expiry);
 
 	if (wd->cleanups->len > 0)
@@ -548,5 +553,4 @@ void dlock__redis_watchdog_stop(dlock__backend *b)
 	g_cond_clear(&wd->expiry_cond);
 	g_mutex_clear(&wd->mu);
 	g_free(wd);
-	b->watchdog_thread = NULL;
 }

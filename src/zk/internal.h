@@ -30,6 +30,7 @@
 
 #include "backend.h"
 #include "resolve.h"
+#include "thread.h"
 #include "nodes.h"
 
 typedef struct zk_session zk_session;
@@ -53,7 +54,7 @@ struct dlock__backend {
 	GCond cond;                /* wakes the session thread */
 	zk_session *current;       /* the session new calls use; NULL before the first or after it ended */
 	GPtrArray *sessions;       /* every session not yet closed (one reference each) */
-	GThread *thread;           /* "dlock-zksession", started with the first session */
+	dlock__lazy_thread thread; /* "dlock-zksession", started with the first session */
 	bool stopping;
 };
 

@@ -342,8 +342,7 @@ static int session_open(dlock__backend *b, const char *hosts, zk_session **ret)
 
 	g_ptr_array_add(b->sessions, s);           /* the list's reference */
 	b->current = dlock__zk_session_ref(s);     /* current's reference */
-	if (!b->thread)
-		b->thread = dlock__thread_new("dlock-zksession", session_thread, b);
+	dlock__lazy_thread_get_locked(&b->thread, "dlock-zksession", NULL, session_thread, b);
 	*ret = s;
 	return DLOCK_OK;
 }
@@ -777,16 +776,12 @@ static gpointer session_thread(gpointer data)
 void dlock__zk_sessions_stop(dlock__backend *b)
 {
 	GPtrArray *sessions;
-	GThread *thread;
 
 	g_mutex_lock(&b->mu);
 	b->stopping = true;
 	g_cond_broadcast(&b->cond);
-	thread = b->thread;
-	b->thread = NULL;
 	g_mutex_unlock(&b->mu);
-	if (thread)
-		g_thread_join(thread);
+	dlock__lazy_thread_stop(&b->thread, &b->mu, NULL);
 
 	g_mutex_lock(&b->mu);
 	sessions = b->sessions;
