@@ -29,6 +29,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include "backend.h"
+#include "cleanup.h"
 #include "resolve.h"
 #include "thread.h"
 #include "nodes.h"
@@ -80,8 +81,9 @@ struct zk_session {
 	GPtrArray *holds;          /* zk_node * granted on this session (referenced) */
 	GPtrArray *waiters;        /* dlock__waiter * to wake on every state change */
 	GHashTable *watches;       /* node path -> GPtrArray of zk_watch * */
-	GPtrArray *retry_deletes;  /* paths (char *) whose delete failed for want of a connection */
-	GPtrArray *sweeps;         /* sweeps waiting for a connection (sweep.c), or NULL */
+	dlock__cleanups *cleanups; /* deletes and sweeps waiting for a connection: tried
+	                            * again at each pass while connected, dropped when
+	                            * the session ends (the nodes end with it) */
 };
 
 /* A thread waiting for a data watch on one node to fire. */
@@ -191,10 +193,6 @@ void dlock__zk_sessions_stop(dlock__backend *b);
  * Nothing if s has ended (the node went with it).  Any thread.
  */
 void dlock__zk_sweep_later(zk_session *s, const char *dir, const char *uuid);
-/* Send the sweeps kept for want of a connection; s->mu held. */
-void dlock__zk_sweeps_send_locked(zk_session *s);
-/* Drop every kept sweep (the session ended); s->mu held or s closed. */
-void dlock__zk_sweeps_drop(zk_session *s);
 
 /* ---- cloexec.c ---- */
 /* The open descriptors (sorted ints; g_array_unref). */

@@ -83,8 +83,7 @@ void dlock__zk_session_unref(zk_session *s)
 	g_ptr_array_unref(s->holds);
 	g_ptr_array_unref(s->waiters);
 	g_hash_table_unref(s->watches);
-	g_ptr_array_unref(s->retry_deletes);
-	dlock__zk_sweeps_drop(s);
+	dlock__cleanups_free(s->cleanups);
 	g_mutex_clear(&s->mu);
 	g_free(s);
 }
@@ -319,7 +318,7 @@ static int session_open(dlock__backend *b, const char *hosts, zk_session **ret)
 	s->waiters = g_ptr_array_new();
 	s->watches = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
 	                                   (GDestroyNotify)g_ptr_array_unref);
-	s->retry_deletes = g_ptr_array_new_with_free_func(g_free);
+	s->cleanups = dlock__cleanups_new(s, 0, 0);
 
 	/* The client's I/O and completion threads inherit this mask: library
 	 * threads run with every signal blocked. */
@@ -567,6 +566,16 @@ static void delete_ctx_free(delete_ctx *ctx)
 	g_free(ctx);
 }
 
+static dlock__cleanup_result delete_try(gpointer data, gpointer ctx);
+
+static const dlock__cleanup_ops delete_ops = { delete_try, g_free };
+
+/* Keep path's delete for the next reconnect; s->mu held. */
+static void delete_keep_locked(zk_session *s, char *path)
+{
+	dlock__cleanups_add(s->cleanups, &delete_ops, path, INT64_MAX, dlock__boot_us());
+}
+
 static void delete_done(int rc, const void *data)
 {
 	delete_ctx *ctx = (delete_ctx *)data;
@@ -576,7 +585,7 @@ static void delete_done(int rc, const void *data)
 		/* Sent again by the session thread after the next reconnect. */
 		g_mutex_lock(&s->mu);
 		if (s->phase != ZK_ENDED) {
-			g_ptr_array_add(s->retry_deletes, ctx->path);
+			delete_keep_locked(s, ctx->path);
 			ctx->path = NULL;
 		}
 		g_mutex_unlock(&s->mu);
@@ -587,27 +596,35 @@ static void delete_done(int rc, const void *data)
 	delete_ctx_free(ctx);
 }
 
-/* The handle stays open meanwhile: s->mu is held. */
-void dlock__zk_delete_send_locked(zk_session *s, const char *path)
+/*
+ * Send the delete of path (the completion takes it from there): done, or
+ * to retry if the client refused it for want of a connection, else given
+ * up.  s->mu held, which keeps the handle open meanwhile.
+ */
+static dlock__cleanup_result delete_try(gpointer data, gpointer session)
 {
-	delete_ctx *ctx;
+	zk_session *s = session;
+	const char *path = data;
+	delete_ctx *ctx = g_new0(delete_ctx, 1);
 	int rc;
 
-	if (s->phase == ZK_ENDED)
-		return; /* the node ends with its session */
-	ctx = g_new0(delete_ctx, 1);
 	ctx->session = dlock__zk_session_ref(s);
 	ctx->path = g_strdup(path);
 	rc = zoo_adelete(s->zh, path, -1, delete_done, ctx);
-	if (rc != ZOK) {
-		if (dlock__zk_rc_connection(rc))
-			g_ptr_array_add(s->retry_deletes, g_strdup(path));
-		/* delete_ctx_free takes s->mu only through unref's free path,
-		 * which cannot run here: the caller holds a reference. */
-		dlock__zk_session_unref(ctx->session);
-		g_free(ctx->path);
-		g_free(ctx);
-	}
+	if (rc == ZOK)
+		return DLOCK__CLEANUP_DONE;
+	/* delete_ctx_free takes s->mu only through unref's free path, which
+	 * cannot run here: the caller holds a reference. */
+	delete_ctx_free(ctx);
+	return dlock__zk_rc_connection(rc) ? DLOCK__CLEANUP_RETRY : DLOCK__CLEANUP_GIVE_UP;
+}
+
+void dlock__zk_delete_send_locked(zk_session *s, const char *path)
+{
+	if (s->phase == ZK_ENDED)
+		return; /* the node ends with its session */
+	if (delete_try((gpointer)path, s) == DLOCK__CLEANUP_RETRY)
+		delete_keep_locked(s, g_strdup(path));
 }
 
 void dlock__zk_delete_later(zk_session *s, const char *path)
@@ -704,13 +721,8 @@ static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lo
 				}
 				next = MIN(next, s->probe_due_us);
 			}
-			while (s->retry_deletes->len > 0) {
-				char *path = g_ptr_array_steal_index_fast(s->retry_deletes, 0);
-
-				dlock__zk_delete_send_locked(s, path);
-				g_free(path);
-			}
-			dlock__zk_sweeps_send_locked(s);
+			/* The time read under s->mu: everything queued before is due. */
+			dlock__cleanups_run(s->cleanups, dlock__boot_us());
 		}
 		if (s->phase == ZK_ENDED) {
 			g_mutex_unlock(&s->mu);
@@ -740,8 +752,7 @@ static void session_close(zk_session *s)
 		zookeeper_close(zh);
 	/* After zookeeper_close no callback runs; s->zh is not used again
 	 * (every sender checks the phase first). */
-	g_ptr_array_set_size(s->retry_deletes, 0);
-	dlock__zk_sweeps_drop(s);
+	dlock__cleanups_clear(s->cleanups);
 	dlock__zk_session_unref(s);
 }
 
