@@ -25,7 +25,8 @@
  *
  * The renewing thread also retries deletes that could not be done at
  * release time (server unreachable, or an acquire whose answer never
- * came).
+ * came), on the deferred-cleanup queue of src/common/cleanup.h: 100 ms
+ * doubling to 2 s, until done or the lease has ended anyway.
  */
 #include <inttypes.h>
 

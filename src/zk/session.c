@@ -613,8 +613,8 @@ static dlock__cleanup_result delete_try(gpointer data, gpointer session)
 	rc = zoo_adelete(s->zh, path, -1, delete_done, ctx);
 	if (rc == ZOK)
 		return DLOCK__CLEANUP_DONE;
-	/* delete_ctx_free takes s->mu only through unref's free path, which
-	 * cannot run here: the caller holds a reference. */
+	/* Not queued: no completion will run.  The caller holds another
+	 * reference, so this unref cannot free s under its own mutex. */
 	delete_ctx_free(ctx);
 	return dlock__zk_rc_connection(rc) ? DLOCK__CLEANUP_RETRY : DLOCK__CLEANUP_GIVE_UP;
 }
