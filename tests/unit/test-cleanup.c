@@ -35,6 +35,17 @@ static void fake_free(gpointer data)
 
 static const dlock__cleanup_ops fake_ops = { fake_attempt, fake_free };
 
+/* A queue with the Redis watchdog's timings, holding the n fakes, due at 0
+ * except those given a later first try. */
+static dlock__cleanups *queue_of(int *calls, fake *fakes, size_t n, const int64_t *first_us)
+{
+	dlock__cleanups *q = dlock__cleanups_new(calls, 100 * MS, 2000 * MS);
+
+	for (size_t i = 0; i < n; i++)
+		dlock__cleanups_add(q, &fake_ops, &fakes[i], INT64_MAX, first_us ? first_us[i] : 0);
+	return q;
+}
+
 /* One round as a backend runs it: due, attempt, settle at the same time. */
 static int64_t round_at(dlock__cleanups *q, int64_t now)
 {
@@ -75,20 +86,16 @@ static void test_retries_back_off_from_first_doubling_to_cap(void **state)
 static void test_done_and_given_up_are_dropped_retry_stays(void **state)
 {
 	int calls = 0, freed = 0;
-	fake done = { DLOCK__CLEANUP_DONE, 0, &freed };
-	fake gone = { DLOCK__CLEANUP_GIVE_UP, 0, &freed };
-	fake again = { DLOCK__CLEANUP_RETRY, 0, &freed };
-	dlock__cleanups *q = dlock__cleanups_new(&calls, 100 * MS, 2000 * MS);
+	fake f[] = { { DLOCK__CLEANUP_DONE, 0, &freed }, { DLOCK__CLEANUP_GIVE_UP, 0, &freed },
+	             { DLOCK__CLEANUP_RETRY, 0, &freed } };
+	dlock__cleanups *q = queue_of(&calls, f, 3, NULL);
 
-	dlock__cleanups_add(q, &fake_ops, &done, INT64_MAX, 0);
-	dlock__cleanups_add(q, &fake_ops, &gone, INT64_MAX, 0);
-	dlock__cleanups_add(q, &fake_ops, &again, INT64_MAX, 0);
 	round_at(q, 0);
 	assert_int_equal(calls, 3);
 	assert_int_equal(freed, 2);
 	assert_int_equal(dlock__cleanups_len(q), 1);
 	round_at(q, 100 * MS);
-	assert_int_equal(again.tries, 2);
+	assert_int_equal(f[2].tries, 2);
 	dlock__cleanups_free(q);
 	assert_int_equal(freed, 3);
 }
@@ -98,19 +105,15 @@ static void test_done_and_given_up_are_dropped_retry_stays(void **state)
 static void test_round_stops_at_first_unanswered(void **state)
 {
 	int calls = 0, freed = 0;
-	fake first = { DLOCK__CLEANUP_RETRY, 0, &freed };
-	fake silent = { DLOCK__CLEANUP_UNANSWERED, 0, &freed };
-	fake last = { DLOCK__CLEANUP_DONE, 0, &freed };
-	dlock__cleanups *q = dlock__cleanups_new(&calls, 100 * MS, 2000 * MS);
+	fake f[] = { { DLOCK__CLEANUP_RETRY, 0, &freed }, { DLOCK__CLEANUP_UNANSWERED, 0, &freed },
+	             { DLOCK__CLEANUP_DONE, 0, &freed } };
+	dlock__cleanups *q = queue_of(&calls, f, 3, NULL);
 	GPtrArray *batch = g_ptr_array_new();
 
-	dlock__cleanups_add(q, &fake_ops, &first, INT64_MAX, 0);
-	dlock__cleanups_add(q, &fake_ops, &silent, INT64_MAX, 0);
-	dlock__cleanups_add(q, &fake_ops, &last, INT64_MAX, 0);
 	round_at(q, 0);
-	assert_int_equal(first.tries, 1);
-	assert_int_equal(silent.tries, 1);
-	assert_int_equal(last.tries, 0);
+	assert_int_equal(f[0].tries, 1);
+	assert_int_equal(f[1].tries, 1);
+	assert_int_equal(f[2].tries, 0);
 	assert_int_equal(dlock__cleanups_len(q), 3);
 	assert_int_equal(dlock__cleanups_due(q, 100 * MS - 1, batch), 100 * MS);
 	assert_int_equal(batch->len, 0);
@@ -205,18 +208,15 @@ static void test_clear_drops_untried(void **state)
 static void test_finish_tries_all_once_until_unanswered(void **state)
 {
 	int calls = 0, freed = 0;
-	fake a = { DLOCK__CLEANUP_RETRY, 0, &freed };
-	fake b = { DLOCK__CLEANUP_UNANSWERED, 0, &freed };
-	fake c = { DLOCK__CLEANUP_DONE, 0, &freed };
-	dlock__cleanups *q = dlock__cleanups_new(&calls, 100 * MS, 2000 * MS);
+	fake f[] = { { DLOCK__CLEANUP_RETRY, 0, &freed }, { DLOCK__CLEANUP_UNANSWERED, 0, &freed },
+	             { DLOCK__CLEANUP_DONE, 0, &freed } };
+	const int64_t first_us[] = { 1000 * MS, 0, 0 }; /* the first not due before 1 s */
+	dlock__cleanups *q = queue_of(&calls, f, 3, first_us);
 
-	dlock__cleanups_add(q, &fake_ops, &a, INT64_MAX, 1000 * MS); /* not due before then */
-	dlock__cleanups_add(q, &fake_ops, &b, INT64_MAX, 0);
-	dlock__cleanups_add(q, &fake_ops, &c, INT64_MAX, 0);
 	dlock__cleanups_finish(q);
-	assert_int_equal(a.tries, 1);
-	assert_int_equal(b.tries, 1);
-	assert_int_equal(c.tries, 0);
+	assert_int_equal(f[0].tries, 1);
+	assert_int_equal(f[1].tries, 1);
+	assert_int_equal(f[2].tries, 0);
 	assert_int_equal(freed, 3);
 }
 
