@@ -287,4 +287,22 @@ const char *dlock__backend_default_scheme(void);
  * already does for a wait loop's sleep.
  */
 
+/* ---- what a backend gets for free: leases, cleanup, threads ---------- */
+
+/*
+ * A backend whose holds last only as long as a lease or session does not
+ * write the machinery again; it includes these from src/common:
+ *   lease.h    the deadline "last answered send + TTL - margin" on
+ *              CLOCK_BOOTTIME, with the one safety margin (1% + 5 ms);
+ *              pass it to dlock__hold_set_valid_until().
+ *   cleanup.h  a queue of deletes that could not be done at once, retried
+ *              with backoff until done or until the lease or session that
+ *              would end them has ended, with a last bounded try at close;
+ *              the backend gives one attempt per kind of item and runs the
+ *              queue on a thread it already has.
+ *   thread.h   dlock__lazy_thread: a named library thread (signals
+ *              blocked) started on first use under the backend's mutex,
+ *              and stopped and joined at close.
+ */
+
 #endif

@@ -13,7 +13,6 @@ typedef struct event {
 
 struct dlock__callbacks {
 	GAsyncQueue *queue;
-	GThread *thread;
 };
 
 static gpointer callback_main(gpointer data)
@@ -39,8 +38,24 @@ static gpointer callback_main(gpointer data)
 	return NULL;
 }
 
+static gpointer callbacks_new(gpointer data, bool *ret_start)
+{
+	dlock__callbacks *cbs = g_new0(dlock__callbacks, 1);
+
+	cbs->queue = g_async_queue_new();
+	return cbs;
+}
+
+static void callbacks_tell_stop(gpointer data)
+{
+	dlock__callbacks *cbs = data;
+
+	g_async_queue_push(cbs->queue, g_new0(event, 1));
+}
+
 void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state state)
 {
+	dlock__callbacks *cbs;
 	event *ev;
 	bool wanted;
 
@@ -48,37 +63,28 @@ void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state s
 	g_mutex_lock(&lock->mu);
 	wanted = !lock->freed && lock->state_fn;
 	g_mutex_unlock(&lock->mu);
-	if (!wanted || client->callbacks_done) {
+	cbs = wanted ? dlock__lazy_thread_get_locked(&client->callbacks, "dlock-callback", callbacks_new,
+	                                             callback_main, NULL)
+	             : NULL;
+	if (!cbs) {
 		g_mutex_unlock(&client->mu);
 		return;
-	}
-	if (!client->callbacks) {
-		client->callbacks = g_new0(dlock__callbacks, 1);
-		client->callbacks->queue = g_async_queue_new();
-		client->callbacks->thread =
-			dlock__thread_new("dlock-callback", callback_main, client->callbacks);
 	}
 	ev = g_new0(event, 1);
 	ev->lock = dlock__lock_ref(lock);
 	ev->state = state;
-	g_async_queue_push(client->callbacks->queue, ev);
+	g_async_queue_push(cbs->queue, ev);
 	g_mutex_unlock(&client->mu);
 }
 
 /* Stop the thread after the events already queued, and join it. */
 void dlock__callbacks_stop(dlock_client *client)
 {
-	dlock__callbacks *cbs;
+	dlock__callbacks *cbs = dlock__lazy_thread_stop(&client->callbacks, &client->mu,
+	                                                callbacks_tell_stop);
 
-	g_mutex_lock(&client->mu);
-	cbs = client->callbacks;
-	client->callbacks = NULL;
-	client->callbacks_done = true;
-	g_mutex_unlock(&client->mu);
 	if (!cbs)
 		return;
-	g_async_queue_push(cbs->queue, g_new0(event, 1));
-	g_thread_join(cbs->thread);
 	g_async_queue_unref(cbs->queue);
 	g_free(cbs);
 }

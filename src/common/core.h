@@ -21,6 +21,7 @@
 #include "error.h"
 #include "log.h"
 #include "parse.h"
+#include "thread.h"
 
 /* One configured backend of a client. */
 typedef struct dlock__slot {
@@ -56,8 +57,7 @@ struct dlock_client {
 	unsigned active;         /* calls in flight (dlock__client_enter) */
 	GHashTable *holds;       /* set of live dlock__hold * (one reference each) */
 	GHashTable *locks;       /* set of dlock_lock * not yet freed */
-	dlock__callbacks *callbacks; /* started on first use */
-	bool callbacks_done;     /* stopped for good: later events are dropped */
+	dlock__lazy_thread callbacks; /* dlock__callbacks *; later events are dropped once stopped */
 };
 
 struct dlock_lock {

@@ -16,6 +16,58 @@ GThread *dlock__thread_start(const char *name, GThreadFunc fn, gpointer data)
 	return thread;
 }
 
+gpointer dlock__lazy_thread_start(dlock__lazy_thread *lazy, GMutex *mu, const char *name,
+                                  dlock__lazy_make_fn make, GThreadFunc fn, gpointer arg)
+{
+	gpointer data;
+
+	if (mu)
+		g_mutex_lock(mu);
+	if (!lazy->data && !lazy->stopped) {
+		bool start = true;
+
+		data = make ? make(arg, &start) : arg;
+		if (start)
+			lazy->thread = dlock__thread_start(name, fn, data);
+		/* Published last: peek() reads it without the mutex. */
+		g_atomic_pointer_set(&lazy->data, data);
+	}
+	data = lazy->data;
+	if (mu)
+		g_mutex_unlock(mu);
+	return data;
+}
+
+gpointer dlock__lazy_thread_peek(dlock__lazy_thread *lazy)
+{
+	return g_atomic_pointer_get(&lazy->data);
+}
+
+bool dlock__lazy_thread_running(dlock__lazy_thread *lazy)
+{
+	return dlock__lazy_thread_peek(lazy) && lazy->thread;
+}
+
+gpointer dlock__lazy_thread_stop(dlock__lazy_thread *lazy, GMutex *mu, void (*tell)(gpointer data))
+{
+	gpointer data;
+	GThread *thread;
+
+	g_mutex_lock(mu);
+	lazy->stopped = true;
+	data = lazy->data;
+	thread = lazy->thread;
+	g_atomic_pointer_set(&lazy->data, NULL);
+	lazy->thread = NULL;
+	g_mutex_unlock(mu);
+	if (thread) {
+		if (tell)
+			tell(data);
+		g_thread_join(thread);
+	}
+	return data;
+}
+
 void dlock__set_cloexec(int fd)
 {
 	int flags;

@@ -14,6 +14,7 @@
 #include <glib.h>
 
 #include "backend.h"
+#include "thread.h"
 
 typedef struct file_watch file_watch;
 
@@ -21,7 +22,7 @@ struct dlock__backend {
 	const dlock__logger *logger;
 	char *dir;
 	GMutex lazy_mu;     /* guards starting the watch thread */
-	file_watch *watch;
+	dlock__lazy_thread watch; /* file_watch * */
 };
 
 /* The lock file's path for a resource (g_free); names.c. */

@@ -39,7 +39,6 @@ struct file_watch {
 	dlock__waketable *entries;
 	int inotify_fd;
 	int stop_fd;
-	GThread *thread;
 };
 
 static void held_file_free(gpointer data)
@@ -118,29 +117,28 @@ static gpointer watch_main(gpointer data)
 	return NULL;
 }
 
+/* The watch's state; without inotify, no thread is started on it. */
+static gpointer watch_new(gpointer data, bool *ret_start)
+{
+	dlock__backend *b = data;
+	file_watch *w = g_new0(file_watch, 1);
+
+	g_mutex_init(&w->mu);
+	w->entries = dlock__waketable_new(g_direct_hash, g_direct_equal, NULL, NULL,
+	                                  (GDestroyNotify)g_ptr_array_unref);
+	w->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	w->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (w->inotify_fd < 0 || w->stop_fd < 0) {
+		dlock__log(b->logger, DLOCK_LOG_WARNING, "file: inotify unavailable (%s); waiters poll",
+		           g_strerror(errno));
+		*ret_start = false;
+	}
+	return w;
+}
+
 static file_watch *watch_get(dlock__backend *b)
 {
-	file_watch *w;
-
-	g_mutex_lock(&b->lazy_mu);
-	if (!b->watch) {
-		w = g_new0(file_watch, 1);
-		g_mutex_init(&w->mu);
-		w->entries = dlock__waketable_new(g_direct_hash, g_direct_equal, NULL, NULL,
-		                                  (GDestroyNotify)g_ptr_array_unref);
-		w->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-		w->stop_fd = eventfd(0, EFD_CLOEXEC);
-		if (w->inotify_fd < 0 || w->stop_fd < 0) {
-			dlock__log(b->logger, DLOCK_LOG_WARNING, "file: inotify unavailable (%s); waiters poll",
-			           g_strerror(errno));
-		} else {
-			w->thread = dlock__thread_new("dlock-filewatch", watch_main, w);
-		}
-		b->watch = w;
-	}
-	w = b->watch;
-	g_mutex_unlock(&b->lazy_mu);
-	return w;
+	return dlock__lazy_thread_get(&b->watch, &b->lazy_mu, "dlock-filewatch", watch_new, watch_main, b);
 }
 
 int dlock__file_watch_add(dlock__backend *b, const char *path, dlock__waiter *waiter)
@@ -148,7 +146,7 @@ int dlock__file_watch_add(dlock__backend *b, const char *path, dlock__waiter *wa
 	file_watch *w = watch_get(b);
 	int wd;
 
-	if (!w->thread)
+	if (!dlock__lazy_thread_running(&b->watch))
 		return -1;
 	g_mutex_lock(&w->mu);
 	wd = inotify_add_watch(w->inotify_fd, path, WATCH_MASK);
@@ -160,7 +158,7 @@ int dlock__file_watch_add(dlock__backend *b, const char *path, dlock__waiter *wa
 
 void dlock__file_watch_remove(dlock__backend *b, int wd, dlock__waiter *waiter)
 {
-	file_watch *w = b->watch;
+	file_watch *w = dlock__lazy_thread_peek(&b->watch);
 
 	if (!w || wd < 0)
 		return;
@@ -178,7 +176,7 @@ int dlock__file_watch_hold(dlock__backend *b, const char *path, int fd, dlock__h
 	held_file *h;
 	int wd;
 
-	if (!w->thread)
+	if (!dlock__lazy_thread_running(&b->watch))
 		return -1;
 	g_mutex_lock(&w->mu);
 	wd = inotify_add_watch(w->inotify_fd, path, WATCH_MASK);
@@ -208,7 +206,7 @@ int dlock__file_watch_hold(dlock__backend *b, const char *path, int fd, dlock__h
 
 void dlock__file_unwatch_hold(dlock__backend *b, int wd, dlock__hold *hold)
 {
-	file_watch *w = b->watch;
+	file_watch *w = dlock__lazy_thread_peek(&b->watch);
 	GPtrArray *holds;
 
 	if (!w || wd < 0)
@@ -231,16 +229,14 @@ void dlock__file_unwatch_hold(dlock__backend *b, int wd, dlock__hold *hold)
 
 void dlock__file_watch_stop(dlock__backend *b)
 {
-	file_watch *w = b->watch;
+	file_watch *w = dlock__lazy_thread_peek(&b->watch);
 	uint64_t one = 1;
 
 	if (!w)
 		return;
-	if (w->thread) {
-		if (write(w->stop_fd, &one, sizeof(one)) < 0)
-			dlock__log(b->logger, DLOCK_LOG_WARNING, "file: cannot stop the watch thread");
-		g_thread_join(w->thread);
-	}
+	if (dlock__lazy_thread_running(&b->watch) && write(w->stop_fd, &one, sizeof(one)) < 0)
+		dlock__log(b->logger, DLOCK_LOG_WARNING, "file: cannot stop the watch thread");
+	dlock__lazy_thread_stop(&b->watch, &b->lazy_mu, NULL);
 	if (w->inotify_fd >= 0)
 		close(w->inotify_fd);
 	if (w->stop_fd >= 0)
@@ -248,5 +244,4 @@ void dlock__file_watch_stop(dlock__backend *b)
 	dlock__waketable_free(w->entries);
 	g_mutex_clear(&w->mu);
 	g_free(w);
-	b->watch = NULL;
 }

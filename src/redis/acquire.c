@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "error.h"
 #include "internal.h"
+#include "lease.h"
 
 #define BACKOFF_FIRST_US (50 * 1000)
 #define BACKOFF_CAP_US (1000 * 1000)
@@ -92,9 +93,8 @@ static redis_lease *lease_new(dlock__backend *b, dlock__hold *hold)
  */
 static bool grant_alive(const redis_lease *lease, int64_t sent_us)
 {
-	int64_t margin_us = dlock__redis_margin_us(lease->ttl_ms);
-
-	return dlock__boot_us() + margin_us < sent_us + lease->ttl_ms * 1000 - margin_us;
+	return dlock__boot_us() + dlock__lease_margin_us(lease->ttl_ms) <
+	       dlock__lease_end_us(sent_us, lease->ttl_ms);
 }
 
 /* How long to sleep before the next try when woken by nothing else: the

@@ -44,16 +44,6 @@ static const dlock__option options[] = {
 	{ .name = NULL },
 };
 
-/*
- * Taken off every lease before it is declared lost: 1% of the TTL for
- * clock rate differences between us and the server, plus 5 ms for the
- * server's expiry resolution and our own scheduling.
- */
-int64_t dlock__redis_margin_us(int64_t ttl_ms)
-{
-	return ttl_ms * 10 + 5000;
-}
-
 static int check_resource(const dlock__backend *b, const char *resource)
 {
 	if (b->plain_keys && (g_str_has_suffix(resource, ":fence") ||

@@ -18,6 +18,7 @@
 #include <hiredis/hiredis.h>
 
 #include "backend.h"
+#include "thread.h"
 #include "resolve.h"
 
 typedef struct redis_sub redis_sub;
@@ -68,8 +69,8 @@ struct dlock__backend {
 	int64_t release_defer_until_us;
 
 	GMutex lazy_mu;           /* guards starting the two threads below */
-	redis_sub *sub;
-	redis_watchdog *watchdog_thread;
+	dlock__lazy_thread sub;      /* redis_sub * */
+	dlock__lazy_thread watchdog_thread; /* redis_watchdog * */
 };
 
 /* Server-side state of one hold: the lease. */
@@ -93,10 +94,6 @@ typedef struct redis_lease {
 char *dlock__redis_key(const dlock__backend *b, const char *resource);
 char *dlock__redis_fence_key(const dlock__backend *b, const char *resource);
 char *dlock__redis_channel(const dlock__backend *b, const char *resource);
-
-/* ---- backend.c ---- */
-/* The margin taken off a lease before it is declared lost. */
-int64_t dlock__redis_margin_us(int64_t ttl_ms);
 
 /* ---- conn.c ---- */
 /* Connect, with AUTH and SELECT as configured (select: false for pub/sub).

@@ -44,7 +44,6 @@ struct redis_sub {
 	dlock__waketable *channels; /* name -> waiters, and the channel's state */
 	bool stop;
 	int wake_fd;
-	GThread *thread;
 };
 
 static void poke(redis_sub *sub)
@@ -270,26 +269,23 @@ static gpointer subscriber_main(gpointer data)
 	return NULL;
 }
 
+static gpointer sub_new(gpointer data, bool *ret_start)
+{
+	redis_sub *sub = g_new0(redis_sub, 1);
+
+	sub->b = data;
+	g_mutex_init(&sub->mu);
+	sub->channels = dlock__waketable_new(g_str_hash, g_str_equal, (dlock__key_copy_fn)g_strdup,
+	                                     g_free, NULL);
+	sub->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (sub->wake_fd < 0)
+		g_error("dlock: eventfd: %s", g_strerror(errno));
+	return sub;
+}
+
 static redis_sub *sub_get(dlock__backend *b)
 {
-	redis_sub *sub;
-
-	g_mutex_lock(&b->lazy_mu);
-	if (!b->sub) {
-		sub = g_new0(redis_sub, 1);
-		sub->b = b;
-		g_mutex_init(&sub->mu);
-		sub->channels = dlock__waketable_new(g_str_hash, g_str_equal, (dlock__key_copy_fn)g_strdup,
-		                                     g_free, NULL);
-		sub->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (sub->wake_fd < 0)
-			g_error("dlock: eventfd: %s", g_strerror(errno));
-		sub->thread = dlock__thread_new("dlock-subscribe", subscriber_main, sub);
-		b->sub = sub;
-	}
-	sub = b->sub;
-	g_mutex_unlock(&b->lazy_mu);
-	return sub;
+	return dlock__lazy_thread_get(&b->sub, &b->lazy_mu, "dlock-subscribe", sub_new, subscriber_main, b);
 }
 
 void dlock__redis_sub_add(dlock__backend *b, const char *name, dlock__waiter *waiter)
@@ -308,7 +304,7 @@ void dlock__redis_sub_add(dlock__backend *b, const char *name, dlock__waiter *wa
 
 void dlock__redis_sub_remove(dlock__backend *b, const char *name, dlock__waiter *waiter)
 {
-	redis_sub *sub = b->sub;
+	redis_sub *sub = dlock__lazy_thread_peek(&b->sub);
 
 	if (!sub)
 		return;
@@ -319,20 +315,24 @@ void dlock__redis_sub_remove(dlock__backend *b, const char *name, dlock__waiter 
 	poke(sub);
 }
 
-void dlock__redis_sub_stop(dlock__backend *b)
+static void sub_tell_stop(gpointer data)
 {
-	redis_sub *sub = b->sub;
+	redis_sub *sub = data;
 
-	if (!sub)
-		return;
 	g_mutex_lock(&sub->mu);
 	sub->stop = true;
 	g_mutex_unlock(&sub->mu);
 	poke(sub);
-	g_thread_join(sub->thread);
+}
+
+void dlock__redis_sub_stop(dlock__backend *b)
+{
+	redis_sub *sub = dlock__lazy_thread_stop(&b->sub, &b->lazy_mu, sub_tell_stop);
+
+	if (!sub)
+		return;
 	close(sub->wake_fd);
 	dlock__waketable_free(sub->channels);
 	g_mutex_clear(&sub->mu);
 	g_free(sub);
-	b->sub = NULL;
 }

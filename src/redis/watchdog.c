@@ -25,13 +25,16 @@
  *
  * The renewing thread also retries deletes that could not be done at
  * release time (server unreachable, or an acquire whose answer never
- * came).
+ * came), on the deferred-cleanup queue of src/common/cleanup.h: 100 ms
+ * doubling to 2 s, until done or the lease has ended anyway.
  */
 #include <inttypes.h>
 
+#include "cleanup.h"
 #include "clock.h"
 #include "error.h"
 #include "internal.h"
+#include "lease.h"
 #include "thread.h"
 
 #define CLEANUP_FIRST_US (100 * 1000)
@@ -47,14 +50,13 @@
 /* Renewal I/O ends this long before a lease's end, for the loss check. */
 #define IO_SLACK_US (5 * 1000)
 
-typedef struct cleanup {
+/* A release to do again: compare-and-delete key if it still holds token,
+ * and announce it on channel. */
+typedef struct deferred_release {
 	char *key;
 	char *channel;
 	char *token;
-	int64_t expires_us; /* CLOCK_BOOTTIME */
-	int64_t next_us;    /* CLOCK_BOOTTIME */
-	int64_t backoff_us;
-} cleanup;
+} deferred_release;
 
 struct redis_watchdog {
 	dlock__backend *b;
@@ -62,10 +64,10 @@ struct redis_watchdog {
 	GCond cond;
 	bool stop;
 	GPtrArray *leases;    /* redis_lease *, referenced */
-	GPtrArray *cleanups;  /* cleanup * */
-	GThread *thread;      /* renewals and cleanups */
+	dlock__cleanups *cleanups; /* deferred_release *, run by the renewing thread */
 	int64_t wake_us;      /* CLOCK_BOOTTIME the thread sleeps until; 0 busy */
-	GThread *expiry;      /* declares leases lost when their time runs out */
+	GThread *expiry;      /* declares leases lost when their time runs out; the
+	                       * renewing thread is b->watchdog_thread's */
 	GCond expiry_cond;
 	int64_t expiry_wake_us; /* CLOCK_BOOTTIME the expiry thread sleeps until; 0 busy */
 	redisContext *ctx;    /* the watchdog's own connection; thread only */
@@ -89,8 +91,10 @@ void dlock__redis_lease_unref(redis_lease *lease)
 	g_free(lease);
 }
 
-static void cleanup_free(cleanup *c)
+static void deferred_release_free(gpointer data)
 {
+	deferred_release *c = data;
+
 	g_free(c->key);
 	g_free(c->channel);
 	g_free(c->token);
@@ -99,7 +103,7 @@ static void cleanup_free(cleanup *c)
 
 static int64_t lease_expiry_us(const redis_lease *lease)
 {
-	return lease->confirmed_us + lease->ttl_ms * 1000 - dlock__redis_margin_us(lease->ttl_ms);
+	return dlock__lease_end_us(lease->confirmed_us, lease->ttl_ms);
 }
 
 static int64_t renew_period_us(const redis_lease *lease)
@@ -299,33 +303,36 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 	g_free(results);
 }
 
-/* One attempt at each due cleanup; stop at the first that gets no answer. */
-static void run_cleanups(redis_watchdog *wd, GPtrArray *due)
+/* One attempt at a deferred release, on the watchdog's connection.  An
+ * error reply is tried again later; no answer ends the round. */
+static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 {
+	deferred_release *c = data;
+	redis_watchdog *wd = ctx;
 	dlock__backend *b = wd->b;
+	const char *argv[6] = { "EVAL", dlock__redis_script_body(SCRIPT_RELEASE), "1",
+	                        c->key, c->token, c->channel };
+	dlock__cleanup_result result = DLOCK__CLEANUP_RETRY;
+	redisReply *reply;
 
-	for (guint i = 0; i < due->len; i++) {
-		cleanup *c = due->pdata[i];
-		const char *argv[6] = { "EVAL", dlock__redis_script_body(SCRIPT_RELEASE), "1",
-		                        c->key, c->token, c->channel };
-		redisReply *reply;
-
-		if (!ensure_connection(wd, CLEANUP_TIMEOUT_US))
-			break;
-		set_timeout(wd->ctx, MIN(CLEANUP_TIMEOUT_US, b->command_timeout_ms * 1000));
-		reply = dlock__redis_call(wd->ctx, 6, argv, NULL);
-		if (!reply) {
-			redisFree(wd->ctx);
-			wd->ctx = NULL;
-			break;
-		}
-		if (reply->type == REDIS_REPLY_INTEGER) {
-			c->expires_us = 0; /* done: dropped below */
-			dlock__log(b->logger, DLOCK_LOG_INFO, "%s: deferred release of %s done", b->label, c->key);
-		}
-		freeReplyObject(reply);
+	if (!ensure_connection(wd, CLEANUP_TIMEOUT_US))
+		return DLOCK__CLEANUP_UNANSWERED;
+	set_timeout(wd->ctx, MIN(CLEANUP_TIMEOUT_US, b->command_timeout_ms * 1000));
+	reply = dlock__redis_call(wd->ctx, 6, argv, NULL);
+	if (!reply) {
+		redisFree(wd->ctx);
+		wd->ctx = NULL;
+		return DLOCK__CLEANUP_UNANSWERED;
 	}
+	if (reply->type == REDIS_REPLY_INTEGER) {
+		result = DLOCK__CLEANUP_DONE;
+		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: deferred release of %s done", b->label, c->key);
+	}
+	freeReplyObject(reply);
+	return result;
 }
+
+static const dlock__cleanup_ops release_ops = { release_once, deferred_release_free };
 
 static gpointer watchdog_main(gpointer data)
 {
@@ -361,35 +368,16 @@ static gpointer watchdog_main(gpointer data)
 			budget = MIN(budget, MAX(lease_expiry_us(lease) - now - IO_SLACK_US, 1000));
 		}
 		g_ptr_array_set_size(due_cleanups, 0);
-		for (guint i = 0; i < wd->cleanups->len; i++) {
-			cleanup *c = wd->cleanups->pdata[i];
-
-			if (c->next_us <= now)
-				g_ptr_array_add(due_cleanups, c);
-			else
-				next = MIN(next, c->next_us);
-		}
+		next = MIN(next, dlock__cleanups_due(wd->cleanups, now, due_cleanups));
 
 		if (due->len > 0 || due_cleanups->len > 0) {
 			g_mutex_unlock(&wd->mu);
 			if (due->len > 0)
 				renew_batch(wd, due, budget);
 			if (due_cleanups->len > 0)
-				run_cleanups(wd, due_cleanups);
+				dlock__cleanups_attempt(wd->cleanups, due_cleanups);
 			g_mutex_lock(&wd->mu);
-			/* Drop finished or expired cleanups; back off the rest. */
-			now = dlock__boot_us();
-			for (guint i = wd->cleanups->len; i-- > 0;) {
-				cleanup *c = wd->cleanups->pdata[i];
-
-				if (c->expires_us <= now) {
-					g_ptr_array_remove_index_fast(wd->cleanups, i);
-					cleanup_free(c);
-				} else if (c->next_us <= now) {
-					c->next_us = now + c->backoff_us;
-					c->backoff_us = MIN(c->backoff_us * 2, CLEANUP_CAP_US);
-				}
-			}
+			dlock__cleanups_settle(wd->cleanups, dlock__boot_us());
 			continue;
 		}
 		wd->wake_us = now + MAX(MIN(next - now, MAX_SLEEP_US), 1000);
@@ -440,27 +428,27 @@ static gpointer expiry_main(gpointer data)
 	return NULL;
 }
 
+/* The watchdog's state, with its expiry thread already running; the
+ * renewing thread is started on it next. */
+static gpointer watchdog_new(gpointer data, bool *ret_start)
+{
+	redis_watchdog *wd = g_new0(redis_watchdog, 1);
+
+	wd->b = data;
+	wd->retry_us = RETRY_FIRST_US;
+	g_mutex_init(&wd->mu);
+	g_cond_init(&wd->cond);
+	g_cond_init(&wd->expiry_cond);
+	wd->leases = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__redis_lease_unref);
+	wd->cleanups = dlock__cleanups_new(wd, CLEANUP_FIRST_US, CLEANUP_CAP_US);
+	wd->expiry = dlock__thread_new("dlock-expiry", expiry_main, wd);
+	return wd;
+}
+
 static redis_watchdog *watchdog_get(dlock__backend *b)
 {
-	redis_watchdog *wd;
-
-	g_mutex_lock(&b->lazy_mu);
-	if (!b->watchdog_thread) {
-		wd = g_new0(redis_watchdog, 1);
-		wd->b = b;
-		wd->retry_us = RETRY_FIRST_US;
-		g_mutex_init(&wd->mu);
-		g_cond_init(&wd->cond);
-		g_cond_init(&wd->expiry_cond);
-		wd->leases = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__redis_lease_unref);
-		wd->cleanups = g_ptr_array_new();
-		wd->thread = dlock__thread_new("dlock-watchdog", watchdog_main, wd);
-		wd->expiry = dlock__thread_new("dlock-expiry", expiry_main, wd);
-		b->watchdog_thread = wd;
-	}
-	wd = b->watchdog_thread;
-	g_mutex_unlock(&b->lazy_mu);
-	return wd;
+	return dlock__lazy_thread_get(&b->watchdog_thread, &b->lazy_mu, "dlock-watchdog", watchdog_new,
+	                              watchdog_main, b);
 }
 
 void dlock__redis_watch(dlock__backend *b, redis_lease *lease)
@@ -484,7 +472,7 @@ void dlock__redis_watch(dlock__backend *b, redis_lease *lease)
 
 bool dlock__redis_unwatch(dlock__backend *b, redis_lease *lease, bool *ret_lost)
 {
-	redis_watchdog *wd = b->watchdog_thread;
+	redis_watchdog *wd = dlock__lazy_thread_peek(&b->watchdog_thread);
 	bool troubled;
 
 	if (!wd)
@@ -502,16 +490,14 @@ void dlock__redis_cleanup_later(dlock__backend *b, const char *key, const char *
                                 const char *token, int64_t expires_us)
 {
 	redis_watchdog *wd = watchdog_get(b);
-	cleanup *c = g_new0(cleanup, 1);
+	deferred_release *c = g_new0(deferred_release, 1);
+	int64_t now = dlock__boot_us();
 
 	c->key = g_strdup(key);
 	c->channel = g_strdup(channel);
 	c->token = g_strdup(token);
-	c->expires_us = expires_us;
-	c->next_us = dlock__boot_us();
-	c->backoff_us = CLEANUP_FIRST_US;
 	g_mutex_lock(&wd->mu);
-	g_ptr_array_add(wd->cleanups, c);
+	dlock__cleanups_add(wd->cleanups, &release_ops, c, expires_us, now);
 	g_cond_signal(&wd->cond);
 	g_mutex_unlock(&wd->mu);
 }
@@ -521,25 +507,26 @@ void dlock__redis_cleanup_later(dlock__backend *b, const char *key, const char *
  * so a client freed right after a failed release still removes its key
  * when the server is back.
  */
-void dlock__redis_watchdog_stop(dlock__backend *b)
+static void watchdog_tell_stop(gpointer data)
 {
-	redis_watchdog *wd = b->watchdog_thread;
+	redis_watchdog *wd = data;
 
-	if (!wd)
-		return;
 	g_mutex_lock(&wd->mu);
 	wd->stop = true;
 	g_cond_signal(&wd->cond);
 	g_cond_signal(&wd->expiry_cond);
 	g_mutex_unlock(&wd->mu);
-	g_thread_join(wd->thread);
+}
+
+void dlock__redis_watchdog_stop(dlock__backend *b)
+{
+	redis_watchdog *wd = dlock__lazy_thread_stop(&b->watchdog_thread, &b->lazy_mu, watchdog_tell_stop);
+
+	if (!wd)
+		return;
 	g_thread_join(wd->expiry);
 
-	if (wd->cleanups->len > 0)
-		run_cleanups(wd, wd->cleanups);
-	for (guint i = 0; i < wd->cleanups->len; i++)
-		cleanup_free(wd->cleanups->pdata[i]);
-	g_ptr_array_unref(wd->cleanups);
+	dlock__cleanups_finish(wd->cleanups);
 	g_ptr_array_unref(wd->leases);
 	if (wd->ctx)
 		redisFree(wd->ctx);
@@ -547,5 +534,4 @@ void dlock__redis_watchdog_stop(dlock__backend *b)
 	g_cond_clear(&wd->expiry_cond);
 	g_mutex_clear(&wd->mu);
 	g_free(wd);
-	b->watchdog_thread = NULL;
 }

@@ -29,7 +29,9 @@
 #include <zookeeper/zookeeper.h>
 
 #include "backend.h"
+#include "cleanup.h"
 #include "resolve.h"
+#include "thread.h"
 #include "nodes.h"
 #include "waketable.h"
 
@@ -54,7 +56,7 @@ struct dlock__backend {
 	GCond cond;                /* wakes the session thread */
 	zk_session *current;       /* the session new calls use; NULL before the first or after it ended */
 	GPtrArray *sessions;       /* every session not yet closed (one reference each) */
-	GThread *thread;           /* "dlock-zksession", started with the first session */
+	dlock__lazy_thread thread; /* "dlock-zksession", started with the first session */
 	bool stopping;
 };
 
@@ -81,8 +83,9 @@ struct zk_session {
 	/* node path -> the waiters of its data watch, and ZK_SESSION_WAITERS ->
 	 * the waiters to wake on every state change (woken too) */
 	dlock__waketable *waiters;
-	GPtrArray *retry_deletes;  /* paths (char *) whose delete failed for want of a connection */
-	GPtrArray *sweeps;         /* sweeps waiting for a connection (sweep.c), or NULL */
+	dlock__cleanups *cleanups; /* deletes and sweeps waiting for a connection: tried
+	                            * again at each pass while connected, dropped when
+	                            * the session ends (the nodes end with it) */
 };
 
 /* The session's waiters' key in its wake table: no node path is empty. */
@@ -190,10 +193,6 @@ void dlock__zk_sessions_stop(dlock__backend *b);
  * Nothing if s has ended (the node went with it).  Any thread.
  */
 void dlock__zk_sweep_later(zk_session *s, const char *dir, const char *uuid);
-/* Send the sweeps kept for want of a connection; s->mu held. */
-void dlock__zk_sweeps_send_locked(zk_session *s);
-/* Drop every kept sweep (the session ended); s->mu held or s closed. */
-void dlock__zk_sweeps_drop(zk_session *s);
 
 /* ---- cloexec.c ---- */
 /* The open descriptors (sorted ints; g_array_unref). */

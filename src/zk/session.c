@@ -26,27 +26,21 @@
 #include "clock.h"
 #include "error.h"
 #include "internal.h"
+#include "lease.h"
 #include "thread.h"
 
 /* The session thread looks at each session at least this often. */
 #define TICK_US (1000 * 1000)
 
 /*
- * Taken off the session timeout before the session is declared lost: 1%
- * for clock rate differences between us and the servers, plus 5 ms for
- * scheduling.  The server counts its timeout from when it last heard from
- * us, which is after we sent, so counting from the send time is safe.
+ * When the session may have expired on the server, by our count: its last
+ * contact plus the negotiated timeout, less the lease margin (lease.h).
+ * The server counts its timeout from when it last heard from us, which is
+ * after we sent, so counting from the send time is safe.  s->mu held.
  */
-static int64_t margin_us(int64_t timeout_ms)
-{
-	return timeout_ms * 10 + 5000;
-}
-
-/* When the session may have expired on the server, by our count: its last
- * contact plus the negotiated timeout, less the margin.  s->mu held. */
 static int64_t expiry_locked(const zk_session *s)
 {
-	return s->contact_us + s->timeout_ms * 1000 - margin_us(s->timeout_ms);
+	return dlock__lease_end_us(s->contact_us, s->timeout_ms);
 }
 
 /*
@@ -88,8 +82,7 @@ void dlock__zk_session_unref(zk_session *s)
 	/* The handle was closed before the last reference went. */
 	g_ptr_array_unref(s->holds);
 	dlock__waketable_free(s->waiters);
-	g_ptr_array_unref(s->retry_deletes);
-	dlock__zk_sweeps_drop(s);
+	dlock__cleanups_free(s->cleanups);
 	g_mutex_clear(&s->mu);
 	g_free(s);
 }
@@ -303,8 +296,8 @@ static int session_open(dlock__backend *b, const char *hosts, zk_session **ret)
 	g_mutex_init(&s->mu);
 	s->phase = ZK_CONNECTING;
 	s->holds = g_ptr_array_new();
-	s->waiters = dlock__waketable_new(g_str_hash, g_str_equal, (dlock__key_copy_fn)g_strdup, g_free, NULL);
-	s->retry_deletes = g_ptr_array_new_with_free_func(g_free);
+	dlock__waketable_free(s->waiters);
+	dlock__cleanups_free(s->cleanups);
 
 	/* The client's I/O and completion threads inherit this mask: library
 	 * threads run with every signal blocked. */
@@ -327,8 +320,7 @@ static int session_open(dlock__backend *b, const char *hosts, zk_session **ret)
 
 	g_ptr_array_add(b->sessions, s);           /* the list's reference */
 	b->current = dlock__zk_session_ref(s);     /* current's reference */
-	if (!b->thread)
-		b->thread = dlock__thread_new("dlock-zksession", session_thread, b);
+	dlock__lazy_thread_get_locked(&b->thread, "dlock-zksession", NULL, session_thread, b);
 	*ret = s;
 	return DLOCK_OK;
 }
@@ -539,6 +531,16 @@ static void delete_ctx_free(delete_ctx *ctx)
 	g_free(ctx);
 }
 
+static dlock__cleanup_result delete_try(gpointer data, gpointer ctx);
+
+static const dlock__cleanup_ops delete_ops = { delete_try, g_free };
+
+/* Keep path's delete for the next reconnect; s->mu held. */
+static void delete_keep_locked(zk_session *s, char *path)
+{
+	dlock__cleanups_add(s->cleanups, &delete_ops, path, INT64_MAX, dlock__boot_us());
+}
+
 static void delete_done(int rc, const void *data)
 {
 	delete_ctx *ctx = (delete_ctx *)data;
@@ -548,7 +550,7 @@ static void delete_done(int rc, const void *data)
 		/* Sent again by the session thread after the next reconnect. */
 		g_mutex_lock(&s->mu);
 		if (s->phase != ZK_ENDED) {
-			g_ptr_array_add(s->retry_deletes, ctx->path);
+			delete_keep_locked(s, ctx->path);
 			ctx->path = NULL;
 		}
 		g_mutex_unlock(&s->mu);
@@ -559,27 +561,35 @@ static void delete_done(int rc, const void *data)
 	delete_ctx_free(ctx);
 }
 
-/* The handle stays open meanwhile: s->mu is held. */
-void dlock__zk_delete_send_locked(zk_session *s, const char *path)
+/*
+ * Send the delete of path (the completion takes it from there): done, or
+ * to retry if the client refused it for want of a connection, else given
+ * up.  s->mu held, which keeps the handle open meanwhile.
+ */
+static dlock__cleanup_result delete_try(gpointer data, gpointer session)
 {
-	delete_ctx *ctx;
+	zk_session *s = session;
+	const char *path = data;
+	delete_ctx *ctx = g_new0(delete_ctx, 1);
 	int rc;
 
-	if (s->phase == ZK_ENDED)
-		return; /* the node ends with its session */
-	ctx = g_new0(delete_ctx, 1);
 	ctx->session = dlock__zk_session_ref(s);
 	ctx->path = g_strdup(path);
 	rc = zoo_adelete(s->zh, path, -1, delete_done, ctx);
-	if (rc != ZOK) {
-		if (dlock__zk_rc_connection(rc))
-			g_ptr_array_add(s->retry_deletes, g_strdup(path));
-		/* delete_ctx_free takes s->mu only through unref's free path,
-		 * which cannot run here: the caller holds a reference. */
-		dlock__zk_session_unref(ctx->session);
-		g_free(ctx->path);
-		g_free(ctx);
-	}
+	if (rc == ZOK)
+		return DLOCK__CLEANUP_DONE;
+	/* Not queued: no completion will run.  The caller holds another
+	 * reference, so this unref cannot free s under its own mutex. */
+	delete_ctx_free(ctx);
+	return dlock__zk_rc_connection(rc) ? DLOCK__CLEANUP_RETRY : DLOCK__CLEANUP_GIVE_UP;
+}
+
+void dlock__zk_delete_send_locked(zk_session *s, const char *path)
+{
+	if (s->phase == ZK_ENDED)
+		return; /* the node ends with its session */
+	if (delete_try((gpointer)path, s) == DLOCK__CLEANUP_RETRY)
+		delete_keep_locked(s, g_strdup(path));
 }
 
 void dlock__zk_delete_later(zk_session *s, const char *path)
@@ -676,13 +686,8 @@ static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lo
 				}
 				next = MIN(next, s->probe_due_us);
 			}
-			while (s->retry_deletes->len > 0) {
-				char *path = g_ptr_array_steal_index_fast(s->retry_deletes, 0);
-
-				dlock__zk_delete_send_locked(s, path);
-				g_free(path);
-			}
-			dlock__zk_sweeps_send_locked(s);
+			/* The time read under s->mu: everything queued before is due. */
+			dlock__cleanups_run(s->cleanups, dlock__boot_us());
 		}
 		if (s->phase == ZK_ENDED) {
 			g_mutex_unlock(&s->mu);
@@ -712,8 +717,7 @@ static void session_close(zk_session *s)
 		zookeeper_close(zh);
 	/* After zookeeper_close no callback runs; s->zh is not used again
 	 * (every sender checks the phase first). */
-	g_ptr_array_set_size(s->retry_deletes, 0);
-	dlock__zk_sweeps_drop(s);
+	dlock__cleanups_clear(s->cleanups);
 	dlock__zk_session_unref(s);
 }
 
@@ -748,16 +752,12 @@ static gpointer session_thread(gpointer data)
 void dlock__zk_sessions_stop(dlock__backend *b)
 {
 	GPtrArray *sessions;
-	GThread *thread;
 
 	g_mutex_lock(&b->mu);
 	b->stopping = true;
 	g_cond_broadcast(&b->cond);
-	thread = b->thread;
-	b->thread = NULL;
 	g_mutex_unlock(&b->mu);
-	if (thread)
-		g_thread_join(thread);
+	dlock__lazy_thread_stop(&b->thread, &b->mu, NULL);
 
 	g_mutex_lock(&b->mu);
 	sessions = b->sessions;

@@ -14,6 +14,7 @@
  * answer for want of a connection is sent again after the next reconnect;
  * one on an ended session is dropped (the node ended with it).
  */
+#include "clock.h"
 #include "error.h"
 #include "internal.h"
 
@@ -23,8 +24,10 @@ typedef struct sweep {
 	char *uuid;
 } sweep;
 
-static void sweep_free(sweep *sw)
+static void sweep_free(gpointer data)
 {
+	sweep *sw = data;
+
 	if (!sw)
 		return;
 	g_free(sw->dir);
@@ -32,42 +35,48 @@ static void sweep_free(sweep *sw)
 	g_free(sw);
 }
 
-static void sweep_listed(int rc, const struct String_vector *children, const void *data);
-
-/* Keep sw for the next reconnect; s->mu held. */
-static void keep_locked(zk_session *s, sweep *sw)
+static sweep *sweep_new(const char *dir, const char *uuid)
 {
-	if (!s->sweeps)
-		s->sweeps = g_ptr_array_new_with_free_func((GDestroyNotify)sweep_free);
-	g_ptr_array_add(s->sweeps, sw);
+	sweep *sw = g_new0(sweep, 1);
+
+	sw->dir = g_strdup(dir);
+	sw->uuid = g_strdup(uuid);
+	return sw;
 }
 
-/* Send the listing, or keep the sweep for the next reconnect; s->mu held.
- * Takes sw. */
-static void sweep_send_locked(zk_session *s, sweep *sw)
+static dlock__cleanup_result sweep_try(gpointer data, gpointer session);
+
+static const dlock__cleanup_ops sweep_ops = { sweep_try, sweep_free };
+
+/* Keep a sweep of dir for uuid for the next reconnect; s->mu held. */
+static void keep_locked(zk_session *s, const char *dir, const char *uuid)
 {
+	dlock__cleanups_add(s->cleanups, &sweep_ops, sweep_new(dir, uuid), INT64_MAX, dlock__boot_us());
+}
+
+static void sweep_listed(int rc, const struct String_vector *children, const void *data);
+
+/*
+ * Send the listing for a sweep of the item's dir and uuid (the completion
+ * takes it from there): done, or to retry if the client refused it for
+ * want of a connection, else given up.  s->mu held, s connected.
+ */
+static dlock__cleanup_result sweep_try(gpointer data, gpointer session)
+{
+	const sweep *item = data;
+	zk_session *s = session;
+	sweep *sw = sweep_new(item->dir, item->uuid);
 	int rc;
 
-	if (s->phase == ZK_ENDED) {
-		sweep_free(sw);
-		return;
-	}
-	if (s->phase != ZK_CONNECTED) {
-		keep_locked(s, sw);
-		return;
-	}
 	sw->session = dlock__zk_session_ref(s);
 	rc = zoo_aget_children(s->zh, sw->dir, 0, sweep_listed, sw);
-	if (rc != ZOK) {
-		/* Not queued: no completion will run.  The caller holds another
-		 * reference, so this one cannot be the last. */
-		g_atomic_ref_count_dec(&s->ref);
-		sw->session = NULL;
-		if (dlock__zk_rc_connection(rc))
-			keep_locked(s, sw);
-		else
-			sweep_free(sw);
-	}
+	if (rc == ZOK)
+		return DLOCK__CLEANUP_DONE;
+	/* Not queued: no completion will run.  The caller holds another
+	 * reference, so this one cannot be the last. */
+	g_atomic_ref_count_dec(&s->ref);
+	sweep_free(sw);
+	return dlock__zk_rc_connection(rc) ? DLOCK__CLEANUP_RETRY : DLOCK__CLEANUP_GIVE_UP;
 }
 
 static void sweep_listed(int rc, const struct String_vector *children, const void *data)
@@ -88,14 +97,12 @@ static void sweep_listed(int rc, const struct String_vector *children, const voi
 			dlock__zk_delete_send_locked(s, path);
 			g_ptr_array_add(deleted, path);
 		}
-		sweep_free(sw);
 	} else if (dlock__zk_rc_connection(rc) && s->phase != ZK_ENDED) {
-		keep_locked(s, sw); /* again after the reconnect */
-	} else {
-		/* ZNONODE: nothing was made (or it is gone); or the session
-		 * ended, taking the node with it. */
-		sweep_free(sw);
+		keep_locked(s, sw->dir, sw->uuid); /* again after the reconnect */
 	}
+	/* Otherwise ZNONODE: nothing was made (or it is gone); or the session
+	 * ended, taking the node with it. */
+	sweep_free(sw);
 	g_mutex_unlock(&s->mu);
 	for (guint i = 0; i < deleted->len; i++)
 		dlock__log(s->b->logger, DLOCK_LOG_INFO, "%s: deleting %s, left by an acquire that gave up",
@@ -106,30 +113,14 @@ static void sweep_listed(int rc, const struct String_vector *children, const voi
 
 void dlock__zk_sweep_later(zk_session *s, const char *dir, const char *uuid)
 {
-	sweep *sw = g_new0(sweep, 1);
-
-	sw->dir = g_strdup(dir);
-	sw->uuid = g_strdup(uuid);
 	g_mutex_lock(&s->mu);
-	sweep_send_locked(s, sw);
+	if (s->phase == ZK_CONNECTED) {
+		sweep item = { NULL, (char *)dir, (char *)uuid };
+
+		if (sweep_try(&item, s) == DLOCK__CLEANUP_RETRY)
+			keep_locked(s, dir, uuid);
+	} else if (s->phase != ZK_ENDED) {
+		keep_locked(s, dir, uuid);
+	}
 	g_mutex_unlock(&s->mu);
-}
-
-void dlock__zk_sweeps_send_locked(zk_session *s)
-{
-	GPtrArray *pending = s->sweeps;
-
-	if (!pending || s->phase != ZK_CONNECTED)
-		return;
-	s->sweeps = NULL;
-	for (guint i = 0; i < pending->len; i++)
-		sweep_send_locked(s, g_steal_pointer(&pending->pdata[i]));
-	g_ptr_array_unref(pending);
-}
-
-void dlock__zk_sweeps_drop(zk_session *s)
-{
-	if (s->sweeps)
-		g_ptr_array_unref(s->sweeps);
-	s->sweeps = NULL;
 }
