@@ -296,8 +296,8 @@ static int session_open(dlock__backend *b, const char *hosts, zk_session **ret)
 	g_mutex_init(&s->mu);
 	s->phase = ZK_CONNECTING;
 	s->holds = g_ptr_array_new();
-	dlock__waketable_free(s->waiters);
-	dlock__cleanups_free(s->cleanups);
+	s->waiters = dlock__waketable_new(g_str_hash, g_str_equal, (dlock__key_copy_fn)g_strdup, g_free, NULL);
+	s->cleanups = dlock__cleanups_new(s, 0, 0);
 
 	/* The client's I/O and completion threads inherit this mask: library
 	 * threads run with every signal blocked. */
