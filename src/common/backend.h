@@ -1,12 +1,34 @@
 /*
  * The seam between the backend-agnostic core and each backend.
  *
- * A backend (src/redis, src/zk, src/file) fills in one dlock__backend_ops
- * table; src/backends.c maps URI schemes to those tables.  The core owns
- * holds, owners, reentrancy counts, hold states and user callbacks; a
- * backend owns its connections, its threads and the server-side state of
- * each hold, and tells the core about state changes with
- * dlock__hold_report().
+ * A backend (src/redis, src/zk, src/file) is one folder that fills in one
+ * dlock__backend_ops table; src/backends.c maps URI schemes to those
+ * tables, and that line is the only place outside the folder that names
+ * it.
+ *
+ * What a backend must provide (the table below):
+ *   - its type name and capabilities (DLOCK__CAP_*: lease, shared holds,
+ *     permits) -- the core refuses, before any I/O, a mode or permit
+ *     count the backend did not declare;
+ *   - its option rows (parse.h): name, kind, default, where the value is
+ *     stored in its own settings struct; the core parses and checks URI
+ *     query parameters and configuration keys against them;
+ *   - open and close, acquire and release of one hold, a query of who
+ *     holds a resource; optionally check_resource and describe.
+ *
+ * What the core does for it: clients, handles, owners (threads or
+ * handles), reentrancy counted locally, the hold state machine (held,
+ * suspended, lost, released) with the user callbacks on their own thread,
+ * deadlines and cancel (waiters), teardown, fork detection, and the
+ * holder record that goes with every hold.  A backend owns its
+ * connections, its threads and the server-side state of each hold, and
+ * tells the core about state changes with dlock__hold_report().
+ *
+ * What it gets for free from src/common (the kit, listed at the end of
+ * this file): the lease deadline, the wake table, the deferred-cleanup
+ * queue, lazily started library threads, name resolution within a
+ * deadline, the clocks, and the common wording of busy, timed-out and
+ * canceled acquires.
  */
 #ifndef DLOCK_COMMON_BACKEND_H
 #define DLOCK_COMMON_BACKEND_H
@@ -270,39 +292,39 @@ bool dlock__backend_option_known(const char *name);
  * $DLOCK_CONFIG is unset ("file": the specification "file://"). */
 const char *dlock__backend_default_scheme(void);
 
-/* ---- what a backend gets for free: waking and messages --------------- */
+/* ---- the kit: what a backend gets for free ---------------------------- */
 
 /*
- * Waking: a backend whose waiters wait for something per key (a file's
- * close, a channel's release message, a node's deletion) keeps them in a
- * dlock__waketable (waketable.h) under its own mutex: add and remove
- * around the wait, wake a key when its event comes, wake all after a
- * reconnect.  Per-key state of its own (a subscription's, the holds on a
- * watched file) rides along as the key's data pointer, and the table
- * tells it when a key is gone so it can drop what the key stood for.
- *
- * Messages: an acquire that ends busy, timed out or canceled returns
- * dlock__error_busy(), dlock__error_timeout() or dlock__error_canceled()
- * (error.h), so every backend words them alike; dlock__waiter_turn()
- * already does for a wait loop's sleep.
- */
-
-/* ---- what a backend gets for free: leases, cleanup, threads ---------- */
-
-/*
- * A backend whose holds last only as long as a lease or session does not
- * write the machinery again; it includes these from src/common:
- *   lease.h    the deadline "last answered send + TTL - margin" on
- *              CLOCK_BOOTTIME, with the one safety margin (1% + 5 ms);
- *              pass it to dlock__hold_set_valid_until().
- *   cleanup.h  a queue of deletes that could not be done at once, retried
- *              with backoff until done or until the lease or session that
- *              would end them has ended, with a last bounded try at close;
- *              the backend gives one attempt per kind of item and runs the
- *              queue on a thread it already has.
- *   thread.h   dlock__lazy_thread: a named library thread (signals
- *              blocked) started on first use under the backend's mutex,
- *              and stopped and joined at close.
+ * Written once in src/common, for every backend that needs it:
+ *   lease.h      the deadline of a hold the server keeps only for a time:
+ *                "last answered send + TTL - margin" on CLOCK_BOOTTIME,
+ *                with the one safety margin (1% + 5 ms); pass it to
+ *                dlock__hold_set_valid_until().
+ *   waketable.h  key -> waiters (a file, a channel, a node path), with a
+ *                per-key pointer for the backend's own state, under the
+ *                backend's mutex: add and remove around a wait, wake a key
+ *                when its event comes, wake all after a reconnect; the
+ *                table says when a key is gone, so the backend can drop
+ *                what it stood for.
+ *   cleanup.h    a queue of deletes that could not be done at once,
+ *                retried with backoff until done or until the lease or
+ *                session that would end them has ended, with a last
+ *                bounded try at close; the backend gives one attempt per
+ *                kind of item and runs the queue on a thread it has.
+ *   thread.h     dlock__lazy_thread: a named library thread (signals
+ *                blocked, name length checked at compile time) started on
+ *                first use under the backend's mutex, stopped and joined
+ *                at close.
+ *   resolve.h    host names to addresses within a deadline, cancelable.
+ *   clock.h      the monotonic clock (deadlines), CLOCK_BOOTTIME (leases,
+ *                sessions), the wall clock (holder records only).
+ *   error.h      dlock__error() for a code with its message, and
+ *                dlock__error_busy(), _timeout(), _canceled(), so every
+ *                backend words those alike (dlock__waiter_turn() uses
+ *                them for a wait loop's sleep).
+ *   parse.h      option rows (DLOCK__OPTION_TTL, _WATCHDOG,
+ *                _CONNECT_TIMEOUT for the rows backends share), URIs,
+ *                holder records and owner tokens, dlock__secret_free().
  */
 
 #endif
