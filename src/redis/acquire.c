@@ -70,10 +70,10 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 
 static redis_lease *lease_new(dlock__backend *b, dlock__hold *hold)
 {
-	redis_lease *lease = g_new0(redis_lease, 1);
+	/* Reference-counted (the watchdog keeps one while it renews). */
+	redis_lease *lease = g_atomic_rc_box_new0(redis_lease);
 	const char *resource = dlock__hold_resource(hold);
 
-	g_atomic_ref_count_init(&lease->ref);
 	lease->hold = dlock__hold_ref(hold);
 	lease->key = dlock__redis_key(b, resource);
 	lease->channel = dlock__redis_channel(b, resource);

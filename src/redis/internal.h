@@ -74,8 +74,7 @@ struct dlock__backend {
 };
 
 /* Server-side state of one hold: the lease. */
-typedef struct redis_lease {
-	gatomicrefcount ref;
+typedef struct redis_lease { /* a g_atomic_rc_box */
 	dlock__hold *hold;        /* referenced */
 	char *key;
 	char *channel;

@@ -145,6 +145,17 @@ static void drain_wake_fd(redis_sub *sub)
 		;
 }
 
+/* Whether the subscriber has been told to stop (sub_tell_stop). */
+static bool stopping(redis_sub *sub)
+{
+	bool stop;
+
+	g_mutex_lock(&sub->mu);
+	stop = sub->stop;
+	g_mutex_unlock(&sub->mu);
+	return stop;
+}
+
 /* Serve one connection until it fails or the subscriber stops.  Returns
  * whether the server answered anything but an error on it. */
 static bool serve(redis_sub *sub, redisContext *ctx)
@@ -162,12 +173,8 @@ static bool serve(redis_sub *sub, redisContext *ctx)
 		int64_t now = dlock__mono_us();
 		int timeout_ms;
 		redisReply *reply;
-		bool stop;
 
-		g_mutex_lock(&sub->mu);
-		stop = sub->stop;
-		g_mutex_unlock(&sub->mu);
-		if (stop)
+		if (stopping(sub))
 			return answered;
 
 		sync_channels(sub, ctx);
@@ -216,12 +223,8 @@ static void pause_for(redis_sub *sub, int64_t us)
 	for (;;) {
 		struct pollfd fd = { .fd = sub->wake_fd, .events = POLLIN };
 		int64_t left_us = until_us - dlock__mono_us();
-		bool stop;
 
-		g_mutex_lock(&sub->mu);
-		stop = sub->stop;
-		g_mutex_unlock(&sub->mu);
-		if (stop || left_us <= 0)
+		if (stopping(sub) || left_us <= 0)
 			return;
 		if (poll(&fd, 1, (int)((left_us + 999) / 1000)) > 0)
 			drain_wake_fd(sub);
@@ -236,13 +239,10 @@ static gpointer subscriber_main(gpointer data)
 
 	for (;;) {
 		redisContext *ctx;
-		bool stop, proven;
+		bool proven;
 		int rc;
 
-		g_mutex_lock(&sub->mu);
-		stop = sub->stop;
-		g_mutex_unlock(&sub->mu);
-		if (stop)
+		if (stopping(sub))
 			break;
 		ctx = dlock__redis_connect(b, b->connect_timeout_ms * 1000, false, &rc);
 		if (ctx) {

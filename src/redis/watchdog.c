@@ -76,19 +76,21 @@ struct redis_watchdog {
 
 redis_lease *dlock__redis_lease_ref(redis_lease *lease)
 {
-	g_atomic_ref_count_inc(&lease->ref);
-	return lease;
+	return g_atomic_rc_box_acquire(lease);
 }
 
-void dlock__redis_lease_unref(redis_lease *lease)
+static void lease_clear(redis_lease *lease)
 {
-	if (!lease || !g_atomic_ref_count_dec(&lease->ref))
-		return;
 	dlock__hold_unref(lease->hold);
 	g_free(lease->key);
 	g_free(lease->channel);
 	g_free(lease->token);
-	g_free(lease);
+}
+
+void dlock__redis_lease_unref(redis_lease *lease)
+{
+	if (lease)
+		g_atomic_rc_box_release_full(lease, (GDestroyNotify)lease_clear);
 }
 
 static void deferred_release_free(gpointer data)
