@@ -24,7 +24,6 @@
 
 /* Log tails of stopped servers, printed by test_finish() on failure: the
  * directories are gone by then. */
-static GPtrArray *saved_logs;
 
 static int free_port(void)
 {
@@ -66,15 +65,8 @@ static char *log_path(const test_redis *r)
 static char *log_tail(const test_redis *r)
 {
 	char *path = log_path(r);
-	char *text = NULL, *tail = NULL;
+	char *tail = test_log_tail(path, r->port);
 
-	if (g_file_get_contents(path, &text, NULL, NULL)) {
-		size_t len = strlen(text);
-
-		tail = g_strdup_printf("---- %s, port %d (tail) ----\n%s", path, r->port,
-		                       len > 3000 ? text + len - 3000 : text);
-	}
-	g_free(text);
 	g_free(path);
 	return tail;
 }
@@ -282,17 +274,10 @@ void test_redis_restart(test_redis *r)
 
 void test_redis_stop(test_redis *r)
 {
-	char *tail;
-
 	if (!r)
 		return;
 	test_redis_halt(r);
-	tail = log_tail(r);
-	if (tail) {
-		if (!saved_logs)
-			saved_logs = g_ptr_array_new_with_free_func(g_free);
-		g_ptr_array_add(saved_logs, tail);
-	}
+	test_logs_keep(log_tail(r));
 	test_remove_tree(r->dir);
 	g_strfreev(r->extra);
 	g_free(r->dir);
@@ -303,14 +288,7 @@ void test_redis_stop(test_redis *r)
 
 int test_finish(int failures)
 {
-	if (failures && saved_logs) {
-		for (guint i = 0; i < saved_logs->len; i++)
-			fprintf(stderr, "%s\n", (char *)saved_logs->pdata[i]);
-	}
-	if (saved_logs)
-		g_ptr_array_unref(saved_logs);
-	saved_logs = NULL;
-	return failures;
+	return test_logs_finish(failures);
 }
 
 void test_redis_signal(test_redis *r, int sig)

@@ -289,6 +289,43 @@ int test_silent_port(int *ret_fd)
 	return port;
 }
 
+char *test_log_tail(const char *path, int port)
+{
+	char *text = NULL, *tail = NULL;
+
+	if (g_file_get_contents(path, &text, NULL, NULL)) {
+		size_t len = strlen(text);
+
+		tail = g_strdup_printf("---- %s, port %d (tail) ----\n%s", path, port,
+		                       len > 3000 ? text + len - 3000 : text);
+	}
+	g_free(text);
+	return tail;
+}
+
+static GPtrArray *kept_logs;
+
+void test_logs_keep(char *tail)
+{
+	if (!tail)
+		return;
+	if (!kept_logs)
+		kept_logs = g_ptr_array_new_with_free_func(g_free);
+	g_ptr_array_add(kept_logs, tail);
+}
+
+int test_logs_finish(int failures)
+{
+	if (failures && kept_logs) {
+		for (guint i = 0; i < kept_logs->len; i++)
+			fprintf(stderr, "%s\n", (char *)kept_logs->pdata[i]);
+	}
+	if (kept_logs)
+		g_ptr_array_unref(kept_logs);
+	kept_logs = NULL;
+	return failures;
+}
+
 void test_remove_tree(const char *dir)
 {
 	GDir *d = g_dir_open(dir, 0, NULL);

@@ -56,6 +56,17 @@ bool test_thread_sleeps(int tid);
 /* Remove dir and everything below it (symbolic links, not their targets). */
 void test_remove_tree(const char *dir);
 
+/* The last 3000 bytes of a server's log at path, headed by the path and
+ * the server's port, for a failure message; NULL if it cannot be read.
+ * Caller frees with g_free(). */
+char *test_log_tail(const char *path, int port);
+
+/* Keep a server's log tail (taken, may be NULL) to print if the test run
+ * fails; test_logs_finish(failures) prints them to stderr when failures is
+ * not 0, drops them, and returns failures. */
+void test_logs_keep(char *tail);
+int test_logs_finish(int failures);
+
 /* ---- worker processes ---- */
 
 /* Remember the test program's own path (call first in main): under

@@ -40,7 +40,6 @@
 
 /* Log tails of stopped servers, printed by test_zk_finish() on failure:
  * the directories are gone by then. */
-static GPtrArray *saved_logs;
 
 /* The JVM to run the servers with. */
 static char *java_binary(void)
@@ -78,28 +77,15 @@ static char *server_file(const test_zk_server *s, const char *name)
 static char *log_tail(const test_zk_server *s)
 {
 	char *path = server_file(s, "zk.log");
-	char *text = NULL, *tail = NULL;
+	char *tail = test_log_tail(path, s->port);
 
-	if (g_file_get_contents(path, &text, NULL, NULL)) {
-		size_t len = strlen(text);
-
-		tail = g_strdup_printf("---- %s, port %d (tail) ----\n%s", path, s->port,
-		                       len > 3000 ? text + len - 3000 : text);
-	}
-	g_free(text);
 	g_free(path);
 	return tail;
 }
 
 static void save_log(const test_zk_server *s)
 {
-	char *tail = log_tail(s);
-
-	if (!tail)
-		return;
-	if (!saved_logs)
-		saved_logs = g_ptr_array_new_with_free_func(g_free);
-	g_ptr_array_add(saved_logs, tail);
+	test_logs_keep(log_tail(s));
 }
 
 /* Write server i's zoo.cfg, and create its data directory (with myid in an
@@ -629,12 +615,5 @@ int test_zk_leader(test_zk *z, int64_t timeout_ms)
 
 int test_zk_finish(int failures)
 {
-	if (failures && saved_logs) {
-		for (guint i = 0; i < saved_logs->len; i++)
-			fprintf(stderr, "%s\n", (char *)saved_logs->pdata[i]);
-	}
-	if (saved_logs)
-		g_ptr_array_unref(saved_logs);
-	saved_logs = NULL;
-	return failures;
+	return test_logs_finish(failures);
 }
