@@ -70,6 +70,30 @@ static void start_blocked_waiter(const char *resource, dlock_client **ret_client
 	assert_false(waiter_done(w));
 }
 
+/* A waiter on a new client for uri whose first command hangs: freeze(arg)
+ * stops the server from answering before the waiter starts. */
+static void start_waiter_behind(const char *uri, const char *resource, void (*freeze)(void *),
+                                void *arg, dlock_client **ret_client, waiter_run *w)
+{
+	assert_int_equal(dlock_client_new(uri, ret_client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(*ret_client, resource, &w->lock), DLOCK_OK);
+	freeze(arg);
+	w->thread = g_thread_new("waiter", acquire_main, w);
+	g_usleep(BLOCK_SETTLE_MS * 1000);
+	assert_false(waiter_done(w));
+}
+
+static void freeze_server(void *arg)
+{
+	test_redis_signal(arg, SIGSTOP);
+}
+
+/* The link stalls towards the server: what is sent is kept on the way. */
+static void stall_link(void *arg)
+{
+	test_proxy_stall(arg, TEST_PROXY_UP);
+}
+
 static void thaw_and_check_clean(const char *key)
 {
 	test_redis_signal(server, SIGCONT);
@@ -149,12 +173,7 @@ static void test_cancel_wakes_a_waiter_blocked_in_authentication(void **state)
 	dlock_client *client;
 	int64_t t0;
 
-	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
-	assert_int_equal(dlock_lock_new(client, "cancel/auth", &w.lock), DLOCK_OK);
-	test_redis_signal(secured, SIGSTOP);
-	w.thread = g_thread_new("waiter", acquire_main, &w);
-	g_usleep(BLOCK_SETTLE_MS * 1000);
-	assert_false(waiter_done(&w));
+	start_waiter_behind(uri, "cancel/auth", freeze_server, secured, &client, &w);
 	t0 = test_now_ms();
 	assert_int_equal(dlock_lock_cancel(w.lock), DLOCK_OK);
 	test_wait_until(waiter_done, &w, 15000);
@@ -192,12 +211,7 @@ static void test_a_canceled_try_landing_after_its_cleanup_leaves_nothing_held(vo
 	waiter_run w = { 0 };
 	dlock_client *client;
 
-	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
-	assert_int_equal(dlock_lock_new(client, "cancel/late-try", &w.lock), DLOCK_OK);
-	test_proxy_stall(proxy, TEST_PROXY_UP);
-	w.thread = g_thread_new("waiter", acquire_main, &w);
-	g_usleep(BLOCK_SETTLE_MS * 1000);
-	assert_false(waiter_done(&w));
+	start_waiter_behind(uri, "cancel/late-try", stall_link, proxy, &client, &w);
 	assert_int_equal(dlock_lock_cancel(w.lock), DLOCK_OK);
 	assert_true(test_wait_until(waiter_done, &w, 2000));
 	g_thread_join(w.thread);
