@@ -30,7 +30,8 @@ typedef enum try_result {
 } try_result;
 
 /* One EVALSHA of the acquire script, bounded by deadline_us; a cancel of
- * waiter interrupts it. */
+ * waiter interrupts it.  The connection of an attempt left unanswered is
+ * kept in lease->kept (dlock__redis_conn_keep()). */
 static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter *waiter,
                            const char *fence_key, int64_t deadline_us, uint64_t *ret_token,
                            int64_t *ret_pttl, int64_t *ret_sent_us, int *ret_rc)
@@ -45,7 +46,7 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
 	*ret_sent_us = dlock__boot_us();
 	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, 2, 2, words, &reply,
-	                              &uncertain);
+	                              &uncertain, lease->kept);
 	if (rc != DLOCK_OK) {
 		*ret_rc = rc;
 		if (uncertain && (rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ECANCELED))
@@ -80,6 +81,7 @@ static redis_lease *lease_new(dlock__backend *b, dlock__hold *hold)
 	lease->token = dlock__token_new(dlock__hold_holder(hold));
 	lease->ttl_ms = dlock__hold_ttl_ms(hold);
 	lease->renew = dlock__hold_watchdog(hold);
+	lease->kept = g_array_new(FALSE, FALSE, sizeof(int));
 	return lease;
 }
 
@@ -149,6 +151,11 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 			continue;
 		}
 		if (result == TRY_GRANTED) {
+			/* Earlier tries the server is done with are no concern. */
+			if (dlock__redis_kept_settled(lease->kept)) {
+				g_array_unref(lease->kept);
+				lease->kept = NULL;
+			}
 			lease->confirmed_us = sent_us;
 			dlock__hold_set_token(hold, token);
 			dlock__hold_set_backend_data(hold, lease);
@@ -187,10 +194,13 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 	g_free(fence_key);
 	if (rc != DLOCK_OK) {
 		/* A try whose answer never came may have set our key (later tries
-		 * with the same token would have found it ours): make sure it goes. */
-		if (uncertain)
+		 * with the same token would have found it ours), or may still: make
+		 * sure it goes, once the server is done with that try. */
+		if (uncertain || lease->kept->len > 0) {
 			dlock__redis_cleanup_later(b, lease->key, lease->channel, lease->token,
-			                           dlock__boot_us() + lease->ttl_ms * 1000);
+			                           dlock__boot_us() + lease->ttl_ms * 1000, lease->kept);
+			lease->kept = NULL;
+		}
 		dlock__redis_lease_unref(lease);
 	}
 	return rc;
@@ -206,7 +216,7 @@ static int release_now(dlock__backend *b, redis_lease *lease, int *ret_deleted)
 	int rc;
 
 	rc = dlock__redis_eval_pooled(b, NULL, deadline_us, SCRIPT_RELEASE, 1, 2, words, &reply,
-	                              &uncertain);
+	                              &uncertain, NULL);
 	if (rc != DLOCK_OK)
 		return rc;
 	/* After an attempt without an answer, "not ours" may mean that attempt
@@ -214,6 +224,15 @@ static int release_now(dlock__backend *b, redis_lease *lease, int *ret_deleted)
 	*ret_deleted = (reply->type == REDIS_REPLY_INTEGER && reply->integer == 1) || uncertain;
 	freeReplyObject(reply);
 	return DLOCK_OK;
+}
+
+/* The connections of the acquire's tries left unanswered, or NULL. */
+static GArray *take_kept(redis_lease *lease)
+{
+	GArray *kept = lease->kept;
+
+	lease->kept = NULL;
+	return kept;
 }
 
 static bool release_deferred(dlock__backend *b)
@@ -246,7 +265,7 @@ int dlock__redis_release(dlock__backend *b, dlock__hold *hold)
 		suspended = true; /* a release just found the server unreachable */
 	if (suspended) {
 		dlock__redis_cleanup_later(b, lease->key, lease->channel, lease->token,
-		                           dlock__boot_us() + lease->ttl_ms * 1000);
+		                           dlock__boot_us() + lease->ttl_ms * 1000, take_kept(lease));
 		rc = lost ? DLOCK_ELOST : DLOCK_OK;
 	} else if ((rc = release_now(b, lease, &deleted)) != DLOCK_OK) {
 		dlock__log(b->logger, DLOCK_LOG_WARNING, "release of '%s' deferred: %s", lease->key,
@@ -257,10 +276,15 @@ int dlock__redis_release(dlock__backend *b, dlock__hold *hold)
 			g_mutex_unlock(&b->pool_mu);
 		}
 		dlock__redis_cleanup_later(b, lease->key, lease->channel, lease->token,
-		                           dlock__boot_us() + lease->ttl_ms * 1000);
+		                           dlock__boot_us() + lease->ttl_ms * 1000, take_kept(lease));
 		rc = DLOCK_OK;
 	} else {
 		rc = deleted ? DLOCK_OK : DLOCK_ELOST;
+		/* An earlier try of the acquire, left unanswered, may still set
+		 * the key again after this delete. */
+		if (lease->kept)
+			dlock__redis_cleanup_later(b, lease->key, lease->channel, lease->token,
+			                           dlock__boot_us() + lease->ttl_ms * 1000, take_kept(lease));
 	}
 	dlock__redis_lease_unref(lease);
 	return rc;

@@ -18,8 +18,11 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <linux/sockios.h>
 
 #include "clock.h"
 #include "error.h"
@@ -358,6 +361,59 @@ void dlock__redis_conn_put(dlock__backend *b, redis_conn *conn, bool ok)
 	}
 	if (conn)
 		conn_free(conn);
+}
+
+int dlock__redis_conn_keep(redis_conn *conn)
+{
+	int fd = conn->ctx->fd;
+
+	/* What was sent is delivered before the FIN; nothing more is sent. */
+	shutdown(fd, SHUT_RDWR);
+	return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+}
+
+/*
+ * TCP: our socket is closed once the server has answered (an answer to a
+ * socket shut down for reading is met with a reset) or closed or reset
+ * its end; until then our FIN leaves it in FIN_WAIT, also while the
+ * server has not even accepted the connection.  A unix socket: the server
+ * has read everything we sent (it runs a command in the same step as it
+ * reads it), or closed its end, which drops what it had not read.  A
+ * socket that can say neither counts as done: the lease bounds the rest.
+ */
+bool dlock__redis_conn_settled(int fd)
+{
+	struct tcp_info info;
+	socklen_t len = sizeof(info);
+	int unread = 0;
+
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0)
+		return info.tcpi_state == TCP_CLOSE;
+	if (ioctl(fd, SIOCOUTQ, &unread) == 0)
+		return unread == 0;
+	return true;
+}
+
+bool dlock__redis_kept_settled(GArray *fds)
+{
+	for (guint i = fds ? fds->len : 0; i-- > 0;) {
+		int fd = g_array_index(fds, int, i);
+
+		if (dlock__redis_conn_settled(fd)) {
+			close(fd);
+			g_array_remove_index_fast(fds, i);
+		}
+	}
+	return !fds || fds->len == 0;
+}
+
+void dlock__redis_kept_close(GArray *fds)
+{
+	if (!fds)
+		return;
+	for (guint i = 0; i < fds->len; i++)
+		close(g_array_index(fds, int, i));
+	g_array_unref(fds);
 }
 
 void dlock__redis_pool_clear(dlock__backend *b)

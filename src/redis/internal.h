@@ -81,6 +81,7 @@ typedef struct redis_lease { /* a g_atomic_rc_box */
 	char *token;
 	int64_t ttl_ms;
 	bool renew;               /* watchdog on */
+	GArray *kept;             /* int: connections of tries left unanswered, or NULL */
 	/* guarded by the watchdog's mutex */
 	int64_t confirmed_us;     /* CLOCK_BOOTTIME when the last good SET/PEXPIRE was sent */
 	int64_t next_renew_us;
@@ -105,6 +106,25 @@ int dlock__redis_conn_get(dlock__backend *b, dlock__waiter *waiter, int64_t dead
 /* Return a connection; broken ones (ok false or ctx->err) are closed. */
 void dlock__redis_conn_put(dlock__backend *b, redis_conn *conn, bool ok);
 void dlock__redis_pool_clear(dlock__backend *b);
+/*
+ * Commands on two connections have no order on the server: a command
+ * left unanswered on one (canceled, timed out, the connection broken) may
+ * still run after a command sent later on another, for as long as the
+ * server has not read it (a fresh connection it has not accepted yet, a
+ * stalled link, a paused server).  So the connection of an acquire try
+ * left unanswered is kept, shut down, until the server is done with it,
+ * and only then is a "not ours" answer to the cleanup's compare-and-delete
+ * final.  _keep() shuts conn's socket down and returns a descriptor that
+ * keeps it (-1 if none could be had; the caller still puts conn back);
+ * _settled() tells whether nothing sent on it can run any more;
+ * _kept_settled() closes those of an array of kept descriptors (int, may
+ * be NULL) that are settled and tells whether none is left;
+ * _kept_close() closes and frees such an array (NULL: no-op).
+ */
+int dlock__redis_conn_keep(redis_conn *conn);
+bool dlock__redis_conn_settled(int fd);
+bool dlock__redis_kept_settled(GArray *fds);
+void dlock__redis_kept_close(GArray *fds);
 /* Set the socket timeout for the next command if it differs. */
 void dlock__redis_conn_timeout(redis_conn *conn, int64_t timeout_us);
 /* Send what hiredis buffered with MSG_NOSIGNAL (never SIGPIPE).  REDIS_OK,
@@ -138,11 +158,13 @@ bool dlock__redis_is_noscript(const redisReply *reply);
  * server that is there but silent (a timeout) is not tried twice.
  * *ret_uncertain is set when an attempt got no answer, so the script may
  * have run.  A cancel of waiter (may be NULL) ends the wait for an answer
- * at once (the connection is then closed): DLOCK_ECANCELED.
+ * at once (the connection is then closed): DLOCK_ECANCELED.  With kept
+ * (may be NULL), the connection of each attempt left without an answer
+ * is kept there (dlock__redis_conn_keep()) for the cleanup to wait on.
  */
 int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
                              redis_script script, int nkeys, int nargs, const char **words,
-                             redisReply **ret, bool *ret_uncertain);
+                             redisReply **ret, bool *ret_uncertain, GArray *kept);
 
 /* ---- acquire.c: the ops table's acquire, release and query ---- */
 dlock__backend_acquire_fn dlock__redis_acquire;
@@ -166,9 +188,11 @@ void dlock__redis_watch(dlock__backend *b, redis_lease *lease);
  * renew (suspended) or lost, so release need not wait on a dead server. */
 bool dlock__redis_unwatch(dlock__backend *b, redis_lease *lease, bool *ret_lost);
 /* Delete key if it still holds token, in the background, until done or
- * until expires_us (CLOCK_BOOTTIME), after which the lease has ended it. */
+ * until expires_us (CLOCK_BOOTTIME), after which the lease has ended it.
+ * kept (taken, may be NULL): connections of tries with this token left
+ * unanswered; the delete waits until the server is done with them. */
 void dlock__redis_cleanup_later(dlock__backend *b, const char *key, const char *channel,
-                                const char *token, int64_t expires_us);
+                                const char *token, int64_t expires_us, GArray *kept);
 void dlock__redis_watchdog_stop(dlock__backend *b);
 
 #endif

@@ -126,7 +126,7 @@ int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script, 
 
 int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
                              redis_script script, int nkeys, int nargs, const char **words,
-                             redisReply **ret, bool *ret_uncertain)
+                             redisReply **ret, bool *ret_uncertain, GArray *kept)
 {
 	int rc = DLOCK_EUNAVAILABLE;
 
@@ -149,6 +149,12 @@ int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t d
 		rc = dlock__redis_eval(b, conn, script, nkeys, nargs, words, ret);
 		timed_out = conn->timed_out;
 		canceled = dlock__waiter_io_end(waiter);
+		if (rc == DLOCK_EUNAVAILABLE && kept) {
+			int fd = dlock__redis_conn_keep(conn);
+
+			if (fd >= 0)
+				g_array_append_val(kept, fd);
+		}
 		/* A canceled connection may have been shut down: never pool it. */
 		dlock__redis_conn_put(b, conn, rc != DLOCK_EUNAVAILABLE && !canceled);
 		if (rc != DLOCK_EUNAVAILABLE)

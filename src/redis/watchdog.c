@@ -26,7 +26,11 @@
  * The renewing thread also retries deletes that could not be done at
  * release time (server unreachable, or an acquire whose answer never
  * came), on the deferred-cleanup queue of src/common/cleanup.h: 100 ms
- * doubling to 2 s, until done or the lease has ended anyway.
+ * doubling to 2 s, until done or the lease has ended anyway.  The delete
+ * for a try left unanswered waits until the server is done with the try's
+ * connection (dlock__redis_conn_settled()): sent on another connection, it
+ * could otherwise run first and find nothing, and the try set the key
+ * after it, for a whole lease.
  */
 #include <inttypes.h>
 
@@ -51,11 +55,13 @@
 #define IO_SLACK_US (5 * 1000)
 
 /* A release to do again: compare-and-delete key if it still holds token,
- * and announce it on channel. */
+ * and announce it on channel, once the server is done with the
+ * connections of the tries left unanswered (kept). */
 typedef struct deferred_release {
 	char *key;
 	char *channel;
 	char *token;
+	GArray *kept;         /* int, or NULL */
 } deferred_release;
 
 struct redis_watchdog {
@@ -72,6 +78,7 @@ struct redis_watchdog {
 	int64_t expiry_wake_us; /* CLOCK_BOOTTIME the expiry thread sleeps until; 0 busy */
 	redisContext *ctx;    /* the watchdog's own connection; thread only */
 	int64_t retry_us;     /* pause before the next renewal retry; reset by an answer */
+	bool finishing;       /* the last attempts at close, threads joined */
 };
 
 redis_lease *dlock__redis_lease_ref(redis_lease *lease)
@@ -82,6 +89,7 @@ redis_lease *dlock__redis_lease_ref(redis_lease *lease)
 static void lease_clear(redis_lease *lease)
 {
 	dlock__hold_unref(lease->hold);
+	dlock__redis_kept_close(lease->kept);
 	g_free(lease->key);
 	g_free(lease->channel);
 	g_free(lease->token);
@@ -100,6 +108,7 @@ static void deferred_release_free(gpointer data)
 	g_free(c->key);
 	g_free(c->channel);
 	g_free(c->token);
+	dlock__redis_kept_close(c->kept);
 	g_free(c);
 }
 
@@ -305,8 +314,12 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 	g_free(results);
 }
 
-/* One attempt at a deferred release, on the watchdog's connection.  An
- * error reply is tried again later; no answer ends the round. */
+/*
+ * One attempt at a deferred release, on the watchdog's connection.  An
+ * error reply is tried again later; no answer ends the round.  While a
+ * try with this token may still run on the server, "not ours" proves
+ * nothing: the attempt waits for the server to be done with it first.
+ */
 static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 {
 	deferred_release *c = data;
@@ -317,6 +330,9 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 	dlock__cleanup_result result = DLOCK__CLEANUP_RETRY;
 	redisReply *reply;
 
+	/* The last attempt at close cannot wait: it deletes what it can. */
+	if (!dlock__redis_kept_settled(c->kept) && !wd->finishing)
+		return DLOCK__CLEANUP_RETRY;
 	if (!ensure_connection(wd, CLEANUP_TIMEOUT_US))
 		return DLOCK__CLEANUP_UNANSWERED;
 	set_timeout(wd->ctx, MIN(CLEANUP_TIMEOUT_US, b->command_timeout_ms * 1000));
@@ -489,7 +505,7 @@ bool dlock__redis_unwatch(dlock__backend *b, redis_lease *lease, bool *ret_lost)
 }
 
 void dlock__redis_cleanup_later(dlock__backend *b, const char *key, const char *channel,
-                                const char *token, int64_t expires_us)
+                                const char *token, int64_t expires_us, GArray *kept)
 {
 	redis_watchdog *wd = watchdog_get(b);
 	deferred_release *c = g_new0(deferred_release, 1);
@@ -498,6 +514,7 @@ void dlock__redis_cleanup_later(dlock__backend *b, const char *key, const char *
 	c->key = g_strdup(key);
 	c->channel = g_strdup(channel);
 	c->token = g_strdup(token);
+	c->kept = kept;
 	g_mutex_lock(&wd->mu);
 	dlock__cleanups_add(wd->cleanups, &release_ops, c, expires_us, now);
 	g_cond_signal(&wd->cond);
@@ -528,6 +545,7 @@ void dlock__redis_watchdog_stop(dlock__backend *b)
 		return;
 	g_thread_join(wd->expiry);
 
+	wd->finishing = true;
 	dlock__cleanups_finish(wd->cleanups);
 	g_ptr_array_unref(wd->leases);
 	if (wd->ctx)

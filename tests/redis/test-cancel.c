@@ -3,7 +3,8 @@
  * command on a server that stopped answering (SIGSTOP): dlock_lock_cancel,
  * dlock_lock_free and dlock_client_free end the wait at once rather than
  * after the command timeout (5 s here), and whatever the interrupted try
- * may have set on the server is removed once it answers again.
+ * may have set on the server is removed once it answers again, even when
+ * it reaches the server after the cleanup meant for it.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-proxy.h"
 #include "test-redis.h"
 
 /* How long the waiter is given to get into its blocking command. */
@@ -66,6 +68,30 @@ static void start_blocked_waiter(const char *resource, dlock_client **ret_client
 	w->thread = g_thread_new("waiter", acquire_main, w);
 	g_usleep(BLOCK_SETTLE_MS * 1000);
 	assert_false(waiter_done(w));
+}
+
+/* A waiter on a new client for uri whose first command hangs: freeze(arg)
+ * stops the server from answering before the waiter starts. */
+static void start_waiter_behind(const char *uri, const char *resource, void (*freeze)(void *),
+                                void *arg, dlock_client **ret_client, waiter_run *w)
+{
+	assert_int_equal(dlock_client_new(uri, ret_client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(*ret_client, resource, &w->lock), DLOCK_OK);
+	freeze(arg);
+	w->thread = g_thread_new("waiter", acquire_main, w);
+	g_usleep(BLOCK_SETTLE_MS * 1000);
+	assert_false(waiter_done(w));
+}
+
+static void freeze_server(void *arg)
+{
+	test_redis_signal(arg, SIGSTOP);
+}
+
+/* The link stalls towards the server: what is sent is kept on the way. */
+static void stall_link(void *arg)
+{
+	test_proxy_stall(arg, TEST_PROXY_UP);
 }
 
 static void thaw_and_check_clean(const char *key)
@@ -147,12 +173,7 @@ static void test_cancel_wakes_a_waiter_blocked_in_authentication(void **state)
 	dlock_client *client;
 	int64_t t0;
 
-	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
-	assert_int_equal(dlock_lock_new(client, "cancel/auth", &w.lock), DLOCK_OK);
-	test_redis_signal(secured, SIGSTOP);
-	w.thread = g_thread_new("waiter", acquire_main, &w);
-	g_usleep(BLOCK_SETTLE_MS * 1000);
-	assert_false(waiter_done(&w));
+	start_waiter_behind(uri, "cancel/auth", freeze_server, secured, &client, &w);
 	t0 = test_now_ms();
 	assert_int_equal(dlock_lock_cancel(w.lock), DLOCK_OK);
 	test_wait_until(waiter_done, &w, 15000);
@@ -164,6 +185,48 @@ static void test_cancel_wakes_a_waiter_blocked_in_authentication(void **state)
 	dlock_lock_free(w.lock);
 	dlock_client_free(client);
 	test_redis_stop(secured);
+	g_free(uri);
+}
+
+static bool acquire_script_ran(void *arg)
+{
+	return test_redis_calls(server, "evalsha") > *(const long long *)arg;
+}
+
+/*
+ * The server orders the commands of one connection, not of two: a try
+ * still on its way when the cancel came (on a connection the server has
+ * not read yet -- a fresh one, or one stalled on the link) can run after
+ * the cleanup that the acquire queued for it on the watchdog's own
+ * connection.  Here the link stalls with the try on it; when it resumes,
+ * the proxy forwards the newer connection's bytes (the cleanup's) first.
+ * The try sets the key with a 30 s lease; it must not stay set.
+ */
+static void test_a_canceled_try_landing_after_its_cleanup_leaves_nothing_held(void **state)
+{
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
+	char *uri = g_strdup_printf("redis://127.0.0.1:%d?command-timeout=5s", test_proxy_port(proxy));
+	const char *key = "dlock:{cancel/late-try}";
+	long long evalsha_before = test_redis_calls(server, "evalsha");
+	waiter_run w = { 0 };
+	dlock_client *client;
+
+	start_waiter_behind(uri, "cancel/late-try", stall_link, proxy, &client, &w);
+	assert_int_equal(dlock_lock_cancel(w.lock), DLOCK_OK);
+	assert_true(test_wait_until(waiter_done, &w, 2000));
+	g_thread_join(w.thread);
+	assert_int_equal(w.rc, DLOCK_ECANCELED);
+	/* Give the cleanup its first attempt (well inside its 500 ms wait
+	 * for an answer), then let everything through. */
+	g_usleep(100 * 1000);
+	test_proxy_unstall(proxy, TEST_PROXY_UP);
+	assert_true(test_wait_until(acquire_script_ran, &evalsha_before, 2000));
+	if (!test_wait_until(key_gone, (void *)key, 3000))
+		fail_msg("the canceled try set %s after its cleanup had run; it is left held (%lld ms)",
+		         key, test_redis_int(server, "PTTL %s", key));
+	dlock_lock_free(w.lock);
+	dlock_client_free(client);
+	test_proxy_stop(proxy);
 	g_free(uri);
 }
 
@@ -191,6 +254,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_lock_free_wakes_a_waiter_blocked_in_a_command),
 		cmocka_unit_test(test_client_free_wakes_a_waiter_blocked_in_a_command),
 		cmocka_unit_test(test_cancel_wakes_a_waiter_blocked_in_authentication),
+		cmocka_unit_test(test_a_canceled_try_landing_after_its_cleanup_leaves_nothing_held),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 
