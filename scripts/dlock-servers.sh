@@ -17,6 +17,8 @@ source "$root/scripts/lib/deps.sh"
 dlock_install_packages "${DLOCK_PACKAGES[@]}" >&2
 dlock_meson_setup build >/dev/null
 meson compile -C build dlock:executable >/dev/null
+# The command as the build leaves it (src/cli/meson.build).
+dlock=build/src/cli/dlock
 
 # shellcheck source=scripts/lib/servers.sh
 source "$root/scripts/lib/servers.sh"
@@ -55,9 +57,9 @@ echo "== $tmp/dlock.conf"
 cat "$tmp/dlock.conf"
 echo
 set -x
-build/dlock run -c "$tmp/dlock.conf" jobs/nightly-report -- sh -c 'echo "running: $DLOCK_RESOURCE on $DLOCK_BACKEND, fencing token $DLOCK_FENCING_TOKEN"; sleep 1' &
+"$dlock" run -c "$tmp/dlock.conf" jobs/nightly-report -- sh -c 'echo "running: $DLOCK_RESOURCE on $DLOCK_BACKEND, fencing token $DLOCK_FENCING_TOKEN"; sleep 1' &
 sleep 0.5
-build/dlock status -c "$tmp/dlock.conf" jobs/nightly-report || true
+"$dlock" status -c "$tmp/dlock.conf" jobs/nightly-report || true
 wait $!
-build/dlock run -c "$tmp/dlock.conf" strong/ledger-compaction -- sh -c 'echo "running: $DLOCK_RESOURCE on $DLOCK_BACKEND, fencing token $DLOCK_FENCING_TOKEN"'
-build/dlock run -c "$tmp/dlock.conf" cleanup -- sh -c 'echo "running: $DLOCK_RESOURCE on $DLOCK_BACKEND, fencing token $DLOCK_FENCING_TOKEN"'
+"$dlock" run -c "$tmp/dlock.conf" strong/ledger-compaction -- sh -c 'echo "running: $DLOCK_RESOURCE on $DLOCK_BACKEND, fencing token $DLOCK_FENCING_TOKEN"'
+"$dlock" run -c "$tmp/dlock.conf" cleanup -- sh -c 'echo "running: $DLOCK_RESOURCE on $DLOCK_BACKEND, fencing token $DLOCK_FENCING_TOKEN"'

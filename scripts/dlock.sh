@@ -3,7 +3,7 @@
 # scripts/dlock.sh — set up and run the dlock command on a fresh Debian
 # machine: installs the missing packages, builds, and runs
 #
-#     build/dlock ARGS...
+#     build/src/cli/dlock ARGS...
 #
 # With no ARGS it shows the main job on the embedded default (the file
 # backend, no server needed): a command run under a lock, the lock's
@@ -19,16 +19,22 @@ source "$root/scripts/lib/deps.sh"
 dlock_install_packages "${DLOCK_PACKAGES[@]}" >&2
 dlock_meson_setup build >/dev/null
 meson compile -C build dlock:executable >/dev/null
+# The command as the build leaves it (src/cli/meson.build).
+dlock=build/src/cli/dlock
 
 if (($# > 0)); then
-	exec build/dlock "$@"
+	exec "$dlock" "$@"
 fi
 
 set -x
-build/dlock run nightly-report -- sh -c \
+"$dlock" run nightly-report -- sh -c \
 	'echo "report running under the lock: resource $DLOCK_RESOURCE, fencing token $DLOCK_FENCING_TOKEN, backend $DLOCK_BACKEND"; sleep 2' &
 sleep 0.5
-build/dlock status nightly-report || true
-build/dlock run -w 0 nightly-report -- echo "not reached: the lock is held" || echo "second run refused with status $?"
+"$dlock" status nightly-report || true
+rc=0
+"$dlock" run -w 0 nightly-report -- echo "not reached: the lock is held" || rc=$?
+# 75: not acquired in time (EX_TEMPFAIL); anything else is a failure here.
+[[ $rc == 75 ]] || exit 1
+echo "second run refused with status $rc"
 wait $!
-build/dlock status nightly-report
+"$dlock" status nightly-report

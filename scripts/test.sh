@@ -5,7 +5,9 @@
 # Debian packages are missing.
 #
 #   1. installs the missing Debian packages (scripts/lib/deps.sh);
-#   2. build/      — plain build, -Dwerror=true, every test suite;
+#   2. build/      — plain build, -Dwerror=true, every test suite; then the
+#                    README's commands (scripts/dlock.sh, dlock-servers.sh,
+#                    run-example.sh);
 #   3. build-asan/ — AddressSanitizer + UndefinedBehaviorSanitizer build,
 #                    every test suite again (the torture suite with 20 s
 #                    per backend instead of a minute);
@@ -231,8 +233,17 @@ if step "configure build/" dlock_meson_setup build \
 	step "build build/" meson compile -C build; then
 	plain_ok=1
 	test_step "tests build/ (all suites)" build
+	# The README's commands, as a user on a fresh machine runs them: the
+	# main job on the embedded default, the routed job on throwaway
+	# servers, the C example.
+	step "README: scripts/dlock.sh (the main job)" scripts/dlock.sh
+	step "README: scripts/dlock-servers.sh" scripts/dlock-servers.sh
+	step "README: scripts/run-example.sh" scripts/run-example.sh
 else
 	not_run "tests build/ (all suites)"
+	not_run "README: scripts/dlock.sh (the main job)"
+	not_run "README: scripts/dlock-servers.sh"
+	not_run "README: scripts/run-example.sh"
 fi
 
 if ((!quick)); then
