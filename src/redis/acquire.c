@@ -188,7 +188,8 @@ static void take_grant(dlock__backend *b, redis_lease *lease, uint64_t token, in
 	dlock__redis_watch(b, lease);
 }
 
-static void start_listening(dlock__backend *b, redis_lease *lease, queue_place *place, dlock__waiter *waiter)
+static void start_listening(dlock__backend *b, redis_lease *lease, queue_place *place,
+                            dlock__waiter *waiter)
 {
 	place->channel = g_strconcat(lease->names.wait, lease->id, NULL);
 	dlock__redis_sub_add_wait(b, lease->names.released, place->channel, waiter, &place->box);
