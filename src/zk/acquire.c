@@ -1,13 +1,14 @@
 /*
- * Acquire, release and query on ZooKeeper.
+ * Acquire and release on ZooKeeper.
  *
  * Acquire creates an ephemeral sequential node "_c_<uuid>-lock-" under the
- * resource's node, lists the children (no watch), and holds the lock if
- * its node comes first among the lock nodes.  Otherwise it sets a data
- * watch on the node just before its own and sleeps until that watch
- * fires, the connection changes, or the deadline passes; then it lists
- * again.  Each contender watches only its predecessor, so a release wakes
- * exactly one waiter.
+ * resource's node, lists the children (no watch) in the same round trip,
+ * the listing sent right behind the create, and holds the lock if its
+ * node comes first among the lock nodes.  Otherwise it sets a data watch
+ * on the node just before its own and sleeps until that watch fires, the
+ * connection changes, or the deadline passes; then it lists again.  Each
+ * contender watches only its predecessor, so a release wakes exactly one
+ * waiter.
  *
  * If the connection drops while a create is in flight, the create may
  * have happened: after reconnecting, acquire looks for its uuid among the
@@ -151,30 +152,40 @@ static int make_parents(attempt *a, zk_session *s)
 }
 
 /*
- * List the resource's children.  ZNONODE gives an empty list (the node was
- * reaped: ours is gone too).  Retries across connection losses.
+ * Take the answer to a listing of the resource's children (call is
+ * unreferenced): DLOCK_OK with the children in *ret -- ZNONODE gives an
+ * empty list, the node was reaped and ours is gone too -- or with *ret
+ * NULL after a connection loss (list again once reconnected); AGAIN if
+ * the session ended.
  */
+static int listing_answer(attempt *a, zk_call *call, char ***ret)
+{
+	int zrc = call->rc;
+	int rc = DLOCK_OK;
+
+	*ret = NULL;
+	if (zrc == ZOK || zrc == ZNONODE) {
+		*ret = zrc == ZOK && call->children ? call->children : g_new0(char *, 1);
+		call->children = NULL;
+	} else if (dlock__zk_rc_session_ended(zrc)) {
+		rc = AGAIN;
+	} else if (!dlock__zk_rc_connection(zrc)) {
+		rc = unexpected(a, zrc, "list", a->dir);
+	}
+	dlock__zk_call_unref(call);
+	return rc;
+}
+
+/* List the resource's children, retrying across connection losses. */
 static int list_children(attempt *a, zk_session *s, char ***ret)
 {
 	for (;;) {
 		zk_call *call = dlock__zk_call_new(s, CALL_CHILDREN, a->waiter);
-		int rc, zrc;
+		int rc;
 
 		dlock__zk_get_children(call, a->dir);
-		if ((rc = await(a, call)) != DLOCK_OK)
+		if ((rc = await(a, call)) != DLOCK_OK || (rc = listing_answer(a, call, ret)) != DLOCK_OK || *ret)
 			return rc;
-		zrc = call->rc;
-		if (zrc == ZOK || zrc == ZNONODE) {
-			*ret = zrc == ZOK ? call->children : g_new0(char *, 1);
-			call->children = NULL;
-			dlock__zk_call_unref(call);
-			return DLOCK_OK;
-		}
-		dlock__zk_call_unref(call);
-		if (dlock__zk_rc_session_ended(zrc))
-			return AGAIN;
-		if (!dlock__zk_rc_connection(zrc))
-			return unexpected(a, zrc, "list", a->dir);
 		if ((rc = reconnect(a, s)) != DLOCK_OK)
 			return rc;
 	}
@@ -223,14 +234,24 @@ static int find_own_node(attempt *a, zk_session *s, bool *ret_found)
 	return rc;
 }
 
-/* Create our node (protected: a lost answer is checked by uuid). */
-static int create_node(attempt *a, zk_session *s)
+/*
+ * Create our node, protected: after a lost answer we look for our uuid
+ * before creating again.  The listing of the children goes out right
+ * behind the create, without waiting for its answer; the session applies
+ * the two in order, so when the create made our node the listing shows
+ * it, and an uncontended acquire takes one round trip.  DLOCK_OK with
+ * a->path set and *ret_children that listing, or NULL when the children
+ * are to be listed again.
+ */
+static int create_node(attempt *a, zk_session *s, char ***ret_children)
 {
 	char *prefix = NULL;
 	int rc;
 
+	*ret_children = NULL;
 	for (;;) {
-		zk_call *call = dlock__zk_call_new(s, CALL_CREATE, a->waiter);
+		zk_call *create = dlock__zk_call_new(s, CALL_CREATE, a->waiter);
+		zk_call *list = dlock__zk_call_new(s, CALL_CHILDREN, a->waiter);
 		bool found;
 		int zrc;
 
@@ -241,18 +262,28 @@ static int create_node(attempt *a, zk_session *s)
 		g_free(prefix);
 		prefix = dlock__zk_node_prefix(a->dir, a->uuid);
 		a->unsure = true;
-		dlock__zk_create(call, prefix, a->data, true, &a->b->lock_acl);
-		if ((rc = await(a, call)) != DLOCK_OK)
+		dlock__zk_create(create, prefix, a->data, true, &a->b->lock_acl);
+		dlock__zk_get_children(list, a->dir);
+		if ((rc = await(a, create)) != DLOCK_OK) {
+			dlock__zk_call_abandon(list);
 			break;
-		zrc = call->rc;
+		}
+		zrc = create->rc;
 		if (!dlock__zk_rc_connection(zrc))
 			a->unsure = false; /* made (path known) or refused */
 		if (zrc == ZOK) {
-			attempt_set_node(a, call->path, call->stat.czxid);
-			dlock__zk_call_unref(call);
+			attempt_set_node(a, create->path, create->stat.czxid);
+			dlock__zk_call_unref(create);
+			if ((rc = await(a, list)) == DLOCK_OK)
+				rc = listing_answer(a, list, ret_children);
 			break;
 		}
-		dlock__zk_call_unref(call);
+		dlock__zk_call_unref(create);
+		/* Without our node the listing tells nothing: after a connection
+		 * loss its answer is lost too, or is from after the reconnect, and
+		 * the lookup lists anew; after ZNONODE it may show a resource
+		 * node someone else created meanwhile. */
+		dlock__zk_call_abandon(list);
 		if (zrc == ZNONODE) {
 			rc = make_parents(a, s);
 		} else if (dlock__zk_rc_connection(zrc)) {
@@ -329,24 +360,25 @@ out:
 /* One attempt on one session: DLOCK_OK when our node comes first. */
 static int attempt_run(attempt *a, zk_session *s)
 {
+	char **children = NULL;
 	int rc;
 
-	if (!a->path && (rc = create_node(a, s)) != DLOCK_OK)
+	if (!a->path && (rc = create_node(a, s, &children)) != DLOCK_OK)
 		return rc;
 	for (;;) {
-		char **children = NULL;
 		GArray *contenders;
 		const char *before = NULL;
 		char *predecessor;
 		bool present;
 
-		if ((rc = list_children(a, s, &children)) != DLOCK_OK)
+		if (!children && (rc = list_children(a, s, &children)) != DLOCK_OK)
 			return rc;
 		contenders = dlock__zk_contenders(children);
 		present = dlock__zk_predecessor(contenders, a->name, &before);
 		predecessor = g_strdup(before);
 		g_array_unref(contenders);
 		g_strfreev(children);
+		children = NULL;
 
 		if (!present) {
 			g_free(predecessor);
@@ -356,7 +388,7 @@ static int attempt_run(attempt *a, zk_session *s)
 			dlock__log(a->b->logger, DLOCK_LOG_WARNING, "%s: lock node %s vanished; queueing again",
 			           a->b->label, a->path);
 			attempt_forget_node(a);
-			if ((rc = create_node(a, s)) != DLOCK_OK)
+			if ((rc = create_node(a, s, &children)) != DLOCK_OK)
 				return rc;
 			continue;
 		}
@@ -530,77 +562,5 @@ int dlock__zk_release(dlock__backend *b, dlock__hold *hold)
 	if (rc == DLOCK_ELOST)
 		dlock__error(DLOCK_ELOST, "%s: lock node %s was gone before the release", b->label, node->path);
 	dlock__zk_node_unref(node);
-	return rc;
-}
-
-/*
- * Who holds resource: the first lock node's data (a dlock holder record,
- * or whatever a peer stores) and its czxid, the holder's fencing token.
- */
-int dlock__zk_query(dlock__backend *b, const char *resource, int64_t deadline_us,
-                    dlock__server_info *ret)
-{
-	char *dir = dlock__zk_dir(b, resource);
-	dlock__waiter *w = dlock__waiter_new();
-	zk_session *s = NULL;
-	int rc;
-
-	if (deadline_us == INT64_MAX)
-		deadline_us = dlock__mono_us() + b->connect_timeout_ms * 1000;
-	rc = dlock__zk_session_get(b, NULL, deadline_us, &s);
-	/* The holder may release between the listing and the read: list again. */
-	for (int round = 0; rc == DLOCK_OK && round < 10; round++) {
-		zk_call *call = dlock__zk_call_new(s, CALL_CHILDREN, w);
-		GArray *contenders;
-		char *first = NULL;
-
-		dlock__zk_get_children(call, dir);
-		if (dlock__zk_call_wait(call, deadline_us) != DLOCK_OK) {
-			dlock__zk_call_abandon(call);
-			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: no answer to the query of '%s'", b->label,
-			                  resource);
-			break;
-		}
-		if (call->rc != ZOK && call->rc != ZNONODE) {
-			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: query of '%s': %s", b->label, resource,
-			                  dlock__zk_strerror(call->rc));
-			dlock__zk_call_unref(call);
-			break;
-		}
-		contenders = dlock__zk_contenders(call->children);
-		if (contenders->len > 0)
-			first = g_strconcat(dir, "/", g_array_index(contenders, dlock__zk_contender, 0).name, NULL);
-		g_array_unref(contenders);
-		dlock__zk_call_unref(call);
-		if (!first)
-			break; /* free */
-
-		call = dlock__zk_call_new(s, CALL_GET, w);
-		dlock__zk_get(call, first, false);
-		g_free(first);
-		if (dlock__zk_call_wait(call, deadline_us) != DLOCK_OK) {
-			dlock__zk_call_abandon(call);
-			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: no answer to the query of '%s'", b->label,
-			                  resource);
-			break;
-		}
-		if (call->rc == ZOK) {
-			ret->locked = true;
-			ret->holder_raw = g_strdup(call->data);
-			ret->fencing_token = (uint64_t)call->stat.czxid;
-			ret->expires_in_ms = -1;
-			dlock__zk_call_unref(call);
-			break;
-		}
-		if (call->rc != ZNONODE)
-			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: query of '%s': %s", b->label, resource,
-			                  dlock__zk_strerror(call->rc));
-		dlock__zk_call_unref(call);
-	}
-	if (!ret->locked)
-		ret->expires_in_ms = -1;
-	dlock__zk_session_unref(s);
-	dlock__waiter_free(w);
-	g_free(dir);
 	return rc;
 }

@@ -6,7 +6,8 @@
  *   sweep.c    finding and deleting nodes whose create went unanswered
  *   cloexec.c  close-on-exec for the client library's descriptors
  *   call.c     asynchronous calls that a deadline-bound thread waits on
- *   acquire.c  acquire (create, list, watch the predecessor), release, query
+ *   acquire.c  acquire (create and list, watch the predecessor), release
+ *   query.c    who holds a resource
  *
  * Threads: each session's zhandle has the client library's I/O and
  * completion threads; the backend adds one "dlock-zksession" thread for
@@ -223,7 +224,9 @@ void dlock__zk_call_abandon(zk_call *call);
 /* ---- acquire.c ---- */
 dlock__backend_acquire_fn dlock__zk_acquire;
 dlock__backend_release_fn dlock__zk_release;
-dlock__backend_query_fn dlock__zk_query;
 void dlock__zk_node_unref(zk_node *node);
+
+/* ---- query.c ---- */
+dlock__backend_query_fn dlock__zk_query;
 
 #endif

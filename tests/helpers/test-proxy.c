@@ -115,6 +115,7 @@ struct test_proxy {
 	int accepted;
 	int open;
 	int dropped;
+	GHashTable *requests; /* request_key() -> count read so far */
 };
 
 /* ---- sockets ------------------------------------------------------------ */
@@ -252,6 +253,23 @@ static void count_drop(test_proxy *p)
 	g_mutex_unlock(&p->mu);
 }
 
+/* The key of a request kind in p->requests: a Redis command's name in
+ * lower case, a ZooKeeper opcode in decimal (g_free). */
+static char *request_key(const test_proxy *p, const char *name, int32_t opcode)
+{
+	return p->proto == TEST_PROXY_REDIS ? g_ascii_strdown(name, -1) : g_strdup_printf("%d", (int)opcode);
+}
+
+static void count_request(test_proxy *p, const char *name, int32_t opcode)
+{
+	char *key = request_key(p, name, opcode);
+
+	g_mutex_lock(&p->mu);
+	g_hash_table_insert(p->requests, key,
+	                    GINT_TO_POINTER(GPOINTER_TO_INT(g_hash_table_lookup(p->requests, key)) + 1));
+	g_mutex_unlock(&p->mu);
+}
+
 static bool is_subscribe(const char *name)
 {
 	return strcmp(name, "subscribe") == 0 || strcmp(name, "psubscribe") == 0 ||
@@ -361,6 +379,10 @@ static void parse_up(test_proxy *p, conn *c)
 			go_raw(c);
 			break;
 		}
+		if (p->proto == TEST_PROXY_REDIS && name[0])
+			count_request(p, name, 0);
+		else if (p->proto == TEST_PROXY_ZK && f->started && len >= 12)
+			count_request(p, NULL, test_proxy_wire_be32(f->in->data + 8));
 		if (p->proto == TEST_PROXY_REDIS)
 			redis_request(p, c, name, args);
 		else if (f->started)
@@ -727,6 +749,7 @@ test_proxy *test_proxy_start_proto(test_proxy_protocol proto, int target_port)
 	p->conns = g_ptr_array_new();
 	p->holes = g_array_new(FALSE, FALSE, sizeof(int));
 	p->rules = g_array_new(FALSE, FALSE, sizeof(drop_rule));
+	p->requests = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 	p->admit = TEST_PROXY_ADMIT;
 	p->thread = g_thread_new("test-proxy", proxy_main, p);
 	return p;
@@ -776,6 +799,24 @@ int test_proxy_dropped(test_proxy *p)
 	g_mutex_lock(&p->mu);
 	n = p->dropped;
 	g_mutex_unlock(&p->mu);
+	return n;
+}
+
+int test_proxy_requests(test_proxy *p, const char *kind)
+{
+	int32_t opcode = 0;
+	char *key;
+	int n;
+
+	assert_true(p->proto != TEST_PROXY_RAW);
+	assert_non_null(kind);
+	if (p->proto == TEST_PROXY_ZK && (opcode = test_proxy_wire_zk_opcode(kind)) == INT32_MIN)
+		fail_msg("no ZooKeeper request type is named '%s'", kind);
+	key = request_key(p, kind, opcode);
+	g_mutex_lock(&p->mu);
+	n = GPOINTER_TO_INT(g_hash_table_lookup(p->requests, key));
+	g_mutex_unlock(&p->mu);
+	g_free(key);
 	return n;
 }
 
@@ -829,6 +870,7 @@ void test_proxy_stop(test_proxy *p)
 		close(g_array_index(p->holes, int, i));
 	g_array_unref(p->holes);
 	g_array_unref(p->rules);
+	g_hash_table_unref(p->requests);
 	if (p->listen_fd >= 0)
 		close(p->listen_fd);
 	close(p->holder_fd);

@@ -96,6 +96,14 @@ void test_proxy_unstall(test_proxy *p, int dirs);
 void test_proxy_drop_replies(test_proxy *p, const char *kind, int count, bool reset_after);
 /* How many replies have been dropped so far (poll it with test_wait_until). */
 int test_proxy_dropped(test_proxy *p);
+/*
+ * How many requests of this kind (named as for test_proxy_drop_replies)
+ * the proxy has read from clients so far, on every connection.  Each is
+ * passed on to the server at once unless the client -> server direction
+ * is stalled, so with only replies stalled this counts what reached the
+ * server while the client had no answer yet.
+ */
+int test_proxy_requests(test_proxy *p, const char *kind);
 
 /*
  * End every open connection with a TCP reset, now (the server's side is

@@ -199,6 +199,8 @@ static void test_drop_replies_discards_exactly_the_matching_reply_in_a_pipeline(
 	assert_reply_str(c, REDIS_REPLY_STRING, "hello");
 	assert_reply_str(c, REDIS_REPLY_STATUS, "PONG");
 	assert_int_equal(test_proxy_dropped(proxy), 1);
+	assert_int_equal(test_proxy_requests(proxy, "GET"), 2);
+	assert_int_equal(test_proxy_requests(proxy, "echo"), 1);
 	/* Nothing else is on its way. */
 	redisSetTimeout(c, short_tv);
 	assert_int_equal(redisGetReply(c, &reply), REDIS_ERR);

@@ -1,9 +1,9 @@
 /*
  * The fault-injection proxy in ZooKeeper mode, against a real server and
  * the ZooKeeper C client: the reply to a chosen request is discarded,
- * the request itself is applied, and with reset_after the client sees
- * the connection lost and reconnects to the same session; a stalled
- * watch event arrives on unstall.
+ * the request itself is applied (and counted), and with reset_after the
+ * client sees the connection lost and reconnects to the same session; a
+ * stalled watch event arrives on unstall.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -81,6 +81,8 @@ static void test_dropped_create_reply_loses_the_connection_but_the_node_exists(v
 	rc = zoo_create(zh, "/proxy-create", "x", 1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
 	assert_int_equal(rc, ZCONNECTIONLOSS);
 	assert_int_equal(test_proxy_dropped(proxy), 1);
+	assert_int_equal(test_proxy_requests(proxy, "create"), 1);
+	assert_int_equal(test_proxy_requests(proxy, "delete"), 0);
 	assert_true(test_zk_exists(zk, "/proxy-create"));
 	/* The client reconnects through the proxy to the same session, and
 	 * replies flow again. */
@@ -90,6 +92,9 @@ static void test_dropped_create_reply_loses_the_connection_but_the_node_exists(v
 	assert_int_equal(zoo_exists(zh, "/proxy-create", 0, &st), ZOK);
 	assert_int_equal(zoo_delete(zh, "/proxy-create", -1), ZOK);
 	assert_int_equal(test_proxy_dropped(proxy), 1);
+	assert_int_equal(test_proxy_requests(proxy, "create"), 1);
+	assert_int_equal(test_proxy_requests(proxy, "delete"), 1);
+	assert_true(test_proxy_requests(proxy, "exists") >= 2);
 	zookeeper_close(zh);
 	test_proxy_stop(proxy);
 	test_zk_stop(zk);
