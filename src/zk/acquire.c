@@ -184,7 +184,9 @@ static int list_children(attempt *a, zk_session *s, char ***ret)
 		int rc;
 
 		dlock__zk_get_children(call, a->dir);
-		if ((rc = await(a, call)) != DLOCK_OK || (rc = listing_answer(a, call, ret)) != DLOCK_OK || *ret)
+		if ((rc = await(a, call)) != DLOCK_OK)
+			return rc;
+		if ((rc = listing_answer(a, call, ret)) != DLOCK_OK || *ret)
 			return rc;
 		if ((rc = reconnect(a, s)) != DLOCK_OK)
 			return rc;
