@@ -21,6 +21,8 @@
  *   mode-throughput.c acquisitions per second, threads x processes
  *   mode-handoff.c    release-to-acquire time across processes
  *   mode-waiters.c    handoffs among 1..64 waiters, with server work
+ *                     and client CPU time
+ *   mode-fifo.c       grant order against arrival order
  *
  * Nothing here pins threads or processes: scripts/bench.sh does (taskset).
  */
@@ -81,6 +83,7 @@ typedef struct bench_opts {
 	int hold_us;            /* waiters: how long each holder keeps the lock */
 	int n_waiter_sets;
 	int waiters[BENCH_MAX_WAITER_SETS];
+	bool waiters_given;     /* --waiters on the command line */
 } bench_opts;
 
 /* ---- clock and processes (proc.c) ---- */
@@ -110,6 +113,11 @@ int bench_worker_finish(bench_worker *w, int timeout_ms);
 
 /* A resource name unique to this run: "bench/<what>/<pid>". */
 void bench_resource(char *buf, size_t len, const char *what, pid_t pid);
+/* A new client of uri and a lock handle on resource; with connect, one
+ * round trip (a query), so that the connection or session is up before
+ * anything is measured. */
+void bench_lock_open(const char *uri, const char *resource, bool connect, dlock_client **client,
+                     dlock_lock **lock);
 
 /* ---- samples and results (stats.c) ---- */
 
@@ -162,6 +170,10 @@ typedef struct bench_floor bench_floor;
 struct bench_floor {
 	/* One uncontended acquire+release pair. */
 	void (*pair)(bench_floor *f);
+	/* The same pair with the requests pipelined where the server allows
+	 * it (ZooKeeper: create and get_children in flight together); NULL
+	 * where pair is already the least (Redis, file). */
+	void (*pair_pipelined)(bench_floor *f);
 	/* One round trip to the server; NULL where there is none (file). */
 	void (*rtt)(bench_floor *f);
 	/* The bare handoff.  hold: take the lock, which must be free.
@@ -174,6 +186,11 @@ struct bench_floor {
 	void (*hold)(bench_floor *f);
 	void (*unhold)(bench_floor *f);
 	int64_t (*wait_acquire)(bench_floor *f);
+	/* How many wait on dlock's lock of resource, as the server shows it
+	 * (Redis: see bench_redis_queued(); ZooKeeper: the children of the
+	 * lock node but the holder), with *how naming what was counted; NULL
+	 * where the server cannot tell (file). */
+	int (*queued)(bench_floor *f, const char *resource, const char **how);
 	/* Remove what the floor created and free it: bench_floor_close(). */
 	void (*close)(bench_floor *f);
 	void *impl;
@@ -198,6 +215,14 @@ void bench_token(char *buf, size_t len);
 void bench_forget(const bench_target *t, const char *const *resources, int n);
 void bench_floor_redis_forget(const bench_target *t, const char *const *resources, int n);
 
+/* dlock's waiters on resource as Redis shows them (default key format):
+ * the entries of the wait queue dlock:{R}:q where that key exists (*how
+ * "queue"), else the subscribers of the release channel
+ * dlock:{R}:released, on which a dlock without a queue waits (*how
+ * "channel"); -1 on an unexpected reply. */
+struct redisContext;
+int bench_redis_queued(struct redisContext *c, const char *resource, const char **how);
+
 /* ---- server work (server-stats.c) ---- */
 
 typedef struct bench_server_stats {
@@ -210,9 +235,10 @@ typedef struct bench_server_stats {
 	double zk_watches; /* watches set now (zk_watch_count) */
 } bench_server_stats;
 
-/* How many waiters the server sees queued on resource: subscribers of
- * dlock's release channel (Redis, default key format), watches set
- * (ZooKeeper: each waiter watches one node); -1 where it cannot tell. */
+/* How many waiters the server sees queued on resource: entries of the
+ * wait queue or subscribers of the release channel (Redis, see
+ * bench_redis_queued()), watches set (ZooKeeper: each waiter watches one
+ * node); -1 where it cannot tell. */
 int bench_server_waiters(const bench_target *t, const char *resource);
 
 /* Read the counters now; valid is false for the file backend. */
@@ -227,11 +253,13 @@ int bench_latency(const bench_opts *o);
 int bench_throughput(const bench_opts *o);
 int bench_handoff(const bench_opts *o);
 int bench_waiters(const bench_opts *o);
+int bench_fifo(const bench_opts *o);
 
 /* Hidden modes: the worker processes, with their positional arguments. */
 int bench_throughput_worker(int argc, char **argv);
 int bench_handoff_worker(int argc, char **argv);
 int bench_handoff_floor_worker(int argc, char **argv);
 int bench_waiters_worker(int argc, char **argv);
+int bench_fifo_worker(int argc, char **argv);
 
 #endif /* DLOCK_BENCH_H */

@@ -4,8 +4,8 @@
  * same server in one run, so that the ratios hold on a noisy machine.
  *
  * This file reads the command line and hands over to a mode (mode-*.c).
- * The hidden modes tp-worker, handoff-waiter, handoff-floor-waiter and
- * waiters-child are this program re-executed as a worker process by the
+ * The hidden modes tp-worker, handoff-waiter, handoff-floor-waiter,
+ * waiters-child and fifo-waiter are this program re-executed as a worker process by the
  * modes themselves.
  * scripts/bench.sh runs every mode on every backend, with the peers, and
  * writes docs/bench/.
@@ -24,8 +24,9 @@ static void usage(FILE *out)
 	      "\n"
 	      "Modes:\n"
 	      "  latency     uncontended acquire+release pairs: dlock, the floor (the backend's bare\n"
-	      "              lock) and one round trip, interleaved round by round; mean, p50, p99,\n"
-	      "              p99.9 and the ratio dlock/floor\n"
+	      "              lock; on ZooKeeper also its pipelined form) and one round trip,\n"
+	      "              interleaved round by round; mean, p50, p99, p99.9 and the ratios to\n"
+	      "              the floors\n"
 	      "  throughput  PROCS processes x THREADS threads over RESOURCES resources, each thread\n"
 	      "              acquiring and releasing its own handle: acquisitions per second\n"
 	      "  handoff     time from a holder's release to the acquisition by a waiter in another\n"
@@ -33,29 +34,34 @@ static void usage(FILE *out)
 	      "              pub/sub message, ZooKeeper predecessor watch, blocking F_OFD_SETLKW),\n"
 	      "              with round trips measured in the same run\n"
 	      "  waiters     W waiters (each its own client) + the holder on one resource: handoff\n"
-	      "              latency and server work per handoff, for each W of --waiters\n"
+	      "              latency, server work and client CPU time per handoff, for each W of\n"
+	      "              --waiters\n"
+	      "  fifo        W waiters in separate processes queue one after another (each only once\n"
+	      "              the server shows the previous one queued), then the holder releases:\n"
+	      "              grant order against arrival order, inversions counted\n"
 	      "\n"
 	      "URI (what dlock_client_new() gets; the floor follows from the scheme):\n"
 	      "  redis://HOST:PORT            floor: SET NX PX + compare-and-delete EVALSHA; PING\n"
 	      "  zk://HOST:PORT[,HOST:PORT]   floor: create ephemeral-sequential + get_children +\n"
-	      "                               delete; exists\n"
+	      "                               delete, each after the previous answer, and pipelined\n"
+	      "                               (create and get_children in flight together); exists\n"
 	      "  file:///DIR                  floor: fcntl(F_OFD_SETLK) lock + unlock; no round trip\n"
 	      "\n"
 	      "Options (defaults in brackets):\n"
 	      "  --rounds N      latency: rounds [10]\n"
 	      "  --count N       latency: pairs per round per subject [2000]; handoff: handoffs [200];\n"
-	      "                  waiters: handoffs per W [300]\n"
+	      "                  waiters: handoffs per W [300]; fifo: trials per W [3]\n"
 	      "  --warmup N      latency: pairs of each subject not measured; on ZooKeeper the\n"
 	      "                  warm-up also lasts at least 2 s [2000 on ZooKeeper, else 1000]\n"
 	      "  --threads T     throughput: threads per process [4]\n"
 	      "  --procs P       throughput: processes [1]\n"
 	      "  --resources R   throughput: resources the threads spread over [4]\n"
 	      "  --seconds S     throughput: measured seconds, after a 1 s warm-up [5]\n"
-	      "  --waiters LIST  waiters: comma-separated waiter counts [1,4,16,64]\n"
+	      "  --waiters LIST  waiters: comma-separated waiter counts [1,4,16,64]; fifo: [16]\n"
 	      "  --hold-us N     waiters: how long each holder keeps the lock [1000]\n"
 	      "  --label NAME    the backend's name in results [redis, zk or file]\n"
 	      "  --json FILE     append one JSON object per result to FILE (JSON Lines):\n"
-	      "                  {\"mode\":..,\"backend\":..,\"subject\":\"dlock|floor|rtt\",...}\n"
+	      "                  {\"mode\":..,\"backend\":..,\"subject\":\"dlock|floor|rtt|...\",...}\n"
 	      "  -h, --help      this text\n"
 	      "\n"
 	      "Resources are named bench/<mode>/<pid>...; dlock-bench removes what it creates.\n"
@@ -134,6 +140,8 @@ int main(int argc, char **argv)
 		return bench_handoff_floor_worker(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "waiters-child") == 0)
 		return bench_waiters_worker(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "fifo-waiter") == 0)
+		return bench_fifo_worker(argc - 1, argv + 1);
 	parse_waiters("1,4,16,64", &o);
 
 	while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1 || optind < argc) {
@@ -171,6 +179,7 @@ int main(int argc, char **argv)
 		case OPT_WAITERS:
 			if (parse_waiters(optarg, &o) != 0)
 				return bad_usage("--waiters '%s': expected a list such as 1,4,16,64", optarg);
+			o.waiters_given = true;
 			break;
 		case OPT_LABEL: label = optarg; break;
 		case OPT_JSON: o.json_path = optarg; break;
@@ -203,6 +212,13 @@ int main(int argc, char **argv)
 		if (o.count < 0)
 			o.count = 300;
 		return bench_waiters(&o);
+	}
+	if (strcmp(o.mode, "fifo") == 0) {
+		if (o.count < 0)
+			o.count = 3;
+		if (!o.waiters_given)
+			parse_waiters("16", &o);
+		return bench_fifo(&o);
 	}
 	return bad_usage("unknown mode '%s'", o.mode);
 }

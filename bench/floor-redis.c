@@ -148,6 +148,39 @@ static int64_t wait_acquire(bench_floor *f)
 	return t;
 }
 
+/* An integer reply of the command, or -1. */
+static long long integer_reply(redisReply *r)
+{
+	long long n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+
+	freeReplyObject(r);
+	return n;
+}
+
+int bench_redis_queued(struct redisContext *c, const char *resource, const char **how)
+{
+	redisReply *r;
+	long long n = -1;
+
+	if (integer_reply(redisCommand(c, "EXISTS dlock:{%s}:q", resource)) == 1) {
+		*how = "queue";
+		return (int)integer_reply(redisCommand(c, "ZCARD dlock:{%s}:q", resource));
+	}
+	*how = "channel";
+	r = redisCommand(c, "PUBSUB NUMSUB dlock:{%s}:released", resource);
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER)
+		n = r->element[1]->integer;
+	freeReplyObject(r);
+	return (int)n;
+}
+
+static int queued(bench_floor *f, const char *resource, const char **how)
+{
+	redis_floor *rf = f->impl;
+
+	return bench_redis_queued(rf->c, resource, how);
+}
+
 static void close_floor(bench_floor *f)
 {
 	redis_floor *rf = f->impl;
@@ -187,6 +220,7 @@ bench_floor *bench_floor_redis_open(const bench_target *t, int id, bool owner)
 	rf->base.hold = hold;
 	rf->base.unhold = unhold;
 	rf->base.wait_acquire = wait_acquire;
+	rf->base.queued = queued;
 	rf->base.close = close_floor;
 	rf->base.impl = rf;
 	return &rf->base;

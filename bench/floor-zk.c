@@ -10,6 +10,12 @@
  * keeps its own state; that is what the ratio measures.  The round-trip
  * floor is exists("/"), a read answered by the connected server alone.
  *
+ * The pipelined pair is the same recipe as a client that pipelines can
+ * run it: the create and the listing sent back to back (asynchronous
+ * calls, both in flight at once; the session applies them in order, so
+ * the listing sees our node), then the delete once both have answered —
+ * two round trips instead of three, the best any client can do.
+ *
  * The handoff floor is the recipe's waiting path: the waiter creates its
  * node, lists the children, sets a watch on its predecessor (exists) and
  * sleeps until the watch fires, lists again and holds; the holder's
@@ -42,7 +48,10 @@ typedef struct zk_floor {
 	char held[160]; /* hold(): our node */
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
-	bool fired;
+	int fired; /* the predecessor's watch fired (0 or 1) */
+	/* The pipelined pair's answers, filled in on the completion thread. */
+	int answers, create_rc, children_rc, children_count;
+	char created[160];
 } zk_floor;
 
 /* The client's log, per handle: silent, as dlock keeps it. */
@@ -80,6 +89,81 @@ static void pair(bench_floor *f)
 		bench_fail("ZooKeeper floor: %d children under %s, expected 1", children.count, zf->parent);
 	deallocate_String_vector(&children);
 	check(zoo_delete(zf->zh, path, -1), "floor delete");
+}
+
+/* Sleep until the completion thread has counted *count up to want. */
+static void await_count(zk_floor *zf, const int *count, int want, const char *what)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += BENCH_ACQUIRE_WAIT_MS / 1000;
+	pthread_mutex_lock(&zf->mu);
+	while (*count < want)
+		if (pthread_cond_timedwait(&zf->cond, &zf->mu, &until) != 0)
+			bench_fail("ZooKeeper floor: %s", what);
+	pthread_mutex_unlock(&zf->mu);
+}
+
+static void created(int rc, const char *value, const void *data)
+{
+	zk_floor *zf = (zk_floor *)data;
+
+	pthread_mutex_lock(&zf->mu);
+	zf->create_rc = rc;
+	if (rc == ZOK)
+		snprintf(zf->created, sizeof(zf->created), "%s", value);
+	zf->answers++;
+	pthread_cond_signal(&zf->cond);
+	pthread_mutex_unlock(&zf->mu);
+}
+
+static void listed(int rc, const struct String_vector *strings, const void *data)
+{
+	zk_floor *zf = (zk_floor *)data;
+
+	pthread_mutex_lock(&zf->mu);
+	zf->children_rc = rc;
+	zf->children_count = rc == ZOK && strings ? strings->count : -1;
+	zf->answers++;
+	pthread_cond_signal(&zf->cond);
+	pthread_mutex_unlock(&zf->mu);
+}
+
+static void pair_pipelined(bench_floor *f)
+{
+	zk_floor *zf = f->impl;
+
+	zf->answers = 0;
+	check(zoo_acreate(zf->zh, zf->prefix, zf->data, (int)strlen(zf->data), &ZOO_OPEN_ACL_UNSAFE,
+	                  ZOO_EPHEMERAL_SEQUENTIAL, created, zf),
+	      "floor create (pipelined)");
+	check(zoo_aget_children(zf->zh, zf->parent, 0, listed, zf), "floor get_children (pipelined)");
+	await_count(zf, &zf->answers, 2, "no answer to the pipelined create and get_children");
+	check(zf->create_rc, "floor create (pipelined)");
+	check(zf->children_rc, "floor get_children (pipelined)");
+	if (zf->children_count != 1)
+		bench_fail("ZooKeeper floor: %d children under %s after the pipelined create, expected 1",
+		           zf->children_count, zf->parent);
+	check(zoo_delete(zf->zh, zf->created, -1), "floor delete");
+}
+
+/* Children of dlock's lock node for resource (default root /dlock):
+ * the holder and every queued waiter. */
+static int queued(bench_floor *f, const char *resource, const char **how)
+{
+	zk_floor *zf = f->impl;
+	struct String_vector children = { 0 };
+	char path[512];
+	int n;
+
+	*how = "children";
+	snprintf(path, sizeof(path), "/dlock/%s", resource);
+	if (zoo_get_children(zf->zh, path, 0, &children) != ZOK)
+		return 0;
+	n = children.count;
+	deallocate_String_vector(&children);
+	return n > 0 ? n - 1 : 0;
 }
 
 /* Create our node; return its path in path. */
@@ -138,7 +222,7 @@ static void pred_gone(zhandle_t *zh, int type, int state, const char *path, void
 	(void)state;
 	(void)path;
 	pthread_mutex_lock(&zf->mu);
-	zf->fired = true;
+	zf->fired = 1;
 	pthread_cond_signal(&zf->cond);
 	pthread_mutex_unlock(&zf->mu);
 }
@@ -152,7 +236,6 @@ static int64_t wait_acquire(bench_floor *f)
 	create_node(zf, path, sizeof(path));
 	for (int tries = 0;; tries++) {
 		struct Stat stat;
-		struct timespec until;
 		int rc;
 
 		if (tries == 100)
@@ -160,18 +243,12 @@ static int64_t wait_acquire(bench_floor *f)
 		predecessor(zf, path, pred, sizeof(pred));
 		if (!pred[0])
 			break;
-		zf->fired = false;
+		zf->fired = 0;
 		rc = zoo_wexists(zf->zh, pred, pred_gone, zf, &stat);
 		if (rc == ZNONODE)
 			continue;
 		check(rc, "floor exists (watch)");
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += BENCH_ACQUIRE_WAIT_MS / 1000;
-		pthread_mutex_lock(&zf->mu);
-		while (!zf->fired)
-			if (pthread_cond_timedwait(&zf->cond, &zf->mu, &until) != 0)
-				bench_fail("ZooKeeper floor: the predecessor's watch never fired");
-		pthread_mutex_unlock(&zf->mu);
+		await_count(zf, &zf->fired, 1, "the predecessor's watch never fired");
 	}
 	t = bench_now_ns();
 	check(zoo_delete(zf->zh, path, -1), "floor delete");
@@ -226,7 +303,9 @@ bench_floor *bench_floor_zk_open(const bench_target *t, int id, bool owner)
 			check(rc, "create the floor's parent");
 	}
 	zf->base.pair = pair;
+	zf->base.pair_pipelined = pair_pipelined;
 	zf->base.rtt = rtt;
+	zf->base.queued = queued;
 	zf->base.hold = hold;
 	zf->base.unhold = unhold;
 	zf->base.wait_acquire = wait_acquire;

@@ -5,9 +5,13 @@
  * re-executed as "handoff-waiter") is blocked in dlock_acquire().  Each
  * round the parent reads the monotonic clock and releases; the waiter
  * reads the same clock (shared by all processes) the moment its acquire
- * returns and writes it through a pipe, then releases and waits 2 ms
- * before queueing again, while the parent takes the lock back.  The first
- * handoffs warm up and are not counted.
+ * returns and writes it through a pipe, then releases, while the parent
+ * takes the lock back.  The waiter queues again only when the parent says
+ * so, holding the lock again — on a loaded machine a parent slower to
+ * take the lock back than any fixed pause would otherwise find the
+ * waiter ahead of it, and the next handoff would be measured from a
+ * release that came after the acquire.  The first handoffs warm up and
+ * are not counted.
  *
  * Interleaved with dlock's, round by round, the same handoff through the
  * backend's bare floor (floor-*.c: a pub/sub release message, a watch on
@@ -39,27 +43,21 @@ int bench_handoff_worker(int argc, char **argv)
 {
 	dlock_client *client;
 	dlock_lock *lock;
-	dlock_info *info;
 	int64_t ready = 0;
 	int count, rc;
 
 	if (argc != 4)
 		bench_fail("handoff-waiter: wrong arguments");
 	count = atoi(argv[3]);
-	if ((rc = dlock_client_new(argv[1], &client)) != DLOCK_OK)
-		bench_fail_dlock("client", rc);
-	if ((rc = dlock_lock_new(client, argv[2], &lock)) != DLOCK_OK)
-		bench_fail_dlock("lock", rc);
-	/* One round trip, so the connection or session is up before the
-	 * first measured wait. */
-	if ((rc = dlock_lock_query(lock, &info)) != DLOCK_OK)
-		bench_fail_dlock("query", rc);
-	dlock_info_free(info);
+	bench_lock_open(argv[1], argv[2], true, &client, &lock);
 	if (bench_write_full(BENCH_FD_OUT, &ready, sizeof(ready)) != 0)
 		bench_fail("handoff-waiter: lost the parent");
 	for (int i = 0; i < count; i++) {
 		int64_t t;
+		char go;
 
+		if (bench_read_full(BENCH_FD_IN, &go, 1, BENCH_PIPE_TIMEOUT_MS) != 0)
+			bench_fail("handoff-waiter: lost the parent");
 		if ((rc = dlock_acquire(lock, BENCH_ACQUIRE_WAIT_MS)) != DLOCK_OK)
 			bench_fail_dlock("waiter acquire", rc);
 		t = bench_now_ns();
@@ -67,7 +65,6 @@ int bench_handoff_worker(int argc, char **argv)
 			bench_fail("handoff-waiter: lost the parent");
 		if ((rc = dlock_release(lock)) != DLOCK_OK)
 			bench_fail_dlock("waiter release", rc);
-		bench_sleep_ns(2000000); /* let the holder take it back */
 	}
 	dlock_lock_free(lock);
 	dlock_client_free(client);
@@ -142,22 +139,39 @@ static void emit(const bench_opts *o, const char *subject, const bench_summary *
 	bench_result_emit(&r, o);
 }
 
+/* A handoff's time; one that ends before it starts means the waiter held
+ * the lock while the parent thought it did: the measurement is void. */
+static int64_t handoff_ns(int64_t released, int64_t acquired, const char *who)
+{
+	if (acquired < released)
+		bench_fail("handoff: %s acquired %.1f us before the release (two holders?)", who,
+		           (double)(released - acquired) / 1000.0);
+	return acquired - released;
+}
+
+/* Tell a waiter to queue on the lock the parent holds. */
+static void let_queue(bench_worker *w, const char *who)
+{
+	char go = 'G';
+
+	if (bench_write_full(w->in_fd, &go, 1) != 0)
+		bench_fail("handoff: %s is gone", who);
+}
+
 /* One floor handoff: the floor's waiter queues, the parent releases and
  * takes the lock back once the waiter is done.  Returns the handoff time. */
 static int64_t floor_handoff(bench_floor *floor, bench_worker *w)
 {
 	int64_t released, acquired;
-	char go = 'G';
 
-	if (bench_write_full(w->in_fd, &go, 1) != 0)
-		bench_fail("handoff: the floor's waiter is gone");
+	let_queue(w, "the floor's waiter");
 	gap(floor, NULL, NULL, false);
 	released = bench_now_ns();
 	floor->unhold(floor);
 	if (bench_read_full(w->out_fd, &acquired, sizeof(acquired), BENCH_PIPE_TIMEOUT_MS) != 0)
 		bench_fail("handoff: the floor's waiter failed (see above)");
 	floor->hold(floor);
-	return acquired - released;
+	return handoff_ns(released, acquired, "the floor's waiter");
 }
 
 static void finish(bench_worker *w, const char *who)
@@ -193,10 +207,7 @@ int bench_handoff(const bench_opts *o)
 
 		bench_worker_start(argv, &fw);
 	}
-	if ((rc = dlock_client_new(o->target.uri, &client)) != DLOCK_OK)
-		bench_fail_dlock("client", rc);
-	if ((rc = dlock_lock_new(client, resource, &lock)) != DLOCK_OK)
-		bench_fail_dlock("lock", rc);
+	bench_lock_open(o->target.uri, resource, false, &client, &lock);
 	if ((rc = dlock_acquire(lock, BENCH_ACQUIRE_WAIT_MS)) != DLOCK_OK)
 		bench_fail_dlock("acquire", rc);
 	{
@@ -217,6 +228,7 @@ int bench_handoff(const bench_opts *o)
 			if (measure)
 				bench_samples_add(&floor_handoffs, floor_ns);
 		}
+		let_queue(&w, "the waiter");
 		gap(floor, &rtt, &rtt_idle, measure);
 		released = bench_now_ns();
 		if ((rc = dlock_release(lock)) != DLOCK_OK)
@@ -224,7 +236,7 @@ int bench_handoff(const bench_opts *o)
 		if (bench_read_full(w.out_fd, &acquired, sizeof(acquired), BENCH_PIPE_TIMEOUT_MS) != 0)
 			bench_fail("handoff: the waiter failed (see above)");
 		if (measure)
-			bench_samples_add(&handoffs, acquired - released);
+			bench_samples_add(&handoffs, handoff_ns(released, acquired, "the waiter"));
 		if ((rc = dlock_acquire(lock, BENCH_ACQUIRE_WAIT_MS)) != DLOCK_OK)
 			bench_fail_dlock("re-acquire", rc);
 		if (i % 2 == 0) {

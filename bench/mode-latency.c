@@ -1,24 +1,26 @@
 /*
  * latency: what one uncontended lock costs.
  *
- * Three subjects, measured in one process on the same server: dlock
+ * Up to four subjects, measured in one process on the same server: dlock
  * (acquire + release on one handle), the floor (the backend's bare
- * acquire + release, see floor-*.c), and one round trip (PING, exists;
- * none for files).  After a warm-up that is not measured — at least
- * --warmup pairs of each subject and, on ZooKeeper, at least 2 s, since a
- * JVM runs several times slower in its first seconds — come --rounds
- * rounds of --count pairs of each subject, in an order that is reversed
- * every other round so that drift (another load on the machine, the JIT,
- * the server's allocator) hits every subject alike.
+ * acquire + release, see floor-*.c), on ZooKeeper the pipelined floor (the
+ * same pair with create and get_children in flight together: the best a
+ * pipelining client can do), and one round trip (PING, exists; none for
+ * files).  After a warm-up that is not measured — at least --warmup pairs
+ * of each subject and, on ZooKeeper, at least 2 s, since a JVM runs
+ * several times slower in its first seconds — come --rounds rounds of
+ * --count pairs of each subject, in an order that is reversed every other
+ * round so that drift (another load on the machine, the JIT, the server's
+ * allocator) hits every subject alike.
  */
 #include <stdio.h>
 #include <unistd.h>
 
 #include "bench.h"
 
-enum { SUBJECT_DLOCK, SUBJECT_FLOOR, SUBJECT_RTT, SUBJECTS };
+enum { SUBJECT_DLOCK, SUBJECT_FLOOR, SUBJECT_PIPELINED, SUBJECT_RTT, SUBJECTS };
 
-static const char *const subject_names[SUBJECTS] = { "dlock", "floor", "rtt" };
+static const char *const subject_names[SUBJECTS] = { "dlock", "floor", "floor-pipelined", "rtt" };
 
 typedef struct latency_run {
 	dlock_lock *lock;
@@ -45,13 +47,16 @@ static void run_one(latency_run *run, int subject)
 	case SUBJECT_FLOOR:
 		run->floor->pair(run->floor);
 		break;
+	case SUBJECT_PIPELINED:
+		run->floor->pair_pipelined(run->floor);
+		break;
 	default:
 		run->floor->rtt(run->floor);
 		break;
 	}
 }
 
-static void warm_up(latency_run *run, const bench_opts *o, int subjects)
+static void warm_up(latency_run *run, const bench_opts *o, const int *subjects, int n)
 {
 	int64_t min_ns = o->target.kind == BENCH_ZK ? 2000000000 : 200000000;
 	int64_t until = bench_now_ns() + min_ns;
@@ -59,13 +64,14 @@ static void warm_up(latency_run *run, const bench_opts *o, int subjects)
 
 	/* Bounded: the time floor ends, and the pair count is finite. */
 	while (done < o->warmup || bench_now_ns() < until) {
-		for (int s = 0; s < subjects; s++)
-			run_one(run, s);
+		for (int k = 0; k < n; k++)
+			run_one(run, subjects[k]);
 		done++;
 	}
 }
 
-static void emit(const bench_opts *o, int subject, const bench_summary *s, const bench_summary *floor)
+static void emit(const bench_opts *o, int subject, const bench_summary *s, const bench_summary *floor,
+                 const bench_summary *pipelined)
 {
 	bench_result r;
 
@@ -76,6 +82,8 @@ static void emit(const bench_opts *o, int subject, const bench_summary *s, const
 	if (subject == SUBJECT_DLOCK) {
 		bench_result_num(&r, "ratio_mean_to_floor", s->mean_us / floor->mean_us);
 		bench_result_num(&r, "ratio_p50_to_floor", s->p50_us / floor->p50_us);
+		if (pipelined->n > 0)
+			bench_result_num(&r, "ratio_mean_to_pipelined", s->mean_us / pipelined->mean_us);
 	}
 	bench_result_emit(&r, o);
 }
@@ -85,10 +93,10 @@ int bench_latency(const bench_opts *o)
 	latency_run run;
 	dlock_client *client;
 	bench_samples samples[SUBJECTS] = { { 0 } };
-	bench_summary sum[SUBJECTS];
+	bench_summary sum[SUBJECTS] = { { 0 } };
 	char resource[128];
 	const char *resources[1] = { resource };
-	int subjects;
+	int subjects[SUBJECTS], n = 0;
 	int rc;
 
 	bench_resource(resource, sizeof(resource), "latency", getpid());
@@ -97,12 +105,17 @@ int bench_latency(const bench_opts *o)
 	if ((rc = dlock_lock_new(client, resource, &run.lock)) != DLOCK_OK)
 		bench_fail_dlock("lock", rc);
 	run.floor = bench_floor_open(&o->target, (int)getpid(), true);
-	subjects = run.floor->rtt ? SUBJECTS : SUBJECT_RTT;
+	subjects[n++] = SUBJECT_DLOCK;
+	subjects[n++] = SUBJECT_FLOOR;
+	if (run.floor->pair_pipelined)
+		subjects[n++] = SUBJECT_PIPELINED;
+	if (run.floor->rtt)
+		subjects[n++] = SUBJECT_RTT;
 
-	warm_up(&run, o, subjects);
+	warm_up(&run, o, subjects, n);
 	for (int round = 0; round < o->rounds; round++) {
-		for (int k = 0; k < subjects; k++) {
-			int subject = round % 2 == 0 ? k : subjects - 1 - k;
+		for (int k = 0; k < n; k++) {
+			int subject = subjects[round % 2 == 0 ? k : n - 1 - k];
 
 			for (int i = 0; i < o->count; i++) {
 				int64_t t0 = bench_now_ns();
@@ -112,18 +125,22 @@ int bench_latency(const bench_opts *o)
 			}
 		}
 	}
-	for (int s = 0; s < subjects; s++)
-		sum[s] = bench_summarize(&samples[s]);
+	for (int k = 0; k < n; k++)
+		sum[subjects[k]] = bench_summarize(&samples[subjects[k]]);
 
 	printf("latency on %s (%s): %d rounds x %d pairs per subject, interleaved, after %d warm-up pairs\n",
 	       o->target.label, o->target.uri, o->rounds, o->count, o->warmup);
 	bench_print_header();
-	for (int s = 0; s < subjects; s++)
-		bench_print_row(subject_names[s], &sum[s]);
+	for (int k = 0; k < n; k++)
+		bench_print_row(subject_names[subjects[k]], &sum[subjects[k]]);
 	printf("  ratio dlock/floor: mean %.2f, p50 %.2f\n", sum[SUBJECT_DLOCK].mean_us / sum[SUBJECT_FLOOR].mean_us,
 	       sum[SUBJECT_DLOCK].p50_us / sum[SUBJECT_FLOOR].p50_us);
-	for (int s = 0; s < subjects; s++)
-		emit(o, s, &sum[s], &sum[SUBJECT_FLOOR]);
+	if (sum[SUBJECT_PIPELINED].n > 0)
+		printf("  ratio dlock/pipelined floor: mean %.2f; pipelined/sequential floor: mean %.2f\n",
+		       sum[SUBJECT_DLOCK].mean_us / sum[SUBJECT_PIPELINED].mean_us,
+		       sum[SUBJECT_PIPELINED].mean_us / sum[SUBJECT_FLOOR].mean_us);
+	for (int k = 0; k < n; k++)
+		emit(o, subjects[k], &sum[subjects[k]], &sum[SUBJECT_FLOOR], &sum[SUBJECT_PIPELINED]);
 
 	dlock_lock_free(run.lock);
 	dlock_client_free(client);

@@ -15,12 +15,20 @@
  * of the window, so the work per handoff excludes connecting, queueing
  * and tearing down; the handoffs counted are those whose acquire falls
  * between the two readings (within one handoff of exact).
+ *
+ * The same window bounds the clients' CPU time (user + system, from
+ * getrusage): the child's, read when the parent marks the start and the
+ * stop, and the parent's own (the holder with the dlock threads of its
+ * client).  Per handoff it is the work of the lock's clients, the one
+ * measure of work the file backend has (no server); it includes the
+ * benchmark's own pipe traffic, one record per hold.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +37,22 @@
 typedef struct hold_record {
 	int64_t acq_ns, rel_ns;
 } hold_record;
+
+/* Records the child writes that are not holds: ready (and marked), and
+ * its CPU time over the window in rel_ns, the last record it writes. */
+#define RECORD_READY (-1)
+#define RECORD_CPU (-3)
+
+/* User + system CPU time of this process so far. */
+static int64_t cpu_ns(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		bench_fail("getrusage failed");
+	return ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
+	       ((int64_t)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
+}
 
 /* Acquire, hold, release; the record of the hold.  false when canceled. */
 static bool hold_once(dlock_lock *lock, int hold_us, hold_record *rec)
@@ -88,8 +112,8 @@ int bench_waiters_worker(int argc, char **argv)
 	waiter_thread *t;
 	pthread_barrier_t warm, go;
 	atomic_bool stop = false;
-	hold_record ready = { -1, -1 };
-	int64_t until;
+	hold_record ready = { RECORD_READY, RECORD_READY }, cpu = { RECORD_CPU, 0 };
+	int64_t until, cpu_start;
 	char cmd;
 
 	if (argc != 5)
@@ -116,8 +140,15 @@ int bench_waiters_worker(int argc, char **argv)
 	    bench_read_full(BENCH_FD_IN, &cmd, 1, BENCH_PIPE_TIMEOUT_MS) != 0)
 		bench_fail("waiters-child: lost the parent");
 	pthread_barrier_wait(&go);
-	/* Until the parent says stop (or goes away). */
+	/* The parent marks the start of the window once everyone is queued,
+	 * then says stop (or goes away). */
+	if (bench_read_full(BENCH_FD_IN, &cmd, 1, BENCH_PIPE_TIMEOUT_MS) != 0)
+		bench_fail("waiters-child: lost the parent");
+	cpu_start = cpu_ns();
+	if (bench_write_full(BENCH_FD_OUT, &ready, sizeof(ready)) != 0)
+		bench_fail("waiters-child: lost the parent");
 	bench_read_full(BENCH_FD_IN, &cmd, 1, BENCH_PIPE_TIMEOUT_MS);
+	cpu.rel_ns = cpu_ns() - cpu_start;
 	atomic_store(&stop, true);
 	/* Cancel until every waiter is out: an acquire that starts just after
 	 * a cancel waits normally, so cancel again. */
@@ -139,6 +170,8 @@ int bench_waiters_worker(int argc, char **argv)
 	pthread_barrier_destroy(&warm);
 	pthread_barrier_destroy(&go);
 	free(t);
+	if (bench_write_full(BENCH_FD_OUT, &cpu, sizeof(cpu)) != 0)
+		bench_fail("waiters-child: lost the parent");
 	return 0;
 }
 
@@ -155,6 +188,8 @@ typedef struct waiters_run {
 	bool stopping;
 	atomic_bool stop;
 	int64_t before_ns, after_ns; /* midpoints of the two readings */
+	int64_t cpu_before_ns, cpu_after_ns; /* the parent's CPU time */
+	int64_t child_cpu_ns;                /* the child's in the window, -1 until known */
 	bench_server_stats before, after;
 	dlock_lock *lock;
 	bench_worker w;
@@ -174,6 +209,7 @@ static void stop_all(waiters_run *run)
 {
 	char cmd = 'S';
 
+	run->cpu_after_ns = cpu_ns();
 	read_stats(run, &run->after, &run->after_ns);
 	atomic_store(&run->stop, true);
 	bench_write_full(run->w.in_fd, &cmd, 1);
@@ -211,8 +247,12 @@ static void *reader(void *arg)
 	waiters_run *run = arg;
 	hold_record rec;
 
-	while (bench_read_full(run->w.out_fd, &rec, sizeof(rec), BENCH_PIPE_TIMEOUT_MS) == 0)
-		add_record(run, &rec);
+	while (bench_read_full(run->w.out_fd, &rec, sizeof(rec), BENCH_PIPE_TIMEOUT_MS) == 0) {
+		if (rec.acq_ns == RECORD_CPU)
+			run->child_cpu_ns = rec.rel_ns;
+		else
+			add_record(run, &rec);
+	}
 	/* The child is gone: if that was early, the holder must stop too. */
 	atomic_store(&run->stop, true);
 	dlock_lock_cancel(run->lock);
@@ -260,6 +300,14 @@ static void report(waiters_run *run)
 	bench_result_int(&r, "overlaps", (int64_t)overlaps);
 	bench_result_summary(&r, &s);
 	bench_server_stats_report(&o->target, &run->before, &run->after, (double)(s.n + overlaps), &r);
+	if (run->child_cpu_ns >= 0 && s.n + overlaps > 0) {
+		double cpu_us = (double)(run->child_cpu_ns + run->cpu_after_ns - run->cpu_before_ns) / 1000.0 /
+		                (double)(s.n + overlaps);
+
+		bench_result_num(&r, "cpu_us_per_handoff", cpu_us);
+		printf("  client CPU per handoff (user + system, the waiters' process and the holder's): %.1f us\n",
+		       cpu_us);
+	}
 	bench_result_emit(&r, o);
 	bench_samples_free(&lat);
 }
@@ -276,6 +324,7 @@ static void run_one(const bench_opts *o, int waiters)
 	memset(&run, 0, sizeof(run));
 	run.o = o;
 	run.waiters = waiters;
+	run.child_cpu_ns = -1;
 	pthread_mutex_init(&run.mu, NULL);
 	bench_resource(base, sizeof(base), "waiters", getpid());
 	snprintf(resource, sizeof(resource), "%s/%d", base, waiters);
@@ -311,7 +360,12 @@ static void run_one(const bench_opts *o, int waiters)
 		bench_sleep_ns(20000000LL);
 	}
 	bench_sleep_ns(o->target.kind == BENCH_FILE ? 100000000LL + (int64_t)waiters * 2000000LL : 50000000LL);
+	if (bench_write_full(run.w.in_fd, &go, 1) != 0 ||
+	    bench_read_full(run.w.out_fd, &ready, sizeof(ready), BENCH_PIPE_TIMEOUT_MS) != 0 ||
+	    ready.acq_ns != RECORD_READY)
+		bench_fail("waiters: the child did not mark the window");
 	read_stats(&run, &run.before, &run.before_ns);
+	run.cpu_before_ns = cpu_ns();
 	if (pthread_create(&reader_thread, NULL, reader, &run) != 0)
 		bench_fail("pthread_create failed");
 

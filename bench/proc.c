@@ -189,3 +189,20 @@ void bench_resource(char *buf, size_t len, const char *what, pid_t pid)
 {
 	snprintf(buf, len, "bench/%s/%d", what, (int)pid);
 }
+
+void bench_lock_open(const char *uri, const char *resource, bool connect, dlock_client **client,
+                     dlock_lock **lock)
+{
+	dlock_info *info;
+	int rc;
+
+	if ((rc = dlock_client_new(uri, client)) != DLOCK_OK)
+		bench_fail_dlock("client", rc);
+	if ((rc = dlock_lock_new(*client, resource, lock)) != DLOCK_OK)
+		bench_fail_dlock("lock", rc);
+	if (connect) {
+		if ((rc = dlock_lock_query(*lock, &info)) != DLOCK_OK)
+			bench_fail_dlock("query", rc);
+		dlock_info_free(info);
+	}
+}

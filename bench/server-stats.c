@@ -179,18 +179,13 @@ int bench_server_waiters(const bench_target *t, const char *resource)
 	if (t->kind == BENCH_REDIS) {
 		struct timeval timeout = { .tv_sec = 5 };
 		redisContext *c = redisConnectWithTimeout(t->host[0], t->port[0], timeout);
-		redisReply *r;
-		int n = -1;
+		const char *how;
+		int n;
 
 		if (!c || c->err)
 			bench_fail("server stats: cannot connect to Redis at %s:%d", t->host[0], t->port[0]);
 		redisSetTimeout(c, timeout);
-		/* dlock's release channel in the default key format. */
-		r = redisCommand(c, "PUBSUB NUMSUB dlock:{%s}:released", resource);
-		if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-		    r->element[1]->type == REDIS_REPLY_INTEGER)
-			n = (int)r->element[1]->integer;
-		freeReplyObject(r);
+		n = bench_redis_queued(c, resource, &how);
 		redisFree(c);
 		return n;
 	}

@@ -183,12 +183,12 @@ void bench_result_emit(bench_result *r, const bench_opts *o)
 
 void bench_print_header(void)
 {
-	printf("  %-10s %8s %10s %10s %10s %10s %10s\n", "", "n", "mean_us", "p50_us", "p99_us", "p99.9_us",
+	printf("  %-15s %8s %10s %10s %10s %10s %10s\n", "", "n", "mean_us", "p50_us", "p99_us", "p99.9_us",
 	       "max_us");
 }
 
 void bench_print_row(const char *name, const bench_summary *s)
 {
-	printf("  %-10s %8zu %10.1f %10.1f %10.1f %10.1f %10.1f\n", name, s->n, s->mean_us, s->p50_us,
+	printf("  %-15s %8zu %10.1f %10.1f %10.1f %10.1f %10.1f\n", name, s->n, s->mean_us, s->p50_us,
 	       s->p99_us, s->p999_us, s->max_us);
 }

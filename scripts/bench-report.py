@@ -16,6 +16,10 @@ Debian's /usr/bin/python3.
     bench-report.py render DIR/results.json
         Write results.md and the plots beside results.json.
 
+    bench-report.py compare BEFORE/results.json AFTER/results.json
+        Print (markdown) the targets of issue #11 and the many-waiters
+        figures of two runs side by side: before and after a change.
+
 Rounds: scripts/bench.sh runs each measurement in several rounds,
 interleaving dlock and the peers.  The tables combine rounds: means and
 percentiles are averaged over rounds weighted by sample count (a
@@ -36,6 +40,12 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(HERE, "lib"))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+
+from bench_results import (handoff, latency, num, ratio, select,  # noqa: E402
+                           table, throughput, times, us, verdict, waiters)
+import bench_issue11  # noqa: E402
 
 BACKENDS = ["redis", "zk", "zk3", "file"]
 BACKEND_TITLES = {
@@ -204,96 +214,7 @@ def cmd_build(args):
     return render(path)
 
 
-# ---------------------------------------------------------------- aggregation
-
-def select(results, **want):
-    return [r for r in results if all(r.get(k) == v for k, v in want.items())]
-
-
-def combine(recs):
-    """One summary from the rounds of one measurement."""
-    if not recs:
-        return None
-    out = {"rounds": len(recs)}
-    n = [max(int(r.get("count", 1) or 1), 1) for r in recs]
-    for key in ("mean_us", "p50_us", "p99_us", "p999_us"):
-        vals = [(r[key], w) for r, w in zip(recs, n) if r.get(key) is not None]
-        if vals:
-            out[key] = sum(v * w for v, w in vals) / sum(w for _, w in vals)
-    out["count"] = sum(n)
-    rates = sorted(r["ops_per_s"] for r in recs if r.get("ops_per_s") is not None)
-    if rates:
-        mid = len(rates) // 2
-        out["ops_per_s"] = rates[mid] if len(rates) % 2 else (rates[mid - 1] + rates[mid]) / 2
-        out["ops_per_s_min"], out["ops_per_s_max"] = rates[0], rates[-1]
-    for key in recs[0]:
-        if key.endswith("_per_handoff"):
-            vals = [r[key] for r in recs if r.get(key) is not None]
-            if vals:
-                out[key] = sum(vals) / len(vals)
-    return out
-
-
-def latency(results, backend, subject):
-    return combine(select(results, mode="latency", backend=backend, subject=subject))
-
-
-def handoff(results, backend, subject):
-    return combine(select(results, mode="handoff", backend=backend, subject=subject))
-
-
-def throughput(results, backend, subject, procs=1):
-    recs = [r for r in select(results, mode="throughput", backend=backend, subject=subject)
-            if int(r.get("procs", 1)) == procs]
-    return combine(recs)
-
-
-def waiters(results, backend):
-    rows = {}
-    for r in select(results, mode="waiters", backend=backend, subject="dlock"):
-        rows.setdefault(int(r["waiters"]), []).append(r)
-    return {w: combine(recs) for w, recs in sorted(rows.items())}
-
-
-# ---------------------------------------------------------------- formatting
-
-def us(v):
-    if v is None:
-        return "–"
-    if v >= 10000:
-        return f"{v / 1000:.1f} ms"
-    if v >= 1000:
-        return f"{v / 1000:.2f} ms"
-    return f"{v:.1f} µs"
-
-
-def num(v, digits=2):
-    return "–" if v is None else f"{v:.{digits}f}"
-
-
-def ratio(a, b):
-    if a is None or b is None or b == 0:
-        return None
-    return a / b
-
-
-def times(v):
-    return "–" if v is None else f"{v:.2f}×"
-
-
-def table(header, rows, left=1):
-    """Markdown table; the first `left` columns align left, the rest right."""
-    out = ["| " + " | ".join(header) + " |",
-           "|" + "|".join("---" if i < left else "---:" for i in range(len(header))) + "|"]
-    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(out)
-
-
 # ---------------------------------------------------------------- targets
-
-def verdict(ok):
-    return "**met**" if ok else "**missed**"
-
 
 def targets(res, notes_by_peer):
     rows = []
@@ -494,7 +415,7 @@ def plots(res, out_dir):
     work = tempfile.mkdtemp(prefix="dlock-bench-plots.")
     try:
         for b in BACKENDS:
-            subjects = ["dlock", "floor", "rtt"] + PEERS[b]
+            subjects = ["dlock", "floor", "floor-pipelined", "rtt"] + PEERS[b]
             have = [(s, latency(res, b, s)) for s in subjects]
             have = [(s, r) for s, r in have if r]
             if not have:
@@ -549,17 +470,21 @@ def plots(res, out_dir):
                             "per handoff", lines, work, logy=True)
             (problems.append(err) if err else made.append(("Server work per handoff",
                                                            os.path.basename(png))))
-        lines = []
-        for b in BACKENDS:
-            pts = [(w, r["mean_us"]) for w, r in waiters(res, b).items() if r.get("mean_us")]
-            if pts:
-                lines.append((b, pts))
-        if lines:
-            png = os.path.join(out_dir, "waiters-latency.png")
-            err = line_plot(png, "Handoff latency (mean) as waiters grow (log scales)", "waiters",
-                            "microseconds", lines, work, logy=True)
-            (problems.append(err) if err else made.append(("Handoff latency with many waiters",
-                                                           os.path.basename(png))))
+        for key, name, title, caption in (
+                ("mean_us", "waiters-latency.png", "Handoff latency (mean) as waiters grow (log scales)",
+                 "Handoff latency with many waiters"),
+                ("cpu_us_per_handoff", "waiters-cpu.png",
+                 "Client CPU time per handoff as waiters grow (log scales)",
+                 "Client CPU per handoff with many waiters")):
+            lines = []
+            for b in BACKENDS:
+                pts = [(w, r[key]) for w, r in waiters(res, b).items() if r.get(key)]
+                if pts:
+                    lines.append((b, pts))
+            if lines:
+                png = os.path.join(out_dir, name)
+                err = line_plot(png, title, "waiters", "microseconds", lines, work, logy=True)
+                (problems.append(err) if err else made.append((caption, os.path.basename(png))))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return made, problems
@@ -607,7 +532,9 @@ def render(path):
               "process, interleaved round by round with dlock: for Redis, bare hiredis sending "
               "`SET key token NX PX 30000` and then a compare-and-delete script by EVALSHA; for "
               "ZooKeeper, the bare C client creating an ephemeral sequential node, listing the "
-              "children and deleting the node; for files, `fcntl(F_OFD_SETLK)` lock and unlock on "
+              "children and deleting the node, each after the previous answer (`floor`), and the "
+              "same with the create and the listing sent back to back, both in flight "
+              "(`floor-pipelined`); for files, `fcntl(F_OFD_SETLK)` lock and unlock on "
               "an open file.  A round trip is PING (Redis) or `exists` (ZooKeeper).  Warm-up "
               "pairs are discarded (on ZooKeeper at least 2 s of them).  Peers run on the same "
               "servers with the same counts, pinned the same way, alternating with dlock "
@@ -617,6 +544,8 @@ def render(path):
               "the machine's drift between runs.  Settings: "
               + ", ".join(f"{k}={v}" for k, v in sorted(s.items())
                           if k not in ("placement", "zookeeper_server")) + ".")
+
+    md += bench_issue11.section(res)
 
     rows, why = targets(res, notes_by_peer)
     md.append("\n## Targets (issue #5)\n")
@@ -635,7 +564,7 @@ def render(path):
     md.append("\n## Uncontended acquire + release (latency)\n")
     for b in BACKENDS:
         f = latency(res, b, "floor")
-        subjects = [x for x in ["dlock", "floor", "rtt"] + PEERS[b] if latency(res, b, x)]
+        subjects = [x for x in ["dlock", "floor", "floor-pipelined", "rtt"] + PEERS[b] if latency(res, b, x)]
         if not subjects:
             continue
         md.append(f"\n### {BACKEND_TITLES[b]}\n")
@@ -717,15 +646,17 @@ def render(path):
             else:
                 work = "– (no server)"
             trs.append([b, w, r["count"], us(r.get("mean_us")), us(r.get("p50_us")), us(r.get("p99_us")),
-                        work])
-    md.append(table(["backend", "waiters", "handoffs", "mean", "p50", "p99", "server work per handoff"],
-                    trs, left=1))
+                        work, us(r.get("cpu_us_per_handoff"))])
+    md.append(table(["backend", "waiters", "handoffs", "mean", "p50", "p99", "server work per handoff",
+                     "client CPU per handoff"], trs, left=1))
     md.append("\nW waiter threads in one process, each with its own dlock client (its own "
               "connections or session, as W processes would have), plus the holder in another "
               "process; every contender holds the lock 1 ms.  Server work is the difference of the "
               "servers' own counters across the measured window (Redis `INFO commandstats`, which "
               "also counts the commands a Lua script runs; ZooKeeper `mntr` summed over the "
-              "ensemble's servers) divided by the handoffs in it.")
+              "ensemble's servers) divided by the handoffs in it.  Client CPU is the user + system "
+              "time (getrusage) of the waiters' process and the holder's over the same window, per "
+              "handoff: the clients' work, and the only measure of work on the file backend.")
 
     made, problems = plots(res, out_dir)
     if made:
@@ -748,6 +679,13 @@ def main(argv):
         return cmd_build(argv[1:])
     if len(argv) == 2 and argv[0] == "render":
         return render(argv[1])
+    if len(argv) == 3 and argv[0] == "compare":
+        docs = []
+        for path in argv[1:]:
+            with open(path) as f:
+                docs.append(json.load(f))
+        sys.stdout.write(bench_issue11.compare(*docs))
+        return 0
     print(__doc__, file=sys.stderr)
     return 64
 

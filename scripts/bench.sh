@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
 #
 # scripts/bench.sh [--quick] — dlock against the raw server floor and
-# against peer libraries, side by side in one run (issue #5).
+# against peer libraries, side by side in one run (issues #5 and #11).
 #
 # Builds dlock-bench, starts throwaway servers on free loopback ports — one
 # redis-server, one ZooKeeper server, one 3-node ZooKeeper ensemble — and a
 # file-backend directory, then runs every mode of dlock-bench (latency,
-# handoff, throughput, waiters) on each, and the peer drivers of
+# handoff, throughput, waiters, fifo) on each, and the peer drivers of
 # bench/peers/ (redis-py and tooz on Redis; kazoo and Curator on
 # ZooKeeper) on the same servers with the same counts.  Writes
 # docs/bench/results.json (machine, versions, every result),
-# docs/bench/results.md (tables of ratios, the issue's targets) and PNG
-# plots, through scripts/bench-report.py.  Stops every server it started,
+# docs/bench/results.md (tables of ratios, the issues' targets judged from
+# the run) and PNG plots, through scripts/bench-report.py.  Two runs, say
+# before and after a change, compare with
+# scripts/bench-report.py compare BEFORE/results.json AFTER/results.json.  Stops every server it started,
 # by PID, on exit.
 #
 #   --quick   small counts, about two minutes: a smoke check of the whole
 #             pipeline, not numbers to quote.
 #
-# The full run takes about 13 minutes on a 2-core machine.  It is never
+# The full run takes about 15 minutes on a 2-core machine.  It is never
 # part of the test suite.  Environment: DLOCK_BENCH_PEERS=DIR runs the
 # peer drivers from DIR instead of bench/peers/; DLOCK_BENCH_OUT=DIR writes
 # the results to DIR instead of docs/bench/.
@@ -32,7 +34,7 @@ for arg in "$@"; do
 	case $arg in
 	--quick) quick=1 ;;
 	-h | --help)
-		sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '3,25p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*)
@@ -65,6 +67,7 @@ if ((quick)); then
 	handoffs=20
 	tp_rounds=1 tp_seconds=1 tp_threads=4 tp_resources=2
 	waiter_handoffs=40
+	fifo_waiters=8 fifo_trials=1
 else
 	outer_rounds=2
 	lat_redis=(10 1000 1000) lat_zk=(5 300 1000) lat_file=(10 2000 1000)
@@ -73,6 +76,7 @@ else
 	# shorter rounds, and the report takes the median over rounds.
 	tp_rounds=4 tp_seconds=3 tp_threads=4 tp_resources=2
 	waiter_handoffs=300
+	fifo_waiters=16 fifo_trials=3
 fi
 waiter_list=1,4,16,64
 
@@ -264,9 +268,15 @@ for b in "${backends[@]}"; do
 	fi
 done
 
-# Waiters: 1, 4, 16, 64 waiters with server work per handoff.
+# Waiters: 1, 4, 16, 64 waiters with server work and client CPU per
+# handoff.
 for b in "${backends[@]}"; do
 	run_dlock 1 waiters "$b" --waiters "$waiter_list" --count "$waiter_handoffs"
+done
+
+# FIFO: waiters in separate processes, grant order against arrival order.
+for b in "${backends[@]}"; do
+	run_dlock 1 fifo "$b" --waiters "$fifo_waiters" --count "$fifo_trials"
 done
 
 log "measured in $((SECONDS - start_time)) s"
@@ -283,6 +293,7 @@ $PY "$report" build --lines "$results" --notes "$notes" --out "$out_dir" \
 	--setting "handoffs=$handoffs" \
 	--setting "throughput=$tp_rounds rounds of $tp_threads threads, $tp_resources resources, $tp_seconds s after 1 s warm-up" \
 	--setting "waiters=$waiter_list, $waiter_handoffs handoffs each, hold 1 ms" \
+	--setting "fifo=$fifo_waiters waiter processes, $fifo_trials trials" \
 	--setting "zookeeper=tickTime 2000, JVM -Xms32m -Xmx256m -XX:+UseSerialGC"
 log "wrote $out_dir/results.json, results.md and plots"
 exit "$failed"
