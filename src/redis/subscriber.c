@@ -350,7 +350,11 @@ void dlock__redis_sub_remove_wait(dlock__backend *b, const char *released, const
 	dlock__waketable_remove(sub->channels, name, waiter);
 	dlock__waketable_remove(sub->channels, released, waiter);
 	g_mutex_unlock(&sub->mu);
-	poke(sub);
+	/* No poke: the thread would compete with the caller, which is about
+	 * to return with the lock, only to unsubscribe.  The UNSUBSCRIBEs go
+	 * out with the next wait's SUBSCRIBE or within the thread's poll
+	 * period; a channel left subscribed meanwhile is harmless, since no
+	 * entry is queued under it any more. */
 }
 
 bool dlock__redis_sub_confirmed(dlock__backend *b, const char *name)
