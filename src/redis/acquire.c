@@ -48,7 +48,7 @@ typedef struct queue_place {
 	bool listening;           /* registered with the subscriber */
 	bool queued;              /* an entry may exist: leave the queue on failure */
 	int64_t ticket;           /* our entry, 0 when not known to be queued */
-	int64_t rank;             /* its place at the last try, 0 the head */
+	bool at_head;             /* our entry was the first live one at the last try */
 	int64_t queued_sent_us;   /* CLOCK_BOOTTIME send of the last try that found
 	                           * us queued under ticket: a grant came later */
 } queue_place;
@@ -58,7 +58,8 @@ typedef struct try_answer {
 	int64_t sent_us;          /* CLOCK_BOOTTIME */
 	uint64_t token;           /* granted: the fencing token */
 	int64_t pttl;             /* busy: the lock's remaining time */
-	int64_t ticket, rank;     /* busy and queueing: our entry */
+	int64_t ticket;           /* busy and queueing: our entry */
+	bool at_head;             /* and whether it is the first live one */
 } try_answer;
 
 static bool reply_is_integers(const redisReply *reply, size_t n)
@@ -114,7 +115,7 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 		ans->pttl = reply->element[1]->integer;
 		if (place) {
 			ans->ticket = reply->element[2]->integer;
-			ans->rank = reply->element[3]->integer;
+			ans->at_head = reply->element[3]->integer == 1;
 		}
 		result = TRY_BUSY;
 	}
@@ -167,7 +168,7 @@ static bool grant_alive(const redis_lease *lease, int64_t sent_us)
  * queue only the entry's renewal is due. */
 static int64_t next_sleep_us(const queue_place *place, int64_t pttl_ms, int64_t backoff_us)
 {
-	if (place->ticket > 0 && place->rank > 0)
+	if (place->ticket > 0 && !place->at_head)
 		return BACKOFF_CAP_US;
 	if (pttl_ms >= 0 && pttl_ms < backoff_us / 1000)
 		return MIN(pttl_ms * 1000 + 1000, backoff_us);
@@ -298,7 +299,7 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 		}
 		if (result == TRY_BUSY && queue) {
 			place.ticket = ans.ticket;
-			place.rank = ans.rank;
+			place.at_head = ans.at_head;
 			place.queued_sent_us = ans.sent_us;
 		}
 		if (result == TRY_UNCERTAIN)

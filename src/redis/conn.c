@@ -46,6 +46,10 @@ void dlock__redis_conn_timeout(redis_conn *conn, int64_t timeout_us)
 {
 	if (timeout_us < 1000)
 		timeout_us = 1000;
+	/* A bound that shrank by less than a millisecond (a deadline of one
+	 * command timeout, a moment later) is not worth two system calls. */
+	if (timeout_us < conn->timeout_us && conn->timeout_us - timeout_us < 1000)
+		return;
 	if (conn->timeout_us != timeout_us) {
 		redisSetTimeout(conn->ctx, timeval_of(timeout_us));
 		conn->timeout_us = timeout_us;

@@ -136,7 +136,8 @@ int dlock__redis_conn_keep(redis_conn *conn);
 bool dlock__redis_conn_settled(int fd);
 bool dlock__redis_kept_settled(GArray *fds);
 void dlock__redis_kept_close(GArray *fds);
-/* Set the socket timeout for the next command if it differs. */
+/* Set the socket timeout for the next command if it differs (when shorter,
+ * by a millisecond or more). */
 void dlock__redis_conn_timeout(redis_conn *conn, int64_t timeout_us);
 /* Send what hiredis buffered with MSG_NOSIGNAL (never SIGPIPE).  REDIS_OK,
  * or REDIS_ERR with ctx->err set.  Every write of the backend goes here. */

@@ -23,8 +23,8 @@
  * fence(): the next fencing token.  A missing counter (INCR gives 1)
  * starts again from the server's clock in microseconds, so tokens keep
  * increasing across a restart that lost it.
- * head(now): the first live entry and its ticket, nil for none, false when
- * too many dead entries came first to look further this time.
+ * head(now): the first live entry, nil for none, false when too many dead
+ * entries came first to look further this time.
  * mine(ticket, id): our entry, if it is still queued.
  */
 #define QUEUE_LUA \
@@ -43,9 +43,9 @@
 	"end\n" \
 	"local function head(now)\n" \
 	"  for _ = 1, 64 do\n" \
-	"    local e = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')\n" \
+	"    local e = redis.call('ZRANGE', KEYS[3], 0, 0)\n" \
 	"    if #e == 0 then return nil end\n" \
-	"    if (tonumber(string.match(e[1], '^(%d+)|')) or 0) > now then return e[1], e[2] end\n" \
+	"    if (tonumber(string.match(e[1], '^(%d+)|')) or 0) > now then return e[1] end\n" \
 	"    redis.call('ZREM', KEYS[3], e[1])\n" \
 	"  end\n" \
 	"  return false\n" \
@@ -61,25 +61,30 @@
  * Acquire.  ARGV: token, TTL (ms), wait id ("" for a try that does not
  * queue), our ticket ("" when not queued), entry lease (ms).
  * Granted: {1, fencing token}.  Otherwise {0, PTTL of the lock}, and when
- * queueing also our ticket and our rank in the queue (0: the head).
+ * queueing also our ticket and 1 if our entry is the first live one, else
+ * 0.
  * With no queue the common path is today's SET NX and INCR.  Over a queue
  * the lock is taken only when it is free and no live entry is ahead of
  * ours: a newcomer never gets ahead of queued waiters.  A lock already
  * holding our token was set by an earlier try of this acquire whose answer
  * was lost, or granted to us by a release whose message was lost: it is
  * ours, so a retry is idempotent.  A queueing call adds our entry, or
- * renews its lease in place (same ticket, same position).
+ * renews its lease in place (same ticket, same position).  The entry lease
+ * is the same for every client, so the queue's expiry, set to it by each
+ * queueing call, covers every entry.
  */
 static const char acquire_lua[] = QUEUE_LUA
 	"local token, ttl = ARGV[1], ARGV[2]\n"
 	"local now, m\n"
+	"local first = 1\n"
 	"if redis.call('EXISTS', KEYS[3]) == 0 then\n"
 	"  if redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl) then return {1, fence()} end\n"
 	"else\n"
 	"  now = now_ms()\n"
 	"  m = mine(ARGV[4], ARGV[3])\n"
 	"  local h = head(now)\n"
-	"  if h == nil or h == m then\n"
+	"  if h ~= nil and h ~= m then first = 0 end\n"
+	"  if first == 1 then\n"
 	"    if redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl) then\n"
 	"      if m then redis.call('ZREM', KEYS[3], m) end\n"
 	"      return {1, fence()}\n"
@@ -102,20 +107,19 @@ static const char acquire_lua[] = QUEUE_LUA
 	"end\n"
 	"local entry = string.format('%d|%d|%s|%s', now + tonumber(ARGV[5]), tonumber(ttl), ARGV[3], token)\n"
 	"redis.call('ZADD', KEYS[3], ticket, entry)\n"
-	"if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[5]) then\n"
-	"  redis.call('PEXPIRE', KEYS[3], ARGV[5])\n"
-	"end\n"
-	"return {0, redis.call('PTTL', KEYS[1]), ticket, redis.call('ZRANK', KEYS[3], entry)}\n";
+	"redis.call('PEXPIRE', KEYS[3], ARGV[5])\n"
+	"return {0, redis.call('PTTL', KEYS[1]), ticket, first}\n";
 
 /*
  * Release, and leaving the queue.  ARGV: token, release channel, the
  * waits' channel prefix, our ticket and wait id ("" when not queued).
  * Our entry, if any, goes first.  Then, if the lock holds our token: 1,
- * and it is handed to the first live waiter: the lock set to that waiter's
+ * and it is handed to the first live waiter, popped from the queue (dead
+ * ones before it are dropped, up to 64): the lock set to that waiter's
  * token with its TTL, a fencing token drawn, and "<fencing token>
  * <ticket>" published on the waiter's own channel.  A grant that reaches
- * no subscriber (the waiter is gone) is undone and the next waiter tried,
- * up to 8; when none took it the lock stays free and "released" goes out
+ * no subscriber (the waiter is gone) is overwritten by the next, up to 8;
+ * when none took it the lock is deleted and "released" goes out
  * on the release channel, to every waiter, so that the next live one
  * takes it by its own try.  With no queue nothing is published: a waiter
  * not queued yet tries once its channel is confirmed, and finds the lock
@@ -128,25 +132,27 @@ static const char release_lua[] = QUEUE_LUA
 	"  if m then redis.call('ZREM', KEYS[3], m) end\n"
 	"end\n"
 	"if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-	"redis.call('DEL', KEYS[1])\n"
 	"if redis.call('EXISTS', KEYS[3]) == 1 then\n"
-	"  local now = now_ms()\n"
-	"  for _ = 1, 8 do\n"
-	"    local h, ticket = head(now)\n"
-	"    if not h then break end\n"
-	"    redis.call('ZREM', KEYS[3], h)\n"
-	"    local _, ttl, id, token = string.match(h, '^(%d+)|(%d+)|([^|]+)|(.*)$')\n"
-	"    if token then\n"
+	"  local now, tries = now_ms(), 0\n"
+	"  for _ = 1, 72 do\n"
+	"    local e = redis.call('ZPOPMIN', KEYS[3])\n"
+	"    if #e == 0 then break end\n"
+	"    local t, ttl, id, token = string.match(e[1], '^(%d+)|(%d+)|([^|]+)|(.*)$')\n"
+	"    if token and tonumber(t) > now then\n"
 	"      redis.call('SET', KEYS[1], token, 'PX', ttl)\n"
 	"      local n = fence()\n"
 	"      local heard = redis.pcall('PUBLISH', ARGV[3] .. id,\n"
-	"                                string.format('%d %d', n, tonumber(ticket)))\n"
+	"                                string.format('%d %d', n, tonumber(e[2])))\n"
 	"      if type(heard) == 'number' and heard > 0 then return 1 end\n"
-	"      redis.call('DEL', KEYS[1])\n"
+	"      tries = tries + 1\n"
+	"      if tries == 8 then break end\n"
 	"    end\n"
 	"  end\n"
+	"  redis.call('DEL', KEYS[1])\n"
 	"  redis.pcall('PUBLISH', ARGV[2], 'released')\n"
+	"  return 1\n"
 	"end\n"
+	"redis.call('DEL', KEYS[1])\n"
 	"return 1\n";
 
 /* Renew.  KEYS: lock.  ARGV: token, ttl (ms).  1 renewed, 0 not ours. */
