@@ -1,0 +1,361 @@
+/*
+ * The Redis wait queue: waiters queue in "<lock key>:q" in arrival order
+ * and the release hands the lock directly to the head (the key is never
+ * free in between), so grants follow arrival, newcomers never get ahead of
+ * the queue, and a waiter that gives up (deadline, cancel) leaves the
+ * queue at once, handing the lock on if it had just been granted.  After
+ * each test nothing but the fencing counter is left.
+ *
+ * Waiters are worker processes (test-waiters.h); each holder owns a
+ * marker file while it holds, so two holders at once are seen.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-proxy.h"
+#include "test-redis.h"
+#include "test-waiters.h"
+
+#define FIFO_WAITERS 5
+/* A waiter that is not the head retries every second; the next waiter
+ * must get the lock well before that could matter twice, and far before
+ * a queue entry's 5 s lease. */
+#define HANDOFF_BOUND_MS 2000
+
+static test_redis *server;
+static char *uri;
+static char *dir;
+static char *marker;
+
+/* Start a waiter that holds until told, and wait until it is queued
+ * (entry number n). */
+static void queue_waiter(test_waiter *w, const char *key, const char *wait_uri, const char *resource,
+                         int64_t wait_ms, long long n)
+{
+	test_waiter_start(w, wait_uri, resource, wait_ms, TEST_WAITER_HOLD_UNTIL_TOLD, marker);
+	test_queue_wait_len(server, key, n, 5000);
+}
+
+/* ---- a waiter thread of this process ---------------------------------- */
+
+typedef struct waiter_run {
+	dlock_lock *lock;
+	int64_t wait_ms;
+	int rc;
+	gint done;
+	GThread *thread;
+} waiter_run;
+
+static gpointer acquire_main(gpointer data)
+{
+	waiter_run *w = data;
+
+	w->rc = dlock_acquire(w->lock, w->wait_ms);
+	g_atomic_int_set(&w->done, 1);
+	return NULL;
+}
+
+static bool waiter_done(void *arg)
+{
+	return g_atomic_int_get(&((waiter_run *)arg)->done) != 0;
+}
+
+/* On the heap: a test that fails leaves the thread running, and it must
+ * not write into a stack frame that is gone. */
+static waiter_run *waiter_run_start(dlock_lock *lock, int64_t wait_ms)
+{
+	waiter_run *w = g_new0(waiter_run, 1);
+
+	w->lock = lock;
+	w->wait_ms = wait_ms;
+	w->thread = g_thread_new("waiter", acquire_main, w);
+	return w;
+}
+
+/* Wait for the thread to return from dlock_acquire: its result. */
+static int waiter_run_join(waiter_run *w, int64_t timeout_ms)
+{
+	int rc;
+
+	if (!test_wait_until(waiter_done, w, timeout_ms))
+		fail_msg("the waiter thread is still in dlock_acquire after %" PRId64 " ms", timeout_ms);
+	g_thread_join(w->thread);
+	rc = w->rc;
+	g_free(w);
+	return rc;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+static void test_grants_follow_arrival_order_across_processes(void **state)
+{
+	const char *key = "dlock:{queue/fifo}";
+	test_waiter ws[FIFO_WAITERS];
+	uint64_t last;
+	test_holder h;
+
+	test_holder_open(&h, uri, "queue/fifo", marker);
+	test_holder_take(&h);
+	last = dlock_fencing_token(h.lock);
+	/* Each one arrives only once the one before it is surely queued. */
+	for (int i = 0; i < FIFO_WAITERS; i++)
+		queue_waiter(&ws[i], key, uri, "queue/fifo", 30000, i + 1);
+	test_holder_release(&h, DLOCK_OK);
+	for (int i = 0; i < FIFO_WAITERS; i++) {
+		char line[64];
+		int next = test_waiters_next(ws, FIFO_WAITERS, line, sizeof(line), 10000);
+
+		if (next != i)
+			fail_msg("waiter %d (of arrival %d) said \"%s\" where waiter %d was next", (int)ws[next].pid,
+			         next, line, i);
+		if (!g_str_has_prefix(line, "granted "))
+			fail_msg("waiter %d: \"%s\"", i, line);
+		ws[i].token = g_ascii_strtoull(line + 8, NULL, 10);
+		assert_true(ws[i].token > last);
+		last = ws[i].token;
+		assert_int_equal(test_lock_holder_pid(server, key), ws[i].pid);
+		/* The rest are still queued, none of them woken. */
+		assert_int_equal(test_queue_len(server, key), FIFO_WAITERS - 1 - i);
+		test_waiter_release(&ws[i]);
+	}
+	for (int i = 0; i < FIFO_WAITERS; i++)
+		test_waiter_finish(&ws[i]);
+	test_holder_close(&h);
+	test_queue_assert_only_fence(server, key);
+}
+
+static void test_newcomers_never_get_ahead_of_queued_waiters(void **state)
+{
+	const char *key = "dlock:{queue/barge}";
+	test_waiter a, b;
+	waiter_run *n;
+	test_holder h, newcomer;
+
+	test_holder_open(&h, uri, "queue/barge", marker);
+	test_holder_open(&newcomer, uri, "queue/barge", NULL);
+	test_holder_take(&h);
+	queue_waiter(&a, key, uri, "queue/barge", 30000, 1);
+	queue_waiter(&b, key, uri, "queue/barge", 30000, 2);
+	assert_int_equal(dlock_acquire(newcomer.lock, 0), DLOCK_EBUSY);
+	test_holder_release(&h, DLOCK_OK);
+	/* The release gave the lock to the head: it was never free. */
+	assert_int_equal(dlock_acquire(newcomer.lock, 0), DLOCK_EBUSY);
+	assert_int_equal(test_lock_holder_pid(server, key), a.pid);
+	test_waiter_granted(&a, 5000);
+
+	/* A newcomer that waits queues behind b. */
+	n = waiter_run_start(newcomer.lock, 30000);
+	test_queue_wait_len(server, key, 2, 5000);
+	test_waiter_release(&a);
+	test_waiter_granted(&b, 5000);
+	assert_true(b.token > a.token);
+	assert_false(waiter_done(n));
+	assert_int_equal(dlock_acquire(h.lock, 0), DLOCK_EBUSY);
+	test_waiter_release(&b);
+	assert_int_equal(waiter_run_join(n, 5000), DLOCK_OK);
+	assert_true(dlock_fencing_token(newcomer.lock) > b.token);
+	assert_int_equal(dlock_release(newcomer.lock), DLOCK_OK);
+	test_waiter_finish(&a);
+	test_waiter_finish(&b);
+	test_holder_close(&newcomer);
+	test_holder_close(&h);
+	test_queue_assert_only_fence(server, key);
+}
+
+/* The holder releases; b, queued, must get the lock at once. */
+static void release_to(test_holder *h, test_waiter *b, const char *key)
+{
+	int64_t t0 = test_now_ms();
+
+	test_holder_release(h, DLOCK_OK);
+	test_waiter_granted(b, 10000);
+	print_message("the next waiter got the lock %" PRId64 " ms after the release\n", b->at_ms - t0);
+	assert_true(b->at_ms - t0 < HANDOFF_BOUND_MS);
+	assert_int_equal(test_queue_len(server, key), 0);
+	test_waiter_release(b);
+	test_waiter_finish(b);
+}
+
+static void test_waiter_timing_out_while_queued_leaves_the_queue_at_once(void **state)
+{
+	const char *key = "dlock:{queue/timeout}";
+	test_waiter t, b;
+	char line[64];
+	test_holder h;
+
+	test_holder_open(&h, uri, "queue/timeout", marker);
+	test_holder_take(&h);
+	queue_waiter(&t, key, uri, "queue/timeout", 1500, 1);
+	queue_waiter(&b, key, uri, "queue/timeout", 30000, 2);
+	test_waiter_line(&t, line, sizeof(line), 5000);
+	assert_string_equal(line, "failed ETIMEDOUT");
+	/* Gone with the wait, not 5 s later with the entry's lease. */
+	test_queue_wait_len(server, key, 1, 500);
+	assert_null(test_queue_entry_id(server, key, t.pid));
+	test_waiter_finish(&t);
+	release_to(&h, &b, key);
+	test_holder_close(&h);
+	test_queue_assert_only_fence(server, key);
+}
+
+static void test_waiter_canceled_while_queued_leaves_the_queue_at_once(void **state)
+{
+	const char *key = "dlock:{queue/cancel}";
+	test_waiter b;
+	waiter_run *c;
+	test_holder h, canceled;
+
+	test_holder_open(&h, uri, "queue/cancel", marker);
+	test_holder_open(&canceled, uri, "queue/cancel", NULL);
+	test_holder_take(&h);
+	c = waiter_run_start(canceled.lock, 30000);
+	test_queue_wait_len(server, key, 1, 5000);
+	queue_waiter(&b, key, uri, "queue/cancel", 30000, 2);
+	assert_int_equal(dlock_lock_cancel(canceled.lock), DLOCK_OK);
+	assert_int_equal(waiter_run_join(c, 2000), DLOCK_ECANCELED);
+	test_queue_wait_len(server, key, 1, 500);
+	assert_null(test_queue_entry_id(server, key, getpid()));
+	release_to(&h, &b, key);
+	test_holder_close(&canceled);
+	test_holder_close(&h);
+	test_queue_assert_only_fence(server, key);
+}
+
+/*
+ * Granted at the moment it gives up: the waiter's client is behind a proxy
+ * that stops passing answers down just before the release grants it the
+ * lock, so it never hears of the grant and its deadline passes with the
+ * key holding its token.  Leaving the queue must release that grant and
+ * hand the lock on at once, not leave it held for the waiter's 30 s lease.
+ */
+static void test_waiter_granted_as_it_times_out_hands_the_lock_on(void **state)
+{
+	const char *key = "dlock:{queue/late}";
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
+	char *proxied = g_strdup_printf("redis://127.0.0.1:%d", test_proxy_port(proxy));
+	dlock_client *client;
+	dlock_lock *lock;
+	test_waiter b;
+	waiter_run *w;
+	int64_t deadline_ms;
+	test_holder h;
+
+	test_holder_open(&h, uri, "queue/late", marker);
+	assert_int_equal(dlock_client_new(proxied, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "queue/late", &lock), DLOCK_OK);
+	test_holder_take(&h);
+	deadline_ms = test_now_ms() + 3000;
+	w = waiter_run_start(lock, 3000);
+	test_queue_wait_len(server, key, 1, 1500);
+	queue_waiter(&b, key, uri, "queue/late", 30000, 2);
+	test_proxy_stall(proxy, TEST_PROXY_DOWN);
+	test_holder_release(&h, DLOCK_OK);
+	/* Granted to the head: the key holds its token (this process's). */
+	assert_int_equal(test_lock_holder_pid(server, key), getpid());
+	test_waiter_granted(&b, 10000);
+	print_message("the next waiter got the lock %" PRId64 " ms after the first one's deadline\n",
+	              b.at_ms - deadline_ms);
+	assert_true(b.at_ms - deadline_ms < HANDOFF_BOUND_MS);
+	test_proxy_unstall(proxy, TEST_PROXY_DOWN);
+	assert_int_equal(waiter_run_join(w, 5000), DLOCK_ETIMEDOUT);
+	assert_false(dlock_held(lock));
+	test_waiter_release(&b);
+	test_waiter_finish(&b);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	test_proxy_stop(proxy);
+	g_free(proxied);
+	test_holder_close(&h);
+	test_queue_assert_only_fence(server, key);
+}
+
+static void test_plain_format_queues_under_the_bare_name(void **state)
+{
+	char *plain = test_redis_uri(server, "?key-format=plain");
+	const char *key = "queue-plain/names";
+	dlock_lock *refused = NULL;
+	test_waiter w;
+	test_holder h;
+
+	test_holder_open(&h, plain, key, marker);
+	/* Its queue would be another lock's key. */
+	assert_int_equal(dlock_lock_new(h.client, "queue-plain/x:q", &refused), DLOCK_EINVAL);
+	assert_null(refused);
+	test_holder_take(&h);
+	queue_waiter(&w, key, plain, key, 30000, 1);
+	assert_int_equal(test_redis_int(server, "EXISTS dlock:{%s}:q", key), 0);
+	test_holder_release(&h, DLOCK_OK);
+	test_waiter_granted(&w, 5000);
+	assert_int_equal(test_lock_holder_pid(server, key), w.pid);
+	test_waiter_release(&w);
+	test_waiter_finish(&w);
+	test_holder_close(&h);
+	test_queue_assert_only_fence(server, key);
+	g_free(plain);
+}
+
+/* Runs last: a group teardown's failure would not fail the program. */
+static void test_no_lock_key_of_this_suite_remains(void **state)
+{
+	assert_int_equal(test_redis_leftover_keys(server, "dlock:{queue/"), 0);
+	assert_int_equal(test_redis_leftover_keys(server, "queue-plain/"), 0);
+}
+
+static int setup(void **state)
+{
+	server = test_redis_start(NULL, NULL, false);
+	uri = test_redis_uri(server, NULL);
+	dir = g_dir_make_tmp("dlock-queue-XXXXXX", NULL);
+	assert_non_null(dir);
+	marker = g_build_filename(dir, "holder", NULL);
+	return 0;
+}
+
+/* A test that failed may have left its marker. */
+static int fresh_marker(void **state)
+{
+	unlink(marker);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	unlink(marker);
+	rmdir(dir);
+	g_free(marker);
+	g_free(dir);
+	g_free(uri);
+	test_redis_stop(server);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_grants_follow_arrival_order_across_processes, fresh_marker),
+		cmocka_unit_test_setup(test_newcomers_never_get_ahead_of_queued_waiters, fresh_marker),
+		cmocka_unit_test_setup(test_waiter_timing_out_while_queued_leaves_the_queue_at_once, fresh_marker),
+		cmocka_unit_test_setup(test_waiter_canceled_while_queued_leaves_the_queue_at_once, fresh_marker),
+		cmocka_unit_test_setup(test_waiter_granted_as_it_times_out_hands_the_lock_on, fresh_marker),
+		cmocka_unit_test_setup(test_plain_format_queues_under_the_bare_name, fresh_marker),
+		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
+	};
+
+	test_init(argv[0]);
+	if (argc >= 8 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "waiter") == 0)
+		return test_waiter_worker(argv + 3);
+	return test_finish(cmocka_run_group_tests_name("redis-queue", tests, setup, teardown));
+}
