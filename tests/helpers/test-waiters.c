@@ -169,6 +169,27 @@ void test_waiter_kill(test_waiter *w)
 	w->pid = 0;
 }
 
+char *test_marker_new(void)
+{
+	char *dir = g_dir_make_tmp("dlock-marker-XXXXXX", NULL);
+	char *marker;
+
+	assert_non_null(dir);
+	marker = g_build_filename(dir, "holder", NULL);
+	g_free(dir);
+	return marker;
+}
+
+void test_marker_free(char *marker)
+{
+	char *dir = g_path_get_dirname(marker);
+
+	unlink(marker);
+	rmdir(dir);
+	g_free(dir);
+	g_free(marker);
+}
+
 /* ---- this process as a holder ---- */
 
 void test_holder_open(test_holder *h, const char *uri, const char *resource, const char *marker)
@@ -272,6 +293,27 @@ pid_t test_lock_holder_pid(test_redis *r, const char *key)
 
 	g_free(value);
 	return pid;
+}
+
+void test_queue_waiter_start(test_redis *r, test_waiter *w, const char *key, const char *uri,
+                             const char *resource, int64_t wait_ms, long long n, const char *marker)
+{
+	test_waiter_start(w, uri, resource, wait_ms, TEST_WAITER_HOLD_UNTIL_TOLD, marker);
+	test_queue_wait_len(r, key, n, 5000);
+}
+
+void test_queue_release_to(test_redis *r, test_holder *h, test_waiter *w, const char *key,
+                           int64_t bound_ms)
+{
+	int64_t t0 = test_now_ms();
+
+	test_holder_release(h, DLOCK_OK);
+	test_waiter_granted(w, 10000);
+	print_message("the next waiter got the lock %" PRId64 " ms after the release\n", w->at_ms - t0);
+	assert_true(w->at_ms - t0 < bound_ms);
+	assert_int_equal(test_queue_len(r, key), 0);
+	test_waiter_release(w);
+	test_waiter_finish(w);
 }
 
 static bool lock_and_queue_gone(void *arg)

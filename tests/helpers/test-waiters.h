@@ -77,6 +77,11 @@ void test_waiter_finish(test_waiter *w);
 /* SIGKILL it and reap it. */
 void test_waiter_kill(test_waiter *w);
 
+/* A fresh path for a marker file, in a new temporary directory (free with
+ * test_marker_free(), which removes both). */
+char *test_marker_new(void);
+void test_marker_free(char *marker);
+
 /* ---- this process as a holder ---- */
 
 typedef struct test_holder {
@@ -115,6 +120,17 @@ pid_t test_token_pid(const char *token);
 /* The process whose owner token the lock at key holds, or -1 if free or
  * held by something else. */
 pid_t test_lock_holder_pid(test_redis *r, const char *key);
+
+/* Start a waiter that holds until told (see test_waiter_start) and wait
+ * until the queue of the lock at key has n entries (it is the n-th). */
+void test_queue_waiter_start(test_redis *r, test_waiter *w, const char *key, const char *uri,
+                             const char *resource, int64_t wait_ms, long long n, const char *marker);
+
+/* h releases the lock at key; w, the only waiter left in its queue, must
+ * get it within bound_ms (the time is printed) and empty the queue; then
+ * w releases and ends. */
+void test_queue_release_to(test_redis *r, test_holder *h, test_waiter *w, const char *key,
+                           int64_t bound_ms);
 
 /* Nothing but the fencing counter is left of the lock at key: the key and
  * its queue are gone (polled for a while, as a last release may still be

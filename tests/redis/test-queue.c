@@ -37,17 +37,7 @@
 
 static test_redis *server;
 static char *uri;
-static char *dir;
 static char *marker;
-
-/* Start a waiter that holds until told, and wait until it is queued
- * (entry number n). */
-static void queue_waiter(test_waiter *w, const char *key, const char *wait_uri, const char *resource,
-                         int64_t wait_ms, long long n)
-{
-	test_waiter_start(w, wait_uri, resource, wait_ms, TEST_WAITER_HOLD_UNTIL_TOLD, marker);
-	test_queue_wait_len(server, key, n, 5000);
-}
 
 /* ---- a waiter thread of this process ---------------------------------- */
 
@@ -112,7 +102,7 @@ static void test_grants_follow_arrival_order_across_processes(void **state)
 	last = dlock_fencing_token(h.lock);
 	/* Each one arrives only once the one before it is surely queued. */
 	for (int i = 0; i < FIFO_WAITERS; i++)
-		queue_waiter(&ws[i], key, uri, "queue/fifo", 30000, i + 1);
+		test_queue_waiter_start(server, &ws[i], key, uri, "queue/fifo", 30000, i + 1, marker);
 	test_holder_release(&h, DLOCK_OK);
 	for (int i = 0; i < FIFO_WAITERS; i++) {
 		char line[64];
@@ -147,8 +137,8 @@ static void test_newcomers_never_get_ahead_of_queued_waiters(void **state)
 	test_holder_open(&h, uri, "queue/barge", marker);
 	test_holder_open(&newcomer, uri, "queue/barge", NULL);
 	test_holder_take(&h);
-	queue_waiter(&a, key, uri, "queue/barge", 30000, 1);
-	queue_waiter(&b, key, uri, "queue/barge", 30000, 2);
+	test_queue_waiter_start(server, &a, key, uri, "queue/barge", 30000, 1, marker);
+	test_queue_waiter_start(server, &b, key, uri, "queue/barge", 30000, 2, marker);
 	assert_int_equal(dlock_acquire(newcomer.lock, 0), DLOCK_EBUSY);
 	test_holder_release(&h, DLOCK_OK);
 	/* The release gave the lock to the head: it was never free. */
@@ -175,20 +165,6 @@ static void test_newcomers_never_get_ahead_of_queued_waiters(void **state)
 	test_queue_assert_only_fence(server, key);
 }
 
-/* The holder releases; b, queued, must get the lock at once. */
-static void release_to(test_holder *h, test_waiter *b, const char *key)
-{
-	int64_t t0 = test_now_ms();
-
-	test_holder_release(h, DLOCK_OK);
-	test_waiter_granted(b, 10000);
-	print_message("the next waiter got the lock %" PRId64 " ms after the release\n", b->at_ms - t0);
-	assert_true(b->at_ms - t0 < HANDOFF_BOUND_MS);
-	assert_int_equal(test_queue_len(server, key), 0);
-	test_waiter_release(b);
-	test_waiter_finish(b);
-}
-
 static void test_waiter_timing_out_while_queued_leaves_the_queue_at_once(void **state)
 {
 	const char *key = "dlock:{queue/timeout}";
@@ -198,15 +174,15 @@ static void test_waiter_timing_out_while_queued_leaves_the_queue_at_once(void **
 
 	test_holder_open(&h, uri, "queue/timeout", marker);
 	test_holder_take(&h);
-	queue_waiter(&t, key, uri, "queue/timeout", 1500, 1);
-	queue_waiter(&b, key, uri, "queue/timeout", 30000, 2);
+	test_queue_waiter_start(server, &t, key, uri, "queue/timeout", 1500, 1, marker);
+	test_queue_waiter_start(server, &b, key, uri, "queue/timeout", 30000, 2, marker);
 	test_waiter_line(&t, line, sizeof(line), 5000);
 	assert_string_equal(line, "failed ETIMEDOUT");
 	/* Gone with the wait, not 5 s later with the entry's lease. */
 	test_queue_wait_len(server, key, 1, 500);
 	assert_null(test_queue_entry_id(server, key, t.pid));
 	test_waiter_finish(&t);
-	release_to(&h, &b, key);
+	test_queue_release_to(server, &h, &b, key, HANDOFF_BOUND_MS);
 	test_holder_close(&h);
 	test_queue_assert_only_fence(server, key);
 }
@@ -223,12 +199,12 @@ static void test_waiter_canceled_while_queued_leaves_the_queue_at_once(void **st
 	test_holder_take(&h);
 	c = waiter_run_start(canceled.lock, 30000);
 	test_queue_wait_len(server, key, 1, 5000);
-	queue_waiter(&b, key, uri, "queue/cancel", 30000, 2);
+	test_queue_waiter_start(server, &b, key, uri, "queue/cancel", 30000, 2, marker);
 	assert_int_equal(dlock_lock_cancel(canceled.lock), DLOCK_OK);
 	assert_int_equal(waiter_run_join(c, 2000), DLOCK_ECANCELED);
 	test_queue_wait_len(server, key, 1, 500);
 	assert_null(test_queue_entry_id(server, key, getpid()));
-	release_to(&h, &b, key);
+	test_queue_release_to(server, &h, &b, key, HANDOFF_BOUND_MS);
 	test_holder_close(&canceled);
 	test_holder_close(&h);
 	test_queue_assert_only_fence(server, key);
@@ -260,7 +236,7 @@ static void test_waiter_granted_as_it_times_out_hands_the_lock_on(void **state)
 	deadline_ms = test_now_ms() + 3000;
 	w = waiter_run_start(lock, 3000);
 	test_queue_wait_len(server, key, 1, 1500);
-	queue_waiter(&b, key, uri, "queue/late", 30000, 2);
+	test_queue_waiter_start(server, &b, key, uri, "queue/late", 30000, 2, marker);
 	test_proxy_stall(proxy, TEST_PROXY_DOWN);
 	test_holder_release(&h, DLOCK_OK);
 	/* Granted to the head: the key holds its token (this process's). */
@@ -295,7 +271,7 @@ static void test_plain_format_queues_under_the_bare_name(void **state)
 	assert_int_equal(dlock_lock_new(h.client, "queue-plain/x:q", &refused), DLOCK_EINVAL);
 	assert_null(refused);
 	test_holder_take(&h);
-	queue_waiter(&w, key, plain, key, 30000, 1);
+	test_queue_waiter_start(server, &w, key, plain, key, 30000, 1, marker);
 	assert_int_equal(test_redis_int(server, "EXISTS dlock:{%s}:q", key), 0);
 	test_holder_release(&h, DLOCK_OK);
 	test_waiter_granted(&w, 5000);
@@ -318,9 +294,7 @@ static int setup(void **state)
 {
 	server = test_redis_start(NULL, NULL, false);
 	uri = test_redis_uri(server, NULL);
-	dir = g_dir_make_tmp("dlock-queue-XXXXXX", NULL);
-	assert_non_null(dir);
-	marker = g_build_filename(dir, "holder", NULL);
+	marker = test_marker_new();
 	return 0;
 }
 
@@ -333,10 +307,7 @@ static int fresh_marker(void **state)
 
 static int teardown(void **state)
 {
-	unlink(marker);
-	rmdir(dir);
-	g_free(marker);
-	g_free(dir);
+	test_marker_free(marker);
 	g_free(uri);
 	test_redis_stop(server);
 	return 0;
