@@ -2,11 +2,19 @@
  * Acquire, release and query on Redis.
  *
  * Acquire tries once (the uncontended path is one EVALSHA round trip).
- * If the lock is held elsewhere it registers with the subscriber for the
- * lock's release channel and tries again each time it is woken: when the
- * subscription is confirmed, when a release is published, when the
- * subscriber reconnects, or when min(PTTL, a capped backoff) passes, which
- * covers a holder that crashed and never publishes.
+ * If the lock is held elsewhere the wait joins the resource's queue
+ * (scripts.c): it listens, through the client's one subscriber connection,
+ * on a channel of its own and on the release channel, and once the server
+ * has confirmed that, queues.  A release then hands the lock to the head
+ * of the queue itself and tells it on its channel, so the waiter holds the
+ * lock when the message comes, with no round trip of its own; one message
+ * per handoff, whatever the number of waiters.  The waiter also tries
+ * again (which renews its queue entry) when the subscriber reconnects,
+ * when "released" comes (a release that found no live waiter to hand to),
+ * and on a timer: at the head, min(PTTL, a capped backoff), which covers a
+ * holder that crashed and never releases; further back, the backoff's cap.
+ * A wait that ends without the lock leaves the queue, and releases the
+ * lock at once if a release handed it over meanwhile.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -18,6 +26,10 @@
 
 #define BACKOFF_FIRST_US (50 * 1000)
 #define BACKOFF_CAP_US (1000 * 1000)
+/* How long a queue entry lives unless its waiter renews it (each try
+ * does, at least every BACKOFF_CAP_US): the most a dead waiter's entry can
+ * hold up a try.  In the server's time. */
+#define QUEUE_ENTRY_LEASE_MS 5000
 /* After a release found the server unreachable, later releases within this
  * time defer at once instead of each waiting out its own timeout. */
 #define RELEASE_DEFER_US (1000 * 1000)
@@ -29,23 +41,61 @@ typedef enum try_result {
 	TRY_UNCERTAIN  /* no answer: the script may have set our key */
 } try_result;
 
-/* One EVALSHA of the acquire script, bounded by deadline_us; a cancel of
- * waiter interrupts it.  The connection of an attempt left unanswered is
- * kept in lease->kept (dlock__redis_conn_keep()). */
-static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter *waiter,
-                           const char *fence_key, int64_t deadline_us, uint64_t *ret_token,
-                           int64_t *ret_pttl, int64_t *ret_sent_us, int *ret_rc)
+/* A wait's place in the queue. */
+typedef struct queue_place {
+	char *channel;            /* the wait's own channel */
+	redis_grant box;          /* where the subscriber leaves a grant */
+	bool listening;           /* registered with the subscriber */
+	bool queued;              /* an entry may exist: leave the queue on failure */
+	int64_t ticket;           /* our entry, 0 when not known to be queued */
+	int64_t rank;             /* its place at the last try, 0 the head */
+	int64_t queued_sent_us;   /* CLOCK_BOOTTIME send of the last try that found
+	                           * us queued under ticket: a grant came later */
+} queue_place;
+
+/* What a try learned. */
+typedef struct try_answer {
+	int64_t sent_us;          /* CLOCK_BOOTTIME */
+	uint64_t token;           /* granted: the fencing token */
+	int64_t pttl;             /* busy: the lock's remaining time */
+	int64_t ticket, rank;     /* busy and queueing: our entry */
+} try_answer;
+
+static bool reply_is_integers(const redisReply *reply, size_t n)
 {
-	char ttl[24];
-	const char *words[4] = { lease->key, fence_key, lease->token, ttl };
+	if (reply->type != REDIS_REPLY_ARRAY || reply->elements < n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (reply->element[i]->type != REDIS_REPLY_INTEGER)
+			return false;
+	return true;
+}
+
+/*
+ * One EVALSHA of the acquire script, bounded by deadline_us; a cancel of
+ * waiter interrupts it.  With place, the try queues (or renews our entry).
+ * The connection of an attempt left unanswered is kept in lease->kept
+ * (dlock__redis_conn_keep()).
+ */
+static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter *waiter,
+                           const queue_place *place, int64_t deadline_us, try_answer *ans,
+                           int *ret_rc)
+{
+	char ttl[24], ticket[24] = "", entry_lease[24];
+	const char *words[8] = { lease->names.key, lease->names.fence, lease->names.queue, lease->token,
+	                         ttl, place ? lease->id : "", ticket, entry_lease };
+	size_t want = place ? 4 : 2;
 	redisReply *reply;
 	bool uncertain = false;
 	try_result result;
 	int rc;
 
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
-	*ret_sent_us = dlock__boot_us();
-	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, 2, 2, words, &reply,
+	if (place && place->ticket > 0)
+		g_snprintf(ticket, sizeof(ticket), "%" G_GINT64_FORMAT, place->ticket);
+	g_snprintf(entry_lease, sizeof(entry_lease), "%d", QUEUE_ENTRY_LEASE_MS);
+	ans->sent_us = dlock__boot_us();
+	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, 3, 5, words, &reply,
 	                              &uncertain, lease->kept);
 	if (rc != DLOCK_OK) {
 		*ret_rc = rc;
@@ -53,32 +103,43 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 			return TRY_UNCERTAIN;
 		return TRY_FAILED;
 	}
-	if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
-	    reply->element[0]->type != REDIS_REPLY_INTEGER ||
-	    reply->element[1]->type != REDIS_REPLY_INTEGER) {
+	if (!reply_is_integers(reply, 2) ||
+	    (reply->element[0]->integer == 0 && !reply_is_integers(reply, want))) {
 		*ret_rc = dlock__error(DLOCK_EBACKEND, "%s: unexpected reply to the acquire script", b->label);
 		result = TRY_FAILED;
 	} else if (reply->element[0]->integer == 1) {
-		*ret_token = (uint64_t)reply->element[1]->integer;
+		ans->token = (uint64_t)reply->element[1]->integer;
 		result = TRY_GRANTED;
 	} else {
-		*ret_pttl = reply->element[1]->integer;
+		ans->pttl = reply->element[1]->integer;
+		if (place) {
+			ans->ticket = reply->element[2]->integer;
+			ans->rank = reply->element[3]->integer;
+		}
 		result = TRY_BUSY;
 	}
 	freeReplyObject(reply);
 	return result;
 }
 
+/* The wait id: the random part of the owner token ("dlock1:<32 hex>:..."),
+ * which no other hold shares. */
+static char *wait_id(const char *token)
+{
+	const char *start = strchr(token, ':');
+
+	return g_strndup(start + 1, strcspn(start + 1, ":"));
+}
+
 static redis_lease *lease_new(dlock__backend *b, dlock__hold *hold)
 {
 	/* Reference-counted (the watchdog keeps one while it renews). */
 	redis_lease *lease = g_atomic_rc_box_new0(redis_lease);
-	const char *resource = dlock__hold_resource(hold);
 
 	lease->hold = dlock__hold_ref(hold);
-	lease->key = dlock__redis_key(b, resource);
-	lease->channel = dlock__redis_channel(b, resource);
+	dlock__redis_names_init(&lease->names, b, dlock__hold_resource(hold));
 	lease->token = dlock__token_new(dlock__hold_holder(hold));
+	lease->id = wait_id(lease->token);
 	lease->ttl_ms = dlock__hold_ttl_ms(hold);
 	lease->renew = dlock__hold_watchdog(hold);
 	lease->kept = g_array_new(FALSE, FALSE, sizeof(int));
@@ -102,12 +163,76 @@ static bool grant_alive(const redis_lease *lease, int64_t sent_us)
 /* How long to sleep before the next try when woken by nothing else: the
  * lock's remaining time if that comes first, else the backoff.  A peer may
  * set any expiry Redis takes (up to about 9.2e18 ms), so the PTTL is
- * compared before it is turned into microseconds. */
-static int64_t next_sleep_us(int64_t pttl_ms, int64_t backoff_us)
+ * compared before it is turned into microseconds.  Behind the head of the
+ * queue only the entry's renewal is due. */
+static int64_t next_sleep_us(const queue_place *place, int64_t pttl_ms, int64_t backoff_us)
 {
+	if (place->ticket > 0 && place->rank > 0)
+		return BACKOFF_CAP_US;
 	if (pttl_ms >= 0 && pttl_ms < backoff_us / 1000)
 		return MIN(pttl_ms * 1000 + 1000, backoff_us);
 	return backoff_us;
+}
+
+/* The lease is ours from sent_us on: hand it to the hold and the watchdog. */
+static void take_grant(dlock__backend *b, redis_lease *lease, uint64_t token, int64_t sent_us)
+{
+	/* Earlier tries the server is done with are no concern. */
+	if (dlock__redis_kept_settled(lease->kept)) {
+		g_array_unref(lease->kept);
+		lease->kept = NULL;
+	}
+	lease->confirmed_us = sent_us;
+	dlock__hold_set_token(lease->hold, token);
+	dlock__hold_set_backend_data(lease->hold, lease);
+	dlock__redis_watch(b, lease);
+}
+
+static void listen(dlock__backend *b, redis_lease *lease, queue_place *place, dlock__waiter *waiter)
+{
+	place->channel = g_strconcat(lease->names.wait, lease->id, NULL);
+	dlock__redis_sub_add_wait(b, lease->names.released, place->channel, waiter, &place->box);
+	place->listening = true;
+}
+
+static void stop_listening(dlock__backend *b, redis_lease *lease, queue_place *place,
+                           dlock__waiter *waiter)
+{
+	if (!place->listening)
+		return;
+	dlock__redis_sub_remove_wait(b, lease->names.released, place->channel, waiter);
+	g_free(place->channel);
+}
+
+static int release_script(dlock__backend *b, redis_lease *lease, const char *ticket,
+                          int *ret_deleted);
+
+/*
+ * The wait ended without the lock: leave the queue, and release the lock
+ * if a release handed it to us meanwhile (the next waiter gets it).  If
+ * the server does not answer, or a try may still set our key, the
+ * background cleanup does it.
+ */
+static void give_up(dlock__backend *b, redis_lease *lease, const queue_place *place, bool uncertain)
+{
+	char ticket[24] = "";
+	int deleted = 0;
+	bool done = true;
+
+	if (place->queued) {
+		/* Our last known entry; a later one, whose answer was lost, has
+		 * run out by the time the cleanup gives up. */
+		g_snprintf(ticket, sizeof(ticket), "%" G_GINT64_FORMAT, MAX(place->ticket, 0));
+		done = release_script(b, lease, ticket, &deleted) == DLOCK_OK;
+		if (done && deleted)
+			dlock__log(b->logger, DLOCK_LOG_DEBUG, "%s: %s was handed to a wait that had ended: "
+			           "released", b->label, lease->names.key);
+	}
+	if (!done || uncertain || lease->kept->len > 0) {
+		dlock__redis_cleanup_later(b, lease, ticket, dlock__boot_us() + lease->ttl_ms * 1000,
+		                           lease->kept);
+		lease->kept = NULL;
+	}
 }
 
 int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
@@ -115,19 +240,30 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 {
 	const char *resource = dlock__hold_resource(hold);
 	redis_lease *lease = lease_new(b, hold);
-	char *fence_key = dlock__redis_fence_key(b, resource);
+	queue_place place = { 0 };
 	int64_t backoff_us = BACKOFF_FIRST_US;
-	bool subscribed = false;
 	bool uncertain = false; /* a try may have set our key unseen */
 	bool first = true;
-	uint64_t token = 0;
 	int rc = DLOCK_OK;
 
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
-		int64_t pttl = -1, sent_us = 0;
+		try_answer ans = { .pttl = -1 };
+		bool queue;
 		try_result result;
 
+		if (place.ticket > 0 && dlock__redis_sub_take_grant(b, &place.box, place.ticket, &ans.token)) {
+			/* Handed over by a release, after our last try found us
+			 * queued: the lease counts from that try's send.  Too old
+			 * for what is left of the lease: the next try renews it,
+			 * finding our token in the lock. */
+			if (grant_alive(lease, place.queued_sent_us)) {
+				take_grant(b, lease, ans.token, place.queued_sent_us);
+				rc = DLOCK_OK;
+				break;
+			}
+			place.ticket = 0;
+		}
 		if (dlock__waiter_canceled(waiter)) {
 			rc = dlock__error_canceled(resource);
 			break;
@@ -136,8 +272,12 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 			rc = dlock__error_timeout(resource, wait_ms);
 			break;
 		}
-		result = try_once(b, lease, waiter, fence_key, deadline_us, &token, &pttl, &sent_us, &rc);
-		if (result == TRY_GRANTED && !grant_alive(lease, sent_us)) {
+		/* Queue only once the server will tell us of a grant. */
+		queue = place.listening && dlock__redis_sub_confirmed(b, place.channel);
+		if (queue)
+			place.queued = true;
+		result = try_once(b, lease, waiter, queue ? &place : NULL, deadline_us, &ans, &rc);
+		if (result == TRY_GRANTED && !grant_alive(lease, ans.sent_us)) {
 			/* Not a grant.  Our token may still be in the key: a later
 			 * try renews it from its own send, a failure deletes it. */
 			uncertain = true;
@@ -151,17 +291,14 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 			continue;
 		}
 		if (result == TRY_GRANTED) {
-			/* Earlier tries the server is done with are no concern. */
-			if (dlock__redis_kept_settled(lease->kept)) {
-				g_array_unref(lease->kept);
-				lease->kept = NULL;
-			}
-			lease->confirmed_us = sent_us;
-			dlock__hold_set_token(hold, token);
-			dlock__hold_set_backend_data(hold, lease);
-			dlock__redis_watch(b, lease);
+			take_grant(b, lease, ans.token, ans.sent_us);
 			rc = DLOCK_OK;
 			break;
+		}
+		if (result == TRY_BUSY && queue) {
+			place.ticket = ans.ticket;
+			place.rank = ans.rank;
+			place.queued_sent_us = ans.sent_us;
 		}
 		if (result == TRY_UNCERTAIN)
 			uncertain = true;
@@ -180,42 +317,39 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 			rc = dlock__error_busy(resource);
 			break;
 		}
-		if (!subscribed) {
-			dlock__redis_sub_add(b, lease->channel, waiter);
-			subscribed = true;
-		}
+		if (!place.listening)
+			listen(b, lease, &place, waiter);
 		rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us,
-		                        next_sleep_us(pttl, backoff_us), &backoff_us, BACKOFF_CAP_US);
+		                        next_sleep_us(&place, ans.pttl, backoff_us), &backoff_us,
+		                        BACKOFF_CAP_US);
 		if (rc != DLOCK_OK)
 			break;
 	}
-	if (subscribed)
-		dlock__redis_sub_remove(b, lease->channel, waiter);
-	g_free(fence_key);
+	stop_listening(b, lease, &place, waiter);
 	if (rc != DLOCK_OK) {
-		/* A try whose answer never came may have set our key (later tries
-		 * with the same token would have found it ours), or may still: make
-		 * sure it goes, once the server is done with that try. */
-		if (uncertain || lease->kept->len > 0) {
-			dlock__redis_cleanup_later(b, lease->key, lease->channel, lease->token,
-			                           dlock__boot_us() + lease->ttl_ms * 1000, lease->kept);
-			lease->kept = NULL;
-		}
+		/* Leave the queue; a try whose answer never came may have set our
+		 * key (later tries with the same token would have found it ours),
+		 * or may still: make sure it goes, once the server is done with
+		 * that try. */
+		give_up(b, lease, &place, uncertain);
 		dlock__redis_lease_unref(lease);
 	}
 	return rc;
 }
 
-static int release_now(dlock__backend *b, redis_lease *lease, int *ret_deleted)
+/* The release script for lease, bounded by one command timeout: a
+ * reconnect included.  *ret_deleted: whether it deleted our lock. */
+static int release_script(dlock__backend *b, redis_lease *lease, const char *ticket,
+                          int *ret_deleted)
 {
-	const char *words[3] = { lease->key, lease->token, lease->channel };
-	/* The whole release, a reconnect included, fits in one command timeout. */
+	const char *words[8];
 	int64_t deadline_us = dlock__mono_us() + b->command_timeout_ms * 1000;
 	redisReply *reply;
 	bool uncertain = false;
 	int rc;
 
-	rc = dlock__redis_eval_pooled(b, NULL, deadline_us, SCRIPT_RELEASE, 1, 2, words, &reply,
+	dlock__redis_release_words(&lease->names, lease->token, ticket, lease->id, words);
+	rc = dlock__redis_eval_pooled(b, NULL, deadline_us, SCRIPT_RELEASE, 3, 5, words, &reply,
 	                              &uncertain, NULL);
 	if (rc != DLOCK_OK)
 		return rc;
@@ -246,9 +380,10 @@ static bool release_deferred(dlock__backend *b)
 }
 
 /*
- * End a hold: stop the watchdog for it, then compare-and-delete.  If the
- * server is unreachable (or the watchdog already found it so), the delete
- * goes on in the background and the caller is not kept waiting.
+ * End a hold: stop the watchdog for it, then compare-and-delete, which
+ * hands the lock to the next waiter.  If the server is unreachable (or the
+ * watchdog already found it so), the delete goes on in the background and
+ * the caller is not kept waiting.
  */
 int dlock__redis_release(dlock__backend *b, dlock__hold *hold)
 {
@@ -264,27 +399,27 @@ int dlock__redis_release(dlock__backend *b, dlock__hold *hold)
 	if (!suspended && release_deferred(b))
 		suspended = true; /* a release just found the server unreachable */
 	if (suspended) {
-		dlock__redis_cleanup_later(b, lease->key, lease->channel, lease->token,
-		                           dlock__boot_us() + lease->ttl_ms * 1000, take_kept(lease));
+		dlock__redis_cleanup_later(b, lease, "", dlock__boot_us() + lease->ttl_ms * 1000,
+		                           take_kept(lease));
 		rc = lost ? DLOCK_ELOST : DLOCK_OK;
-	} else if ((rc = release_now(b, lease, &deleted)) != DLOCK_OK) {
-		dlock__log(b->logger, DLOCK_LOG_WARNING, "release of '%s' deferred: %s", lease->key,
+	} else if ((rc = release_script(b, lease, "", &deleted)) != DLOCK_OK) {
+		dlock__log(b->logger, DLOCK_LOG_WARNING, "release of '%s' deferred: %s", lease->names.key,
 		           dlock_last_error_message());
 		if (rc == DLOCK_EUNAVAILABLE) {
 			g_mutex_lock(&b->pool_mu);
 			b->release_defer_until_us = dlock__mono_us() + RELEASE_DEFER_US;
 			g_mutex_unlock(&b->pool_mu);
 		}
-		dlock__redis_cleanup_later(b, lease->key, lease->channel, lease->token,
-		                           dlock__boot_us() + lease->ttl_ms * 1000, take_kept(lease));
+		dlock__redis_cleanup_later(b, lease, "", dlock__boot_us() + lease->ttl_ms * 1000,
+		                           take_kept(lease));
 		rc = DLOCK_OK;
 	} else {
 		rc = deleted ? DLOCK_OK : DLOCK_ELOST;
 		/* An earlier try of the acquire, left unanswered, may still set
 		 * the key again after this delete. */
 		if (lease->kept)
-			dlock__redis_cleanup_later(b, lease->key, lease->channel, lease->token,
-			                           dlock__boot_us() + lease->ttl_ms * 1000, take_kept(lease));
+			dlock__redis_cleanup_later(b, lease, "", dlock__boot_us() + lease->ttl_ms * 1000,
+			                           take_kept(lease));
 	}
 	dlock__redis_lease_unref(lease);
 	return rc;

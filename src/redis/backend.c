@@ -47,10 +47,12 @@ static const dlock__option options[] = {
 static int check_resource(const dlock__backend *b, const char *resource)
 {
 	if (b->plain_keys && (g_str_has_suffix(resource, ":fence") ||
+	                      g_str_has_suffix(resource, ":q") ||
 	                      g_str_has_suffix(resource, ":released")))
 		return dlock__error(DLOCK_EINVAL,
 		                    "resource name '%s': with key-format=plain, names ending in "
-		                    "':fence' or ':released' would collide with dlock's own keys", resource);
+		                    "':fence', ':q' or ':released' would collide with dlock's own keys",
+		                    resource);
 	return DLOCK_OK;
 }
 

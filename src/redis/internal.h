@@ -24,6 +24,15 @@
 typedef struct redis_sub redis_sub;
 typedef struct redis_watchdog redis_watchdog;
 
+/* The keys and channels of one resource (keys.c). */
+typedef struct redis_names {
+	char *key;                /* the lock */
+	char *fence;              /* the fencing counter */
+	char *queue;              /* the wait queue */
+	char *released;           /* the release channel */
+	char *wait;               /* a wait's own channel, less the wait's id */
+} redis_names;
+
 typedef enum redis_script {
 	SCRIPT_ACQUIRE,
 	SCRIPT_RELEASE,
@@ -76,9 +85,9 @@ struct dlock__backend {
 /* Server-side state of one hold: the lease. */
 typedef struct redis_lease { /* a g_atomic_rc_box */
 	dlock__hold *hold;        /* referenced */
-	char *key;
-	char *channel;
+	redis_names names;
 	char *token;
+	char *id;                 /* names this hold's wait: its channel, its queue entry */
 	int64_t ttl_ms;
 	bool renew;               /* watchdog on */
 	GArray *kept;             /* int: connections of tries left unanswered, or NULL */
@@ -94,6 +103,9 @@ typedef struct redis_lease { /* a g_atomic_rc_box */
 char *dlock__redis_key(const dlock__backend *b, const char *resource);
 char *dlock__redis_fence_key(const dlock__backend *b, const char *resource);
 char *dlock__redis_channel(const dlock__backend *b, const char *resource);
+void dlock__redis_names_init(redis_names *names, const dlock__backend *b, const char *resource);
+void dlock__redis_names_copy(redis_names *to, const redis_names *from);
+void dlock__redis_names_clear(redis_names *names);
 
 /* ---- conn.c ---- */
 /* Connect, with AUTH and SELECT as configured (select: false for pub/sub).
@@ -148,6 +160,9 @@ void dlock__redis_scripts_clear(dlock__backend *b);
 int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script, int nkeys,
                       int nargs, const char **words, redisReply **ret);
 const char *dlock__redis_script_body(redis_script script);
+/* The 3 keys and 5 arguments of the release script, into words. */
+void dlock__redis_release_words(const redis_names *names, const char *token, const char *ticket,
+                                const char *id, const char **words);
 /* The server does not have the script cached (flushed, or restarted). */
 bool dlock__redis_is_noscript(const redisReply *reply);
 /*
@@ -172,11 +187,25 @@ dlock__backend_release_fn dlock__redis_release;
 dlock__backend_query_fn dlock__redis_query;
 
 /* ---- subscriber.c ---- */
-/* Register waiter for release messages on channel; starts the subscriber
- * thread on first use.  Wakes the waiter when the subscription is
- * confirmed, on each message, and after every reconnect. */
-void dlock__redis_sub_add(dlock__backend *b, const char *channel, dlock__waiter *waiter);
-void dlock__redis_sub_remove(dlock__backend *b, const char *channel, dlock__waiter *waiter);
+/* A wait's mailbox: the grant a release sent it, ticket 0 for none.
+ * Guarded by the subscriber's mutex. */
+typedef struct redis_grant {
+	int64_t ticket;           /* the queue entry it was granted to */
+	uint64_t token;           /* its fencing token */
+} redis_grant;
+/* Register a queueing waiter on its own channel, with its mailbox, and on
+ * the release channel (starting the subscriber thread on first use); it is
+ * woken when its own channel is confirmed, on every message on either, and
+ * after every reconnect.  Remove it. */
+void dlock__redis_sub_add_wait(dlock__backend *b, const char *released, const char *channel,
+                               dlock__waiter *waiter, redis_grant *box);
+void dlock__redis_sub_remove_wait(dlock__backend *b, const char *released, const char *channel,
+                                  dlock__waiter *waiter);
+/* Whether the server has confirmed the subscription to channel. */
+bool dlock__redis_sub_confirmed(dlock__backend *b, const char *channel);
+/* Take the grant left in box if it is for ticket (an older one is dropped). */
+bool dlock__redis_sub_take_grant(dlock__backend *b, redis_grant *box, int64_t ticket,
+                                 uint64_t *ret_token);
 void dlock__redis_sub_stop(dlock__backend *b);
 
 /* ---- watchdog.c ---- */
@@ -187,12 +216,13 @@ void dlock__redis_watch(dlock__backend *b, redis_lease *lease);
 /* Stop tracking it.  Returns true if the watchdog had seen it fail to
  * renew (suspended) or lost, so release need not wait on a dead server. */
 bool dlock__redis_unwatch(dlock__backend *b, redis_lease *lease, bool *ret_lost);
-/* Delete key if it still holds token, in the background, until done or
- * until expires_us (CLOCK_BOOTTIME), after which the lease has ended it.
+/* Release lease's lock if it still holds lease's token (and leave the
+ * queue, when ticket is not ""), in the background, until done or until
+ * expires_us (CLOCK_BOOTTIME), after which the lease has ended it.
  * kept (taken, may be NULL): connections of tries with this token left
  * unanswered; the delete waits until the server is done with them. */
-void dlock__redis_cleanup_later(dlock__backend *b, const char *key, const char *channel,
-                                const char *token, int64_t expires_us, GArray *kept);
+void dlock__redis_cleanup_later(dlock__backend *b, const redis_lease *lease, const char *ticket,
+                                int64_t expires_us, GArray *kept);
 void dlock__redis_watchdog_stop(dlock__backend *b);
 
 #endif

@@ -1,13 +1,15 @@
 /*
- * Key names for resource R: "<prefix>{R}" (default prefix "dlock:"), the
- * fencing counter "<prefix>{R}:fence" and the release channel
- * "<prefix>{R}:released"; the braces keep all three in one cluster slot.
- * With key-format=plain the lock key is R itself, as redis-py's Lock and
- * similar peers name it, so dlock and those peers exclude each other.
+ * Names for resource R: the lock "<prefix>{R}" (default prefix "dlock:"),
+ * the fencing counter "<prefix>{R}:fence", the wait queue
+ * "<prefix>{R}:q", the release channel "<prefix>{R}:released" and each
+ * wait's own channel "<prefix>{R}:w:<id>"; the braces keep every key in
+ * one cluster slot.  With key-format=plain the lock key is R itself, as
+ * redis-py's Lock and similar peers name it, so dlock and those peers
+ * exclude each other.
  */
 #include "internal.h"
 
-/* The key names are built on every acquire: concatenation, not printf. */
+/* The names are built on every acquire: concatenation, not printf. */
 static char *key_with(const dlock__backend *b, const char *resource, const char *suffix)
 {
 	if (b->plain_keys)
@@ -28,4 +30,31 @@ char *dlock__redis_fence_key(const dlock__backend *b, const char *resource)
 char *dlock__redis_channel(const dlock__backend *b, const char *resource)
 {
 	return key_with(b, resource, ":released");
+}
+
+void dlock__redis_names_init(redis_names *names, const dlock__backend *b, const char *resource)
+{
+	names->key = dlock__redis_key(b, resource);
+	names->fence = dlock__redis_fence_key(b, resource);
+	names->queue = key_with(b, resource, ":q");
+	names->released = dlock__redis_channel(b, resource);
+	names->wait = key_with(b, resource, ":w:");
+}
+
+void dlock__redis_names_copy(redis_names *to, const redis_names *from)
+{
+	to->key = g_strdup(from->key);
+	to->fence = g_strdup(from->fence);
+	to->queue = g_strdup(from->queue);
+	to->released = g_strdup(from->released);
+	to->wait = g_strdup(from->wait);
+}
+
+void dlock__redis_names_clear(redis_names *names)
+{
+	g_free(names->key);
+	g_free(names->fence);
+	g_free(names->queue);
+	g_free(names->released);
+	g_free(names->wait);
 }

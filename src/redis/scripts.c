@@ -1,7 +1,8 @@
 /*
- * The three Lua scripts of the lease protocol, run by EVALSHA.  Each is one
- * atomic step on the server, so no other client can slip between the
- * comparison and the change.
+ * The three Lua scripts of the lease protocol and its wait queue, run by
+ * EVALSHA.  Each is one atomic step on the server, so no other client can
+ * slip between the comparison and the change, and a release hands the
+ * lock to the next waiter with no moment at which it is free.
  */
 #include <string.h>
 
@@ -10,42 +11,145 @@
 #include "internal.h"
 
 /*
- * Acquire.  KEYS: lock, fence counter.  ARGV: token, ttl (ms).
- * Granted: {1, fencing token}.  Held elsewhere: {0, PTTL of the lock}.
- * A lock already holding our token was set by an earlier try of this same
- * acquire whose answer was lost: it is ours, so a retry is idempotent.
- * A missing counter (INCR gives 1) starts again from the server's clock in
- * microseconds, so tokens keep increasing across a restart that lost it;
- * the common path is one SET and one INCR.
+ * What the acquire and release scripts share.  KEYS: lock, fence counter,
+ * wait queue.  The queue is a sorted set scored by arrival ticket (an INCR
+ * of the counter: unique and increasing), each member
+ * "<entry lease end, server ms>|<hold TTL ms>|<wait id>|<owner token>".
+ * An entry whose lease has run out is a waiter that stopped renewing it (its
+ * process died, or lost the server): head() drops such entries as it meets
+ * them, a bounded number per call.  Numbers reach strings through
+ * string.format('%d'), never '..', which would round them to 14 digits.
+ *
+ * fence(): the next fencing token.  A missing counter (INCR gives 1)
+ * starts again from the server's clock in microseconds, so tokens keep
+ * increasing across a restart that lost it.
+ * head(now): the first live entry and its ticket, nil for none, false when
+ * too many dead entries came first to look further this time.
+ * mine(ticket, id): our entry, if it is still queued.
  */
-static const char acquire_lua[] =
-	"if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-	"  local n = redis.call('INCR', KEYS[2])\n"
-	"  if n == 1 then\n"
-	"    local t = redis.call('TIME')\n"
-	"    redis.call('SET', KEYS[2], t[1] .. string.sub('000000' .. t[2], -6))\n"
-	"    n = redis.call('INCR', KEYS[2])\n"
-	"  end\n"
-	"  return {1, n}\n"
+#define QUEUE_LUA \
+	"local function fence()\n" \
+	"  local n = redis.call('INCR', KEYS[2])\n" \
+	"  if n == 1 then\n" \
+	"    local t = redis.call('TIME')\n" \
+	"    redis.call('SET', KEYS[2], t[1] .. string.sub('000000' .. t[2], -6))\n" \
+	"    n = redis.call('INCR', KEYS[2])\n" \
+	"  end\n" \
+	"  return n\n" \
+	"end\n" \
+	"local function now_ms()\n" \
+	"  local t = redis.call('TIME')\n" \
+	"  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
+	"end\n" \
+	"local function head(now)\n" \
+	"  for _ = 1, 4 do\n" \
+	"    local batch = redis.call('ZRANGE', KEYS[3], 0, 15, 'WITHSCORES')\n" \
+	"    if #batch == 0 then return nil end\n" \
+	"    for i = 1, #batch, 2 do\n" \
+	"      if (tonumber(string.match(batch[i], '^(%d+)|')) or 0) > now then\n" \
+	"        return batch[i], batch[i + 1]\n" \
+	"      end\n" \
+	"      redis.call('ZREM', KEYS[3], batch[i])\n" \
+	"    end\n" \
+	"  end\n" \
+	"  return false\n" \
+	"end\n" \
+	"local function mine(ticket, id)\n" \
+	"  if ticket == '' then return nil end\n" \
+	"  local m = redis.call('ZRANGEBYSCORE', KEYS[3], ticket, ticket)[1]\n" \
+	"  if m and string.match(m, '^%d+|%d+|([^|]+)|') == id then return m end\n" \
+	"  return nil\n" \
 	"end\n"
-	"if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-	"  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-	"  return {1, redis.call('INCR', KEYS[2])}\n"
-	"end\n"
-	"return {0, redis.call('PTTL', KEYS[1])}\n";
 
 /*
- * Release.  KEYS: lock.  ARGV: token, release channel.  1 when deleted,
- * 0 when the lock holds another value (or none).  PUBLISH goes through
- * pcall: a user without channel rights still releases.
+ * Acquire.  ARGV: token, TTL (ms), wait id ("" for a try that does not
+ * queue), our ticket ("" when not queued), entry lease (ms).
+ * Granted: {1, fencing token}.  Otherwise {0, PTTL of the lock}, and when
+ * queueing also our ticket and our rank in the queue (0: the head).
+ * With no queue the common path is today's SET NX and INCR.  Over a queue
+ * the lock is taken only when it is free and no live entry is ahead of
+ * ours: a newcomer never gets ahead of queued waiters.  A lock already
+ * holding our token was set by an earlier try of this acquire whose answer
+ * was lost, or granted to us by a release whose message was lost: it is
+ * ours, so a retry is idempotent.  A queueing call adds our entry, or
+ * renews its lease in place (same ticket, same position).
  */
-static const char release_lua[] =
-	"if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-	"  redis.call('DEL', KEYS[1])\n"
-	"  redis.pcall('PUBLISH', ARGV[2], 'released')\n"
-	"  return 1\n"
+static const char acquire_lua[] = QUEUE_LUA
+	"local token, ttl = ARGV[1], ARGV[2]\n"
+	"local now, m\n"
+	"if redis.call('EXISTS', KEYS[3]) == 0 then\n"
+	"  if redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl) then return {1, fence()} end\n"
+	"else\n"
+	"  now = now_ms()\n"
+	"  m = mine(ARGV[4], ARGV[3])\n"
+	"  local h = head(now)\n"
+	"  if h == nil or h == m then\n"
+	"    if redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl) then\n"
+	"      if m then redis.call('ZREM', KEYS[3], m) end\n"
+	"      return {1, fence()}\n"
+	"    end\n"
+	"  end\n"
 	"end\n"
-	"return 0\n";
+	"if redis.call('GET', KEYS[1]) == token then\n"
+	"  redis.call('PEXPIRE', KEYS[1], ttl)\n"
+	"  if m then redis.call('ZREM', KEYS[3], m) end\n"
+	"  return {1, fence()}\n"
+	"end\n"
+	"if ARGV[3] == '' then return {0, redis.call('PTTL', KEYS[1])} end\n"
+	"now = now or now_ms()\n"
+	"local ticket\n"
+	"if m then\n"
+	"  redis.call('ZREM', KEYS[3], m)\n"
+	"  ticket = tonumber(ARGV[4])\n"
+	"else\n"
+	"  ticket = fence()\n"
+	"end\n"
+	"local entry = string.format('%d|%d|%s|%s', now + tonumber(ARGV[5]), tonumber(ttl), ARGV[3], token)\n"
+	"redis.call('ZADD', KEYS[3], ticket, entry)\n"
+	"if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[5]) then\n"
+	"  redis.call('PEXPIRE', KEYS[3], ARGV[5])\n"
+	"end\n"
+	"return {0, redis.call('PTTL', KEYS[1]), ticket, redis.call('ZRANK', KEYS[3], entry)}\n";
+
+/*
+ * Release, and leaving the queue.  ARGV: token, release channel, the
+ * waits' channel prefix, our ticket and wait id ("" when not queued).
+ * Our entry, if any, goes first.  Then, if the lock holds our token: 1,
+ * and it is handed to the first live waiter: the lock set to that waiter's
+ * token with its TTL, a fencing token drawn, and "<fencing token>
+ * <ticket>" published on the waiter's own channel.  A grant that reaches
+ * no subscriber (the waiter is gone) is undone and the next waiter tried,
+ * up to 8; when none took it the lock stays free and "released" goes out
+ * on the release channel, to every waiter and to clients that do not
+ * queue.  0 when the lock holds another value or none.  PUBLISH goes
+ * through pcall: a user without channel rights still releases.
+ */
+static const char release_lua[] = QUEUE_LUA
+	"if ARGV[4] ~= '' then\n"
+	"  local m = mine(ARGV[4], ARGV[5])\n"
+	"  if m then redis.call('ZREM', KEYS[3], m) end\n"
+	"end\n"
+	"if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+	"redis.call('DEL', KEYS[1])\n"
+	"if redis.call('EXISTS', KEYS[3]) == 1 then\n"
+	"  local now = now_ms()\n"
+	"  for _ = 1, 8 do\n"
+	"    local h, ticket = head(now)\n"
+	"    if not h then break end\n"
+	"    redis.call('ZREM', KEYS[3], h)\n"
+	"    local _, ttl, id, token = string.match(h, '^(%d+)|(%d+)|([^|]+)|(.*)$')\n"
+	"    if token then\n"
+	"      redis.call('SET', KEYS[1], token, 'PX', ttl)\n"
+	"      local n = fence()\n"
+	"      local heard = redis.pcall('PUBLISH', ARGV[3] .. id,\n"
+	"                                string.format('%d %d', n, tonumber(ticket)))\n"
+	"      if type(heard) == 'number' and heard > 0 then return 1 end\n"
+	"      redis.call('DEL', KEYS[1])\n"
+	"    end\n"
+	"  end\n"
+	"end\n"
+	"redis.pcall('PUBLISH', ARGV[2], 'released')\n"
+	"return 1\n";
 
 /* Renew.  KEYS: lock.  ARGV: token, ttl (ms).  1 renewed, 0 not ours. */
 static const char renew_lua[] =
@@ -63,6 +167,19 @@ static const char *const bodies[SCRIPT_COUNT] = {
 const char *dlock__redis_script_body(redis_script script)
 {
 	return bodies[script];
+}
+
+void dlock__redis_release_words(const redis_names *names, const char *token, const char *ticket,
+                                const char *id, const char **words)
+{
+	words[0] = names->key;
+	words[1] = names->fence;
+	words[2] = names->queue;
+	words[3] = token;
+	words[4] = names->released;
+	words[5] = names->wait;
+	words[6] = ticket;
+	words[7] = *ticket ? id : "";
 }
 
 void dlock__redis_scripts_init(dlock__backend *b)

@@ -6,6 +6,11 @@
  * catching a release that happened before it), on every release message,
  * and after a reconnect (messages may have been missed while down).
  *
+ * A wait queued on a resource listens on a channel of its own, on which a
+ * release grants it the lock: "<fencing token> <ticket>".  Such a channel
+ * has a mailbox (a redis_grant of the waiting thread) where the message is
+ * left for the waiter before it is woken.
+ *
  * Other threads never touch the connection: they change the table and
  * poke an eventfd; the thread then sends SUBSCRIBE/UNSUBSCRIBE for the
  * channels whose wanted state differs from what the server has.
@@ -42,6 +47,7 @@ struct redis_sub {
 	dlock__backend *b;
 	GMutex mu;
 	dlock__waketable *channels; /* name -> waiters, and the channel's state */
+	GHashTable *boxes;        /* a wait's channel -> its redis_grant * */
 	bool stop;
 	int wake_fd;
 };
@@ -72,6 +78,27 @@ static void sync_channels(redis_sub *sub, redisContext *ctx)
 		dlock__waketable_iter_set_data(&iter, GUINT_TO_POINTER(state | PENDING));
 	}
 	g_mutex_unlock(&sub->mu);
+}
+
+/* Leave a grant in the mailbox of the wait that listens on name, if any.
+ * Called with sub->mu held. */
+static void post_grant(redis_sub *sub, const char *name, const char *text)
+{
+	redis_grant *box = g_hash_table_lookup(sub->boxes, name);
+	uint64_t token;
+	int64_t ticket;
+	char *end;
+
+	if (!box)
+		return;
+	token = g_ascii_strtoull(text, &end, 10);
+	if (*end != ' ' || token == 0)
+		return;
+	ticket = g_ascii_strtoll(end + 1, &end, 10);
+	if (*end != '\0' || ticket <= 0)
+		return;
+	box->token = token;
+	box->ticket = ticket;
 }
 
 /* Handle one reply from the server: subscribe, unsubscribe, message, pong. */
@@ -112,6 +139,8 @@ static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_u
 		/* Frees the channel if it has no waiter left. */
 		dlock__waketable_set_data(sub->channels, name, NULL);
 	} else if (strcmp(kind, "message") == 0) {
+		if (reply->elements == 3 && reply->element[2]->type == REDIS_REPLY_STRING)
+			post_grant(sub, name, reply->element[2]->str);
 		dlock__waketable_wake(sub->channels, name);
 	}
 	g_mutex_unlock(&sub->mu);
@@ -277,6 +306,7 @@ static gpointer sub_new(gpointer data, bool *ret_start)
 	g_mutex_init(&sub->mu);
 	sub->channels = dlock__waketable_new(g_str_hash, g_str_equal, (dlock__key_copy_fn)g_strdup,
 	                                     g_free, NULL);
+	sub->boxes = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 	sub->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (sub->wake_fd < 0)
 		g_error("dlock: eventfd: %s", g_strerror(errno));
@@ -288,31 +318,65 @@ static redis_sub *sub_get(dlock__backend *b)
 	return dlock__lazy_thread_get(&b->sub, &b->lazy_mu, "dlock-subscribe", sub_new, subscriber_main, b);
 }
 
-void dlock__redis_sub_add(dlock__backend *b, const char *name, dlock__waiter *waiter)
+void dlock__redis_sub_add_wait(dlock__backend *b, const char *released, const char *name,
+                               dlock__waiter *waiter, redis_grant *box)
 {
 	redis_sub *sub = sub_get(b);
 
+	box->ticket = 0;
 	g_mutex_lock(&sub->mu);
+	g_hash_table_insert(sub->boxes, g_strdup(name), box);
+	/* Woken when its own channel is confirmed, not before: it queues
+	 * then, and a try before would be one too many. */
 	dlock__waketable_add(sub->channels, name, waiter);
-	/* Already subscribed: this waiter's next try follows a confirmed
-	 * subscription, so wake it at once. */
-	if (GPOINTER_TO_UINT(dlock__waketable_data(sub->channels, name)) == SUBSCRIBED)
-		dlock__waiter_wake(waiter);
+	dlock__waketable_add(sub->channels, released, waiter);
 	g_mutex_unlock(&sub->mu);
 	poke(sub);
 }
 
-void dlock__redis_sub_remove(dlock__backend *b, const char *name, dlock__waiter *waiter)
+void dlock__redis_sub_remove_wait(dlock__backend *b, const char *released, const char *name,
+                                  dlock__waiter *waiter)
 {
 	redis_sub *sub = dlock__lazy_thread_peek(&b->sub);
 
 	if (!sub)
 		return;
 	g_mutex_lock(&sub->mu);
-	/* A subscribed channel stays until the server confirms its end. */
+	g_hash_table_remove(sub->boxes, name);
 	dlock__waketable_remove(sub->channels, name, waiter);
+	dlock__waketable_remove(sub->channels, released, waiter);
 	g_mutex_unlock(&sub->mu);
 	poke(sub);
+}
+
+bool dlock__redis_sub_confirmed(dlock__backend *b, const char *name)
+{
+	redis_sub *sub = dlock__lazy_thread_peek(&b->sub);
+	bool confirmed;
+
+	if (!sub)
+		return false;
+	g_mutex_lock(&sub->mu);
+	confirmed = GPOINTER_TO_UINT(dlock__waketable_data(sub->channels, name)) & SUBSCRIBED;
+	g_mutex_unlock(&sub->mu);
+	return confirmed;
+}
+
+bool dlock__redis_sub_take_grant(dlock__backend *b, redis_grant *box, int64_t ticket,
+                                 uint64_t *ret_token)
+{
+	redis_sub *sub = dlock__lazy_thread_peek(&b->sub);
+	bool granted;
+
+	if (!sub)
+		return false;
+	g_mutex_lock(&sub->mu);
+	granted = box->ticket == ticket;
+	if (granted)
+		*ret_token = box->token;
+	box->ticket = 0;
+	g_mutex_unlock(&sub->mu);
+	return granted;
 }
 
 static void sub_tell_stop(gpointer data)
@@ -333,6 +397,7 @@ void dlock__redis_sub_stop(dlock__backend *b)
 		return;
 	close(sub->wake_fd);
 	dlock__waketable_free(sub->channels);
+	g_hash_table_unref(sub->boxes);
 	g_mutex_clear(&sub->mu);
 	g_free(sub);
 }

@@ -58,9 +58,10 @@
  * and announce it on channel, once the server is done with the
  * connections of the tries left unanswered (kept). */
 typedef struct deferred_release {
-	char *key;
-	char *channel;
+	redis_names names;
 	char *token;
+	char *ticket;         /* of the queue entry to remove, or "" */
+	char *id;
 	GArray *kept;         /* int, or NULL */
 } deferred_release;
 
@@ -90,8 +91,8 @@ static void lease_clear(redis_lease *lease)
 {
 	dlock__hold_unref(lease->hold);
 	dlock__redis_kept_close(lease->kept);
-	g_free(lease->key);
-	g_free(lease->channel);
+	dlock__redis_names_clear(&lease->names);
+	g_free(lease->id);
 	g_free(lease->token);
 }
 
@@ -105,9 +106,10 @@ static void deferred_release_free(gpointer data)
 {
 	deferred_release *c = data;
 
-	g_free(c->key);
-	g_free(c->channel);
+	dlock__redis_names_clear(&c->names);
 	g_free(c->token);
+	g_free(c->ticket);
+	g_free(c->id);
 	dlock__redis_kept_close(c->kept);
 	g_free(c);
 }
@@ -149,7 +151,7 @@ static void expire_leases(redis_watchdog *wd, int64_t now)
 		if (!lease->lost && now >= lease_expiry_us(lease)) {
 			lease->lost = true;
 			dlock__log(wd->b->logger, DLOCK_LOG_WARNING, "%s: lease of %s ran out before it could be renewed",
-			           wd->b->label, lease->key);
+			           wd->b->label, lease->names.key);
 			dlock__hold_report(lease->hold, DLOCK_STATE_LOST);
 		}
 	}
@@ -187,10 +189,10 @@ static void append_renew(dlock__backend *b, redisContext *ctx, const redis_lease
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
 	if (by_body)
 		redisAppendCommand(ctx, "EVAL %s 1 %s %s %s", dlock__redis_script_body(SCRIPT_RENEW),
-		                   lease->key, lease->token, ttl);
+		                   lease->names.key, lease->token, ttl);
 	else
-		redisAppendCommand(ctx, "EVALSHA %s 1 %s %s %s", b->script_sha[SCRIPT_RENEW], lease->key,
-		                   lease->token, ttl);
+		redisAppendCommand(ctx, "EVALSHA %s 1 %s %s %s", b->script_sha[SCRIPT_RENEW],
+		                   lease->names.key, lease->token, ttl);
 }
 
 /* What one renewal reply says: 1 renewed, 0 not ours any more, -1 no
@@ -296,7 +298,7 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 		} else if (results[i] == 0) {
 			lease->lost = true;
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: %s no longer holds our token: lock lost",
-			           b->label, lease->key);
+			           b->label, lease->names.key);
 			dlock__hold_report(lease->hold, DLOCK_STATE_LOST);
 		} else {
 			lease->next_renew_us = renew_retry_us(wd, lease, dlock__boot_us());
@@ -325,8 +327,7 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 	deferred_release *c = data;
 	redis_watchdog *wd = ctx;
 	dlock__backend *b = wd->b;
-	const char *argv[6] = { "EVAL", dlock__redis_script_body(SCRIPT_RELEASE), "1",
-	                        c->key, c->token, c->channel };
+	const char *argv[11] = { "EVAL", dlock__redis_script_body(SCRIPT_RELEASE), "3" };
 	dlock__cleanup_result result = DLOCK__CLEANUP_RETRY;
 	redisReply *reply;
 
@@ -336,7 +337,8 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 	if (!ensure_connection(wd, CLEANUP_TIMEOUT_US))
 		return DLOCK__CLEANUP_UNANSWERED;
 	set_timeout(wd->ctx, MIN(CLEANUP_TIMEOUT_US, b->command_timeout_ms * 1000));
-	reply = dlock__redis_call(wd->ctx, 6, argv, NULL);
+	dlock__redis_release_words(&c->names, c->token, c->ticket, c->id, &argv[3]);
+	reply = dlock__redis_call(wd->ctx, 11, argv, NULL);
 	if (!reply) {
 		redisFree(wd->ctx);
 		wd->ctx = NULL;
@@ -344,7 +346,8 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 	}
 	if (reply->type == REDIS_REPLY_INTEGER) {
 		result = DLOCK__CLEANUP_DONE;
-		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: deferred release of %s done", b->label, c->key);
+		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: deferred release of %s done", b->label,
+		           c->names.key);
 	}
 	freeReplyObject(reply);
 	return result;
@@ -504,16 +507,17 @@ bool dlock__redis_unwatch(dlock__backend *b, redis_lease *lease, bool *ret_lost)
 	return troubled;
 }
 
-void dlock__redis_cleanup_later(dlock__backend *b, const char *key, const char *channel,
-                                const char *token, int64_t expires_us, GArray *kept)
+void dlock__redis_cleanup_later(dlock__backend *b, const redis_lease *lease, const char *ticket,
+                                int64_t expires_us, GArray *kept)
 {
 	redis_watchdog *wd = watchdog_get(b);
 	deferred_release *c = g_new0(deferred_release, 1);
 	int64_t now = dlock__boot_us();
 
-	c->key = g_strdup(key);
-	c->channel = g_strdup(channel);
-	c->token = g_strdup(token);
+	dlock__redis_names_copy(&c->names, &lease->names);
+	c->token = g_strdup(lease->token);
+	c->ticket = g_strdup(ticket);
+	c->id = g_strdup(lease->id);
 	c->kept = kept;
 	g_mutex_lock(&wd->mu);
 	dlock__cleanups_add(wd->cleanups, &release_ops, c, expires_us, now);
