@@ -75,6 +75,30 @@ int test_waiter_worker(char **argv)
 
 /* ---- test side ---- */
 
+/* Waiters started and not yet ended, for test_waiters_kill_all(). */
+static GArray *running;
+
+static void forget(pid_t pid)
+{
+	for (guint i = 0; running && i < running->len; i++) {
+		if (g_array_index(running, pid_t, i) == pid) {
+			g_array_remove_index_fast(running, i);
+			return;
+		}
+	}
+}
+
+void test_waiters_kill_all(void)
+{
+	while (running && running->len) {
+		pid_t pid = g_array_index(running, pid_t, 0);
+
+		kill(pid, SIGKILL);
+		test_wait_child(pid, NULL);
+		forget(pid);
+	}
+}
+
 void test_waiter_start(test_waiter *w, const char *uri, const char *resource, int64_t wait_ms,
                        int64_t hold_ms, const char *marker)
 {
@@ -86,6 +110,9 @@ void test_waiter_start(test_waiter *w, const char *uri, const char *resource, in
 	g_snprintf(hold_text, sizeof(hold_text), "%" PRId64, hold_ms);
 	memset(w, 0, sizeof(*w));
 	w->pid = test_spawn_worker_io(args, &w->in_fd, &w->out_fd);
+	if (!running)
+		running = g_array_new(FALSE, FALSE, sizeof(pid_t));
+	g_array_append_val(running, w->pid);
 }
 
 void test_waiter_line(test_waiter *w, char *buf, size_t len, int64_t timeout_ms)
@@ -119,7 +146,7 @@ void test_waiter_release(test_waiter *w)
 
 	assert_true(test_write_str(w->in_fd, "release\n"));
 	test_waiter_line(w, line, sizeof(line), 10000);
-	if (strcmp(line, "released OK") != 0)
+	if (strcmp(line, "released DLOCK_OK") != 0)
 		fail_msg("waiter %d: \"%s\" on release", (int)w->pid, line);
 }
 
@@ -128,23 +155,24 @@ int test_waiters_next(test_waiter *ws, int n, char *buf, size_t len, int64_t tim
 	int64_t until = test_now_ms() + timeout_ms * test_slack_factor();
 	struct pollfd *p = g_new0(struct pollfd, n);
 
+	/* A waiter that has ended and said everything is left out. */
+	for (int i = 0; i < n; i++) {
+		p[i].fd = ws[i].pid ? ws[i].out_fd : -1;
+		p[i].events = POLLIN;
+	}
 	for (;;) {
 		int64_t left = until - test_now_ms();
 
-		for (int i = 0; i < n; i++) {
-			p[i].fd = ws[i].pid ? ws[i].out_fd : -1;
-			p[i].events = POLLIN;
-		}
-		if (left <= 0)
+		if (left <= 0 || poll(p, (nfds_t)n, (int)left) < 0)
 			break;
-		if (poll(p, (nfds_t)n, (int)left) <= 0)
-			continue;
 		for (int i = 0; i < n; i++) {
-			if (p[i].revents) {
+			if (p[i].revents & POLLIN) {
 				g_free(p);
 				test_waiter_line(&ws[i], buf, len, 1000);
 				return i;
 			}
+			if (p[i].revents)
+				p[i].fd = -1;
 		}
 	}
 	g_free(p);
@@ -155,6 +183,7 @@ int test_waiters_next(test_waiter *ws, int n, char *buf, size_t len, int64_t tim
 void test_waiter_finish(test_waiter *w)
 {
 	close(w->in_fd);
+	forget(w->pid);
 	assert_int_equal(test_wait_worker(w->pid), 0);
 	close(w->out_fd);
 	w->pid = 0;
@@ -164,6 +193,7 @@ void test_waiter_kill(test_waiter *w)
 {
 	kill(w->pid, SIGKILL);
 	test_wait_child(w->pid, NULL);
+	forget(w->pid);
 	close(w->in_fd);
 	close(w->out_fd);
 	w->pid = 0;

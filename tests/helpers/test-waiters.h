@@ -64,7 +64,7 @@ uint64_t test_waiter_granted(test_waiter *w, int64_t timeout_ms);
 bool test_waiter_spoke(const test_waiter *w);
 
 /* Tell a waiter holding until told to release, and wait for its
- * "released OK". */
+ * "released DLOCK_OK". */
 void test_waiter_release(test_waiter *w);
 
 /* Which of the n waiters says something first within timeout_ms (its line
@@ -81,6 +81,10 @@ void test_waiter_kill(test_waiter *w);
  * test_marker_free(), which removes both). */
 char *test_marker_new(void);
 void test_marker_free(char *marker);
+
+/* SIGKILL and reap every waiter started and not yet ended (those of a
+ * test that failed). */
+void test_waiters_kill_all(void);
 
 /* ---- this process as a holder ---- */
 

@@ -89,7 +89,9 @@ static void check_dead_grantee_is_replaced_after_its_lease(const char *resource,
 	test_holder h;
 	pid_t a_pid;
 	bool spoke = false;
-	long long left_ms, a_token;
+	long long left_ms;
+	uint64_t a_token;
+	char *fence;
 	int64_t killed_ms, waited_ms;
 
 	test_holder_open(&h, uri, resource, marker);
@@ -109,7 +111,10 @@ static void check_dead_grantee_is_replaced_after_its_lease(const char *resource,
 	assert_int_equal(test_lock_holder_pid(server, key), a_pid);
 	left_ms = test_redis_int(server, "PTTL %s", key);
 	assert_true(left_ms > 0 && left_ms <= 1000);
-	a_token = test_redis_int(server, "GET %s:fence", key);
+	fence = test_redis_str(server, "GET %s:fence", key);
+	assert_non_null(fence);
+	a_token = g_ascii_strtoull(fence, NULL, 10);
+	g_free(fence);
 	assert_int_equal(test_queue_len(server, key), 1);
 
 	test_waiter_granted(&b, 10000);
@@ -119,7 +124,7 @@ static void check_dead_grantee_is_replaced_after_its_lease(const char *resource,
 	              left_ms, waited_ms);
 	assert_true(waited_ms >= left_ms - 20);
 	assert_true(waited_ms <= left_ms + test_slack(1500));
-	assert_true(b.token > (uint64_t)a_token);
+	assert_true(b.token > a_token);
 	test_waiter_release(&b);
 	test_waiter_finish(&b);
 	test_holder_close(&h);
@@ -166,7 +171,7 @@ static void kill_subscribers(const char *resource)
 
 	assert_non_null(reply);
 	assert_int_equal(reply->type, REDIS_REPLY_INTEGER);
-	assert_int_equal(reply->integer, FAULT_WAITERS);
+	assert_true(reply->integer >= FAULT_WAITERS);
 	freeReplyObject(reply);
 }
 
@@ -213,14 +218,13 @@ static void check_waiters_get_through(const fault *f)
 	}
 	t0 = test_now_ms();
 	f->inject(f->resource);
-	rc = dlock_release(h.lock);
-	print_message("the holder's release after the fault: %s\n", dlock_code_name(rc));
-	if (f->hold_survives)
-		assert_int_equal(rc, DLOCK_OK);
-	else
+	if (f->hold_survives) {
+		test_holder_release(&h, DLOCK_OK);
+	} else {
+		rc = dlock_release(h.lock);
+		print_message("the holder's release after the fault: %s\n", dlock_code_name(rc));
 		assert_true(rc == DLOCK_OK || rc == DLOCK_ELOST);
-	if (h.marker)
-		unlink(marker);
+	}
 
 	while (released < FAULT_WAITERS) {
 		char line[64];
@@ -234,7 +238,7 @@ static void check_waiters_get_through(const fault *f)
 				fail_msg("waiter %d got token %" PRIu64 " after %" PRIu64, i, token, last);
 			last = token;
 			order[granted++] = i;
-		} else if (strcmp(line, "released OK") == 0) {
+		} else if (strcmp(line, "released DLOCK_OK") == 0) {
 			released++;
 		} else {
 			fail_msg("waiter %d: \"%s\"", i, line);
@@ -296,9 +300,10 @@ static int setup(void **state)
 	return 0;
 }
 
-/* A test that failed may have left its marker. */
+/* A test that failed may have left its marker and its waiters. */
 static int fresh_marker(void **state)
 {
+	test_waiters_kill_all();
 	unlink(marker);
 	return 0;
 }

@@ -177,7 +177,7 @@ static void test_waiter_timing_out_while_queued_leaves_the_queue_at_once(void **
 	test_queue_waiter_start(server, &t, key, uri, "queue/timeout", 1500, 1, marker);
 	test_queue_waiter_start(server, &b, key, uri, "queue/timeout", 30000, 2, marker);
 	test_waiter_line(&t, line, sizeof(line), 5000);
-	assert_string_equal(line, "failed ETIMEDOUT");
+	assert_string_equal(line, "failed DLOCK_ETIMEDOUT");
 	/* Gone with the wait, not 5 s later with the entry's lease. */
 	test_queue_wait_len(server, key, 1, 500);
 	assert_null(test_queue_entry_id(server, key, t.pid));
@@ -298,9 +298,10 @@ static int setup(void **state)
 	return 0;
 }
 
-/* A test that failed may have left its marker. */
+/* A test that failed may have left its marker and its waiters. */
 static int fresh_marker(void **state)
 {
+	test_waiters_kill_all();
 	unlink(marker);
 	return 0;
 }
