@@ -258,6 +258,54 @@ static void test_waiter_granted_as_it_times_out_hands_the_lock_on(void **state)
 	test_queue_assert_only_fence(server, key);
 }
 
+static long long evalsha_seen;
+
+static bool server_ran_a_script(void *arg)
+{
+	return test_redis_calls(server, "evalsha") > evalsha_seen;
+}
+
+/*
+ * A grant counts its lease from the waiter's last try that found it
+ * queued, which may be older than a short lease by the time the grant
+ * comes (a try per second at most): such a waiter must still take the
+ * lock at once (its next try finds its token in the key) and keep it, its
+ * watchdog renewing it, for several of its leases.
+ */
+static void test_waiter_with_a_short_lease_takes_a_late_grant_and_keeps_it(void **state)
+{
+	const char *key = "dlock:{queue/short}";
+	char *short_uri = test_redis_uri(server, "?ttl=300ms");
+	char line[64];
+	test_waiter w;
+	test_holder h;
+	int64_t t0;
+
+	test_holder_open(&h, uri, "queue/short", marker);
+	test_holder_take(&h);
+	test_waiter_start(&w, short_uri, "queue/short", 30000, 1000, marker);
+	test_queue_wait_len(server, key, 1, 5000);
+	/* Past the backoff's growth to its 1 s cap; then just after a try. */
+	g_usleep(2000 * 1000);
+	evalsha_seen = test_redis_calls(server, "evalsha");
+	assert_true(test_wait_until(server_ran_a_script, NULL, 2000));
+	g_usleep(500 * 1000);
+	evalsha_seen = test_redis_calls(server, "evalsha");
+	t0 = test_now_ms();
+	test_holder_release(&h, DLOCK_OK);
+	test_waiter_granted(&w, 5000);
+	print_message("got the lock %" PRId64 " ms after the release; scripts run meanwhile: %lld\n",
+	              w.at_ms - t0, test_redis_calls(server, "evalsha") - evalsha_seen);
+	assert_true(w.at_ms - t0 < HANDOFF_BOUND_MS);
+	/* Held for 1 s, over three of its leases, and released as held. */
+	test_waiter_line(&w, line, sizeof(line), 5000);
+	assert_string_equal(line, "released DLOCK_OK");
+	test_waiter_finish(&w);
+	test_holder_close(&h);
+	test_queue_assert_only_fence(server, key);
+	g_free(short_uri);
+}
+
 static void test_plain_format_queues_under_the_bare_name(void **state)
 {
 	char *plain = test_redis_uri(server, "?key-format=plain");
@@ -322,6 +370,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_waiter_timing_out_while_queued_leaves_the_queue_at_once, fresh_marker),
 		cmocka_unit_test_setup(test_waiter_canceled_while_queued_leaves_the_queue_at_once, fresh_marker),
 		cmocka_unit_test_setup(test_waiter_granted_as_it_times_out_hands_the_lock_on, fresh_marker),
+		cmocka_unit_test_setup(test_waiter_with_a_short_lease_takes_a_late_grant_and_keeps_it, fresh_marker),
 		cmocka_unit_test_setup(test_plain_format_queues_under_the_bare_name, fresh_marker),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
