@@ -73,6 +73,14 @@ int test_waiter_worker(char **argv)
 	return 0;
 }
 
+bool test_waiter_worker_main(int argc, char **argv, int *ret_status)
+{
+	if (argc < 8 || strcmp(argv[1], "--worker") != 0 || strcmp(argv[2], "waiter") != 0)
+		return false;
+	*ret_status = test_waiter_worker(argv + 3);
+	return true;
+}
+
 /* ---- test side ---- */
 
 /* Waiters started and not yet ended, for test_waiters_kill_all(). */
@@ -218,6 +226,86 @@ void test_marker_free(char *marker)
 	rmdir(dir);
 	g_free(dir);
 	g_free(marker);
+}
+
+static char *queue_marker;
+
+int test_queue_main(int argc, char **argv, const char *name, const struct CMUnitTest *tests,
+                    size_t count, test_redis **ret_server, char **ret_uri, char **ret_marker)
+{
+	int status;
+
+	test_init(argv[0]);
+	if (test_waiter_worker_main(argc, argv, &status))
+		return status;
+	*ret_server = test_redis_start(NULL, NULL, false);
+	*ret_uri = test_redis_uri(*ret_server, NULL);
+	*ret_marker = queue_marker = test_marker_new();
+	status = _cmocka_run_group_tests(name, tests, count, NULL, NULL);
+	test_marker_free(queue_marker);
+	queue_marker = NULL;
+	g_free(*ret_uri);
+	test_redis_stop(*ret_server);
+	return test_finish(status);
+}
+
+int test_queue_reset(void **state)
+{
+	test_waiters_kill_all();
+	if (queue_marker)
+		unlink(queue_marker);
+	return 0;
+}
+
+/* ---- a waiter thread of this process ---- */
+
+struct test_acquire_thread {
+	dlock_lock *lock;
+	int64_t wait_ms;
+	int rc;
+	gint done;
+	GThread *thread;
+};
+
+static gpointer acquire_main(gpointer data)
+{
+	test_acquire_thread *t = data;
+
+	t->rc = dlock_acquire(t->lock, t->wait_ms);
+	g_atomic_int_set(&t->done, 1);
+	return NULL;
+}
+
+test_acquire_thread *test_acquire_thread_start(dlock_lock *lock, int64_t wait_ms)
+{
+	test_acquire_thread *t = g_new0(test_acquire_thread, 1);
+
+	t->lock = lock;
+	t->wait_ms = wait_ms;
+	t->thread = g_thread_new("waiter", acquire_main, t);
+	return t;
+}
+
+bool test_acquire_thread_done(test_acquire_thread *t)
+{
+	return g_atomic_int_get(&t->done) != 0;
+}
+
+static bool thread_done(void *arg)
+{
+	return test_acquire_thread_done(arg);
+}
+
+int test_acquire_thread_join(test_acquire_thread *t, int64_t timeout_ms)
+{
+	int rc;
+
+	if (!test_wait_until(thread_done, t, timeout_ms))
+		fail_msg("the waiter thread is still in dlock_acquire after %" PRId64 " ms", timeout_ms);
+	g_thread_join(t->thread);
+	rc = t->rc;
+	g_free(t);
+	return rc;
 }
 
 /* ---- this process as a holder ---- */

@@ -39,6 +39,10 @@
  */
 int test_waiter_worker(char **argv);
 
+/* Run the worker if this process was started as one ("PROGRAM --worker
+ * waiter ..."): true, with its exit status in *ret_status. */
+bool test_waiter_worker_main(int argc, char **argv, int *ret_status);
+
 typedef struct test_waiter {
 	pid_t pid;       /* 0 once it has ended */
 	int in_fd;
@@ -85,6 +89,33 @@ void test_marker_free(char *marker);
 /* SIGKILL and reap every waiter started and not yet ended (those of a
  * test that failed). */
 void test_waiters_kill_all(void);
+
+struct CMUnitTest;
+
+/*
+ * The main of a wait-queue test program: test_init(); the worker if this
+ * process was started as one; else start a server, set *ret_server, its
+ * URI *ret_uri and a marker path *ret_marker for the tests, run them as
+ * cmocka group name, stop the server, and return test_finish()'s result.
+ * Give each test test_queue_reset as its setup.
+ */
+int test_queue_main(int argc, char **argv, const char *name, const struct CMUnitTest *tests,
+                    size_t count, test_redis **ret_server, char **ret_uri, char **ret_marker);
+/* Before each test: the waiters and the marker a failed test left go. */
+int test_queue_reset(void **state);
+
+/* ---- a waiter thread of this process ---- */
+
+typedef struct test_acquire_thread test_acquire_thread;
+
+/* dlock_acquire(lock, wait_ms) on a new thread.  Freed by
+ * test_acquire_thread_join(); one a failed test leaves behind is never
+ * freed, so the thread never writes into freed memory. */
+test_acquire_thread *test_acquire_thread_start(dlock_lock *lock, int64_t wait_ms);
+/* Whether it has returned from dlock_acquire. */
+bool test_acquire_thread_done(test_acquire_thread *t);
+/* Its result, once it returns within timeout_ms (else fail the test). */
+int test_acquire_thread_join(test_acquire_thread *t, int64_t timeout_ms);
 
 /* ---- this process as a holder ---- */
 

@@ -75,6 +75,16 @@ static void peer_finish(peer *p)
 	assert_int_equal(test_wait_child(p->pid, &sig), 0);
 }
 
+/* The peer, told to release, says so and ends. */
+static void peer_released(peer *p)
+{
+	char *line = peer_line(p);
+
+	assert_string_equal(line, "released");
+	g_free(line);
+	peer_finish(p);
+}
+
 /* What a one-shot redis-py acquire says: "acquired" or "busy". */
 static char *peer_try(const char *name)
 {
@@ -129,10 +139,7 @@ static void test_redis_py_holder_makes_dlock_busy_until_it_releases(void **state
 	}
 
 	assert_true(test_write_str(p.in_fd, "release\n"));
-	line = peer_line(&p);
-	assert_string_equal(line, "released");
-	g_free(line);
-	peer_finish(&p);
+	peer_released(&p);
 	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
 	assert_int_equal(dlock_release(lock), DLOCK_OK);
 	assert_int_equal(test_redis_int(server, "EXISTS %s", name), 0);
@@ -217,10 +224,7 @@ static void test_dlock_waiter_gets_the_lock_after_redis_py_releases(void **state
 	print_message("dlock acquired %" PRId64 " ms after redis-py was told to release\n",
 	              w.granted_ms - released);
 	assert_true(w.granted_ms - released < 5000);
-	line = peer_line(&p);
-	assert_string_equal(line, "released");
-	g_free(line);
-	peer_finish(&p);
+	peer_released(&p);
 	dlock_lock_free(w.lock);
 	dlock_client_free(client);
 }
@@ -291,10 +295,7 @@ static void test_dlock_waiters_queue_behind_redis_py_and_get_it_in_order(void **
 	print_message("the head of the queue got the lock %" PRId64 " ms after redis-py was told to release\n",
 	              a.at_ms - released);
 	assert_true(a.at_ms - released < 3000);
-	line = peer_line(&p);
-	assert_string_equal(line, "released");
-	g_free(line);
-	peer_finish(&p);
+	peer_released(&p);
 	assert_redis_py_gets(name, "busy");
 	test_waiter_release(&a);
 	test_waiter_granted(&b, 5000);
@@ -338,9 +339,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_dlock_waiters_queue_behind_redis_py_and_get_it_in_order),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
+	int status;
 
 	test_init(argv[0]);
-	if (argc >= 8 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "waiter") == 0)
-		return test_waiter_worker(argv + 3);
+	if (test_waiter_worker_main(argc, argv, &status))
+		return status;
 	return test_finish(cmocka_run_group_tests_name("redis-interop", tests, setup, teardown));
 }

@@ -292,45 +292,19 @@ static void test_no_lock_key_of_this_suite_remains(void **state)
 	assert_int_equal(test_redis_leftover_keys(server, "dlock:{qfault/"), 0);
 }
 
-static int setup(void **state)
-{
-	server = test_redis_start(NULL, NULL, false);
-	uri = test_redis_uri(server, NULL);
-	marker = test_marker_new();
-	return 0;
-}
-
-/* A test that failed may have left its marker and its waiters. */
-static int fresh_marker(void **state)
-{
-	test_waiters_kill_all();
-	unlink(marker);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	test_marker_free(marker);
-	g_free(uri);
-	test_redis_stop(server);
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup(test_waiter_killed_while_queued_is_skipped_at_once, fresh_marker),
-		cmocka_unit_test_setup(test_waiter_granted_but_not_woken_is_replaced_after_its_lease, fresh_marker),
-		cmocka_unit_test_setup(test_waiter_killed_while_woken_is_replaced_after_its_lease, fresh_marker),
-		cmocka_unit_test_setup(test_waiters_get_through_a_flushall, fresh_marker),
-		cmocka_unit_test_setup(test_waiters_get_through_a_restart_without_persistence, fresh_marker),
-		cmocka_unit_test_setup(test_waiters_get_through_a_subscriber_reconnect, fresh_marker),
-		cmocka_unit_test_setup(test_grants_keep_arrival_order_after_a_subscriber_reconnect, fresh_marker),
+		cmocka_unit_test_setup(test_waiter_killed_while_queued_is_skipped_at_once, test_queue_reset),
+		cmocka_unit_test_setup(test_waiter_granted_but_not_woken_is_replaced_after_its_lease, test_queue_reset),
+		cmocka_unit_test_setup(test_waiter_killed_while_woken_is_replaced_after_its_lease, test_queue_reset),
+		cmocka_unit_test_setup(test_waiters_get_through_a_flushall, test_queue_reset),
+		cmocka_unit_test_setup(test_waiters_get_through_a_restart_without_persistence, test_queue_reset),
+		cmocka_unit_test_setup(test_waiters_get_through_a_subscriber_reconnect, test_queue_reset),
+		cmocka_unit_test_setup(test_grants_keep_arrival_order_after_a_subscriber_reconnect, test_queue_reset),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 
-	test_init(argv[0]);
-	if (argc >= 8 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "waiter") == 0)
-		return test_waiter_worker(argv + 3);
-	return test_finish(cmocka_run_group_tests_name("redis-queue-faults", tests, setup, teardown));
+	return test_queue_main(argc, argv, "redis-queue-faults", tests, G_N_ELEMENTS(tests), &server, &uri,
+	                       &marker);
 }

@@ -39,55 +39,6 @@ static test_redis *server;
 static char *uri;
 static char *marker;
 
-/* ---- a waiter thread of this process ---------------------------------- */
-
-typedef struct waiter_run {
-	dlock_lock *lock;
-	int64_t wait_ms;
-	int rc;
-	gint done;
-	GThread *thread;
-} waiter_run;
-
-static gpointer acquire_main(gpointer data)
-{
-	waiter_run *w = data;
-
-	w->rc = dlock_acquire(w->lock, w->wait_ms);
-	g_atomic_int_set(&w->done, 1);
-	return NULL;
-}
-
-static bool waiter_done(void *arg)
-{
-	return g_atomic_int_get(&((waiter_run *)arg)->done) != 0;
-}
-
-/* On the heap: a test that fails leaves the thread running, and it must
- * not write into a stack frame that is gone. */
-static waiter_run *waiter_run_start(dlock_lock *lock, int64_t wait_ms)
-{
-	waiter_run *w = g_new0(waiter_run, 1);
-
-	w->lock = lock;
-	w->wait_ms = wait_ms;
-	w->thread = g_thread_new("waiter", acquire_main, w);
-	return w;
-}
-
-/* Wait for the thread to return from dlock_acquire: its result. */
-static int waiter_run_join(waiter_run *w, int64_t timeout_ms)
-{
-	int rc;
-
-	if (!test_wait_until(waiter_done, w, timeout_ms))
-		fail_msg("the waiter thread is still in dlock_acquire after %" PRId64 " ms", timeout_ms);
-	g_thread_join(w->thread);
-	rc = w->rc;
-	g_free(w);
-	return rc;
-}
-
 /* ---- tests ------------------------------------------------------------ */
 
 static void test_grants_follow_arrival_order_across_processes(void **state)
@@ -131,7 +82,7 @@ static void test_newcomers_never_get_ahead_of_queued_waiters(void **state)
 {
 	const char *key = "dlock:{queue/barge}";
 	test_waiter a, b;
-	waiter_run *n;
+	test_acquire_thread *n;
 	test_holder h, newcomer;
 
 	test_holder_open(&h, uri, "queue/barge", marker);
@@ -147,15 +98,15 @@ static void test_newcomers_never_get_ahead_of_queued_waiters(void **state)
 	test_waiter_granted(&a, 5000);
 
 	/* A newcomer that waits queues behind b. */
-	n = waiter_run_start(newcomer.lock, 30000);
+	n = test_acquire_thread_start(newcomer.lock, 30000);
 	test_queue_wait_len(server, key, 2, 5000);
 	test_waiter_release(&a);
 	test_waiter_granted(&b, 5000);
 	assert_true(b.token > a.token);
-	assert_false(waiter_done(n));
+	assert_false(test_acquire_thread_done(n));
 	assert_int_equal(dlock_acquire(h.lock, 0), DLOCK_EBUSY);
 	test_waiter_release(&b);
-	assert_int_equal(waiter_run_join(n, 5000), DLOCK_OK);
+	assert_int_equal(test_acquire_thread_join(n, 5000), DLOCK_OK);
 	assert_true(dlock_fencing_token(newcomer.lock) > b.token);
 	assert_int_equal(dlock_release(newcomer.lock), DLOCK_OK);
 	test_waiter_finish(&a);
@@ -191,17 +142,17 @@ static void test_waiter_canceled_while_queued_leaves_the_queue_at_once(void **st
 {
 	const char *key = "dlock:{queue/cancel}";
 	test_waiter b;
-	waiter_run *c;
+	test_acquire_thread *c;
 	test_holder h, canceled;
 
 	test_holder_open(&h, uri, "queue/cancel", marker);
 	test_holder_open(&canceled, uri, "queue/cancel", NULL);
 	test_holder_take(&h);
-	c = waiter_run_start(canceled.lock, 30000);
+	c = test_acquire_thread_start(canceled.lock, 30000);
 	test_queue_wait_len(server, key, 1, 5000);
 	test_queue_waiter_start(server, &b, key, uri, "queue/cancel", 30000, 2, marker);
 	assert_int_equal(dlock_lock_cancel(canceled.lock), DLOCK_OK);
-	assert_int_equal(waiter_run_join(c, 2000), DLOCK_ECANCELED);
+	assert_int_equal(test_acquire_thread_join(c, 2000), DLOCK_ECANCELED);
 	test_queue_wait_len(server, key, 1, 500);
 	assert_null(test_queue_entry_id(server, key, getpid()));
 	test_queue_release_to(server, &h, &b, key, HANDOFF_BOUND_MS);
@@ -225,7 +176,7 @@ static void test_waiter_granted_as_it_times_out_hands_the_lock_on(void **state)
 	dlock_client *client;
 	dlock_lock *lock;
 	test_waiter b;
-	waiter_run *w;
+	test_acquire_thread *w;
 	int64_t deadline_ms;
 	test_holder h;
 
@@ -234,7 +185,7 @@ static void test_waiter_granted_as_it_times_out_hands_the_lock_on(void **state)
 	assert_int_equal(dlock_lock_new(client, "queue/late", &lock), DLOCK_OK);
 	test_holder_take(&h);
 	deadline_ms = test_now_ms() + 3000;
-	w = waiter_run_start(lock, 3000);
+	w = test_acquire_thread_start(lock, 3000);
 	test_queue_wait_len(server, key, 1, 1500);
 	test_queue_waiter_start(server, &b, key, uri, "queue/late", 30000, 2, marker);
 	test_proxy_stall(proxy, TEST_PROXY_DOWN);
@@ -246,7 +197,7 @@ static void test_waiter_granted_as_it_times_out_hands_the_lock_on(void **state)
 	              b.at_ms - deadline_ms);
 	assert_true(b.at_ms - deadline_ms < HANDOFF_BOUND_MS);
 	test_proxy_unstall(proxy, TEST_PROXY_DOWN);
-	assert_int_equal(waiter_run_join(w, 5000), DLOCK_ETIMEDOUT);
+	assert_int_equal(test_acquire_thread_join(w, 5000), DLOCK_ETIMEDOUT);
 	assert_false(dlock_held(lock));
 	test_waiter_release(&b);
 	test_waiter_finish(&b);
@@ -338,45 +289,19 @@ static void test_no_lock_key_of_this_suite_remains(void **state)
 	assert_int_equal(test_redis_leftover_keys(server, "queue-plain/"), 0);
 }
 
-static int setup(void **state)
-{
-	server = test_redis_start(NULL, NULL, false);
-	uri = test_redis_uri(server, NULL);
-	marker = test_marker_new();
-	return 0;
-}
-
-/* A test that failed may have left its marker and its waiters. */
-static int fresh_marker(void **state)
-{
-	test_waiters_kill_all();
-	unlink(marker);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	test_marker_free(marker);
-	g_free(uri);
-	test_redis_stop(server);
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup(test_grants_follow_arrival_order_across_processes, fresh_marker),
-		cmocka_unit_test_setup(test_newcomers_never_get_ahead_of_queued_waiters, fresh_marker),
-		cmocka_unit_test_setup(test_waiter_timing_out_while_queued_leaves_the_queue_at_once, fresh_marker),
-		cmocka_unit_test_setup(test_waiter_canceled_while_queued_leaves_the_queue_at_once, fresh_marker),
-		cmocka_unit_test_setup(test_waiter_granted_as_it_times_out_hands_the_lock_on, fresh_marker),
-		cmocka_unit_test_setup(test_waiter_with_a_short_lease_takes_a_late_grant_and_keeps_it, fresh_marker),
-		cmocka_unit_test_setup(test_plain_format_queues_under_the_bare_name, fresh_marker),
+		cmocka_unit_test_setup(test_grants_follow_arrival_order_across_processes, test_queue_reset),
+		cmocka_unit_test_setup(test_newcomers_never_get_ahead_of_queued_waiters, test_queue_reset),
+		cmocka_unit_test_setup(test_waiter_timing_out_while_queued_leaves_the_queue_at_once, test_queue_reset),
+		cmocka_unit_test_setup(test_waiter_canceled_while_queued_leaves_the_queue_at_once, test_queue_reset),
+		cmocka_unit_test_setup(test_waiter_granted_as_it_times_out_hands_the_lock_on, test_queue_reset),
+		cmocka_unit_test_setup(test_waiter_with_a_short_lease_takes_a_late_grant_and_keeps_it, test_queue_reset),
+		cmocka_unit_test_setup(test_plain_format_queues_under_the_bare_name, test_queue_reset),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 
-	test_init(argv[0]);
-	if (argc >= 8 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "waiter") == 0)
-		return test_waiter_worker(argv + 3);
-	return test_finish(cmocka_run_group_tests_name("redis-queue", tests, setup, teardown));
+	return test_queue_main(argc, argv, "redis-queue", tests, G_N_ELEMENTS(tests), &server, &uri,
+	                       &marker);
 }
