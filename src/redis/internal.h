@@ -102,7 +102,6 @@ typedef struct redis_lease { /* a g_atomic_rc_box */
 /* ---- keys.c ---- */
 char *dlock__redis_key(const dlock__backend *b, const char *resource);
 char *dlock__redis_fence_key(const dlock__backend *b, const char *resource);
-char *dlock__redis_channel(const dlock__backend *b, const char *resource);
 void dlock__redis_names_init(redis_names *names, const dlock__backend *b, const char *resource);
 void dlock__redis_names_copy(redis_names *to, const redis_names *from);
 void dlock__redis_names_clear(redis_names *names);

@@ -27,17 +27,12 @@ char *dlock__redis_fence_key(const dlock__backend *b, const char *resource)
 	return key_with(b, resource, ":fence");
 }
 
-char *dlock__redis_channel(const dlock__backend *b, const char *resource)
-{
-	return key_with(b, resource, ":released");
-}
-
 void dlock__redis_names_init(redis_names *names, const dlock__backend *b, const char *resource)
 {
 	names->key = dlock__redis_key(b, resource);
 	names->fence = dlock__redis_fence_key(b, resource);
 	names->queue = key_with(b, resource, ":q");
-	names->released = dlock__redis_channel(b, resource);
+	names->released = key_with(b, resource, ":released");
 	names->wait = key_with(b, resource, ":w:");
 }
 

@@ -120,8 +120,10 @@ static const char acquire_lua[] = QUEUE_LUA
  * <ticket>" published on the waiter's own channel.  A grant that reaches
  * no subscriber (the waiter is gone) is undone and the next waiter tried,
  * up to 8; when none took it the lock stays free and "released" goes out
- * on the release channel, to every waiter and to clients that do not
- * queue.  0 when the lock holds another value or none.  PUBLISH goes
+ * on the release channel, to every waiter, so that the next live one
+ * takes it by its own try.  With no queue nothing is published: a waiter
+ * not queued yet tries once its channel is confirmed, and finds the lock
+ * free.  0 when the lock holds another value or none.  PUBLISH goes
  * through pcall: a user without channel rights still releases.
  */
 static const char release_lua[] = QUEUE_LUA
@@ -147,8 +149,8 @@ static const char release_lua[] = QUEUE_LUA
 	"      redis.call('DEL', KEYS[1])\n"
 	"    end\n"
 	"  end\n"
+	"  redis.pcall('PUBLISH', ARGV[2], 'released')\n"
 	"end\n"
-	"redis.pcall('PUBLISH', ARGV[2], 'released')\n"
 	"return 1\n";
 
 /* Renew.  KEYS: lock.  ARGV: token, ttl (ms).  1 renewed, 0 not ours. */

@@ -1,10 +1,10 @@
 /*
  * The subscriber: one pub/sub connection per backend, on its own thread
  * ("dlock-subscribe"), serving every waiter.  hiredis keeps one callback
- * per channel, so the channel -> waiters table is ours (a wake table).  Waiters are woken
- * when their channel's subscription is confirmed (so they try once more,
- * catching a release that happened before it), on every release message,
- * and after a reconnect (messages may have been missed while down).
+ * per channel, so the channel -> waiters table is ours (a wake table).
+ * Waiters are woken when their own channel's subscription is confirmed
+ * (they queue then), on every message, and after a reconnect (messages
+ * may have been missed while down).
  *
  * A wait queued on a resource listens on a channel of its own, on which a
  * release grants it the lock: "<fencing token> <ticket>".  Such a channel
@@ -134,7 +134,11 @@ static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_u
 	known = dlock__waketable_contains(sub->channels, name);
 	if (known && strcmp(kind, "subscribe") == 0) {
 		dlock__waketable_set_data(sub->channels, name, GUINT_TO_POINTER(SUBSCRIBED));
-		dlock__waketable_wake(sub->channels, name);
+		/* A wait queues once its own channel is confirmed; the release
+		 * channel's confirmation would only make every waiter try once
+		 * more for nothing. */
+		if (g_hash_table_contains(sub->boxes, name))
+			dlock__waketable_wake(sub->channels, name);
 	} else if (known && strcmp(kind, "unsubscribe") == 0) {
 		/* Frees the channel if it has no waiter left. */
 		dlock__waketable_set_data(sub->channels, name, NULL);

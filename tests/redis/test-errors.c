@@ -180,6 +180,8 @@ static void test_plain_key_format_refuses_names_that_collide_with_its_keys(void 
 	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
 	assert_int_equal(dlock_lock_new(client, "err/x:fence", &lock), DLOCK_EINVAL);
 	assert_message_names(":fence");
+	assert_int_equal(dlock_lock_new(client, "err/x:q", &lock), DLOCK_EINVAL);
+	assert_message_names(":q");
 	assert_int_equal(dlock_lock_new(client, "err/x:released", &lock), DLOCK_EINVAL);
 	assert_message_names(":released");
 	assert_int_equal(connections(), before);

@@ -16,27 +16,24 @@
 
 #include "redis/internal.h"
 
-typedef char *(*name_fn)(const dlock__backend *b, const char *resource);
 
-static void names(const char *prefix, bool plain, const char *resource, const char *key,
-                  const char *fence, const char *channel)
+/* Every name of resource: key, fence, queue, release channel, and the
+ * prefix of the waits' channels, in that order (NULL-terminated). */
+static void names(const char *prefix, bool plain, const char *resource, const char *const *expected)
 {
 	dlock__backend b = { .prefix = (char *)prefix, .plain_keys = plain };
-	const struct {
-		name_fn fn;
-		const char *expected;
-	} cases[] = {
-		{ dlock__redis_key, key },
-		{ dlock__redis_fence_key, fence },
-		{ dlock__redis_channel, channel },
-	};
+	redis_names n;
+	const char *got[5];
 
-	for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
-		char *name = cases[i].fn(&b, resource);
-
-		assert_string_equal(name, cases[i].expected);
-		g_free(name);
-	}
+	dlock__redis_names_init(&n, &b, resource);
+	got[0] = n.key;
+	got[1] = n.fence;
+	got[2] = n.queue;
+	got[3] = n.released;
+	got[4] = n.wait;
+	for (size_t i = 0; i < G_N_ELEMENTS(got); i++)
+		assert_string_equal(got[i], expected[i]);
+	dlock__redis_names_clear(&n);
 }
 
 /* The part of a key Redis Cluster hashes to pick its slot: the text
@@ -53,21 +50,26 @@ static char *hash_tag(const char *key)
 
 static void test_default_keys_are_braced_after_the_prefix(void **state)
 {
-	names("dlock:", false, "jobs/nightly", "dlock:{jobs/nightly}", "dlock:{jobs/nightly}:fence",
-	      "dlock:{jobs/nightly}:released");
+	names("dlock:", false, "jobs/nightly",
+	      (const char *const[]){ "dlock:{jobs/nightly}", "dlock:{jobs/nightly}:fence",
+	                              "dlock:{jobs/nightly}:q", "dlock:{jobs/nightly}:released",
+	                              "dlock:{jobs/nightly}:w:" });
 }
 
 static void test_prefix_replaces_dlock_before_the_braces(void **state)
 {
-	names("app:", false, "a", "app:{a}", "app:{a}:fence", "app:{a}:released");
-	names("", false, "a", "{a}", "{a}:fence", "{a}:released");
+	names("app:", false, "a",
+	      (const char *const[]){ "app:{a}", "app:{a}:fence", "app:{a}:q", "app:{a}:released",
+	                              "app:{a}:w:" });
+	names("", false, "a", (const char *const[]){ "{a}", "{a}:fence", "{a}:q", "{a}:released", "{a}:w:" });
 }
 
 static void test_plain_keys_are_the_bare_name_whatever_the_prefix(void **state)
 {
-	names("dlock:", true, "jobs/nightly", "jobs/nightly", "jobs/nightly:fence",
-	      "jobs/nightly:released");
-	names("app:", true, "a", "a", "a:fence", "a:released");
+	names("dlock:", true, "jobs/nightly",
+	      (const char *const[]){ "jobs/nightly", "jobs/nightly:fence", "jobs/nightly:q",
+	                              "jobs/nightly:released", "jobs/nightly:w:" });
+	names("app:", true, "a", (const char *const[]){ "a", "a:fence", "a:q", "a:released", "a:w:" });
 }
 
 static void test_braced_keys_of_a_resource_share_one_cluster_slot(void **state)
@@ -79,21 +81,24 @@ static void test_braced_keys_of_a_resource_share_one_cluster_slot(void **state)
 		dlock__backend b = { .prefix = (char *)prefixes[p] };
 
 		for (size_t r = 0; r < G_N_ELEMENTS(resources); r++) {
-			char *key = dlock__redis_key(&b, resources[r]);
-			char *fence = dlock__redis_fence_key(&b, resources[r]);
-			char *channel = dlock__redis_channel(&b, resources[r]);
-			char *tag = hash_tag(key);
-			char *fence_tag = hash_tag(fence);
-			char *channel_tag = hash_tag(channel);
+			redis_names n;
+			const char *others[] = { NULL, NULL, NULL, NULL };
+			char *tag;
 
-			assert_string_equal(tag, fence_tag);
-			assert_string_equal(tag, channel_tag);
-			g_free(key);
-			g_free(fence);
-			g_free(channel);
+			dlock__redis_names_init(&n, &b, resources[r]);
+			others[0] = n.fence;
+			others[1] = n.queue;
+			others[2] = n.released;
+			others[3] = n.wait;
+			tag = hash_tag(n.key);
+			for (size_t i = 0; i < G_N_ELEMENTS(others); i++) {
+				char *other_tag = hash_tag(others[i]);
+
+				assert_string_equal(tag, other_tag);
+				g_free(other_tag);
+			}
 			g_free(tag);
-			g_free(fence_tag);
-			g_free(channel_tag);
+			dlock__redis_names_clear(&n);
 		}
 	}
 }
