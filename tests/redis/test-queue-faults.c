@@ -74,6 +74,41 @@ static void test_waiter_killed_while_queued_is_skipped_at_once(void **state)
 	g_free(id);
 }
 
+/* More than a release skips (8): the rest of the dead entries hold up the
+ * lock until their 5 s leases end, and no longer. */
+#define DEAD_WAITERS 10
+#define ENTRY_LEASE_MS 5000
+
+static void test_waiter_behind_many_dead_ones_gets_the_lock_within_their_lease(void **state)
+{
+	const char *key = "dlock:{qfault/many-dead}";
+	test_waiter dead[DEAD_WAITERS], live;
+	test_holder h;
+	int64_t last_queued_ms, t0;
+
+	test_holder_open(&h, uri, "qfault/many-dead", marker);
+	test_holder_take(&h);
+	for (int i = 0; i < DEAD_WAITERS; i++)
+		test_queue_waiter_start(server, &dead[i], key, uri, "qfault/many-dead", 30000, i + 1, marker);
+	test_queue_waiter_start(server, &live, key, uri, "qfault/many-dead", 30000, DEAD_WAITERS + 1,
+	                        marker);
+	for (int i = 0; i < DEAD_WAITERS; i++)
+		test_waiter_kill(&dead[i]);
+	/* The last renewal of a dead entry came at most 1 s before this. */
+	last_queued_ms = test_now_ms();
+	t0 = test_now_ms();
+	test_holder_release(&h, DLOCK_OK);
+	test_waiter_granted(&live, 20000);
+	print_message("behind %d dead waiters: the lock came %" PRId64 " ms after the release\n",
+	              DEAD_WAITERS, live.at_ms - t0);
+	assert_true(live.at_ms - last_queued_ms < ENTRY_LEASE_MS + test_slack(2000));
+	assert_int_equal(test_queue_len(server, key), 0);
+	test_waiter_release(&live);
+	test_waiter_finish(&live);
+	test_holder_close(&h);
+	test_queue_assert_only_fence(server, key);
+}
+
 /*
  * The release grants the lock to a (a 1 s lease), which dies before it
  * can use it: stopped first, so it cannot have heard of the grant, or
@@ -296,6 +331,8 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_waiter_killed_while_queued_is_skipped_at_once, test_queue_reset),
+		cmocka_unit_test_setup(test_waiter_behind_many_dead_ones_gets_the_lock_within_their_lease,
+		                       test_queue_reset),
 		cmocka_unit_test_setup(test_waiter_granted_but_not_woken_is_replaced_after_its_lease, test_queue_reset),
 		cmocka_unit_test_setup(test_waiter_killed_while_woken_is_replaced_after_its_lease, test_queue_reset),
 		cmocka_unit_test_setup(test_waiters_get_through_a_flushall, test_queue_reset),
