@@ -116,6 +116,50 @@ static void test_newcomers_never_get_ahead_of_queued_waiters(void **state)
 	test_queue_assert_only_fence(server, key);
 }
 
+static bool key_free(void *arg)
+{
+	return test_redis_int(server, "EXISTS %s", (const char *)arg) == 0;
+}
+
+/*
+ * The lock can be free with waiters queued: its holder died and the lease
+ * ran out, and the head has not tried since (here it is stopped).  A
+ * newcomer's try must still be refused; the head takes the lock once it
+ * runs again, then the next.
+ */
+static void test_newcomers_never_take_a_free_lock_while_waiters_queue(void **state)
+{
+	const char *key = "dlock:{queue/free}";
+	test_waiter a, b;
+	test_holder h, newcomer;
+
+	test_holder_open(&h, uri, "queue/free", NULL);
+	test_holder_open(&newcomer, uri, "queue/free", NULL);
+	/* A holder that stops renewing: its hold ends after 1 s. */
+	assert_int_equal(dlock_lock_set_ttl(h.lock, 1000), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_watchdog(h.lock, 0), DLOCK_OK);
+	test_holder_take(&h);
+	test_queue_waiter_start(server, &a, key, uri, "queue/free", 30000, 1, marker);
+	test_queue_waiter_start(server, &b, key, uri, "queue/free", 30000, 2, marker);
+	assert_int_equal(kill(a.pid, SIGSTOP), 0);
+	assert_true(test_wait_until(key_free, (void *)key, 3000));
+	assert_int_equal(dlock_acquire(newcomer.lock, 0), DLOCK_EBUSY);
+	/* b is not the head: it does not take it either. */
+	assert_int_equal(test_redis_int(server, "EXISTS %s", key), 0);
+	assert_int_equal(kill(a.pid, SIGCONT), 0);
+	test_waiter_granted(&a, 3000);
+	test_waiter_release(&a);
+	test_waiter_granted(&b, 3000);
+	assert_true(b.token > a.token);
+	test_waiter_release(&b);
+	test_waiter_finish(&a);
+	test_waiter_finish(&b);
+	assert_int_equal(dlock_release(h.lock), DLOCK_ELOST);
+	test_holder_close(&newcomer);
+	test_holder_close(&h);
+	test_queue_assert_only_fence(server, key);
+}
+
 static void test_waiter_timing_out_while_queued_leaves_the_queue_at_once(void **state)
 {
 	const char *key = "dlock:{queue/timeout}";
@@ -294,6 +338,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_grants_follow_arrival_order_across_processes, test_queue_reset),
 		cmocka_unit_test_setup(test_newcomers_never_get_ahead_of_queued_waiters, test_queue_reset),
+		cmocka_unit_test_setup(test_newcomers_never_take_a_free_lock_while_waiters_queue, test_queue_reset),
 		cmocka_unit_test_setup(test_waiter_timing_out_while_queued_leaves_the_queue_at_once, test_queue_reset),
 		cmocka_unit_test_setup(test_waiter_canceled_while_queued_leaves_the_queue_at_once, test_queue_reset),
 		cmocka_unit_test_setup(test_waiter_granted_as_it_times_out_hands_the_lock_on, test_queue_reset),
