@@ -182,27 +182,61 @@ static void test_waiter_timing_out_while_queued_leaves_the_queue_at_once(void **
 	test_queue_assert_only_fence(server, key);
 }
 
-static void test_waiter_canceled_while_queued_leaves_the_queue_at_once(void **state)
+typedef enum wait_end {
+	END_BY_CANCEL,      /* dlock_lock_cancel() from another thread */
+	END_BY_LOCK_FREE,   /* the handle is freed */
+	END_BY_CLIENT_FREE  /* the client is freed */
+} wait_end;
+
+/* A waiter of this process, queued first, has its wait ended from another
+ * thread: it leaves the queue at once and the next waiter gets the lock. */
+static void check_ended_wait_leaves_the_queue(const char *resource, wait_end how)
 {
-	const char *key = "dlock:{queue/cancel}";
+	char *key = g_strdup_printf("dlock:{%s}", resource);
 	test_waiter b;
 	test_acquire_thread *c;
-	test_holder h, canceled;
+	test_holder h, ended;
 
-	test_holder_open(&h, uri, "queue/cancel", marker);
-	test_holder_open(&canceled, uri, "queue/cancel", NULL);
+	test_holder_open(&h, uri, resource, marker);
+	test_holder_open(&ended, uri, resource, NULL);
 	test_holder_take(&h);
-	c = test_acquire_thread_start(canceled.lock, 30000);
+	c = test_acquire_thread_start(ended.lock, 30000);
 	test_queue_wait_len(server, key, 1, 5000);
-	test_queue_waiter_start(server, &b, key, uri, "queue/cancel", 30000, 2, marker);
-	assert_int_equal(dlock_lock_cancel(canceled.lock), DLOCK_OK);
+	test_queue_waiter_start(server, &b, key, uri, resource, 30000, 2, marker);
+	if (how == END_BY_CANCEL)
+		assert_int_equal(dlock_lock_cancel(ended.lock), DLOCK_OK);
+	else if (how == END_BY_LOCK_FREE)
+		dlock_lock_free(ended.lock);
+	else
+		dlock_client_free(ended.client);
 	assert_int_equal(test_acquire_thread_join(c, 2000), DLOCK_ECANCELED);
 	test_queue_wait_len(server, key, 1, 500);
 	assert_null(test_queue_entry_id(server, key, getpid()));
 	test_queue_release_to(server, &h, &b, key, HANDOFF_BOUND_MS);
-	test_holder_close(&canceled);
+	if (how == END_BY_CANCEL)
+		dlock_lock_free(ended.lock);
+	if (how != END_BY_CLIENT_FREE)
+		dlock_client_free(ended.client);
+	else
+		dlock_lock_free(ended.lock);
 	test_holder_close(&h);
 	test_queue_assert_only_fence(server, key);
+	g_free(key);
+}
+
+static void test_waiter_canceled_while_queued_leaves_the_queue_at_once(void **state)
+{
+	check_ended_wait_leaves_the_queue("queue/cancel", END_BY_CANCEL);
+}
+
+static void test_waiter_whose_handle_is_freed_leaves_the_queue_at_once(void **state)
+{
+	check_ended_wait_leaves_the_queue("queue/lock-free", END_BY_LOCK_FREE);
+}
+
+static void test_waiter_whose_client_is_freed_leaves_the_queue_at_once(void **state)
+{
+	check_ended_wait_leaves_the_queue("queue/client-free", END_BY_CLIENT_FREE);
 }
 
 /*
@@ -341,6 +375,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_newcomers_never_take_a_free_lock_while_waiters_queue, test_queue_reset),
 		cmocka_unit_test_setup(test_waiter_timing_out_while_queued_leaves_the_queue_at_once, test_queue_reset),
 		cmocka_unit_test_setup(test_waiter_canceled_while_queued_leaves_the_queue_at_once, test_queue_reset),
+		cmocka_unit_test_setup(test_waiter_whose_handle_is_freed_leaves_the_queue_at_once, test_queue_reset),
+		cmocka_unit_test_setup(test_waiter_whose_client_is_freed_leaves_the_queue_at_once, test_queue_reset),
 		cmocka_unit_test_setup(test_waiter_granted_as_it_times_out_hands_the_lock_on, test_queue_reset),
 		cmocka_unit_test_setup(test_waiter_with_a_short_lease_takes_a_late_grant_and_keeps_it, test_queue_reset),
 		cmocka_unit_test_setup(test_plain_format_queues_under_the_bare_name, test_queue_reset),
