@@ -46,6 +46,7 @@ static void test_grants_follow_arrival_order_across_processes(void **state)
 	const char *key = "dlock:{queue/fifo}";
 	test_waiter ws[FIFO_WAITERS];
 	uint64_t last;
+	long long published;
 	test_holder h;
 
 	test_holder_open(&h, uri, "queue/fifo", marker);
@@ -54,6 +55,7 @@ static void test_grants_follow_arrival_order_across_processes(void **state)
 	/* Each one arrives only once the one before it is surely queued. */
 	for (int i = 0; i < FIFO_WAITERS; i++)
 		test_queue_waiter_start(server, &ws[i], key, uri, "queue/fifo", 30000, i + 1, marker);
+	published = test_redis_calls(server, "publish");
 	test_holder_release(&h, DLOCK_OK);
 	for (int i = 0; i < FIFO_WAITERS; i++) {
 		char line[64];
@@ -72,6 +74,9 @@ static void test_grants_follow_arrival_order_across_processes(void **state)
 		assert_int_equal(test_queue_len(server, key), FIFO_WAITERS - 1 - i);
 		test_waiter_release(&ws[i]);
 	}
+	/* One message per handoff, to the one waiter it is for; none for the
+	 * last release, with nobody queued. */
+	assert_int_equal(test_redis_calls(server, "publish") - published, FIFO_WAITERS);
 	for (int i = 0; i < FIFO_WAITERS; i++)
 		test_waiter_finish(&ws[i]);
 	test_holder_close(&h);
