@@ -188,7 +188,8 @@ static void take_grant(dlock__backend *b, redis_lease *lease, uint64_t token, in
 	dlock__redis_watch(b, lease);
 }
 
-static void listen(dlock__backend *b, redis_lease *lease, queue_place *place, dlock__waiter *waiter)
+static void start_listening(dlock__backend *b, redis_lease *lease, queue_place *place,
+                            dlock__waiter *waiter)
 {
 	place->channel = g_strconcat(lease->names.wait, lease->id, NULL);
 	dlock__redis_sub_add_wait(b, lease->names.released, place->channel, waiter, &place->box);
@@ -318,7 +319,7 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 			break;
 		}
 		if (!place.listening)
-			listen(b, lease, &place, waiter);
+			start_listening(b, lease, &place, waiter);
 		rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us,
 		                        next_sleep_us(&place, ans.pttl, backoff_us), &backoff_us,
 		                        BACKOFF_CAP_US);

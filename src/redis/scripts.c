@@ -42,15 +42,11 @@
 	"  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
 	"end\n" \
 	"local function head(now)\n" \
-	"  for _ = 1, 4 do\n" \
-	"    local batch = redis.call('ZRANGE', KEYS[3], 0, 15, 'WITHSCORES')\n" \
-	"    if #batch == 0 then return nil end\n" \
-	"    for i = 1, #batch, 2 do\n" \
-	"      if (tonumber(string.match(batch[i], '^(%d+)|')) or 0) > now then\n" \
-	"        return batch[i], batch[i + 1]\n" \
-	"      end\n" \
-	"      redis.call('ZREM', KEYS[3], batch[i])\n" \
-	"    end\n" \
+	"  for _ = 1, 64 do\n" \
+	"    local e = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')\n" \
+	"    if #e == 0 then return nil end\n" \
+	"    if (tonumber(string.match(e[1], '^(%d+)|')) or 0) > now then return e[1], e[2] end\n" \
+	"    redis.call('ZREM', KEYS[3], e[1])\n" \
 	"  end\n" \
 	"  return false\n" \
 	"end\n" \
