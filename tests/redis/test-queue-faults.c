@@ -23,6 +23,7 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-proxy.h"
 #include "test-redis.h"
 #include "test-waiters.h"
 
@@ -176,6 +177,54 @@ static void test_waiter_granted_but_not_woken_is_replaced_after_its_lease(void *
 static void test_waiter_killed_while_woken_is_replaced_after_its_lease(void **state)
 {
 	check_dead_grantee_is_replaced_after_its_lease("qfault/woken", false);
+}
+
+/*
+ * A grant whose message never arrives: the waiter's connections go
+ * through a proxy that holds back everything the server sends, the
+ * release hands the lock over (the server sees the subscriber, so the
+ * grant stands), and the connections are then reset with the message
+ * still in the proxy.  The waiter's next try must find its own token in
+ * the key and hold the lock, long before that grant's 30 s lease ends.
+ */
+static void test_waiter_whose_grant_message_is_lost_finds_it_on_its_next_try(void **state)
+{
+	const char *key = "dlock:{qfault/lost-grant}";
+	test_proxy *proxy = test_proxy_start(server->port);
+	char *proxied = g_strdup_printf("redis://127.0.0.1:%d", test_proxy_port(proxy));
+	test_acquire_thread *w;
+	test_holder h, waiter;
+	uint64_t held_token;
+	int64_t t0;
+	int rc;
+
+	test_holder_open(&h, uri, "qfault/lost-grant", marker);
+	test_holder_open(&waiter, proxied, "qfault/lost-grant", NULL);
+	test_holder_take(&h);
+	w = test_acquire_thread_start(waiter.lock, 20000);
+	test_queue_wait_len(server, key, 1, 5000);
+	test_proxy_stall(proxy, TEST_PROXY_DOWN);
+	held_token = dlock_fencing_token(h.lock);
+	t0 = test_now_ms();
+	test_holder_release(&h, DLOCK_OK);
+	/* Handed over: the key holds the waiter's token (this process). */
+	assert_int_equal(test_lock_holder_pid(server, key), getpid());
+	test_proxy_reset_all(proxy);
+	test_proxy_unstall(proxy, TEST_PROXY_DOWN);
+	rc = test_acquire_thread_join(w, 10000);
+	print_message("the waiter had the lock %" PRId64 " ms after the release: %s\n", test_now_ms() - t0,
+	              dlock_code_name(rc));
+	assert_int_equal(rc, DLOCK_OK);
+	assert_true(test_now_ms() - t0 < 5000);
+	assert_int_equal(dlock_held(waiter.lock), 1);
+	assert_true(dlock_fencing_token(waiter.lock) > held_token);
+	assert_int_equal(test_lock_holder_pid(server, key), getpid());
+	assert_int_equal(dlock_release(waiter.lock), DLOCK_OK);
+	test_holder_close(&waiter);
+	test_holder_close(&h);
+	test_proxy_stop(proxy);
+	test_queue_assert_only_fence(server, key);
+	g_free(proxied);
 }
 
 /* ---- lost data, lost subscribers -------------------------------------- */
@@ -335,6 +384,8 @@ int main(int argc, char **argv)
 		                       test_queue_reset),
 		cmocka_unit_test_setup(test_waiter_granted_but_not_woken_is_replaced_after_its_lease, test_queue_reset),
 		cmocka_unit_test_setup(test_waiter_killed_while_woken_is_replaced_after_its_lease, test_queue_reset),
+		cmocka_unit_test_setup(test_waiter_whose_grant_message_is_lost_finds_it_on_its_next_try,
+		                       test_queue_reset),
 		cmocka_unit_test_setup(test_waiters_get_through_a_flushall, test_queue_reset),
 		cmocka_unit_test_setup(test_waiters_get_through_a_restart_without_persistence, test_queue_reset),
 		cmocka_unit_test_setup(test_waiters_get_through_a_subscriber_reconnect, test_queue_reset),
