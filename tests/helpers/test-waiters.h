@@ -51,8 +51,8 @@ typedef struct test_waiter {
 	int64_t at_ms;   /* when its last line was read (test_now_ms) */
 } test_waiter;
 
-/* Start a waiter worker process (the test program must pass its
- * "waiter" worker arguments to test_waiter_worker()). */
+/* Start a waiter worker process (the test program must run
+ * test_waiter_worker_main() first thing, or test_queue_main()). */
 void test_waiter_start(test_waiter *w, const char *uri, const char *resource, int64_t wait_ms,
                        int64_t hold_ms, const char *marker);
 

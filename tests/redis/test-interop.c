@@ -1,6 +1,8 @@
 /*
  * key-format=plain against a real peer: redis-py's Lock (SET NX PX on the
- * bare name) and dlock exclude each other in both directions.
+ * bare name) and dlock exclude each other in both directions, also while
+ * dlock waiters queue (redis-py, which does not queue, takes the lock only
+ * when it is free).
  *
  * The peer is the benchmark's redis-py driver (bench/peers/redispy_peer.py,
  * its try and hold modes), run by Debian's /usr/bin/python3 (or
