@@ -1,6 +1,8 @@
 /*
  * key-format=plain against a real peer: redis-py's Lock (SET NX PX on the
- * bare name) and dlock exclude each other in both directions.
+ * bare name) and dlock exclude each other in both directions, also while
+ * dlock waiters queue (redis-py, which does not queue, takes the lock only
+ * when it is free).
  *
  * The peer is the benchmark's redis-py driver (bench/peers/redispy_peer.py,
  * its try and hold modes), run by Debian's /usr/bin/python3 (or
@@ -22,6 +24,7 @@
 
 #include "dlock.h"
 #include "test-redis.h"
+#include "test-waiters.h"
 
 #ifndef REDISPY_PEER
 #error "REDISPY_PEER must name bench/peers/redispy_peer.py"
@@ -72,6 +75,16 @@ static void peer_finish(peer *p)
 	close(p->in_fd);
 	close(p->out_fd);
 	assert_int_equal(test_wait_child(p->pid, &sig), 0);
+}
+
+/* The peer, told to release, says so and ends. */
+static void peer_released(peer *p)
+{
+	char *line = peer_line(p);
+
+	assert_string_equal(line, "released");
+	g_free(line);
+	peer_finish(p);
 }
 
 /* What a one-shot redis-py acquire says: "acquired" or "busy". */
@@ -128,10 +141,7 @@ static void test_redis_py_holder_makes_dlock_busy_until_it_releases(void **state
 	}
 
 	assert_true(test_write_str(p.in_fd, "release\n"));
-	line = peer_line(&p);
-	assert_string_equal(line, "released");
-	g_free(line);
-	peer_finish(&p);
+	peer_released(&p);
 	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
 	assert_int_equal(dlock_release(lock), DLOCK_OK);
 	assert_int_equal(test_redis_int(server, "EXISTS %s", name), 0);
@@ -216,12 +226,90 @@ static void test_dlock_waiter_gets_the_lock_after_redis_py_releases(void **state
 	print_message("dlock acquired %" PRId64 " ms after redis-py was told to release\n",
 	              w.granted_ms - released);
 	assert_true(w.granted_ms - released < 5000);
-	line = peer_line(&p);
-	assert_string_equal(line, "released");
-	g_free(line);
-	peer_finish(&p);
+	peer_released(&p);
 	dlock_lock_free(w.lock);
 	dlock_client_free(client);
+}
+
+/* A plain-format dlock waiter that holds until told. */
+static void queue_plain_waiter(test_waiter *w, const char *name, long long n)
+{
+	char *plain = test_redis_uri(server, "?key-format=plain");
+
+	test_queue_waiter_start(server, w, name, plain, name, 30000, n, NULL);
+	g_free(plain);
+}
+
+static void assert_redis_py_gets(const char *name, const char *expected)
+{
+	char *answer = peer_try(name);
+
+	assert_string_equal(answer, expected);
+	g_free(answer);
+}
+
+static void test_redis_py_is_kept_out_while_dlock_waiters_queue(void **state)
+{
+	const char *name = "interop/queued";
+	char *plain = test_redis_uri(server, "?key-format=plain");
+	test_holder h;
+	test_waiter w;
+
+	test_holder_open(&h, plain, name, NULL);
+	test_holder_take(&h);
+	queue_plain_waiter(&w, name, 1);
+	assert_redis_py_gets(name, "busy");
+	/* The release hands the key to the waiter: it is never free. */
+	test_holder_release(&h, DLOCK_OK);
+	assert_redis_py_gets(name, "busy");
+	test_waiter_granted(&w, 5000);
+	assert_int_equal(test_lock_holder_pid(server, name), w.pid);
+	test_waiter_release(&w);
+	test_waiter_finish(&w);
+	/* Nobody holds or waits: redis-py takes it. */
+	assert_redis_py_gets(name, "acquired");
+	test_holder_close(&h);
+	test_queue_assert_only_fence(server, name);
+	g_free(plain);
+}
+
+static void test_dlock_waiters_queue_behind_redis_py_and_get_it_in_order(void **state)
+{
+	const char *name = "interop/py-then-queue";
+	char *plain = test_redis_uri(server, "?key-format=plain");
+	peer p = peer_start(name, "hold");
+	char *line = peer_line(&p);
+	test_waiter a, b;
+	test_holder newcomer;
+	int64_t released;
+
+	assert_string_equal(line, "held");
+	g_free(line);
+	queue_plain_waiter(&a, name, 1);
+	queue_plain_waiter(&b, name, 2);
+	test_holder_open(&newcomer, plain, name, NULL);
+	assert_int_equal(dlock_acquire(newcomer.lock, 0), DLOCK_EBUSY);
+	/* redis-py publishes nothing: the head finds the key free on its
+	 * next try, within its capped backoff. */
+	released = test_now_ms();
+	assert_true(test_write_str(p.in_fd, "release\n"));
+	test_waiter_granted(&a, 5000);
+	print_message("the head of the queue got the lock %" PRId64 " ms after redis-py was told to release\n",
+	              a.at_ms - released);
+	assert_true(a.at_ms - released < 3000);
+	peer_released(&p);
+	assert_redis_py_gets(name, "busy");
+	test_waiter_release(&a);
+	test_waiter_granted(&b, 5000);
+	assert_true(b.token > a.token);
+	assert_redis_py_gets(name, "busy");
+	test_waiter_release(&b);
+	test_waiter_finish(&a);
+	test_waiter_finish(&b);
+	assert_redis_py_gets(name, "acquired");
+	test_holder_close(&newcomer);
+	test_queue_assert_only_fence(server, name);
+	g_free(plain);
 }
 
 /* Runs last: a group teardown's failure would not fail the program. */
@@ -249,9 +337,14 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_redis_py_holder_makes_dlock_busy_until_it_releases),
 		cmocka_unit_test(test_dlock_holder_makes_redis_py_fail_until_it_releases),
 		cmocka_unit_test(test_dlock_waiter_gets_the_lock_after_redis_py_releases),
+		cmocka_unit_test(test_redis_py_is_kept_out_while_dlock_waiters_queue),
+		cmocka_unit_test(test_dlock_waiters_queue_behind_redis_py_and_get_it_in_order),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
+	int status;
 
 	test_init(argv[0]);
+	if (test_waiter_worker_main(argc, argv, &status))
+		return status;
 	return test_finish(cmocka_run_group_tests_name("redis-interop", tests, setup, teardown));
 }
