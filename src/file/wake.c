@@ -1,0 +1,115 @@
+/*
+ * One waiter woken per release: a futex in the lock file.
+ *
+ * The last 32-bit word of the lock file's first page (offset WAKE_OFFSET)
+ * is a futex shared by every process that maps the file: the kernel keys a
+ * shared futex by inode and offset, so waiters in any process sleep on the
+ * same queue.  A waiter reads the word, tries the lock, and if it is busy
+ * sleeps in FUTEX_WAIT for as long as the word keeps that value.  A
+ * release unlocks, writes a fresh value into the word, and wakes ONE
+ * sleeper (FUTEX_WAKE 1): the kernel's queue is first come, first woken,
+ * and only holds threads that are still asleep, so a dead waiter is never
+ * chosen.  Unlocking before writing means a waiter whose try failed either
+ * sees the new value when it goes to sleep (and tries again at once) or is
+ * already queued when the wake comes: no release is missed.
+ *
+ * The word is read and written with pread/pwrite, never through the
+ * mapping: a file someone else truncated would make a mapped access raise
+ * SIGBUS in the host program, while the kernel's own accesses in the futex
+ * calls just fail (EFAULT), and the waiter then falls back to inotify.
+ * The holder's record at the start of the file is shorter than the page;
+ * a holder truncating the file to its record zeroes the word, which is
+ * only one more change of value (the fresh values are never 0).
+ *
+ * The wait also includes the waiter's cancel word (a private futex), so a
+ * cancel ends it at once, and it ends at the caller's deadline or nap on
+ * the monotonic clock.  Releases the futex does not see -- a holder killed
+ * (the kernel unlocks, nobody writes), a dlock too old to write the word --
+ * are found by the nap, whose backoff is capped as before.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define WAKE_PAGE 4096
+#define WAKE_OFFSET (WAKE_PAGE - 4)
+
+uint32_t dlock__file_wake_read(int fd)
+{
+	uint32_t word = 0;
+
+	if (pread(fd, &word, sizeof(word), WAKE_OFFSET) != (ssize_t)sizeof(word))
+		return 0; /* a shorter file: the word reads as zero */
+	return word;
+}
+
+/* The word in a shared mapping of the file's first page, NULL if it cannot
+ * be mapped.  Only the kernel touches it (see above). */
+static const uint32_t *map_word(int fd)
+{
+	void *page = mmap(NULL, WAKE_PAGE, PROT_READ, MAP_SHARED, fd, 0);
+
+	return page == MAP_FAILED ? NULL : (const uint32_t *)((const char *)page + WAKE_OFFSET);
+}
+
+static void unmap_word(const uint32_t *word)
+{
+	if (word)
+		munmap((char *)word - WAKE_OFFSET, WAKE_PAGE);
+}
+
+static void wake(const uint32_t *word, int count)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE, count, NULL, NULL, 0);
+}
+
+dlock__file_wake_result dlock__file_wake_wait(int fd, const uint32_t **mapped, uint32_t seen,
+                                              dlock__waiter *waiter, int64_t until_us)
+{
+	struct futex_waitv v[2] = { 0 };
+	struct timespec ts = { .tv_sec = until_us / G_USEC_PER_SEC,
+	                       .tv_nsec = (until_us % G_USEC_PER_SEC) * 1000 };
+	long r;
+
+	if (!*mapped && !(*mapped = map_word(fd)))
+		return DLOCK__FILE_WAKE_UNSUPPORTED;
+	v[0].val = seen;
+	v[0].uaddr = (uintptr_t)*mapped;
+	v[0].flags = FUTEX_32; /* shared: other processes wake it */
+	v[1].val = 0;
+	v[1].uaddr = (uintptr_t)dlock__waiter_cancel_word(waiter);
+	v[1].flags = FUTEX_32 | FUTEX_PRIVATE_FLAG;
+	/* g_get_monotonic_time() is CLOCK_MONOTONIC, the clock given here. */
+	r = syscall(SYS_futex_waitv, v, 2, 0, &ts, CLOCK_MONOTONIC);
+	if (r == 0 || (r < 0 && (errno == EAGAIN || errno == EINTR)))
+		return dlock__waiter_canceled(waiter) ? DLOCK__FILE_WAKE_CANCELED : DLOCK__FILE_WAKE_WOKEN;
+	if (r == 1)
+		return DLOCK__FILE_WAKE_CANCELED;
+	if (errno == ETIMEDOUT)
+		return DLOCK__FILE_WAKE_TIMEDOUT;
+	return DLOCK__FILE_WAKE_UNSUPPORTED; /* ENOSYS before Linux 5.16, EFAULT */
+}
+
+void dlock__file_wake_unmap(const uint32_t *mapped)
+{
+	unmap_word(mapped);
+}
+
+void dlock__file_wake_next(int fd, bool change)
+{
+	uint32_t fresh = g_random_int() | 1;
+	const uint32_t *word;
+
+	if (change && pwrite(fd, &fresh, sizeof(fresh), WAKE_OFFSET) != (ssize_t)sizeof(fresh))
+		return;
+	if (!(word = map_word(fd)))
+		return;
+	wake(word, 1);
+	unmap_word(word);
+}
