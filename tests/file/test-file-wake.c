@@ -1,0 +1,396 @@
+/*
+ * The file backend's waiting: a release wakes one waiter, not all of them;
+ * a waiter that times out or is canceled leaves nothing behind (no
+ * descriptor, no thread, no file) and the next waiter still gets the lock;
+ * a holder killed while waiters sleep is still found.
+ */
+#include <dirent.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-util.h"
+
+#define WAITERS 24
+
+static char *dir;
+static char *uri;
+
+/* ---- observing threads and the process -------------------------------- */
+
+/* Voluntary context switches of thread tid: one per time it went to sleep. */
+static long voluntary_switches(int tid)
+{
+	char *path = g_strdup_printf("/proc/self/task/%d/status", tid);
+	char *text = NULL;
+	const char *p;
+	long n = -1;
+
+	if (g_file_get_contents(path, &text, NULL, NULL) && (p = strstr(text, "\nvoluntary_ctxt_switches:")))
+		n = strtol(p + strlen("\nvoluntary_ctxt_switches:"), NULL, 10);
+	g_free(text);
+	g_free(path);
+	return n;
+}
+
+static int count_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Only lock files ("r-" or "h-" names) in the lock directory. */
+static void assert_only_lock_files(void)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		print_message("lock directory: %s\n", e->d_name);
+		assert_true(g_str_has_prefix(e->d_name, "r-") || g_str_has_prefix(e->d_name, "h-"));
+	}
+	closedir(d);
+}
+
+/* ---- waiter threads ----------------------------------------------------- */
+
+typedef struct waiter {
+	GThread *thread;
+	dlock_lock *lock;
+	int64_t wait_ms;
+	atomic_int tid;  /* set before it starts waiting */
+	atomic_int rc;   /* 1 until its acquire returns */
+	atomic_llong done_ms;
+	atomic_ullong token; /* its fencing token, read on its own thread */
+	int64_t hold_us;     /* how long it holds before releasing */
+} waiter;
+
+static GMutex park_mu;
+static GCond park_cond;
+static bool parked_go;
+
+static gpointer waiter_main(gpointer data)
+{
+	waiter *w = data;
+	int rc;
+
+	atomic_store(&w->tid, (int)syscall(SYS_gettid));
+	rc = dlock_acquire(w->lock, w->wait_ms);
+	atomic_store(&w->done_ms, test_now_ms());
+	if (rc == DLOCK_OK) {
+		atomic_store(&w->token, dlock_fencing_token(w->lock));
+		g_usleep(w->hold_us);
+	}
+	if (rc == DLOCK_OK && dlock_release(w->lock) != DLOCK_OK)
+		rc = DLOCK_EBACKEND; /* not an acquire's result: fails the test */
+	atomic_store(&w->rc, rc);
+	/* Stay alive, asleep, so that its context switches can still be read. */
+	g_mutex_lock(&park_mu);
+	while (!parked_go)
+		g_cond_wait(&park_cond, &park_mu);
+	g_mutex_unlock(&park_mu);
+	return NULL;
+}
+
+static void waiter_start(waiter *w, dlock_client *client, const char *resource, int64_t wait_ms)
+{
+	assert_int_equal(dlock_lock_new(client, resource, &w->lock), DLOCK_OK);
+	w->wait_ms = wait_ms;
+	atomic_store(&w->tid, 0);
+	atomic_store(&w->rc, 1);
+	w->thread = g_thread_new("test-waiter", waiter_main, w);
+}
+
+static void waiter_join(waiter *w)
+{
+	g_mutex_lock(&park_mu);
+	parked_go = true;
+	g_cond_broadcast(&park_cond);
+	g_mutex_unlock(&park_mu);
+	g_thread_join(w->thread);
+	dlock_lock_free(w->lock);
+}
+
+typedef struct waiters {
+	waiter *w;
+	int n;
+} waiters;
+
+/* Every waiter is asleep inside acquire (or parked after it). */
+static bool all_asleep(void *arg)
+{
+	const waiters *ws = arg;
+
+	for (int i = 0; i < ws->n; i++) {
+		int tid = atomic_load(&ws->w[i].tid);
+
+		if (tid == 0 || !test_thread_sleeps(tid))
+			return false;
+	}
+	return true;
+}
+
+static bool all_returned(void *arg)
+{
+	const waiters *ws = arg;
+
+	for (int i = 0; i < ws->n; i++)
+		if (atomic_load(&ws->w[i].rc) == 1)
+			return false;
+	return all_asleep(arg);
+}
+
+static long total_switches(const waiters *ws)
+{
+	long sum = 0;
+
+	for (int i = 0; i < ws->n; i++)
+		sum += voluntary_switches(atomic_load(&ws->w[i].tid));
+	return sum;
+}
+
+/* ---- the log: tries a wake-up made in vain ------------------------------- */
+
+static atomic_int busy_tries, wasted_wakes;
+
+static void count_tries(dlock_log_level level, const char *message, void *user_data)
+{
+	if (strstr(message, "busy although woken"))
+		atomic_fetch_add(&wasted_wakes, 1);
+	else if (strstr(message, ": busy"))
+		atomic_fetch_add(&busy_tries, 1);
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+/*
+ * WAITERS threads wait, each on its own handle (its own open file
+ * description); each holds 3 ms and releases, so one release of the
+ * holder starts a chain of WAITERS handoffs, slow enough for the others
+ * to fall asleep again between two.  Woken by every release, as with
+ * inotify on the lock file, the waiters would sleep and wake again about
+ * WAITERS * WAITERS / 2 times in all; woken one per release, about once
+ * each (parked after its hold), plus a nap now and then.
+ */
+static void test_one_release_wakes_one_waiter(void **state)
+{
+	dlock_client *holder_client, *client;
+	dlock_lock *holder;
+	waiter w[WAITERS] = { 0 };
+	waiters ws = { w, WAITERS };
+	long before, after;
+	int wasted;
+
+	parked_go = false;
+	assert_int_equal(dlock_client_new(uri, &holder_client), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	dlock_client_set_log_callback(client, DLOCK_LOG_DEBUG, count_tries, NULL);
+	assert_int_equal(dlock_lock_new(holder_client, "wake/one", &holder), DLOCK_OK);
+	assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
+	for (int i = 0; i < WAITERS; i++) {
+		w[i].hold_us = 3000;
+		waiter_start(&w[i], client, "wake/one", 60000);
+	}
+	assert_true(test_wait_until(all_asleep, &ws, 10000));
+	/* Past the start of any backoff: only releases should wake them now. */
+	g_usleep(300 * 1000);
+	assert_true(test_wait_until(all_asleep, &ws, 10000));
+	before = total_switches(&ws);
+	atomic_store(&wasted_wakes, 0);
+	assert_int_equal(dlock_release(holder), DLOCK_OK);
+	assert_true(test_wait_until(all_returned, &ws, 30000));
+	after = total_switches(&ws);
+	wasted = atomic_load(&wasted_wakes);
+	print_message("%d waiters, one chain of handoffs: %ld sleeps of the waiters, %d tries woken in vain, "
+	              "%d busy tries in all\n", WAITERS, after - before, wasted, atomic_load(&busy_tries));
+	for (int i = 0; i < WAITERS; i++)
+		assert_int_equal(atomic_load(&w[i].rc), DLOCK_OK);
+	assert_true(after - before < WAITERS * WAITERS / 4);
+	assert_true(wasted <= WAITERS / 4);
+	for (int i = 0; i < WAITERS; i++)
+		waiter_join(&w[i]);
+	dlock_lock_free(holder);
+	dlock_client_free(client);
+	dlock_client_free(holder_client);
+}
+
+/*
+ * A waiter that times out, and one that is canceled while asleep, return
+ * promptly (the cancel well before the 200 ms nap would end a sleep), and
+ * leave no descriptor, thread or file; the next waiter is woken by the
+ * release as before.
+ */
+static void test_timed_out_and_canceled_waiters_leave_nothing_behind(void **state)
+{
+	dlock_client *holder_client, *client;
+	dlock_lock *holder, *lock;
+	waiter w = { 0 };
+	waiters ws = { &w, 1 };
+	int fds, threads;
+	int64_t t0, elapsed;
+	uint64_t held;
+
+	parked_go = false;
+	assert_int_equal(dlock_client_new(uri, &holder_client), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(holder_client, "wake/giveup", &holder), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "wake/giveup", &lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
+	held = dlock_fencing_token(holder);
+	t0 = test_now_ms();
+	assert_int_equal(dlock_acquire(lock, 300), DLOCK_ETIMEDOUT);
+	elapsed = test_now_ms() - t0;
+	assert_true(elapsed >= 300 && elapsed < 300 + test_slack(300));
+	fds = count_entries("/proc/self/fd");
+	threads = count_entries("/proc/self/task");
+
+	waiter_start(&w, client, "wake/giveup", 60000);
+	assert_true(test_wait_until(all_asleep, &ws, 10000));
+	g_usleep(50 * 1000);
+	t0 = test_now_ms();
+	dlock_lock_cancel(w.lock);
+	assert_true(test_wait_until(all_returned, &ws, 10000));
+	elapsed = atomic_load(&w.done_ms) - t0;
+	print_message("canceled waiter returned after %" PRId64 " ms\n", elapsed);
+	assert_int_equal(atomic_load(&w.rc), DLOCK_ECANCELED);
+	assert_true(elapsed < test_slack(150));
+	waiter_join(&w);
+
+	assert_int_equal(dlock_acquire(lock, 50), DLOCK_ETIMEDOUT);
+	assert_int_equal(count_entries("/proc/self/fd"), fds);
+	assert_int_equal(count_entries("/proc/self/task"), threads);
+	assert_only_lock_files();
+
+	/* The next waiter: woken by the release, not by its nap. */
+	parked_go = false;
+	waiter_start(&w, client, "wake/giveup", 60000);
+	assert_true(test_wait_until(all_asleep, &ws, 10000));
+	g_usleep(50 * 1000);
+	t0 = test_now_ms();
+	assert_int_equal(dlock_release(holder), DLOCK_OK);
+	assert_true(test_wait_until(all_returned, &ws, 10000));
+	elapsed = atomic_load(&w.done_ms) - t0;
+	print_message("next waiter granted after %" PRId64 " ms\n", elapsed);
+	assert_int_equal(atomic_load(&w.rc), DLOCK_OK);
+	assert_true(elapsed < test_slack(150));
+	assert_true(atomic_load(&w.token) > held);
+	waiter_join(&w);
+	assert_only_lock_files();
+	dlock_lock_free(lock);
+	dlock_lock_free(holder);
+	dlock_client_free(client);
+	dlock_client_free(holder_client);
+}
+
+/*
+ * A holder killed while a waiter sleeps: the kernel unlocks, and no
+ * release wakes anyone, so the waiter's nap (at most 200 ms) finds it.
+ * The child is forked before this process starts any library thread.
+ */
+static void test_holder_killed_while_a_waiter_sleeps_is_found(void **state)
+{
+	dlock_client *client;
+	waiter w = { 0 };
+	waiters ws = { &w, 1 };
+	int pipefd[2];
+	char line[64] = "";
+	uint64_t dead;
+	int64_t t0, elapsed;
+	pid_t pid;
+
+	assert_int_equal(pipe(pipefd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dlock_client *c;
+		dlock_lock *l;
+
+		alarm(30);
+		close(pipefd[0]);
+		if (dlock_client_new(uri, &c) != DLOCK_OK || dlock_lock_new(c, "wake/killed", &l) != DLOCK_OK ||
+		    dlock_acquire(l, 5000) != DLOCK_OK)
+			_exit(2);
+		dprintf(pipefd[1], "held %" PRIu64 "\n", dlock_fencing_token(l));
+		for (;;)
+			pause();
+	}
+	close(pipefd[1]);
+	assert_true(test_read_line(pipefd[0], line, sizeof(line), test_slack(5000)));
+	dead = g_ascii_strtoull(line + 5, NULL, 10);
+	parked_go = false;
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	waiter_start(&w, client, "wake/killed", 60000);
+	assert_true(test_wait_until(all_asleep, &ws, 10000));
+	g_usleep(300 * 1000);
+	t0 = test_now_ms();
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	assert_true(test_wait_until(all_returned, &ws, 10000));
+	elapsed = atomic_load(&w.done_ms) - t0;
+	print_message("killed holder's lock granted after %" PRId64 " ms\n", elapsed);
+	assert_int_equal(atomic_load(&w.rc), DLOCK_OK);
+	assert_true(elapsed < 200 + test_slack(300));
+	assert_true(atomic_load(&w.token) > dead);
+	waiter_join(&w);
+	close(pipefd[0]);
+	dlock_client_free(client);
+}
+
+static int setup(void **state)
+{
+	char *parent = g_dir_make_tmp("dlock-file-wake-XXXXXX", NULL);
+
+	dir = g_build_filename(parent, "locks", NULL);
+	mkdir(dir, 0700);
+	uri = g_strconcat("file://", dir, NULL);
+	g_free(parent);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char *parent = g_path_get_dirname(dir);
+
+	test_remove_tree(parent);
+	g_free(parent);
+	g_free(dir);
+	g_free(uri);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_holder_killed_while_a_waiter_sleeps_is_found),
+		cmocka_unit_test(test_one_release_wakes_one_waiter),
+		cmocka_unit_test(test_timed_out_and_canceled_waiters_leave_nothing_behind),
+	};
+
+	test_init(argv[0]);
+	return cmocka_run_group_tests_name("file-wake", tests, setup, teardown);
+}
