@@ -57,15 +57,16 @@ typedef enum dlock__file_wake_result {
 } dlock__file_wake_result;
 
 /* Sleep while the word still reads seen, until until_us (monotonic) or a
- * cancel of waiter.  *mapped (NULL at first) keeps the file's mapping
- * between waits; free it with dlock__file_wake_unmap() before closing fd. */
-dlock__file_wake_result dlock__file_wake_wait(int fd, const uint32_t **mapped, uint32_t seen,
-                                              dlock__waiter *waiter, int64_t until_us);
+ * cancel of waiter.  fd is open on the lock file at path.  *mapped (NULL
+ * at first) keeps the file's mapping between waits; free it with
+ * dlock__file_wake_unmap(). */
+dlock__file_wake_result dlock__file_wake_wait(int fd, const char *path, const uint32_t **mapped,
+                                              uint32_t seen, dlock__waiter *waiter, int64_t until_us);
 void dlock__file_wake_unmap(const uint32_t *mapped);
-/* Wake one waiter of the file open on fd: after a release, with change
- * (the word gets a fresh value first); without, to pass on a wake-up that
- * a waiter giving up may have taken. */
-void dlock__file_wake_next(int fd, bool change);
+/* Wake one waiter of the file open on fd (at path): after a release, with
+ * change (the word gets a fresh value first); without, to pass on a
+ * wake-up that a waiter giving up may have taken. */
+void dlock__file_wake_next(int fd, const char *path, bool change);
 
 /* open() a lock file (O_CLOEXEC added) so that a child made by fork()
  * gets no copy of the descriptor; -1 and errno on failure.  Close it only

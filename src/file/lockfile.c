@@ -32,6 +32,7 @@
 
 typedef struct file_hold {
 	int fd;
+	char *path; /* where fd was opened, to map the futex (wake.c) */
 	int watch; /* from dlock__file_watch_hold(), -1 if none */
 	uint64_t fence;
 } file_hold;
@@ -122,13 +123,14 @@ static int try_lock(int fd, const char *path)
  * A waiter canceled just after a release woke it would leave the lock
  * free with everyone else asleep: it passes the wake-up on.
  */
-static int futex_turn(int fd, const uint32_t **mapped, uint32_t word, dlock__waiter *waiter,
-                      const char *resource, int64_t wait_ms, int64_t deadline_us, bool *ret_woken)
+static int futex_turn(int fd, const char *path, const uint32_t **mapped, uint32_t word,
+                      dlock__waiter *waiter, const char *resource, int64_t wait_ms, int64_t deadline_us,
+                      bool *ret_woken)
 {
 	int64_t until_us = MIN(deadline_us, dlock__mono_us() + BACKOFF_CAP_US);
 
 	*ret_woken = false;
-	switch (dlock__file_wake_wait(fd, mapped, word, waiter, until_us)) {
+	switch (dlock__file_wake_wait(fd, path, mapped, word, waiter, until_us)) {
 	case DLOCK__FILE_WAKE_WOKEN:
 		*ret_woken = true;
 		return DLOCK_OK;
@@ -137,7 +139,7 @@ static int futex_turn(int fd, const uint32_t **mapped, uint32_t word, dlock__wai
 			return dlock__error_timeout(resource, wait_ms);
 		return DLOCK_OK;
 	case DLOCK__FILE_WAKE_CANCELED:
-		dlock__file_wake_next(fd, false);
+		dlock__file_wake_next(fd, path, false);
 		return dlock__error_canceled(resource);
 	case DLOCK__FILE_WAKE_UNSUPPORTED:
 		break;
@@ -179,6 +181,7 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 				fh->fence = (uint64_t)g_get_real_time();
 			fh->fence++;
 			fh->fd = fd;
+			fh->path = g_strdup(path);
 			fd = -1;
 			if (write_content(fh->fd, fh->fence, token) != 0)
 				dlock__log(b->logger, DLOCK_LOG_WARNING, "file %s: cannot record the holder: %s", path,
@@ -213,7 +216,7 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 		dlock__log(b->logger, DLOCK_LOG_DEBUG, woken ? "file %s: busy although woken; waiting again"
 		                                             : "file %s: busy; waiting", path);
 		if (futex) {
-			rc = futex_turn(fd, &mapped, word, waiter, resource, wait_ms, deadline_us, &woken);
+			rc = futex_turn(fd, path, &mapped, word, waiter, resource, wait_ms, deadline_us, &woken);
 			if (rc <= 0) {
 				if (rc != DLOCK_OK)
 					break;
@@ -263,8 +266,9 @@ int dlock__file_release(dlock__backend *b, dlock__hold *hold)
 	dlock__file_unwatch_hold(b, fh->watch, hold);
 	write_content(fh->fd, fh->fence, NULL);
 	lock_fd(fh->fd, F_UNLCK, F_OFD_SETLK);
-	dlock__file_wake_next(fh->fd, true);
+	dlock__file_wake_next(fh->fd, fh->path, true);
 	dlock__file_close_guarded(fh->fd);
+	g_free(fh->path);
 	g_free(fh);
 	return DLOCK_OK;
 }

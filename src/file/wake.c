@@ -21,6 +21,12 @@
  * a holder truncating the file to its record zeroes the word, which is
  * only one more change of value (the fresh values are never 0).
  *
+ * The mapping is made through a read-only open file description of its
+ * own, never the one that holds or waits for the lock: a mapping keeps
+ * its file description alive, and a child made by fork() inherits it, so
+ * a mapping of the lock's description would keep the lock held after its
+ * holder died, as an inherited descriptor would (forkguard.c).
+ *
  * The wait also includes the waiter's cancel word (a private futex), so a
  * cancel ends it at once, and it ends at the caller's deadline or nap on
  * the monotonic clock.  Releases the futex does not see -- a holder killed
@@ -28,9 +34,11 @@
  * are found by the nap, whose backoff is capped as before.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,12 +57,20 @@ uint32_t dlock__file_wake_read(int fd)
 	return word;
 }
 
-/* The word in a shared mapping of the file's first page, NULL if it cannot
- * be mapped.  Only the kernel touches it (see above). */
-static const uint32_t *map_word(int fd)
+/* The word in a shared mapping of the first page of the file at path,
+ * which must still be the file open on fd; NULL if it cannot be mapped.
+ * Only the kernel touches it (see above). */
+static const uint32_t *map_word(int fd, const char *path)
 {
-	void *page = mmap(NULL, WAKE_PAGE, PROT_READ, MAP_SHARED, fd, 0);
+	int rfd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	void *page = MAP_FAILED;
+	struct stat a, b;
 
+	if (rfd < 0)
+		return NULL;
+	if (fstat(fd, &a) == 0 && fstat(rfd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		page = mmap(NULL, WAKE_PAGE, PROT_READ, MAP_SHARED, rfd, 0);
+	close(rfd);
 	return page == MAP_FAILED ? NULL : (const uint32_t *)((const char *)page + WAKE_OFFSET);
 }
 
@@ -69,15 +85,15 @@ static void wake(const uint32_t *word, int count)
 	syscall(SYS_futex, word, FUTEX_WAKE, count, NULL, NULL, 0);
 }
 
-dlock__file_wake_result dlock__file_wake_wait(int fd, const uint32_t **mapped, uint32_t seen,
-                                              dlock__waiter *waiter, int64_t until_us)
+dlock__file_wake_result dlock__file_wake_wait(int fd, const char *path, const uint32_t **mapped,
+                                              uint32_t seen, dlock__waiter *waiter, int64_t until_us)
 {
 	struct futex_waitv v[2] = { 0 };
 	struct timespec ts = { .tv_sec = until_us / G_USEC_PER_SEC,
 	                       .tv_nsec = (until_us % G_USEC_PER_SEC) * 1000 };
 	long r;
 
-	if (!*mapped && !(*mapped = map_word(fd)))
+	if (!*mapped && !(*mapped = map_word(fd, path)))
 		return DLOCK__FILE_WAKE_UNSUPPORTED;
 	v[0].val = seen;
 	v[0].uaddr = (uintptr_t)*mapped;
@@ -101,14 +117,14 @@ void dlock__file_wake_unmap(const uint32_t *mapped)
 	unmap_word(mapped);
 }
 
-void dlock__file_wake_next(int fd, bool change)
+void dlock__file_wake_next(int fd, const char *path, bool change)
 {
 	uint32_t fresh = g_random_int() | 1;
 	const uint32_t *word;
 
 	if (change && pwrite(fd, &fresh, sizeof(fresh), WAKE_OFFSET) != (ssize_t)sizeof(fresh))
 		return;
-	if (!(word = map_word(fd)))
+	if (!(word = map_word(fd, path)))
 		return;
 	wake(word, 1);
 	unmap_word(word);

@@ -88,6 +88,7 @@ typedef struct waiter {
 	atomic_llong done_ms;
 	atomic_ullong token; /* its fencing token, read on its own thread */
 	int64_t hold_us;     /* how long it holds before releasing */
+	bool keep;           /* or it keeps the lock */
 } waiter;
 
 static GMutex park_mu;
@@ -106,7 +107,7 @@ static gpointer waiter_main(gpointer data)
 		atomic_store(&w->token, dlock_fencing_token(w->lock));
 		g_usleep(w->hold_us);
 	}
-	if (rc == DLOCK_OK && dlock_release(w->lock) != DLOCK_OK)
+	if (rc == DLOCK_OK && !w->keep && dlock_release(w->lock) != DLOCK_OK)
 		rc = DLOCK_EBACKEND; /* not an acquire's result: fails the test */
 	atomic_store(&w->rc, rc);
 	/* Stay alive, asleep, so that its context switches can still be read. */
@@ -361,6 +362,76 @@ static void test_holder_killed_while_a_waiter_sleeps_is_found(void **state)
 	dlock_client_free(client);
 }
 
+/*
+ * A process waits, forks while its waiter sleeps (the child inherits the
+ * process's memory mappings, and a mapping keeps its file description
+ * alive), is granted the lock, and is killed: the child lives on, and the
+ * lock must still be free at once.
+ */
+static void test_waiter_forked_child_does_not_keep_the_lock(void **state)
+{
+	const char *args[] = { "forkwait", uri, "wake/fork", NULL };
+	dlock_client *client;
+	dlock_lock *lock;
+	char line[128];
+	long child = 0;
+	int64_t t0;
+	int fd;
+	pid_t pid;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "wake/fork", &lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	pid = test_spawn_worker(args, &fd);
+	assert_true(test_read_line(fd, line, sizeof(line), test_slack(10000)));
+	assert_int_equal(sscanf(line, "forked %ld", &child), 1);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	assert_true(test_read_line(fd, line, sizeof(line), test_slack(10000)));
+	assert_true(g_str_has_prefix(line, "held"));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(fd);
+	assert_int_equal(kill((pid_t)child, 0), 0);
+	t0 = test_now_ms();
+	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_OK);
+	assert_true(test_now_ms() - t0 < test_slack(500));
+	kill((pid_t)child, SIGKILL);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
+/* forkwait URI RESOURCE: see the test above. */
+static int forkwait_worker(const char *spec, const char *resource)
+{
+	dlock_client *client;
+	waiter w = { 0 };
+	waiters ws = { &w, 1 };
+	pid_t child;
+
+	if (dlock_client_new(spec, &client) != DLOCK_OK)
+		return 2;
+	w.keep = true;
+	waiter_start(&w, client, resource, 30000);
+	if (!test_wait_until(all_asleep, &ws, 10000))
+		return 3;
+	g_usleep(50 * 1000);
+	child = fork();
+	if (child == 0) {
+		alarm(30); /* outlives the worker, not the test */
+		for (;;)
+			pause();
+	}
+	printf("forked %ld\n", (long)child);
+	fflush(stdout);
+	if (!test_wait_until(all_returned, &ws, 20000) || atomic_load(&w.rc) != DLOCK_OK)
+		return 4;
+	printf("held %" PRIu64 "\n", (uint64_t)atomic_load(&w.token));
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
 static int setup(void **state)
 {
 	char *parent = g_dir_make_tmp("dlock-file-wake-XXXXXX", NULL);
@@ -389,8 +460,11 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_holder_killed_while_a_waiter_sleeps_is_found),
 		cmocka_unit_test(test_one_release_wakes_one_waiter),
 		cmocka_unit_test(test_timed_out_and_canceled_waiters_leave_nothing_behind),
+		cmocka_unit_test(test_waiter_forked_child_does_not_keep_the_lock),
 	};
 
 	test_init(argv[0]);
+	if (argc >= 5 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "forkwait") == 0)
+		return forkwait_worker(argv[3], argv[4]);
 	return cmocka_run_group_tests_name("file-wake", tests, setup, teardown);
 }
