@@ -18,12 +18,14 @@
 #include "thread.h"
 
 typedef struct file_watch file_watch;
+typedef struct dlock__file_wakes dlock__file_wakes;
 
 struct dlock__backend {
 	const dlock__logger *logger;
 	char *dir;
 	GMutex lazy_mu;     /* guards starting the watch thread */
 	dlock__lazy_thread watch; /* file_watch * */
+	dlock__file_wakes *wakes; /* mapped futex words (wake.c) */
 };
 
 /* The lock file's path for a resource (g_free); names.c. */
@@ -57,16 +59,16 @@ typedef enum dlock__file_wake_result {
 } dlock__file_wake_result;
 
 /* Sleep while the word still reads seen, until until_us (monotonic) or a
- * cancel of waiter.  fd is open on the lock file at path.  *mapped (NULL
- * at first) keeps the file's mapping between waits; free it with
- * dlock__file_wake_unmap(). */
-dlock__file_wake_result dlock__file_wake_wait(int fd, const char *path, const uint32_t **mapped,
-                                              uint32_t seen, dlock__waiter *waiter, int64_t until_us);
-void dlock__file_wake_unmap(const uint32_t *mapped);
+ * cancel of waiter.  fd is open on the lock file at path. */
+dlock__file_wake_result dlock__file_wake_wait(dlock__backend *b, int fd, const char *path, uint32_t seen,
+                                              dlock__waiter *waiter, int64_t until_us);
 /* Wake one waiter of the file open on fd (at path): after a release, with
  * change (the word gets a fresh value first); without, to pass on a
  * wake-up that a waiter giving up may have taken. */
-void dlock__file_wake_next(int fd, const char *path, bool change);
+void dlock__file_wake_next(dlock__backend *b, int fd, const char *path, bool change);
+/* The backend's mappings of lock files (wake.c). */
+dlock__file_wakes *dlock__file_wakes_new(void);
+void dlock__file_wakes_free(dlock__file_wakes *wakes);
 
 /* open() a lock file (O_CLOEXEC added) so that a child made by fork()
  * gets no copy of the descriptor; -1 and errno on failure.  Close it only

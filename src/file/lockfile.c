@@ -67,6 +67,12 @@ static void read_content(int fd, uint64_t *ret_fence, char **ret_holder)
 	g_strfreev(lines);
 }
 
+/*
+ * The record, padded with NUL bytes to CONTENT_MAX (readers stop at the
+ * first NUL) rather than cut to its length: the file keeps its size, so the
+ * futex word further on (wake.c) survives, and no write allocates or frees
+ * the file's blocks.  A record too long to pad is cut as before.
+ */
 static int write_content(int fd, uint64_t fence, const char *holder)
 {
 	char *text = g_strdup_printf("dlock-file 1\nfence %" PRIu64 "\n%s%s%s", fence,
@@ -74,8 +80,14 @@ static int write_content(int fd, uint64_t fence, const char *holder)
 	size_t len = strlen(text);
 	int rc = 0;
 
-	if (pwrite(fd, text, len, 0) != (ssize_t)len || ftruncate(fd, (off_t)len) != 0)
+	if (len < CONTENT_MAX) {
+		text = g_realloc(text, CONTENT_MAX);
+		memset(text + len, 0, CONTENT_MAX - len);
+		if (pwrite(fd, text, CONTENT_MAX, 0) != CONTENT_MAX)
+			rc = -1;
+	} else if (pwrite(fd, text, len, 0) != (ssize_t)len || ftruncate(fd, (off_t)len) != 0) {
 		rc = -1;
+	}
 	g_free(text);
 	return rc;
 }
@@ -123,14 +135,13 @@ static int try_lock(int fd, const char *path)
  * A waiter canceled just after a release woke it would leave the lock
  * free with everyone else asleep: it passes the wake-up on.
  */
-static int futex_turn(int fd, const char *path, const uint32_t **mapped, uint32_t word,
-                      dlock__waiter *waiter, const char *resource, int64_t wait_ms, int64_t deadline_us,
-                      bool *ret_woken)
+static int futex_turn(dlock__backend *b, int fd, const char *path, uint32_t word, dlock__waiter *waiter,
+                      const char *resource, int64_t wait_ms, int64_t deadline_us, bool *ret_woken)
 {
 	int64_t until_us = MIN(deadline_us, dlock__mono_us() + BACKOFF_CAP_US);
 
 	*ret_woken = false;
-	switch (dlock__file_wake_wait(fd, path, mapped, word, waiter, until_us)) {
+	switch (dlock__file_wake_wait(b, fd, path, word, waiter, until_us)) {
 	case DLOCK__FILE_WAKE_WOKEN:
 		*ret_woken = true;
 		return DLOCK_OK;
@@ -139,7 +150,7 @@ static int futex_turn(int fd, const char *path, const uint32_t **mapped, uint32_
 			return dlock__error_timeout(resource, wait_ms);
 		return DLOCK_OK;
 	case DLOCK__FILE_WAKE_CANCELED:
-		dlock__file_wake_next(fd, path, false);
+		dlock__file_wake_next(b, fd, path, false);
 		return dlock__error_canceled(resource);
 	case DLOCK__FILE_WAKE_UNSUPPORTED:
 		break;
@@ -154,18 +165,18 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 	char *path = dlock__file_path(b, resource);
 	int64_t backoff_us = BACKOFF_FIRST_US;
 	int watch = -1, fd = -1, rc;
-	bool watch_tried = false, futex = true, woken = false;
-	const uint32_t *mapped = NULL;
+	bool watch_tried = false, futex = true, futex_armed = false, woken = false;
 
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
-		uint32_t word;
+		uint32_t word = 0;
 
 		if (fd < 0 && (fd = open_lock_file(path)) < 0) {
 			rc = fd;
 			break;
 		}
-		word = dlock__file_wake_read(fd);
+		if (futex_armed)
+			word = dlock__file_wake_read(fd);
 		rc = try_lock(fd, path);
 		if (rc == 1) {
 			file_hold *fh = g_new0(file_hold, 1);
@@ -196,8 +207,7 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 		if (rc == 2) {
 			/* Replaced under us: start over on the new file, with
 			 * a watch on it rather than on the old one. */
-			dlock__file_wake_unmap(mapped);
-			mapped = NULL;
+			futex_armed = false;
 			dlock__file_close_guarded(fd);
 			fd = -1;
 			dlock__file_watch_remove(b, watch, waiter);
@@ -215,8 +225,14 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 		 * others: with one waiter woken per release there are few. */
 		dlock__log(b->logger, DLOCK_LOG_DEBUG, woken ? "file %s: busy although woken; waiting again"
 		                                             : "file %s: busy; waiting", path);
+		if (futex && !futex_armed) {
+			/* Read the word from now on, and try once more before
+			 * sleeping on it: a release may have come after the try. */
+			futex_armed = true;
+			continue;
+		}
 		if (futex) {
-			rc = futex_turn(fd, path, &mapped, word, waiter, resource, wait_ms, deadline_us, &woken);
+			rc = futex_turn(b, fd, path, word, waiter, resource, wait_ms, deadline_us, &woken);
 			if (rc <= 0) {
 				if (rc != DLOCK_OK)
 					break;
@@ -241,7 +257,6 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 			break;
 	}
 	dlock__file_watch_remove(b, watch, waiter);
-	dlock__file_wake_unmap(mapped);
 	dlock__file_close_guarded(fd);
 	g_free(path);
 	return rc;
@@ -266,7 +281,7 @@ int dlock__file_release(dlock__backend *b, dlock__hold *hold)
 	dlock__file_unwatch_hold(b, fh->watch, hold);
 	write_content(fh->fd, fh->fence, NULL);
 	lock_fd(fh->fd, F_UNLCK, F_OFD_SETLK);
-	dlock__file_wake_next(fh->fd, fh->path, true);
+	dlock__file_wake_next(b, fh->fd, fh->path, true);
 	dlock__file_close_guarded(fh->fd);
 	g_free(fh->path);
 	g_free(fh);

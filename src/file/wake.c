@@ -47,6 +47,7 @@
 
 #define WAKE_PAGE 4096
 #define WAKE_OFFSET (WAKE_PAGE - 4)
+#define CACHE_MAX 64
 
 uint32_t dlock__file_wake_read(int fd)
 {
@@ -74,58 +75,142 @@ static const uint32_t *map_word(int fd, const char *path)
 	return page == MAP_FAILED ? NULL : (const uint32_t *)((const char *)page + WAKE_OFFSET);
 }
 
-static void unmap_word(const uint32_t *word)
+static void unmap_word(gpointer word)
 {
-	if (word)
-		munmap((char *)word - WAKE_OFFSET, WAKE_PAGE);
+	munmap((char *)word - WAKE_OFFSET, WAKE_PAGE);
 }
 
-static void wake(const uint32_t *word, int count)
+/*
+ * The mappings, kept for the backend's life: opening and mapping a file
+ * and faulting its page in costs several times the release itself, and a
+ * program usually locks the same few resources again and again.  At most
+ * CACHE_MAX paths are kept (beyond, a mapping serves one call).  A mapping
+ * is never unmapped while the backend lives -- a thread may be asleep on
+ * it or about to wake it -- so the mapping of a replaced file is only
+ * retired, and unmapped when the backend closes.
+ */
+typedef struct wake_map {
+	dev_t dev;
+	ino_t ino;
+	const uint32_t *word;
+} wake_map;
+
+struct dlock__file_wakes {
+	GMutex mu;
+	GHashTable *by_path; /* char * -> wake_map * */
+	GPtrArray *retired;  /* words of replaced files */
+};
+
+dlock__file_wakes *dlock__file_wakes_new(void)
 {
-	syscall(SYS_futex, word, FUTEX_WAKE, count, NULL, NULL, 0);
+	dlock__file_wakes *w = g_new0(dlock__file_wakes, 1);
+
+	g_mutex_init(&w->mu);
+	w->by_path = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	w->retired = g_ptr_array_new_with_free_func(unmap_word);
+	return w;
 }
 
-dlock__file_wake_result dlock__file_wake_wait(int fd, const char *path, const uint32_t **mapped,
-                                              uint32_t seen, dlock__waiter *waiter, int64_t until_us)
+void dlock__file_wakes_free(dlock__file_wakes *w)
+{
+	GHashTableIter iter;
+	gpointer value;
+
+	g_hash_table_iter_init(&iter, w->by_path);
+	while (g_hash_table_iter_next(&iter, NULL, &value))
+		unmap_word((gpointer)((wake_map *)value)->word);
+	g_hash_table_unref(w->by_path);
+	g_ptr_array_unref(w->retired);
+	g_mutex_clear(&w->mu);
+	g_free(w);
+}
+
+/* The word of the file open on fd at path, or NULL; *ret_own: the caller
+ * unmaps it after use (the cache had no room, or another thread mapped
+ * the same file meanwhile).  The mapping is made outside the mutex. */
+static const uint32_t *word_get(dlock__file_wakes *w, int fd, const char *path, bool *ret_own)
+{
+	const uint32_t *word = NULL;
+	struct stat st;
+	wake_map *m;
+
+	*ret_own = false;
+	if (fstat(fd, &st) != 0)
+		return NULL;
+	g_mutex_lock(&w->mu);
+	m = g_hash_table_lookup(w->by_path, path);
+	if (m && m->dev == st.st_dev && m->ino == st.st_ino)
+		word = m->word;
+	g_mutex_unlock(&w->mu);
+	if (word || !(word = map_word(fd, path)))
+		return word;
+	g_mutex_lock(&w->mu);
+	m = g_hash_table_lookup(w->by_path, path);
+	if (m && m->dev == st.st_dev && m->ino == st.st_ino) {
+		*ret_own = true;
+	} else if (m) {
+		g_ptr_array_add(w->retired, (gpointer)m->word);
+		*m = (wake_map){ .dev = st.st_dev, .ino = st.st_ino, .word = word };
+	} else if (g_hash_table_size(w->by_path) < CACHE_MAX) {
+		m = g_new(wake_map, 1);
+		*m = (wake_map){ .dev = st.st_dev, .ino = st.st_ino, .word = word };
+		g_hash_table_insert(w->by_path, g_strdup(path), m);
+	} else {
+		*ret_own = true;
+	}
+	g_mutex_unlock(&w->mu);
+	return word;
+}
+
+static void word_put(const uint32_t *word, bool own)
+{
+	if (own)
+		unmap_word((gpointer)word);
+}
+
+dlock__file_wake_result dlock__file_wake_wait(dlock__backend *b, int fd, const char *path, uint32_t seen,
+                                              dlock__waiter *waiter, int64_t until_us)
 {
 	struct futex_waitv v[2] = { 0 };
 	struct timespec ts = { .tv_sec = until_us / G_USEC_PER_SEC,
 	                       .tv_nsec = (until_us % G_USEC_PER_SEC) * 1000 };
+	const uint32_t *word;
+	bool own;
 	long r;
+	int err;
 
-	if (!*mapped && !(*mapped = map_word(fd, path)))
+	if (!(word = word_get(b->wakes, fd, path, &own)))
 		return DLOCK__FILE_WAKE_UNSUPPORTED;
 	v[0].val = seen;
-	v[0].uaddr = (uintptr_t)*mapped;
+	v[0].uaddr = (uintptr_t)word;
 	v[0].flags = FUTEX_32; /* shared: other processes wake it */
 	v[1].val = 0;
 	v[1].uaddr = (uintptr_t)dlock__waiter_cancel_word(waiter);
 	v[1].flags = FUTEX_32 | FUTEX_PRIVATE_FLAG;
 	/* g_get_monotonic_time() is CLOCK_MONOTONIC, the clock given here. */
 	r = syscall(SYS_futex_waitv, v, 2, 0, &ts, CLOCK_MONOTONIC);
-	if (r == 0 || (r < 0 && (errno == EAGAIN || errno == EINTR)))
+	err = errno;
+	word_put(word, own);
+	if (r == 0 || (r < 0 && (err == EAGAIN || err == EINTR)))
 		return dlock__waiter_canceled(waiter) ? DLOCK__FILE_WAKE_CANCELED : DLOCK__FILE_WAKE_WOKEN;
 	if (r == 1)
 		return DLOCK__FILE_WAKE_CANCELED;
-	if (errno == ETIMEDOUT)
+	if (err == ETIMEDOUT)
 		return DLOCK__FILE_WAKE_TIMEDOUT;
+	errno = err;
 	return DLOCK__FILE_WAKE_UNSUPPORTED; /* ENOSYS before Linux 5.16, EFAULT */
 }
 
-void dlock__file_wake_unmap(const uint32_t *mapped)
-{
-	unmap_word(mapped);
-}
-
-void dlock__file_wake_next(int fd, const char *path, bool change)
+void dlock__file_wake_next(dlock__backend *b, int fd, const char *path, bool change)
 {
 	uint32_t fresh = g_random_int() | 1;
 	const uint32_t *word;
+	bool own;
 
 	if (change && pwrite(fd, &fresh, sizeof(fresh), WAKE_OFFSET) != (ssize_t)sizeof(fresh))
 		return;
-	if (!(word = map_word(fd, path)))
+	if (!(word = word_get(b->wakes, fd, path, &own)))
 		return;
-	wake(word, 1);
-	unmap_word(word);
+	syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
+	word_put(word, own);
 }
