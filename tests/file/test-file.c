@@ -1,6 +1,6 @@
 /*
  * The file backend: exclusion across processes and threads, release by
- * the kernel when a holder dies, waiting woken by inotify, deadlines, name
+ * the kernel when a holder dies, waiting woken by the release, deadlines, name
  * mapping that never leaves the directory, and the default directory's
  * checks.
  */
@@ -218,10 +218,11 @@ static void test_killed_holder_releases_at_once_with_larger_token_next(void **st
 	dlock_client_free(client);
 }
 
-static void test_waiter_in_another_process_is_woken_by_inotify(void **state)
+static void test_waiter_in_another_process_is_woken_by_the_release(void **state)
 {
 	/* 600 ms lets the waiter's backoff reach its 200 ms cap: only the
-	 * close event can wake it within a few ms. */
+	 * release's wake-up (the futex, or inotify's close event without
+	 * one) can wake it within a few ms. */
 	int64_t median_us = test_handoff_median_us(uri, "file/handoff", 10, 600000, NULL);
 
 	print_message("file handoff median %" PRId64 " us\n", median_us);
@@ -603,7 +604,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_processes_and_threads_never_overlap_and_tokens_increase),
 		cmocka_unit_test(test_killed_holder_releases_at_once_with_larger_token_next),
-		cmocka_unit_test(test_waiter_in_another_process_is_woken_by_inotify),
+		cmocka_unit_test(test_waiter_in_another_process_is_woken_by_the_release),
 		cmocka_unit_test(test_waiter_without_inotify_backs_off_and_honours_its_deadline),
 		cmocka_unit_test(test_release_frees_the_lock_while_a_forked_child_lives),
 		cmocka_unit_test(test_release_frees_the_lock_while_a_bare_clone_child_lives),
