@@ -47,20 +47,6 @@ static long voluntary_switches(int tid)
 	return n;
 }
 
-static int count_entries(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *e;
-	int n = 0;
-
-	assert_non_null(d);
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-			n++;
-	closedir(d);
-	return n;
-}
-
 /* Only lock files ("r-" or "h-" names) in the lock directory. */
 static void assert_only_lock_files(void)
 {
@@ -267,8 +253,8 @@ static void test_timed_out_and_canceled_waiters_leave_nothing_behind(void **stat
 	assert_int_equal(dlock_acquire(lock, 300), DLOCK_ETIMEDOUT);
 	elapsed = test_now_ms() - t0;
 	assert_true(elapsed >= 300 && elapsed < 300 + test_slack(300));
-	fds = count_entries("/proc/self/fd");
-	threads = count_entries("/proc/self/task");
+	fds = test_count_entries("/proc/self/fd");
+	threads = test_count_entries("/proc/self/task");
 
 	waiter_start(&w, client, "wake/giveup", 60000);
 	assert_true(test_wait_until(all_asleep, &ws, 10000));
@@ -283,8 +269,8 @@ static void test_timed_out_and_canceled_waiters_leave_nothing_behind(void **stat
 	waiter_join(&w);
 
 	assert_int_equal(dlock_acquire(lock, 50), DLOCK_ETIMEDOUT);
-	assert_int_equal(count_entries("/proc/self/fd"), fds);
-	assert_int_equal(count_entries("/proc/self/task"), threads);
+	assert_int_equal(test_count_entries("/proc/self/fd"), fds);
+	assert_int_equal(test_count_entries("/proc/self/task"), threads);
 	assert_only_lock_files();
 
 	/* The next waiter: woken by the release, not by its nap. */
@@ -432,23 +418,17 @@ static int forkwait_worker(const char *spec, const char *resource)
 		pause();
 }
 
+/* A private lock directory (g_dir_make_tmp makes it 0700) for the group. */
 static int setup(void **state)
 {
-	char *parent = g_dir_make_tmp("dlock-file-wake-XXXXXX", NULL);
-
-	dir = g_build_filename(parent, "locks", NULL);
-	mkdir(dir, 0700);
-	uri = g_strconcat("file://", dir, NULL);
-	g_free(parent);
-	return 0;
+	dir = g_dir_make_tmp("dlock-file-wake-XXXXXX", NULL);
+	uri = dir ? g_strconcat("file://", dir, NULL) : NULL;
+	return dir ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-	char *parent = g_path_get_dirname(dir);
-
-	test_remove_tree(parent);
-	g_free(parent);
+	test_remove_tree(dir);
 	g_free(dir);
 	g_free(uri);
 	return 0;

@@ -37,20 +37,6 @@
 static char *dir;
 static char *uri;
 
-static int count_entries(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *e;
-	int n = 0;
-
-	assert_non_null(d);
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-			n++;
-	closedir(d);
-	return n;
-}
-
 /* ---- workers ---------------------------------------------------------- */
 
 static int64_t cpu_us(void)
@@ -469,7 +455,7 @@ static void test_names_map_to_distinct_files_inside_the_directory(void **state)
 	dlock_client *client;
 	dlock_lock *a, *ab, *longname, *bad = NULL;
 	GString *name = g_string_new(NULL);
-	int before = count_entries(dir);
+	int before = test_count_entries(dir);
 
 	/* 85 three-byte characters: 255 bytes, 765 once escaped: hashed. */
 	for (int i = 0; i < 85; i++)
@@ -483,7 +469,7 @@ static void test_names_map_to_distinct_files_inside_the_directory(void **state)
 	assert_int_equal(dlock_acquire(a, 0), DLOCK_OK);
 	assert_int_equal(dlock_acquire(ab, 0), DLOCK_OK);
 	assert_int_equal(dlock_acquire(longname, 0), DLOCK_OK);
-	assert_int_equal(count_entries(dir), before + 3);
+	assert_int_equal(test_count_entries(dir), before + 3);
 	dlock_release(a);
 	dlock_release(ab);
 	dlock_release(longname);
