@@ -75,8 +75,10 @@ typedef struct waiter {
 	atomic_ullong token; /* its fencing token, read on its own thread */
 	int64_t hold_us;     /* how long it holds before releasing */
 	bool keep;           /* or it keeps the lock */
+	int order;           /* its place among the grants (grant_seq) */
 } waiter;
 
+static atomic_int grant_seq;
 static GMutex park_mu;
 static GCond park_cond;
 static bool parked_go;
@@ -90,6 +92,7 @@ static gpointer waiter_main(gpointer data)
 	rc = dlock_acquire(w->lock, w->wait_ms);
 	atomic_store(&w->done_ms, test_now_ms());
 	if (rc == DLOCK_OK) {
+		w->order = atomic_fetch_add(&grant_seq, 1);
 		atomic_store(&w->token, dlock_fencing_token(w->lock));
 		g_usleep(w->hold_us);
 	}
@@ -220,6 +223,70 @@ static void test_one_release_wakes_one_waiter(void **state)
 	assert_true(after - before < WAITERS * WAITERS / 4);
 	assert_true(wasted <= WAITERS / 4);
 	for (int i = 0; i < WAITERS; i++)
+		waiter_join(&w[i]);
+	dlock_lock_free(holder);
+	dlock_client_free(client);
+	dlock_client_free(holder_client);
+}
+
+typedef struct tries_seen {
+	const waiters *ws;
+	int tries;
+} tries_seen;
+
+/* The waiters are asleep and have made so many busy tries in all. */
+static bool asleep_after_tries(void *arg)
+{
+	const tries_seen *t = arg;
+
+	return atomic_load(&busy_tries) >= t->tries && all_asleep((void *)t->ws);
+}
+
+/*
+ * Waiters that fall asleep one after another are granted the lock in that
+ * order: the kernel's futex queue is first come, first woken.  A waiter
+ * whose 200 ms nap ends goes to the back of the queue, so the order is
+ * only asserted when everything took less than that.
+ */
+static void test_waiters_are_woken_in_arrival_order(void **state)
+{
+	enum { N = 8 };
+	dlock_client *holder_client, *client;
+	dlock_lock *holder;
+	waiter w[N] = { 0 };
+	waiters ws = { w, 0 };
+	tries_seen seen = { &ws, 0 };
+	int64_t t0, took;
+
+	parked_go = false;
+	atomic_store(&grant_seq, 0);
+	atomic_store(&busy_tries, 0);
+	assert_int_equal(dlock_client_new(uri, &holder_client), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	dlock_client_set_log_callback(client, DLOCK_LOG_DEBUG, count_tries, NULL);
+	assert_int_equal(dlock_lock_new(holder_client, "wake/order", &holder), DLOCK_OK);
+	assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
+	t0 = test_now_ms();
+	for (int i = 0; i < N; i++) {
+		w[i].hold_us = 1000;
+		waiter_start(&w[i], client, "wake/order", 60000);
+		ws.n = i + 1;
+		/* Its try and the one more before it sleeps: then it is queued. */
+		seen.tries = 2 * (i + 1);
+		assert_true(test_wait_until(asleep_after_tries, &seen, 10000));
+	}
+	assert_int_equal(dlock_release(holder), DLOCK_OK);
+	assert_true(test_wait_until(all_returned, &ws, 30000));
+	took = atomic_load(&w[N - 1].done_ms) - t0;
+	for (int i = 0; i < N; i++) {
+		print_message("waiter %d granted %d%s\n", i, w[i].order, w[i].order == i ? "" : " (out of order)");
+		assert_int_equal(atomic_load(&w[i].rc), DLOCK_OK);
+	}
+	print_message("first sleep to last grant: %" PRId64 " ms\n", took);
+	if (took < 190)
+		for (int i = 0; i < N; i++)
+			assert_int_equal(w[i].order, i);
+	for (int i = 0; i < N; i++)
 		waiter_join(&w[i]);
 	dlock_lock_free(holder);
 	dlock_client_free(client);
@@ -439,6 +506,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_holder_killed_while_a_waiter_sleeps_is_found),
 		cmocka_unit_test(test_one_release_wakes_one_waiter),
+		cmocka_unit_test(test_waiters_are_woken_in_arrival_order),
 		cmocka_unit_test(test_timed_out_and_canceled_waiters_leave_nothing_behind),
 		cmocka_unit_test(test_waiter_forked_child_does_not_keep_the_lock),
 	};
