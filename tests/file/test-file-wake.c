@@ -166,14 +166,27 @@ static long total_switches(const waiters *ws)
 
 /* ---- the log: tries a wake-up made in vain ------------------------------- */
 
-static atomic_int busy_tries, wasted_wakes;
+static atomic_int busy_tries, wasted_wakes, no_futex;
 
 static void count_tries(dlock_log_level level, const char *message, void *user_data)
 {
+	if (strstr(message, "no futex"))
+		atomic_fetch_add(&no_futex, 1);
 	if (strstr(message, "busy although woken"))
 		atomic_fetch_add(&wasted_wakes, 1);
 	else if (strstr(message, ": busy"))
 		atomic_fetch_add(&busy_tries, 1);
+}
+
+/* Without futex_waitv (Linux before 5.16, or valgrind, which does not
+ * know the call) waiters fall back to inotify, which wakes them all: what
+ * a test of the futex cannot assert.  Skips the test if so. */
+static void skip_without_futex(void)
+{
+	if (atomic_load(&no_futex) > 0) {
+		print_message("no futex here (see the log): waiters fall back to inotify\n");
+		skip();
+	}
 }
 
 /* ---- tests ------------------------------------------------------------ */
@@ -220,13 +233,14 @@ static void test_one_release_wakes_one_waiter(void **state)
 	              "%d busy tries in all\n", WAITERS, after - before, wasted, atomic_load(&busy_tries));
 	for (int i = 0; i < WAITERS; i++)
 		assert_int_equal(atomic_load(&w[i].rc), DLOCK_OK);
-	assert_true(after - before < WAITERS * WAITERS / 4);
-	assert_true(wasted <= WAITERS / 4);
 	for (int i = 0; i < WAITERS; i++)
 		waiter_join(&w[i]);
 	dlock_lock_free(holder);
 	dlock_client_free(client);
 	dlock_client_free(holder_client);
+	skip_without_futex();
+	assert_true(after - before < WAITERS * WAITERS / 4);
+	assert_true(wasted <= WAITERS / 4);
 }
 
 typedef struct tries_seen {
@@ -283,14 +297,15 @@ static void test_waiters_are_woken_in_arrival_order(void **state)
 		assert_int_equal(atomic_load(&w[i].rc), DLOCK_OK);
 	}
 	print_message("first sleep to last grant: %" PRId64 " ms\n", took);
-	if (took < 190)
-		for (int i = 0; i < N; i++)
-			assert_int_equal(w[i].order, i);
 	for (int i = 0; i < N; i++)
 		waiter_join(&w[i]);
 	dlock_lock_free(holder);
 	dlock_client_free(client);
 	dlock_client_free(holder_client);
+	skip_without_futex();
+	if (took < 190)
+		for (int i = 0; i < N; i++)
+			assert_int_equal(w[i].order, i);
 }
 
 /*
