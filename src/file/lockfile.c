@@ -132,6 +132,7 @@ static int try_lock(int fd, const char *path)
  * The nap is the backoff's cap from the start: releases wake the waiter,
  * and the nap only finds what the futex cannot tell (a holder killed, a
  * release by a dlock too old to wake), as the cap did before.
+ *
  * A waiter canceled just after a release woke it would leave the lock
  * free with everyone else asleep: it passes the wake-up on.
  */
