@@ -264,6 +264,13 @@ bool dlock__waiter_io_begin(dlock__waiter *waiter, int fd);
 bool dlock__waiter_io_end(dlock__waiter *waiter);
 
 /*
+ * A backend that sleeps in a futex wait of its own (the file backend)
+ * includes this word, expecting 0: cancel sets it to 1 and wakes it, so the
+ * wait ends at once, and a wait begun after the cancel does not sleep.
+ */
+const uint32_t *dlock__waiter_cancel_word(dlock__waiter *waiter);
+
+/*
  * One sleep of an acquire's wait loop: until woken, until deadline_us, or
  * for at most nap_us.  DLOCK_OK means "try again" (woken; or the nap ended,
  * and then *backoff_us doubles, up to cap_us).  DLOCK_ECANCELED and

@@ -4,7 +4,11 @@
  * it before trying and sleep only if nothing happened since, so a release
  * that lands between a failed try and the sleep is never missed.
  */
+#include <limits.h>
+#include <linux/futex.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "core.h"
@@ -15,6 +19,7 @@ struct dlock__waiter {
 	uint64_t seq;
 	bool canceled;
 	int io_fd;    /* the socket a blocking command waits on, or -1 */
+	uint32_t cancel_word; /* 1 once canceled: a futex (dlock__waiter_cancel_word) */
 };
 
 dlock__waiter *dlock__waiter_new(void)
@@ -93,7 +98,16 @@ void dlock__waiter_cancel(dlock__waiter *waiter)
 	 * thread is blocked in, which then fails at once. */
 	if (waiter->io_fd >= 0)
 		shutdown(waiter->io_fd, SHUT_RDWR);
+	/* A thread asleep in a futex wait that includes this word wakes; one
+	 * about to sleep finds the word changed and does not. */
+	__atomic_store_n(&waiter->cancel_word, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &waiter->cancel_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 	g_mutex_unlock(&waiter->mu);
+}
+
+const uint32_t *dlock__waiter_cancel_word(dlock__waiter *waiter)
+{
+	return &waiter->cancel_word;
 }
 
 bool dlock__waiter_set_io_fd(dlock__waiter *waiter, int fd)

@@ -102,6 +102,7 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	b->logger = env->logger;
 	b->dir = dir;
 	g_mutex_init(&b->lazy_mu);
+	b->wakes = dlock__file_wakes_new();
 	*ret = b;
 	return DLOCK_OK;
 }
@@ -109,6 +110,7 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 static void close_backend(dlock__backend *b)
 {
 	dlock__file_watch_stop(b);
+	dlock__file_wakes_free(b->wakes);
 	g_mutex_clear(&b->lazy_mu);
 	g_free(b->dir);
 	g_free(b);

@@ -3,7 +3,8 @@
  *   backend.c   the directory, open/close, the ops table
  *   names.c     the lock file name of a resource
  *   lockfile.c  acquire, release, query on one lock file
- *   watch.c     the inotify thread that wakes waiters
+ *   wake.c      the futex in the lock file: a release wakes one waiter
+ *   watch.c     the inotify thread: held files, and waiters without futex
  *   forkguard.c lock descriptors closed in a child after fork()
  */
 #ifndef DLOCK_FILE_INTERNAL_H
@@ -17,12 +18,14 @@
 #include "thread.h"
 
 typedef struct file_watch file_watch;
+typedef struct dlock__file_wakes dlock__file_wakes;
 
 struct dlock__backend {
 	const dlock__logger *logger;
 	char *dir;
 	GMutex lazy_mu;     /* guards starting the watch thread */
 	dlock__lazy_thread watch; /* file_watch * */
+	dlock__file_wakes *wakes; /* mapped futex words (wake.c) */
 };
 
 /* The lock file's path for a resource (g_free); names.c. */
@@ -43,6 +46,29 @@ void dlock__file_watch_remove(dlock__backend *b, int handle, dlock__waiter *wait
 int dlock__file_watch_hold(dlock__backend *b, const char *path, int fd, dlock__hold *hold);
 void dlock__file_unwatch_hold(dlock__backend *b, int handle, dlock__hold *hold);
 void dlock__file_watch_stop(dlock__backend *b);
+
+/* The futex word of the lock file open on fd (0 if the file is shorter):
+ * read it before a try, and pass it to wait as seen. */
+uint32_t dlock__file_wake_read(int fd);
+
+typedef enum dlock__file_wake_result {
+	DLOCK__FILE_WAKE_WOKEN,       /* a release (or anything): try again */
+	DLOCK__FILE_WAKE_TIMEDOUT,    /* until_us came */
+	DLOCK__FILE_WAKE_CANCELED,    /* the waiter was canceled */
+	DLOCK__FILE_WAKE_UNSUPPORTED, /* no futex here: wait by inotify instead */
+} dlock__file_wake_result;
+
+/* Sleep while the word still reads seen, until until_us (monotonic) or a
+ * cancel of waiter.  fd is open on the lock file at path. */
+dlock__file_wake_result dlock__file_wake_wait(dlock__backend *b, int fd, const char *path, uint32_t seen,
+                                              dlock__waiter *waiter, int64_t until_us);
+/* Wake one waiter of the file open on fd (at path): after a release, with
+ * change (the word gets a fresh value first); without, to pass on a
+ * wake-up that a waiter giving up may have taken. */
+void dlock__file_wake_next(dlock__backend *b, int fd, const char *path, bool change);
+/* The backend's mappings of lock files (wake.c). */
+dlock__file_wakes *dlock__file_wakes_new(void);
+void dlock__file_wakes_free(dlock__file_wakes *wakes);
 
 /* open() a lock file (O_CLOEXEC added) so that a child made by fork()
  * gets no copy of the descriptor; -1 and errno on failure.  Close it only

@@ -6,10 +6,13 @@
  * are written under the lock.  Files are never unlinked: after locking, the
  * descriptor is checked against the path, and a replaced file is retried.
  *
- * Waiting keeps the descriptor open and retries F_OFD_SETLK when the watch
- * thread reports a close on the file, or after a capped backoff, so the
- * deadline holds even without inotify (a blocking F_OFD_SETLKW could not
- * honour it).
+ * Waiting keeps the descriptor open and retries F_OFD_SETLK when a
+ * release wakes it through the futex in the file (wake.c: one waiter per
+ * release), or after a capped backoff, so the deadline holds and a holder
+ * that died (the kernel unlocks, nobody wakes) is found.  Where no futex
+ * can be had, the watch thread's inotify wakes every waiter on a close of
+ * the file instead.  A blocking F_OFD_SETLKW could not honour a deadline
+ * or a cancel: only a signal ends it, and the library owns none.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +32,7 @@
 
 typedef struct file_hold {
 	int fd;
+	char *path; /* where fd was opened, to map the futex (wake.c) */
 	int watch; /* from dlock__file_watch_hold(), -1 if none */
 	uint64_t fence;
 } file_hold;
@@ -63,6 +67,12 @@ static void read_content(int fd, uint64_t *ret_fence, char **ret_holder)
 	g_strfreev(lines);
 }
 
+/*
+ * The record, padded with NUL bytes to CONTENT_MAX (readers stop at the
+ * first NUL) rather than cut to its length: the file keeps its size, so the
+ * futex word further on (wake.c) survives, and no write allocates or frees
+ * the file's blocks.  A record too long to pad is cut as before.
+ */
 static int write_content(int fd, uint64_t fence, const char *holder)
 {
 	char *text = g_strdup_printf("dlock-file 1\nfence %" PRIu64 "\n%s%s%s", fence,
@@ -70,8 +80,14 @@ static int write_content(int fd, uint64_t fence, const char *holder)
 	size_t len = strlen(text);
 	int rc = 0;
 
-	if (pwrite(fd, text, len, 0) != (ssize_t)len || ftruncate(fd, (off_t)len) != 0)
+	if (len < CONTENT_MAX) {
+		text = g_realloc(text, CONTENT_MAX);
+		memset(text + len, 0, CONTENT_MAX - len);
+		if (pwrite(fd, text, CONTENT_MAX, 0) != CONTENT_MAX)
+			rc = -1;
+	} else if (pwrite(fd, text, len, 0) != (ssize_t)len || ftruncate(fd, (off_t)len) != 0) {
 		rc = -1;
+	}
 	g_free(text);
 	return rc;
 }
@@ -110,6 +126,39 @@ static int try_lock(int fd, const char *path)
 	return 1;
 }
 
+/*
+ * One sleep of a waiter on the futex: DLOCK_OK to try again, an error to
+ * give up, or 1 when no futex can be had here (wait by inotify instead).
+ * The nap is the backoff's cap from the start: releases wake the waiter,
+ * and the nap only finds what the futex cannot tell (a holder killed, a
+ * release by a dlock too old to wake), as the cap did before.
+ *
+ * A waiter canceled just after a release woke it would leave the lock
+ * free with everyone else asleep: it passes the wake-up on.
+ */
+static int futex_turn(dlock__backend *b, int fd, const char *path, uint32_t word, dlock__waiter *waiter,
+                      const char *resource, int64_t wait_ms, int64_t deadline_us, bool *ret_woken)
+{
+	int64_t until_us = MIN(deadline_us, dlock__mono_us() + BACKOFF_CAP_US);
+
+	*ret_woken = false;
+	switch (dlock__file_wake_wait(b, fd, path, word, waiter, until_us)) {
+	case DLOCK__FILE_WAKE_WOKEN:
+		*ret_woken = true;
+		return DLOCK_OK;
+	case DLOCK__FILE_WAKE_TIMEDOUT:
+		if (dlock__remaining_us(deadline_us) == 0)
+			return dlock__error_timeout(resource, wait_ms);
+		return DLOCK_OK;
+	case DLOCK__FILE_WAKE_CANCELED:
+		dlock__file_wake_next(b, fd, path, false);
+		return dlock__error_canceled(resource);
+	case DLOCK__FILE_WAKE_UNSUPPORTED:
+		break;
+	}
+	return 1;
+}
+
 int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
                         int64_t wait_ms, int64_t deadline_us)
 {
@@ -117,15 +166,18 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 	char *path = dlock__file_path(b, resource);
 	int64_t backoff_us = BACKOFF_FIRST_US;
 	int watch = -1, fd = -1, rc;
-	bool watch_tried = false;
+	bool watch_tried = false, futex = true, futex_armed = false, woken = false;
 
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
+		uint32_t word = 0;
 
 		if (fd < 0 && (fd = open_lock_file(path)) < 0) {
 			rc = fd;
 			break;
 		}
+		if (futex_armed)
+			word = dlock__file_wake_read(fd);
 		rc = try_lock(fd, path);
 		if (rc == 1) {
 			file_hold *fh = g_new0(file_hold, 1);
@@ -141,6 +193,7 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 				fh->fence = (uint64_t)g_get_real_time();
 			fh->fence++;
 			fh->fd = fd;
+			fh->path = g_strdup(path);
 			fd = -1;
 			if (write_content(fh->fd, fh->fence, token) != 0)
 				dlock__log(b->logger, DLOCK_LOG_WARNING, "file %s: cannot record the holder: %s", path,
@@ -155,6 +208,7 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 		if (rc == 2) {
 			/* Replaced under us: start over on the new file, with
 			 * a watch on it rather than on the old one. */
+			futex_armed = false;
 			dlock__file_close_guarded(fd);
 			fd = -1;
 			dlock__file_watch_remove(b, watch, waiter);
@@ -167,6 +221,27 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 		if (wait_ms == 0) {
 			rc = dlock__error_busy(resource);
 			break;
+		}
+		/* Tries that a wake-up made in vain, told apart from the
+		 * others: with one waiter woken per release there are few. */
+		dlock__log(b->logger, DLOCK_LOG_DEBUG, woken ? "file %s: busy although woken; waiting again"
+		                                             : "file %s: busy; waiting", path);
+		if (futex && !futex_armed) {
+			/* Read the word from now on, and try once more before
+			 * sleeping on it: a release may have come after the try. */
+			futex_armed = true;
+			continue;
+		}
+		if (futex) {
+			rc = futex_turn(b, fd, path, word, waiter, resource, wait_ms, deadline_us, &woken);
+			if (rc <= 0) {
+				if (rc != DLOCK_OK)
+					break;
+				continue;
+			}
+			futex = false;
+			dlock__log(b->logger, DLOCK_LOG_DEBUG, "file %s: no futex (%s); waiting by inotify", path,
+			           g_strerror(errno));
 		}
 		if (!watch_tried) {
 			/* Once only: without a watch (no inotify instance, or
@@ -194,7 +269,8 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
  * description, so it holds even if another process has a copy of the
  * descriptor (a child made without running our fork handler), where the
  * close alone would leave the lock taken.  Closing the last descriptor
- * raises the close event that wakes waiters.
+ * raises the close event that wakes waiters by inotify; the futex wakes
+ * one waiter (wake.c), after the unlock.
  */
 int dlock__file_release(dlock__backend *b, dlock__hold *hold)
 {
@@ -206,7 +282,9 @@ int dlock__file_release(dlock__backend *b, dlock__hold *hold)
 	dlock__file_unwatch_hold(b, fh->watch, hold);
 	write_content(fh->fd, fh->fence, NULL);
 	lock_fd(fh->fd, F_UNLCK, F_OFD_SETLK);
+	dlock__file_wake_next(b, fh->fd, fh->path, true);
 	dlock__file_close_guarded(fh->fd);
+	g_free(fh->path);
 	g_free(fh);
 	return DLOCK_OK;
 }

@@ -129,8 +129,8 @@ check "kill -9 of dlock run makes the command exit" test "$gone" = yes
 # waiting, exits 128+N at once, and never runs COMMAND (even once the
 # holder goes away).  On the file backend and on Redis.
 mkdir -m 0700 "$tmp/sigwait"
-watching_file() { # PID RESOURCE: the file waiter has its inotify watch
-	ls -l /proc/"$1"/fd 2>/dev/null | grep -q inotify
+watching_file() { # PID RESOURCE: the file waiter has the lock file open
+	ls -l /proc/"$1"/fd 2>/dev/null | grep -q "/sigwait/r-"
 }
 subscribed() { # PID RESOURCE: the Redis waiter listens for the release
 	[[ "$(rcli pubsub numsub "dlock:{$2}:released" | sed -n 2p)" = 1 ]]

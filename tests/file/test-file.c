@@ -1,6 +1,6 @@
 /*
  * The file backend: exclusion across processes and threads, release by
- * the kernel when a holder dies, waiting woken by inotify, deadlines, name
+ * the kernel when a holder dies, waiting woken by the release, deadlines, name
  * mapping that never leaves the directory, and the default directory's
  * checks.
  */
@@ -36,20 +36,6 @@
 
 static char *dir;
 static char *uri;
-
-static int count_entries(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *e;
-	int n = 0;
-
-	assert_non_null(d);
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-			n++;
-	closedir(d);
-	return n;
-}
 
 /* ---- workers ---------------------------------------------------------- */
 
@@ -218,10 +204,11 @@ static void test_killed_holder_releases_at_once_with_larger_token_next(void **st
 	dlock_client_free(client);
 }
 
-static void test_waiter_in_another_process_is_woken_by_inotify(void **state)
+static void test_waiter_in_another_process_is_woken_by_the_release(void **state)
 {
 	/* 600 ms lets the waiter's backoff reach its 200 ms cap: only the
-	 * close event can wake it within a few ms. */
+	 * release's wake-up (the futex, or inotify's close event without
+	 * one) can wake it within a few ms. */
 	int64_t median_us = test_handoff_median_us(uri, "file/handoff", 10, 600000, NULL);
 
 	print_message("file handoff median %" PRId64 " us\n", median_us);
@@ -468,7 +455,7 @@ static void test_names_map_to_distinct_files_inside_the_directory(void **state)
 	dlock_client *client;
 	dlock_lock *a, *ab, *longname, *bad = NULL;
 	GString *name = g_string_new(NULL);
-	int before = count_entries(dir);
+	int before = test_count_entries(dir);
 
 	/* 85 three-byte characters: 255 bytes, 765 once escaped: hashed. */
 	for (int i = 0; i < 85; i++)
@@ -482,7 +469,7 @@ static void test_names_map_to_distinct_files_inside_the_directory(void **state)
 	assert_int_equal(dlock_acquire(a, 0), DLOCK_OK);
 	assert_int_equal(dlock_acquire(ab, 0), DLOCK_OK);
 	assert_int_equal(dlock_acquire(longname, 0), DLOCK_OK);
-	assert_int_equal(count_entries(dir), before + 3);
+	assert_int_equal(test_count_entries(dir), before + 3);
 	dlock_release(a);
 	dlock_release(ab);
 	dlock_release(longname);
@@ -603,7 +590,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_processes_and_threads_never_overlap_and_tokens_increase),
 		cmocka_unit_test(test_killed_holder_releases_at_once_with_larger_token_next),
-		cmocka_unit_test(test_waiter_in_another_process_is_woken_by_inotify),
+		cmocka_unit_test(test_waiter_in_another_process_is_woken_by_the_release),
 		cmocka_unit_test(test_waiter_without_inotify_backs_off_and_honours_its_deadline),
 		cmocka_unit_test(test_release_frees_the_lock_while_a_forked_child_lives),
 		cmocka_unit_test(test_release_frees_the_lock_while_a_bare_clone_child_lives),

@@ -345,3 +345,15 @@ void test_remove_tree(const char *dir)
 	}
 	g_rmdir(dir);
 }
+
+int test_count_entries(const char *dir)
+{
+	GDir *d = g_dir_open(dir, 0, NULL);
+	int n = 0;
+
+	assert_non_null(d);
+	while (g_dir_read_name(d))
+		n++;
+	g_dir_close(d);
+	return n;
+}

@@ -56,6 +56,10 @@ bool test_thread_sleeps(int tid);
 /* Remove dir and everything below it (symbolic links, not their targets). */
 void test_remove_tree(const char *dir);
 
+/* How many entries dir has (not counting "." and ".."); fails the test if
+ * it cannot be read.  Also counts descriptors and threads, in /proc/self. */
+int test_count_entries(const char *dir);
+
 /* The last 3000 bytes of a server's log at path, headed by the path and
  * the server's port, for a failure message; NULL if it cannot be read.
  * Caller frees with g_free(). */
