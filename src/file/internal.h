@@ -60,8 +60,8 @@ typedef enum dlock__file_wake_result {
 
 /* Sleep while the word still reads seen, until until_us (monotonic) or a
  * cancel of waiter.  fd is open on the lock file at path. */
-dlock__file_wake_result dlock__file_wake_wait(dlock__backend *b, int fd, const char *path, uint32_t seen,
-                                              dlock__waiter *waiter, int64_t until_us);
+dlock__file_wake_result dlock__file_wake_wait(dlock__backend *b, int fd, const char *path,
+                                              uint32_t seen, dlock__waiter *waiter, int64_t until_us);
 /* Wake one waiter of the file open on fd (at path): after a release, with
  * change (the word gets a fresh value first); without, to pass on a
  * wake-up that a waiter giving up may have taken. */

@@ -136,8 +136,9 @@ static int try_lock(int fd, const char *path)
  * A waiter canceled just after a release woke it would leave the lock
  * free with everyone else asleep: it passes the wake-up on.
  */
-static int futex_turn(dlock__backend *b, int fd, const char *path, uint32_t word, dlock__waiter *waiter,
-                      const char *resource, int64_t wait_ms, int64_t deadline_us, bool *ret_woken)
+static int futex_turn(dlock__backend *b, int fd, const char *path, uint32_t word,
+                      dlock__waiter *waiter, const char *resource, int64_t wait_ms,
+                      int64_t deadline_us, bool *ret_woken)
 {
 	int64_t until_us = MIN(deadline_us, dlock__mono_us() + BACKOFF_CAP_US);
 

@@ -168,8 +168,8 @@ static void word_put(const uint32_t *word, bool own)
 		unmap_word((gpointer)word);
 }
 
-dlock__file_wake_result dlock__file_wake_wait(dlock__backend *b, int fd, const char *path, uint32_t seen,
-                                              dlock__waiter *waiter, int64_t until_us)
+dlock__file_wake_result dlock__file_wake_wait(dlock__backend *b, int fd, const char *path,
+                                              uint32_t seen, dlock__waiter *waiter, int64_t until_us)
 {
 	struct futex_waitv v[2] = { 0 };
 	struct timespec ts = { .tv_sec = until_us / G_USEC_PER_SEC,

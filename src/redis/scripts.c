@@ -105,7 +105,8 @@ static const char acquire_lua[] = QUEUE_LUA
 	"else\n"
 	"  ticket = fence()\n"
 	"end\n"
-	"local entry = string.format('%d|%d|%s|%s', now + tonumber(ARGV[5]), tonumber(ttl), ARGV[3], token)\n"
+	"local entry = string.format('%d|%d|%s|%s', now + tonumber(ARGV[5]), tonumber(ttl),\n"
+	"                            ARGV[3], token)\n"
 	"redis.call('ZADD', KEYS[3], ticket, entry)\n"
 	"redis.call('PEXPIRE', KEYS[3], ARGV[5])\n"
 	"return {0, redis.call('PTTL', KEYS[1]), ticket, first}\n";
