@@ -16,7 +16,7 @@ DLOCK_API const char *dlock_version(void)
 
 bool dlock__client_forked(const dlock_client *client)
 {
-	return client->pid != getpid();
+	return client->pid != dlock__self_pid();
 }
 
 int dlock__client_enter(dlock_client *client)
@@ -256,7 +256,7 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 		spec = fallback = g_strconcat(dlock__backend_default_scheme(), "://", NULL);
 
 	client = g_new0(dlock_client, 1);
-	client->pid = getpid();
+	client->pid = dlock__self_pid();
 	dlock__logger_init(&client->logger);
 	g_mutex_init(&client->mu);
 	g_cond_init(&client->idle);

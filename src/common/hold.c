@@ -85,7 +85,7 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock)
 	 * name (GLib keeps it) or the pid (the client keeps it). */
 	hold->holder.host = g_strdup(g_get_host_name());
 	hold->holder.pid = client->pid;
-	hold->holder.tid = gettid();
+	hold->holder.tid = dlock__self_tid();
 	hold->holder.since_ms = dlock__wall_ms();
 	g_mutex_lock(&lock->mu);
 	hold->mode = lock->mode;

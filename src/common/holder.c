@@ -2,14 +2,12 @@
  * Holder records (who holds a lock: host, pid, thread, since when) and the
  * owner tokens that carry them inside a Redis value.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
-#include <sys/random.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "parse.h"
+#include "thread.h"
 
 #define TOKEN_MAGIC "dlock1:"
 #define TOKEN_RANDOM_BYTES 16
@@ -17,8 +15,8 @@
 void dlock__holder_init_self(dlock__holder *holder)
 {
 	holder->host = g_strdup(g_get_host_name());
-	holder->pid = getpid();
-	holder->tid = gettid();
+	holder->pid = dlock__self_pid();
+	holder->tid = dlock__self_tid();
 	holder->since_ms = dlock__wall_ms();
 }
 
@@ -42,29 +40,18 @@ char *dlock__holder_describe(const dlock__holder *holder)
 	return text;
 }
 
-void dlock__random_bytes(void *buf, size_t len)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = getrandom((char *)buf + done, len - done, 0);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			g_error("dlock: getrandom failed: %s", g_strerror(errno));
-		done += (size_t)n;
-	}
-}
-
 char *dlock__token_new(const dlock__holder *holder)
 {
+	static const char digits[] = "0123456789abcdef";
 	unsigned char random[TOKEN_RANDOM_BYTES];
 	char hex[2 * TOKEN_RANDOM_BYTES + 1];
 
 	dlock__random_bytes(random, sizeof(random));
-	for (size_t i = 0; i < sizeof(random); i++)
-		g_snprintf(hex + 2 * i, 3, "%02x", random[i]);
+	for (size_t i = 0; i < sizeof(random); i++) {
+		hex[2 * i] = digits[random[i] >> 4];
+		hex[2 * i + 1] = digits[random[i] & 0xf];
+	}
+	hex[sizeof(hex) - 1] = '\0';
 	return g_strdup_printf(TOKEN_MAGIC "%s:%" PRId64 ":%" PRId64 ":%" PRId64 ":%s", hex,
 	                       holder->pid, holder->tid, holder->since_ms, holder->host);
 }

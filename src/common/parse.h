@@ -206,8 +206,9 @@ char *dlock__holder_describe(const dlock__holder *holder);
 char *dlock__token_new(const dlock__holder *holder);
 bool dlock__token_parse(const char *token, dlock__holder *ret_holder);
 
-/* Fill buf with len random bytes from the kernel (getrandom, retried on
- * EINTR).  Aborts if the kernel refuses, as no safe token can be made. */
+/* Fill buf with len random bytes from the kernel's generator, drawn a
+ * block at a time into a per-thread pool (self.c).  Aborts if the kernel
+ * refuses, as no safe token can be made. */
 void dlock__random_bytes(void *buf, size_t len);
 
 #endif

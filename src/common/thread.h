@@ -8,6 +8,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include <glib.h>
 
@@ -67,6 +68,11 @@ bool dlock__lazy_thread_running(dlock__lazy_thread *lazy);
  * data for the caller to free, or NULL if it never started.
  */
 gpointer dlock__lazy_thread_stop(dlock__lazy_thread *lazy, GMutex *mu, void (*tell)(gpointer data));
+
+/* The calling process's pid and thread's kernel id, kept without a system
+ * call and refreshed in a forked child (self.c). */
+pid_t dlock__self_pid(void);
+pid_t dlock__self_tid(void);
 
 /* Mark a descriptor close-on-exec. */
 void dlock__set_cloexec(int fd);

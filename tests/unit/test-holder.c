@@ -3,13 +3,16 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 #include <glib.h>
 
 #include "parse.h"
+#include "thread.h"
 
 static void test_token_has_documented_form_and_round_trips(void **state)
 {
@@ -91,6 +94,97 @@ static void test_random_bytes_fill_the_buffer(void **state)
 	assert_memory_not_equal(a, b, sizeof(a));
 }
 
+/* Draws that span the per-thread pool's refills, of odd sizes, never
+ * repeat a block: no byte of the pool is handed out twice. */
+static void test_random_draws_across_refills_do_not_repeat(void **state)
+{
+	enum { DRAWS = 200, SIZE = 23 };
+	static unsigned char draws[DRAWS][SIZE];
+	unsigned char big[1000];
+
+	for (int i = 0; i < DRAWS; i++)
+		dlock__random_bytes(draws[i], SIZE);
+	for (int i = 0; i < DRAWS; i++)
+		for (int j = i + 1; j < DRAWS; j++)
+			assert_memory_not_equal(draws[i], draws[j], SIZE);
+	/* Larger than the pool: filled whole. */
+	memset(big, 0, sizeof(big));
+	dlock__random_bytes(big, sizeof(big));
+	for (size_t k = 0; k + 16 <= sizeof(big); k += 16) {
+		static const unsigned char zero[16];
+
+		assert_memory_not_equal(big + k, zero, 16);
+	}
+}
+
+/*
+ * A forked child has its own pid and thread id and does not draw the
+ * random bytes its parent has left in the pool: the parent's next draw
+ * and the child's first differ (without the fork handler they would be
+ * the same bytes, and the tokens would differ only by pid).
+ */
+static void test_forked_child_gets_its_own_ids_and_random_bytes(void **state)
+{
+	unsigned char first[16], mine[16], childs[16];
+	char report[3 + 2 * 16] = "";
+	int fds[2];
+	pid_t pid;
+
+	assert_int_equal(dlock__self_pid(), getpid());
+	assert_int_equal(dlock__self_tid(), gettid());
+	dlock__random_bytes(first, sizeof(first)); /* the pool now has bytes left */
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		bool ok = dlock__self_pid() == getpid() && dlock__self_tid() == gettid() &&
+		          dlock__self_pid() != getppid();
+		char line[sizeof(report)];
+
+		dlock__random_bytes(childs, sizeof(childs));
+		line[0] = ok ? 'y' : 'n';
+		line[1] = ' ';
+		for (size_t i = 0; i < sizeof(childs); i++)
+			g_snprintf(line + 2 + 2 * i, 3, "%02x", childs[i]);
+		line[sizeof(line) - 1] = '\n';
+		_exit(write(fds[1], line, sizeof(line)) == (ssize_t)sizeof(line) ? 0 : 1);
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], report, sizeof(report)), (ssize_t)sizeof(report));
+	close(fds[0]);
+	waitpid(pid, NULL, 0);
+	assert_int_equal(report[0], 'y');
+	dlock__random_bytes(mine, sizeof(mine));
+	for (size_t i = 0; i < sizeof(childs); i++) {
+		unsigned int v;
+
+		assert_int_equal(sscanf(report + 2 + 2 * i, "%2x", &v), 1);
+		childs[i] = (unsigned char)v;
+	}
+	assert_memory_not_equal(mine, childs, sizeof(mine));
+	assert_int_equal(dlock__self_pid(), getpid());
+}
+
+static gpointer tid_of_thread(gpointer data)
+{
+	pid_t *ids = data;
+
+	ids[0] = dlock__self_tid();
+	ids[1] = gettid();
+	return NULL;
+}
+
+static void test_each_thread_has_its_own_tid(void **state)
+{
+	pid_t ids[2];
+	GThread *t = g_thread_new("tid", tid_of_thread, ids);
+
+	g_thread_join(t);
+	assert_int_equal(ids[0], ids[1]);
+	assert_int_not_equal(ids[0], dlock__self_tid());
+	assert_int_equal(dlock__self_tid(), gettid());
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -99,6 +193,9 @@ int main(void)
 		cmocka_unit_test(test_token_parse_rejects_peer_values_and_malformed_tokens),
 		cmocka_unit_test(test_holder_description_is_readable_utc),
 		cmocka_unit_test(test_random_bytes_fill_the_buffer),
+		cmocka_unit_test(test_random_draws_across_refills_do_not_repeat),
+		cmocka_unit_test(test_forked_child_gets_its_own_ids_and_random_bytes),
+		cmocka_unit_test(test_each_thread_has_its_own_tid),
 	};
 
 	return cmocka_run_group_tests_name("holder", tests, NULL, NULL);
