@@ -50,9 +50,14 @@ void dlock__redis_conn_timeout(redis_conn *conn, int64_t timeout_us)
 	 * command timeout, a moment later) is not worth two system calls. */
 	if (timeout_us < conn->timeout_us && conn->timeout_us - timeout_us < 1000)
 		return;
+	/* Only the receive timeout moves: a send of one command never fills
+	 * the socket's buffer, so it returns at once whatever its timeout
+	 * (the one set at connect).  One system call, not hiredis's two. */
 	if (conn->timeout_us != timeout_us) {
-		redisSetTimeout(conn->ctx, timeval_of(timeout_us));
-		conn->timeout_us = timeout_us;
+		struct timeval tv = timeval_of(timeout_us);
+
+		if (setsockopt(conn->ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0)
+			conn->timeout_us = timeout_us;
 	}
 }
 
