@@ -421,6 +421,7 @@ static gpointer watchdog_main(gpointer data)
 static gpointer expiry_main(gpointer data)
 {
 	redis_watchdog *wd = data;
+	bool lingered = false; /* slept on a timer with nothing to watch */
 
 	g_mutex_lock(&wd->mu);
 	while (!wd->stop) {
@@ -434,10 +435,22 @@ static gpointer expiry_main(gpointer data)
 			if (!lease->lost)
 				next = MIN(next, lease_expiry_us(lease));
 		}
+		/* Nothing to watch: one timed sleep before the untimed one.  A
+		 * program that takes and drops locks in a loop registers its
+		 * next lease while this thread is on a timer ending before that
+		 * lease does, so it pays no wake-up for it (dlock__redis_watch()
+		 * signals only a thread that would sleep past the lease's end);
+		 * an idle one costs a single wake-up after its last lease. */
+		if (next != INT64_MAX) {
+			lingered = false;
+		} else if (!lingered) {
+			lingered = true;
+			next = now + MAX_SLEEP_US;
+		}
 		if (next == INT64_MAX) {
-			/* Nothing to watch: sleep until a lease comes. */
 			wd->expiry_wake_us = INT64_MAX;
 			g_cond_wait(&wd->expiry_cond, &wd->mu);
+			lingered = false;
 		} else {
 			wd->expiry_wake_us = MAX(MIN(next, now + MAX_SLEEP_US), now + 1000);
 			g_cond_wait_until(&wd->expiry_cond, &wd->mu,
