@@ -21,20 +21,23 @@
  * string.format('%d'), never '..', which would round them to 14 digits.
  *
  * fence(): the next fencing token.  A missing counter (INCR gives 1)
- * starts again from the server's clock in microseconds, so tokens keep
- * increasing across a restart that lost it.
+ * starts again from the server's clock in microseconds (reseed()), so
+ * tokens keep increasing across a restart that lost it.
+ * The uncontended paths run before these definitions: defining them costs
+ * the server a closure each, on every call.
  * head(now): the first live entry, nil for none, false when too many dead
  * entries came first to look further this time.
  * mine(ticket, id): our entry, if it is still queued.
  */
 #define QUEUE_LUA \
+	"local function reseed()\n" \
+	"  local t = redis.call('TIME')\n" \
+	"  redis.call('SET', KEYS[2], t[1] .. string.sub('000000' .. t[2], -6))\n" \
+	"  return redis.call('INCR', KEYS[2])\n" \
+	"end\n" \
 	"local function fence()\n" \
 	"  local n = redis.call('INCR', KEYS[2])\n" \
-	"  if n == 1 then\n" \
-	"    local t = redis.call('TIME')\n" \
-	"    redis.call('SET', KEYS[2], t[1] .. string.sub('000000' .. t[2], -6))\n" \
-	"    n = redis.call('INCR', KEYS[2])\n" \
-	"  end\n" \
+	"  if n == 1 then n = reseed() end\n" \
 	"  return n\n" \
 	"end\n" \
 	"local function now_ms()\n" \
@@ -63,7 +66,8 @@
  * Granted: {1, fencing token}.  Otherwise {0, PTTL of the lock}, and when
  * queueing also our ticket and 1 if our entry is the first live one, else
  * 0.
- * With no queue the common path is today's SET NX and INCR.  Over a queue
+ * With no queue the common path is SET NX and INCR, before the
+ * definitions.  Over a queue
  * the lock is taken only when it is free and no live entry is ahead of
  * ours: a newcomer never gets ahead of queued waiters.  A lock already
  * holding our token was set by an earlier try of this acquire whose answer
@@ -73,13 +77,19 @@
  * is the same for every client, so the queue's expiry, set to it by each
  * queueing call, covers every entry.
  */
-static const char acquire_lua[] = QUEUE_LUA
+static const char acquire_lua[] =
 	"local token, ttl = ARGV[1], ARGV[2]\n"
+	"local unqueued = redis.call('EXISTS', KEYS[3]) == 0\n"
+	"local took = unqueued and redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)\n"
+	"if took then\n"
+	"  local n = redis.call('INCR', KEYS[2])\n"
+	"  if n > 1 then return {1, n} end\n"
+	"end\n"
+	QUEUE_LUA
+	"if took then return {1, reseed()} end\n"
 	"local now, m\n"
 	"local first = 1\n"
-	"if redis.call('EXISTS', KEYS[3]) == 0 then\n"
-	"  if redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl) then return {1, fence()} end\n"
-	"else\n"
+	"if not unqueued then\n"
 	"  now = now_ms()\n"
 	"  m = mine(ARGV[4], ARGV[3])\n"
 	"  local h = head(now)\n"
@@ -125,9 +135,17 @@ static const char acquire_lua[] = QUEUE_LUA
  * takes it by its own try.  With no queue nothing is published: a waiter
  * not queued yet tries once its channel is confirmed, and finds the lock
  * free.  0 when the lock holds another value or none.  PUBLISH goes
- * through pcall: a user without channel rights still releases.
+ * through pcall: a user without channel rights still releases.  The
+ * common case, no queue and no entry of ours, is a compare-and-delete
+ * before the definitions.
  */
-static const char release_lua[] = QUEUE_LUA
+static const char release_lua[] =
+	"if ARGV[4] == '' and redis.call('EXISTS', KEYS[3]) == 0 then\n"
+	"  if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+	"  redis.call('DEL', KEYS[1])\n"
+	"  return 1\n"
+	"end\n"
+	QUEUE_LUA
 	"if ARGV[4] ~= '' then\n"
 	"  local m = mine(ARGV[4], ARGV[5])\n"
 	"  if m then redis.call('ZREM', KEYS[3], m) end\n"
