@@ -237,6 +237,9 @@ uint64_t dlock__waiter_seq(dlock__waiter *waiter);
  * a query waiting for an answer). */
 dlock__waiter *dlock__waiter_new(void);
 void dlock__waiter_free(dlock__waiter *waiter);
+/* Another reference, dropped by dlock__waiter_free(): a waker that found
+ * the waiter under a lock keeps it alive to wake it after that lock. */
+dlock__waiter *dlock__waiter_ref(dlock__waiter *waiter);
 
 /* Sleep until the sequence number differs from seen (returns DLOCK_OK),
  * until_us on the monotonic clock passes (DLOCK_ETIMEDOUT), or the waiter is

@@ -14,6 +14,7 @@
 #include "core.h"
 
 struct dlock__waiter {
+	gatomicrefcount ref; /* the owner's, and a waker's while it wakes */
 	GMutex mu;
 	GCond cond;
 	uint64_t seq;
@@ -26,15 +27,22 @@ dlock__waiter *dlock__waiter_new(void)
 {
 	dlock__waiter *w = g_new0(dlock__waiter, 1);
 
+	g_atomic_ref_count_init(&w->ref);
 	g_mutex_init(&w->mu);
 	g_cond_init(&w->cond);
 	w->io_fd = -1;
 	return w;
 }
 
+dlock__waiter *dlock__waiter_ref(dlock__waiter *waiter)
+{
+	g_atomic_ref_count_inc(&waiter->ref);
+	return waiter;
+}
+
 void dlock__waiter_free(dlock__waiter *waiter)
 {
-	if (!waiter)
+	if (!waiter || !g_atomic_ref_count_dec(&waiter->ref))
 		return;
 	g_mutex_clear(&waiter->mu);
 	g_cond_clear(&waiter->cond);
@@ -85,8 +93,11 @@ void dlock__waiter_wake(dlock__waiter *waiter)
 {
 	g_mutex_lock(&waiter->mu);
 	waiter->seq++;
-	g_cond_broadcast(&waiter->cond);
 	g_mutex_unlock(&waiter->mu);
+	/* After the unlock: the woken thread does not find the mutex still
+	 * held and block on it again.  A sleeper that read the old seq is in
+	 * the wait already (it checks seq and sleeps under the mutex). */
+	g_cond_broadcast(&waiter->cond);
 }
 
 void dlock__waiter_cancel(dlock__waiter *waiter)

@@ -50,6 +50,7 @@ void dlock__zk_call_unref(zk_call *call)
 static void finish(zk_call *call, int rc)
 {
 	char *orphan = NULL;
+	dlock__waiter *waiter;
 
 	/* Before the waiter wakes: it may make a hold of this answer, and the
 	 * session timer must then count from this request. */
@@ -58,11 +59,16 @@ static void finish(zk_call *call, int rc)
 	g_mutex_lock(&call->mu);
 	call->done = true;
 	call->rc = rc;
-	if (call->waiter)
-		dlock__waiter_wake(call->waiter);
+	/* Alive while set here (abandon clears it under this mutex); woken
+	 * after the unlock, so that the woken thread does not block on it. */
+	waiter = call->waiter ? dlock__waiter_ref(call->waiter) : NULL;
 	if (call->abandoned && call->kind == CALL_CREATE && rc == ZOK && call->path)
 		orphan = g_strdup(call->path);
 	g_mutex_unlock(&call->mu);
+	if (waiter) {
+		dlock__waiter_wake(waiter);
+		dlock__waiter_free(waiter);
+	}
 
 	if (orphan) {
 		/* Created after its waiter gave up: nobody will use it. */
@@ -204,6 +210,18 @@ int dlock__zk_call_wait(zk_call *call, int64_t until_us)
 		if (rc != DLOCK_OK)
 			return rc;
 	}
+}
+
+bool dlock__zk_call_attach(zk_call *call, dlock__waiter *waiter)
+{
+	bool done;
+
+	g_mutex_lock(&call->mu);
+	done = call->done;
+	if (!done)
+		call->waiter = waiter;
+	g_mutex_unlock(&call->mu);
+	return done;
 }
 
 void dlock__zk_call_abandon(zk_call *call)
