@@ -252,7 +252,11 @@ static int create_node(attempt *a, zk_session *s, char ***ret_children)
 
 	*ret_children = NULL;
 	for (;;) {
-		zk_call *create = dlock__zk_call_new(s, CALL_CREATE, a->waiter);
+		/* Only the listing wakes us: its answer comes after the
+		 * create's (the client completes calls in the order sent, a
+		 * connection loss or a session's end included), so one wake-up
+		 * brings both. */
+		zk_call *create = dlock__zk_call_new(s, CALL_CREATE, NULL);
 		zk_call *list = dlock__zk_call_new(s, CALL_CHILDREN, a->waiter);
 		bool found;
 		int zrc;
@@ -266,8 +270,14 @@ static int create_node(attempt *a, zk_session *s, char ***ret_children)
 		a->unsure = true;
 		dlock__zk_create(create, prefix, a->data, true, &a->b->lock_acl);
 		dlock__zk_get_children(list, a->dir);
-		if ((rc = await(a, create)) != DLOCK_OK) {
-			dlock__zk_call_abandon(list);
+		if ((rc = await(a, list)) != DLOCK_OK) {
+			dlock__zk_call_abandon(create);
+			break;
+		}
+		/* Done by the client's ordering; were it not, it is waited for
+		 * as if sent alone. */
+		if (!dlock__zk_call_attach(create, a->waiter) && (rc = await(a, create)) != DLOCK_OK) {
+			dlock__zk_call_unref(list);
 			break;
 		}
 		zrc = create->rc;
@@ -276,16 +286,15 @@ static int create_node(attempt *a, zk_session *s, char ***ret_children)
 		if (zrc == ZOK) {
 			attempt_set_node(a, create->path, create->stat.czxid);
 			dlock__zk_call_unref(create);
-			if ((rc = await(a, list)) == DLOCK_OK)
-				rc = listing_answer(a, list, ret_children);
+			rc = listing_answer(a, list, ret_children);
 			break;
 		}
 		dlock__zk_call_unref(create);
 		/* Without our node the listing tells nothing: after a connection
-		 * loss its answer is lost too, or is from after the reconnect, and
-		 * the lookup lists anew; after ZNONODE it may show a resource
-		 * node someone else created meanwhile. */
-		dlock__zk_call_abandon(list);
+		 * loss its answer is lost too, and the lookup lists anew; after
+		 * ZNONODE it may show a resource node someone else created
+		 * meanwhile. */
+		dlock__zk_call_unref(list);
 		if (zrc == ZNONODE) {
 			rc = make_parents(a, s);
 		} else if (dlock__zk_rc_connection(zrc)) {

@@ -58,6 +58,7 @@ struct dlock__backend {
 	zk_session *current;       /* the session new calls use; NULL before the first or after it ended */
 	GPtrArray *sessions;       /* every session not yet closed (one reference each) */
 	dlock__lazy_thread thread; /* "dlock-zksession", started with the first session */
+	int64_t thread_wake_us;    /* CLOCK_BOOTTIME the thread sleeps until; 0 awake */
 	bool stopping;
 };
 
@@ -218,6 +219,9 @@ void dlock__zk_delete(zk_call *call, const char *path);
  * call->rc), DLOCK_ETIMEDOUT, DLOCK_ECANCELED, or DLOCK_ELOST if the
  * session ended first. */
 int dlock__zk_call_wait(zk_call *call, int64_t until_us);
+/* Give a call made without a waiter this one, to wait for it: true if it
+ * is done already (then the waiter is not set). */
+bool dlock__zk_call_attach(zk_call *call, dlock__waiter *waiter);
 /* Stop waiting: a create that succeeds later has its node deleted. */
 void dlock__zk_call_abandon(zk_call *call);
 

@@ -315,6 +315,11 @@ static int session_open(dlock__backend *b, const char *hosts, zk_session **ret)
 		return dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot start a session: %s", b->label,
 		                    g_strerror(saved_errno));
 	}
+	/* The connect string holds addresses, not names: the client's own
+	 * lookups, by default one in every turn of its I/O loop (a netlink
+	 * socket, a read of /dev/urandom: some twenty system calls per
+	 * request), would find nothing new. */
+	zoo_set_servers_resolution_delay(s->zh, -1);
 	if (b->credentials)
 		zoo_add_auth(s->zh, "digest", b->credentials, (int)strlen(b->credentials), NULL, NULL);
 
@@ -335,17 +340,35 @@ zk_phase dlock__zk_session_phase(zk_session *s)
 	return phase;
 }
 
+/*
+ * Wake the session thread if it sleeps past due_us, the first time it has
+ * to look at a session that just changed (a hold or a waiter added); a
+ * thread that will look by then anyway is left asleep, so an uncontended
+ * acquire pays no thread switch.  Called with s->mu released: the thread
+ * holds b->mu from its pass over the sessions until it sleeps, so it has
+ * either seen the change or is asleep with thread_wake_us set.
+ */
+static void nudge_thread(dlock__backend *b, int64_t due_us)
+{
+	g_mutex_lock(&b->mu);
+	if (b->thread_wake_us != 0 && due_us < b->thread_wake_us)
+		g_cond_broadcast(&b->cond);
+	g_mutex_unlock(&b->mu);
+}
+
 void dlock__zk_session_add_waiter(zk_session *s, dlock__waiter *waiter)
 {
 	bool first;
+	int64_t due;
 
 	g_mutex_lock(&s->mu);
 	dlock__waketable_add(s->waiters, ZK_SESSION_WAITERS, waiter);
 	first = dlock__waketable_count(s->waiters, ZK_SESSION_WAITERS) == 1 && s->holds->len == 0;
+	due = s->probe_due_us;
 	g_mutex_unlock(&s->mu);
 	/* Probes start now (see in_use_locked). */
 	if (first)
-		g_cond_broadcast(&s->b->cond);
+		nudge_thread(s->b, due);
 }
 
 void dlock__zk_session_remove_waiter(zk_session *s, dlock__waiter *waiter)
@@ -482,6 +505,7 @@ bool dlock__zk_watch_fired(zk_session *s, const char *path, dlock__waiter *waite
 bool dlock__zk_session_track(zk_session *s, zk_node *node)
 {
 	zk_phase phase;
+	int64_t due = 0;
 
 	/* Decided under the same mutex as every state change, so a hold is
 	 * either on the list the next change reports to, or told now. */
@@ -492,6 +516,7 @@ bool dlock__zk_session_track(zk_session *s, zk_node *node)
 		dlock__hold_set_valid_until(node->hold, expiry_locked(s));
 		if (s->holds->len == 1)
 			s->probe_due_us = dlock__boot_us() + s->timeout_ms * 1000 / 3;
+		due = MIN(expiry_locked(s), s->probe_due_us);
 	}
 	/* Granted by an answer that came just before the connection dropped:
 	 * the disconnection was reported before this hold existed.  Told
@@ -502,7 +527,7 @@ bool dlock__zk_session_track(zk_session *s, zk_node *node)
 	g_mutex_unlock(&s->mu);
 	if (phase == ZK_ENDED)
 		return false;
-	g_cond_broadcast(&s->b->cond);
+	nudge_thread(s->b, due);
 	return true;
 }
 
@@ -742,8 +767,10 @@ static gpointer session_thread(gpointer data)
 		}
 		g_ptr_array_unref(lost);
 		g_ptr_array_unref(to_close);
+		b->thread_wake_us = MAX(next, dlock__boot_us() + 1000);
 		g_cond_wait_until(&b->cond, &b->mu,
-		                  dlock__mono_us() + MAX(next - dlock__boot_us(), 1000));
+		                  dlock__mono_us() + (b->thread_wake_us - dlock__boot_us()));
+		b->thread_wake_us = 0;
 	}
 	g_mutex_unlock(&b->mu);
 	return NULL;
