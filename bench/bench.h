@@ -174,6 +174,9 @@ struct bench_floor {
 	 * it (ZooKeeper: create and get_children in flight together); NULL
 	 * where pair is already the least (Redis, file). */
 	void (*pair_pipelined)(bench_floor *f);
+	/* The pair with a fencing token drawn (Redis: SET NX PX and INCR in
+	 * one script); NULL where pair draws one already or none is drawn. */
+	void (*pair_fenced)(bench_floor *f);
 	/* One round trip to the server; NULL where there is none (file). */
 	void (*rtt)(bench_floor *f);
 	/* The bare handoff.  hold: take the lock, which must be free.

@@ -9,6 +9,13 @@
  * and publish the release; that is part of what the ratio measures.  The
  * round-trip floor is PING.
  *
+ * The fenced pair is the least a lock that hands out fencing tokens
+ * costs: one script that does SET NX PX and, when it set the key, INCR of
+ * a counter (the token), then the same compare-and-delete.  dlock's
+ * acquire is that script plus the wait queue's check; the ratio to it is
+ * what dlock adds to a fenced lock, the ratio of it to the plain pair what
+ * fencing itself costs on this server.
+ *
  * The handoff floor is the same lock with a release channel: the holder's
  * compare-and-delete script also PUBLISHes; the waiter, subscribed on a
  * connection of its own, tries SET NX once, blocks reading that
@@ -25,6 +32,9 @@
 
 static const char release_lua[] =
 	"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+static const char acquire_fenced_lua[] =
+	"if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then "
+	"return redis.call('INCR', KEYS[2]) end return -1";
 static const char release_publish_lua[] =
 	"if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) "
 	"redis.call('PUBLISH', ARGV[2], 'released') return 1 end return 0";
@@ -35,8 +45,8 @@ typedef struct redis_floor {
 	redisContext *c;
 	redisContext *sub; /* the waiter's subscription, opened on first use */
 	bool owner;
-	char sha[48], sha_publish[48];
-	char key[64], channel[80];
+	char sha[48], sha_publish[48], sha_fenced[48];
+	char key[64], channel[80], fence[80];
 	char token[160];
 } redis_floor;
 
@@ -103,6 +113,19 @@ static void pair(bench_floor *f)
 
 	if (!try_set(rf))
 		bench_fail("Redis floor: %s is held", rf->key);
+	release(rf, false);
+}
+
+static void pair_fenced(bench_floor *f)
+{
+	redis_floor *rf = f->impl;
+	redisReply *r = redisCommand(rf->c, "EVALSHA %s 2 %s %s %s 30000", rf->sha_fenced, rf->key, rf->fence,
+	                             rf->token);
+
+	must(rf->c, REDIS_REPLY_INTEGER, r, "floor fenced acquire");
+	if (r->integer <= 0)
+		bench_fail("Redis floor: %s is held", rf->key);
+	freeReplyObject(r);
 	release(rf, false);
 }
 
@@ -186,7 +209,7 @@ static void close_floor(bench_floor *f)
 	redis_floor *rf = f->impl;
 
 	if (rf->owner)
-		freeReplyObject(redisCommand(rf->c, "DEL %s", rf->key));
+		freeReplyObject(redisCommand(rf->c, "DEL %s %s", rf->key, rf->fence));
 	redisFree(rf->c);
 	if (rf->sub)
 		redisFree(rf->sub);
@@ -212,10 +235,13 @@ bench_floor *bench_floor_redis_open(const bench_target *t, int id, bool owner)
 	rf->c = connect_to(t);
 	load(rf->c, release_lua, rf->sha, sizeof(rf->sha));
 	load(rf->c, release_publish_lua, rf->sha_publish, sizeof(rf->sha_publish));
+	load(rf->c, acquire_fenced_lua, rf->sha_fenced, sizeof(rf->sha_fenced));
 	snprintf(rf->key, sizeof(rf->key), "dlock-bench:floor:%d", id);
+	snprintf(rf->fence, sizeof(rf->fence), "dlock-bench:floor:%d:fence", id);
 	snprintf(rf->channel, sizeof(rf->channel), "dlock-bench:floor:%d:released", id);
 	bench_token(rf->token, sizeof(rf->token));
 	rf->base.pair = pair;
+	rf->base.pair_fenced = pair_fenced;
 	rf->base.rtt = rtt;
 	rf->base.hold = hold;
 	rf->base.unhold = unhold;

@@ -5,8 +5,9 @@
  * (acquire + release on one handle), the floor (the backend's bare
  * acquire + release, see floor-*.c), on ZooKeeper the pipelined floor (the
  * same pair with create and get_children in flight together: the best a
- * pipelining client can do), and one round trip (PING, exists; none for
- * files).  After a warm-up that is not measured — at least --warmup pairs
+ * pipelining client can do), on Redis the fenced floor (the pair with a
+ * fencing token drawn in the acquire's script: the least a fenced lock
+ * costs), and one round trip (PING, exists; none for files).  After a warm-up that is not measured — at least --warmup pairs
  * of each subject and, on ZooKeeper, at least 2 s, since a JVM runs
  * several times slower in its first seconds — come --rounds rounds of
  * --count pairs of each subject, in an order that is reversed every other
@@ -18,9 +19,10 @@
 
 #include "bench.h"
 
-enum { SUBJECT_DLOCK, SUBJECT_FLOOR, SUBJECT_PIPELINED, SUBJECT_RTT, SUBJECTS };
+enum { SUBJECT_DLOCK, SUBJECT_FLOOR, SUBJECT_PIPELINED, SUBJECT_FENCED, SUBJECT_RTT, SUBJECTS };
 
-static const char *const subject_names[SUBJECTS] = { "dlock", "floor", "floor-pipelined", "rtt" };
+static const char *const subject_names[SUBJECTS] = { "dlock", "floor", "floor-pipelined", "floor-fenced",
+	                                             "rtt" };
 
 typedef struct latency_run {
 	dlock_lock *lock;
@@ -50,6 +52,9 @@ static void run_one(latency_run *run, int subject)
 	case SUBJECT_PIPELINED:
 		run->floor->pair_pipelined(run->floor);
 		break;
+	case SUBJECT_FENCED:
+		run->floor->pair_fenced(run->floor);
+		break;
 	default:
 		run->floor->rtt(run->floor);
 		break;
@@ -71,7 +76,7 @@ static void warm_up(latency_run *run, const bench_opts *o, const int *subjects, 
 }
 
 static void emit(const bench_opts *o, int subject, const bench_summary *s, const bench_summary *floor,
-                 const bench_summary *pipelined)
+                 const bench_summary *pipelined, const bench_summary *fenced)
 {
 	bench_result r;
 
@@ -84,6 +89,8 @@ static void emit(const bench_opts *o, int subject, const bench_summary *s, const
 		bench_result_num(&r, "ratio_p50_to_floor", s->p50_us / floor->p50_us);
 		if (pipelined->n > 0)
 			bench_result_num(&r, "ratio_mean_to_pipelined", s->mean_us / pipelined->mean_us);
+		if (fenced->n > 0)
+			bench_result_num(&r, "ratio_mean_to_fenced", s->mean_us / fenced->mean_us);
 	}
 	bench_result_emit(&r, o);
 }
@@ -109,6 +116,8 @@ int bench_latency(const bench_opts *o)
 	subjects[n++] = SUBJECT_FLOOR;
 	if (run.floor->pair_pipelined)
 		subjects[n++] = SUBJECT_PIPELINED;
+	if (run.floor->pair_fenced)
+		subjects[n++] = SUBJECT_FENCED;
 	if (run.floor->rtt)
 		subjects[n++] = SUBJECT_RTT;
 
@@ -139,8 +148,13 @@ int bench_latency(const bench_opts *o)
 		printf("  ratio dlock/pipelined floor: mean %.2f; pipelined/sequential floor: mean %.2f\n",
 		       sum[SUBJECT_DLOCK].mean_us / sum[SUBJECT_PIPELINED].mean_us,
 		       sum[SUBJECT_PIPELINED].mean_us / sum[SUBJECT_FLOOR].mean_us);
+	if (sum[SUBJECT_FENCED].n > 0)
+		printf("  ratio dlock/fenced floor: mean %.2f; fenced/plain floor: mean %.2f\n",
+		       sum[SUBJECT_DLOCK].mean_us / sum[SUBJECT_FENCED].mean_us,
+		       sum[SUBJECT_FENCED].mean_us / sum[SUBJECT_FLOOR].mean_us);
 	for (int k = 0; k < n; k++)
-		emit(o, subjects[k], &sum[subjects[k]], &sum[SUBJECT_FLOOR], &sum[SUBJECT_PIPELINED]);
+		emit(o, subjects[k], &sum[subjects[k]], &sum[SUBJECT_FLOOR], &sum[SUBJECT_PIPELINED],
+		     &sum[SUBJECT_FENCED]);
 
 	dlock_lock_free(run.lock);
 	dlock_client_free(client);

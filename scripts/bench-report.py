@@ -415,7 +415,7 @@ def plots(res, out_dir):
     work = tempfile.mkdtemp(prefix="dlock-bench-plots.")
     try:
         for b in BACKENDS:
-            subjects = ["dlock", "floor", "floor-pipelined", "rtt"] + PEERS[b]
+            subjects = ["dlock", "floor", "floor-pipelined", "floor-fenced", "rtt"] + PEERS[b]
             have = [(s, latency(res, b, s)) for s in subjects]
             have = [(s, r) for s, r in have if r]
             if not have:
@@ -530,7 +530,9 @@ def render(path):
     md.append(s.get("placement", ""))
     md.append("\nEach dlock figure is set against a floor measured by the same `dlock-bench` "
               "process, interleaved round by round with dlock: for Redis, bare hiredis sending "
-              "`SET key token NX PX 30000` and then a compare-and-delete script by EVALSHA; for "
+              "`SET key token NX PX 30000` and then a compare-and-delete script by EVALSHA "
+              "(`floor`), and the same with the SET and an INCR of a counter in one script, "
+              "the least a lock that hands out fencing tokens costs (`floor-fenced`); for "
               "ZooKeeper, the bare C client creating an ephemeral sequential node, listing the "
               "children and deleting the node, each after the previous answer (`floor`), and the "
               "same with the create and the listing sent back to back, both in flight "
@@ -564,7 +566,7 @@ def render(path):
     md.append("\n## Uncontended acquire + release (latency)\n")
     for b in BACKENDS:
         f = latency(res, b, "floor")
-        subjects = [x for x in ["dlock", "floor", "floor-pipelined", "rtt"] + PEERS[b] if latency(res, b, x)]
+        subjects = [x for x in ["dlock", "floor", "floor-pipelined", "floor-fenced", "rtt"] + PEERS[b] if latency(res, b, x)]
         if not subjects:
             continue
         md.append(f"\n### {BACKEND_TITLES[b]}\n")

@@ -88,6 +88,11 @@ def target_rows(res):
     rows.append(_row(f"Uncontended Redis unchanged: ≤ {REDIS_UNCONTENDED}× its floor", "redis",
                      ratio(d and d.get("mean_us"), f and f.get("mean_us")),
                      _means(d, f), REDIS_UNCONTENDED))
+    g = latency(res, "redis", "floor-fenced")
+    rows.append(_info("Uncontended Redis / the fenced floor (SET NX PX + INCR in one script)", "redis",
+                      ratio(d and d.get("mean_us"), g and g.get("mean_us")), _means(d, g)))
+    rows.append(_info("The fenced floor / the plain floor: what drawing a token costs", "redis",
+                      ratio(g and g.get("mean_us"), f and f.get("mean_us")), _means(g, f)))
 
     for b in ("zk", "zk3"):
         d = latency(res, b, "dlock")
