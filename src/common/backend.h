@@ -53,6 +53,8 @@ typedef struct dlock__server_info {
 	char *holder_raw;       /* the value as stored (a dlock token or a peer's value) */
 	int64_t expires_in_ms;  /* -1 when the backend has no lease or the key has no expiry */
 	uint64_t fencing_token; /* the counter's value; 0 when none */
+	bool shared;            /* held by READ holds: readers lists them, holder_raw is unused */
+	GPtrArray *readers;     /* char *, each reader's record as stored; NULL when none */
 } dlock__server_info;
 
 /* What the core hands a backend when opening it. */
@@ -178,6 +180,16 @@ typedef enum dlock__mode {
 
 const char *dlock__hold_resource(const dlock__hold *hold);
 dlock__mode dlock__hold_mode(const dlock__hold *hold);
+/*
+ * During the acquire of a READ hold: the same owner's EXCLUSIVE or WRITE
+ * hold on the resource when this acquire is a downgrade (SPEC §8), else
+ * NULL.  The backend grants the read hold at once, without queueing, and
+ * arranges that releasing the write hold keeps it and lets no queued
+ * writer in between.  Borrowed, valid until the acquire returns; the
+ * write hold stays live (the owner cannot release it meanwhile: it is
+ * the thread acquiring).
+ */
+dlock__hold *dlock__hold_downgrade_of(const dlock__hold *hold);
 /* The resource's number of permits (SPEC §11): 1 for a lock; more only
  * on a backend with DLOCK__CAP_PERMITS. */
 uint32_t dlock__hold_permits(const dlock__hold *hold);

@@ -65,7 +65,9 @@ struct dlock_lock {
 	dlock_client *client;    /* NULL once the client has been freed */
 	char *resource;
 	dlock__slot *slot;
-	char *thread_key;        /* key of this lock's holds in per-thread tables */
+	char *thread_key;        /* key of this lock's EXCLUSIVE and WRITE holds in
+	                          * per-thread tables */
+	char *read_key;          /* and of its READ holds */
 
 	GMutex mu;               /* guards everything below */
 	bool started;            /* an acquire has begun: options are frozen */
@@ -108,6 +110,17 @@ bool dlock__client_forked(const dlock_client *client);
 dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock);
 /* The hold the caller's owner has through lock, referenced, or NULL. */
 dlock__hold *dlock__hold_find(const dlock_lock *lock);
+/*
+ * For a thread-owned handle, the caller's live (held or suspended) hold of
+ * the other class on the same resource -- READ for an EXCLUSIVE or WRITE
+ * handle, EXCLUSIVE or WRITE for a READ handle -- referenced, or NULL: an
+ * upgrade to refuse or a downgrade to make.
+ */
+dlock__hold *dlock__hold_find_other(const dlock_lock *lock);
+/* Mark hold, a READ hold about to be acquired, as a downgrade of write (a
+ * live write-class hold of the same owner and resource), for the backend
+ * (dlock__hold_downgrade_of()); cleared again once the acquire returns. */
+void dlock__hold_set_downgrade(dlock__hold *hold, dlock__hold *write);
 /* Record a granted hold, counted once through lock, in the client and in
  * its owner's table (or on its handle, replacing a lost one). */
 void dlock__hold_install(dlock__hold *hold, dlock_lock *lock);

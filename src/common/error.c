@@ -30,6 +30,7 @@ static const struct {
 	{ DLOCK_EBACKEND, "DLOCK_EBACKEND", "backend returned an error" },
 	{ DLOCK_ECONFIG, "DLOCK_ECONFIG", "invalid configuration" },
 	{ DLOCK_ECANCELED, "DLOCK_ECANCELED", "operation canceled" },
+	{ DLOCK_EDEADLK, "DLOCK_EDEADLK", "upgrade from a read hold would deadlock" },
 };
 
 DLOCK_API const char *dlock_strerror(int code)

@@ -8,8 +8,10 @@
  * Every live hold is in its client's registry (client->holds), which
  * teardown walks.  A thread-owned hold is also in its owner thread's table,
  * a GHashTable reached through a GPrivate and keyed by the lock handle's
- * thread_key (client, backend, resource), so re-entry costs one local
- * lookup and no server round trip.  A handle-owned hold hangs off its
+ * thread_key (client, backend, resource) -- or its read_key, for a READ
+ * hold: a thread may hold a resource in both classes at once, after a
+ * downgrade -- so re-entry costs one local lookup and no server round
+ * trip.  A handle-owned hold hangs off its
  * handle instead.  Only the owner thread touches its table; a hold released
  * by anyone else (lock or client teardown) is marked HOLD_RELEASED and its
  * stale entry is dropped on the owner's next lookup or at thread exit.
@@ -54,6 +56,7 @@ struct dlock__hold {
 	_Atomic int64_t valid_until_us; /* not under mu: dlock__hold_set_valid_until() */
 	void *backend_data;
 	dlock_lock *handle_owner; /* DLOCK_OWNER_HANDLE: the owning handle, else NULL */
+	dlock__hold *downgrade_of; /* during a downgrade's acquire: the write hold, referenced */
 };
 
 static void thread_table_destroy(gpointer data);
@@ -117,6 +120,7 @@ void dlock__hold_unref(dlock__hold *hold)
 {
 	if (!hold || !g_atomic_ref_count_dec(&hold->ref))
 		return;
+	dlock__hold_unref(hold->downgrade_of);
 	g_free(hold->resource);
 	dlock__holder_clear(&hold->holder);
 	g_array_unref(hold->via);
@@ -133,6 +137,19 @@ const char *dlock__hold_resource(const dlock__hold *hold)
 dlock__mode dlock__hold_mode(const dlock__hold *hold)
 {
 	return hold->mode;
+}
+
+dlock__hold *dlock__hold_downgrade_of(const dlock__hold *hold)
+{
+	return hold->downgrade_of;
+}
+
+void dlock__hold_set_downgrade(dlock__hold *hold, dlock__hold *write)
+{
+	dlock__hold *old = hold->downgrade_of;
+
+	hold->downgrade_of = write ? dlock__hold_ref(write) : NULL;
+	dlock__hold_unref(old);
 }
 
 uint32_t dlock__hold_permits(const dlock__hold *hold)
@@ -344,12 +361,41 @@ static void drop_counts_locked(dlock__hold *hold, const dlock_lock *lock)
 
 /* ---- finding, installing, ending ------------------------------------- */
 
+/* The key of a thread-owned hold of this mode through lock: READ holds
+ * and the others are two owners' worth of holds in one table. */
+static const char *key_for_mode(const dlock_lock *lock, dlock__mode mode)
+{
+	return mode == DLOCK__MODE_READ ? lock->read_key : lock->thread_key;
+}
+
+/* The caller thread's hold under key, referenced, or NULL; a stale entry
+ * (ended, or of a freed client at the same address) is dropped. */
+static dlock__hold *table_find(const dlock_lock *lock, const char *key)
+{
+	GHashTable *table = thread_table(false);
+	dlock__hold *hold;
+	bool stale;
+
+	if (!table)
+		return NULL;
+	hold = g_hash_table_lookup(table, key);
+	if (!hold)
+		return NULL;
+	g_mutex_lock(&hold->mu);
+	stale = ended_locked(hold) || hold->client != lock->client;
+	g_mutex_unlock(&hold->mu);
+	if (stale) {
+		g_hash_table_remove(table, key);
+		return NULL;
+	}
+	return dlock__hold_ref(hold);
+}
+
 dlock__hold *dlock__hold_find(const dlock_lock *lock)
 {
 	dlock_lock *mlock = (dlock_lock *)lock; /* its mutex, not its contents */
 	dlock__hold *hold = NULL;
-	GHashTable *table;
-	bool stale;
+	dlock__mode mode;
 
 	g_mutex_lock(&mlock->mu);
 	if (lock->owner == DLOCK_OWNER_HANDLE) {
@@ -358,22 +404,37 @@ dlock__hold *dlock__hold_find(const dlock_lock *lock)
 		g_mutex_unlock(&mlock->mu);
 		return hold;
 	}
+	mode = lock->mode;
 	g_mutex_unlock(&mlock->mu);
+	return table_find(lock, key_for_mode(lock, mode));
+}
 
-	table = thread_table(false);
-	if (!table)
+dlock__hold *dlock__hold_find_other(const dlock_lock *lock)
+{
+	dlock_lock *mlock = (dlock_lock *)lock;
+	dlock__hold *hold;
+	dlock__mode mode;
+	bool live;
+
+	g_mutex_lock(&mlock->mu);
+	mode = lock->mode;
+	if (lock->owner == DLOCK_OWNER_HANDLE) {
+		g_mutex_unlock(&mlock->mu);
 		return NULL;
-	hold = g_hash_table_lookup(table, lock->thread_key);
+	}
+	g_mutex_unlock(&mlock->mu);
+	hold = table_find(lock, mode == DLOCK__MODE_READ ? lock->thread_key : lock->read_key);
 	if (!hold)
 		return NULL;
 	g_mutex_lock(&hold->mu);
-	stale = ended_locked(hold) || hold->client != lock->client;
+	check_expiry_locked(hold);
+	live = live_locked(hold);
 	g_mutex_unlock(&hold->mu);
-	if (stale) {
-		g_hash_table_remove(table, lock->thread_key);
+	if (!live) {
+		dlock__hold_unref(hold);
 		return NULL;
 	}
-	return dlock__hold_ref(hold);
+	return hold;
 }
 
 /* End the hold on the server (the backend's release). */
@@ -415,8 +476,10 @@ static int finish(dlock__hold *hold, dlock_lock *lock, bool by_owner)
 	} else if (by_owner && lock) {
 		GHashTable *table = thread_table(false);
 
-		if (table && g_hash_table_lookup(table, lock->thread_key) == hold)
-			g_hash_table_remove(table, lock->thread_key);
+		const char *key = key_for_mode(lock, hold->mode);
+
+		if (table && g_hash_table_lookup(table, key) == hold)
+			g_hash_table_remove(table, key);
 	}
 	return release_on_server(hold);
 }
@@ -473,7 +536,7 @@ void dlock__hold_install(dlock__hold *hold, dlock_lock *lock)
 			dlock__hold_unref(old);
 		}
 	} else {
-		g_hash_table_replace(thread_table(true), g_strdup(lock->thread_key),
+		g_hash_table_replace(thread_table(true), g_strdup(key_for_mode(lock, hold->mode)),
 		                     dlock__hold_ref(hold));
 	}
 

@@ -4,12 +4,18 @@
  */
 #include "core.h"
 
+/* One holder as the backend records it. */
+typedef struct info_holder {
+	char *text;           /* described dlock holder, or a peer's raw value */
+	dlock__holder parsed;
+	bool parsed_ok;
+} info_holder;
+
 struct dlock_info {
 	bool locked;
 	dlock_hold hold;
-	char *holder;     /* described dlock holder, or a peer's raw value */
-	dlock__holder parsed;
-	bool parsed_ok;
+	dlock_held_as mode;
+	GArray *holders;      /* of info_holder; empty when free */
 	int64_t expires_in_ms;
 	uint64_t fencing_token;
 	char *backend;
@@ -19,11 +25,36 @@ void dlock__server_info_clear(dlock__server_info *info)
 {
 	g_free(info->holder_raw);
 	info->holder_raw = NULL;
+	if (info->readers)
+		g_ptr_array_unref(info->readers);
+	info->readers = NULL;
+}
+
+static void holder_add(dlock_info *info, const char *raw)
+{
+	info_holder h = { 0 };
+
+	if (dlock__token_parse(raw, &h.parsed)) {
+		h.parsed_ok = true;
+		h.text = dlock__holder_describe(&h.parsed);
+	} else {
+		h.text = g_strdup(raw);
+	}
+	g_array_append_val(info->holders, h);
+}
+
+static void holder_clear(gpointer data)
+{
+	info_holder *h = data;
+
+	g_free(h->text);
+	if (h->parsed_ok)
+		dlock__holder_clear(&h->parsed);
 }
 
 DLOCK_API int dlock_lock_query(dlock_lock *lock, dlock_info **ret_info)
 {
-	dlock__server_info server = { false, NULL, -1, 0 };
+	dlock__server_info server = { false, NULL, -1, 0, false, NULL };
 	dlock_info *info;
 	int rc;
 
@@ -45,11 +76,17 @@ DLOCK_API int dlock_lock_query(dlock_lock *lock, dlock_info **ret_info)
 	info->expires_in_ms = server.expires_in_ms;
 	info->fencing_token = server.fencing_token;
 	info->backend = g_strdup(lock->slot->redacted);
-	if (server.holder_raw && dlock__token_parse(server.holder_raw, &info->parsed)) {
-		info->parsed_ok = true;
-		info->holder = dlock__holder_describe(&info->parsed);
+	info->holders = g_array_new(FALSE, TRUE, sizeof(info_holder));
+	g_array_set_clear_func(info->holders, holder_clear);
+	if (!server.locked) {
+		info->mode = DLOCK_HELD_FREE;
+	} else if (server.shared) {
+		info->mode = DLOCK_HELD_SHARED;
+		for (guint i = 0; server.readers && i < server.readers->len; i++)
+			holder_add(info, server.readers->pdata[i]);
 	} else {
-		info->holder = g_strdup(server.holder_raw ? server.holder_raw : "");
+		info->mode = DLOCK_HELD_EXCLUSIVE;
+		holder_add(info, server.holder_raw ? server.holder_raw : "");
 	}
 	dlock__server_info_clear(&server);
 	dlock__lock_leave(lock);
@@ -61,11 +98,17 @@ DLOCK_API void dlock_info_free(dlock_info *info)
 {
 	if (!info)
 		return;
-	g_free(info->holder);
+	g_array_unref(info->holders);
 	g_free(info->backend);
-	if (info->parsed_ok)
-		dlock__holder_clear(&info->parsed);
 	g_free(info);
+}
+
+/* Holder i, or NULL (NULL info, or out of range). */
+static const info_holder *holder_at(const dlock_info *info, size_t i)
+{
+	if (!info || i >= info->holders->len)
+		return NULL;
+	return &g_array_index(info->holders, info_holder, i);
 }
 
 DLOCK_API int dlock_info_locked(const dlock_info *info)
@@ -78,29 +121,74 @@ DLOCK_API dlock_hold dlock_info_hold(const dlock_info *info)
 	return info ? info->hold : DLOCK_HOLD_NONE;
 }
 
+DLOCK_API dlock_held_as dlock_info_mode(const dlock_info *info)
+{
+	return info ? info->mode : DLOCK_HELD_FREE;
+}
+
+DLOCK_API size_t dlock_info_holders(const dlock_info *info)
+{
+	return info ? info->holders->len : 0;
+}
+
+DLOCK_API const char *dlock_info_holder_at(const dlock_info *info, size_t i)
+{
+	const info_holder *h = holder_at(info, i);
+
+	return h ? h->text : "";
+}
+
+DLOCK_API const char *dlock_info_holder_host_at(const dlock_info *info, size_t i)
+{
+	const info_holder *h = holder_at(info, i);
+
+	return h && h->parsed_ok ? h->parsed.host : NULL;
+}
+
+DLOCK_API int64_t dlock_info_holder_pid_at(const dlock_info *info, size_t i)
+{
+	const info_holder *h = holder_at(info, i);
+
+	return h && h->parsed_ok ? h->parsed.pid : 0;
+}
+
+DLOCK_API int64_t dlock_info_holder_tid_at(const dlock_info *info, size_t i)
+{
+	const info_holder *h = holder_at(info, i);
+
+	return h && h->parsed_ok ? h->parsed.tid : 0;
+}
+
+DLOCK_API int64_t dlock_info_holder_since_ms_at(const dlock_info *info, size_t i)
+{
+	const info_holder *h = holder_at(info, i);
+
+	return h && h->parsed_ok ? h->parsed.since_ms : 0;
+}
+
 DLOCK_API const char *dlock_info_holder(const dlock_info *info)
 {
-	return info ? info->holder : "";
+	return dlock_info_holder_at(info, 0);
 }
 
 DLOCK_API const char *dlock_info_holder_host(const dlock_info *info)
 {
-	return info && info->parsed_ok ? info->parsed.host : NULL;
+	return dlock_info_holder_host_at(info, 0);
 }
 
 DLOCK_API int64_t dlock_info_holder_pid(const dlock_info *info)
 {
-	return info && info->parsed_ok ? info->parsed.pid : 0;
+	return dlock_info_holder_pid_at(info, 0);
 }
 
 DLOCK_API int64_t dlock_info_holder_tid(const dlock_info *info)
 {
-	return info && info->parsed_ok ? info->parsed.tid : 0;
+	return dlock_info_holder_tid_at(info, 0);
 }
 
 DLOCK_API int64_t dlock_info_holder_since_ms(const dlock_info *info)
 {
-	return info && info->parsed_ok ? info->parsed.since_ms : 0;
+	return dlock_info_holder_since_ms_at(info, 0);
 }
 
 DLOCK_API int64_t dlock_info_expires_in_ms(const dlock_info *info)

@@ -23,6 +23,7 @@ void dlock__lock_unref(dlock_lock *lock)
 		return;
 	g_free(lock->resource);
 	g_free(lock->thread_key);
+	g_free(lock->read_key);
 	g_ptr_array_unref(lock->waiters);
 	g_mutex_clear(&lock->mu);
 	g_cond_clear(&lock->idle);
@@ -84,10 +85,15 @@ void dlock__lock_leave(dlock_lock *lock)
 	dlock__client_leave(client);
 }
 
-static char *thread_key_for(const dlock_client *client, const dlock__slot *slot,
-                            const char *resource)
+/* The keys of a handle's thread-owned holds: EXCLUSIVE and WRITE holds
+ * share one (to dlock they are the same), READ holds have their own. */
+static void thread_keys_set(dlock_lock *lock, const dlock__slot *slot)
 {
-	return g_strdup_printf("%p/%p/%s", (const void *)client, (const void *)slot, resource);
+	g_free(lock->thread_key);
+	g_free(lock->read_key);
+	lock->thread_key = g_strdup_printf("%p/%p/%s", (const void *)lock->client, (const void *)slot,
+	                                   lock->resource);
+	lock->read_key = g_strdup_printf("r:%s", lock->thread_key);
 }
 
 DLOCK_API int dlock_lock_new(dlock_client *client, const char *resource, dlock_lock **ret_lock)
@@ -125,7 +131,7 @@ DLOCK_API int dlock_lock_new(dlock_client *client, const char *resource, dlock_l
 	lock->client = client;
 	lock->resource = g_strdup(resource);
 	lock->slot = slot;
-	lock->thread_key = thread_key_for(client, lock->slot, resource);
+	thread_keys_set(lock, slot);
 	lock->owner = DLOCK_OWNER_THREAD;
 	lock->watchdog = -1;
 	lock->mode = DLOCK__MODE_EXCLUSIVE;
@@ -284,6 +290,22 @@ DLOCK_API int dlock_lock_set_owner(dlock_lock *lock, dlock_owner owner)
 	return DLOCK_OK;
 }
 
+DLOCK_API int dlock_lock_set_mode(dlock_lock *lock, dlock_mode mode)
+{
+	int rc = option_begin(lock, "dlock_lock_set_mode");
+
+	if (rc != DLOCK_OK)
+		return rc;
+	if (mode != DLOCK_MODE_EXCLUSIVE && mode != DLOCK_MODE_READ && mode != DLOCK_MODE_WRITE) {
+		g_mutex_unlock(&lock->mu);
+		return dlock__error(DLOCK_EINVAL, "dlock_lock_set_mode: unknown mode %d (EXCLUSIVE 0, "
+		                    "READ 1, WRITE 2)", (int)mode);
+	}
+	lock->mode = (dlock__mode)mode;
+	g_mutex_unlock(&lock->mu);
+	return DLOCK_OK;
+}
+
 DLOCK_API int dlock_lock_set_backend(dlock_lock *lock, const char *backend)
 {
 	dlock__slot *found;
@@ -310,8 +332,7 @@ DLOCK_API int dlock_lock_set_backend(dlock_lock *lock, const char *backend)
 		return rc;
 	}
 	lock->slot = found;
-	g_free(lock->thread_key);
-	lock->thread_key = thread_key_for(lock->client, found, lock->resource);
+	thread_keys_set(lock, found);
 	g_mutex_unlock(&lock->mu);
 	return DLOCK_OK;
 }
@@ -400,7 +421,7 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
 	dlock_client *client;
 	dlock__waiter *waiter;
-	dlock__hold *hold;
+	dlock__hold *hold, *other;
 	int rc;
 
 	rc = dlock__lock_enter(lock, "dlock_acquire");
@@ -431,12 +452,29 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 		}
 	}
 
+	/* The owner's hold of the other class: an upgrade is refused, a
+	 * downgrade goes to the backend as one. */
+	other = dlock__hold_find_other(lock);
+	if (other && lock->mode != DLOCK__MODE_READ) {
+		dlock__hold_unref(other);
+		rc = dlock__error(DLOCK_EDEADLK, "lock '%s': the caller holds it for reading; a %s hold "
+		                  "would wait for that hold itself (release it first)", lock->resource,
+		                  mode_name(lock->mode));
+		dlock__lock_leave(lock);
+		return rc;
+	}
+
 	hold = dlock__hold_new(client, lock);
+	if (other) {
+		dlock__hold_set_downgrade(hold, other);
+		dlock__hold_unref(other);
+	}
 	waiter = dlock__waiter_new();
 	dlock__lock_add_waiter(lock, waiter);
 	/* A try (wait 0) is bounded by the backend's own timeouts alone. */
 	rc = lock->slot->ops->acquire(lock->slot->impl, hold, waiter, wait_ms,
 	                              wait_ms == 0 ? INT64_MAX : deadline_us);
+	dlock__hold_set_downgrade(hold, NULL);
 	if (rc != DLOCK_OK && rc != DLOCK_ECANCELED && dlock__waiter_canceled(waiter))
 		rc = canceled_failure(lock, rc);
 	dlock__lock_remove_waiter(lock, waiter);

@@ -25,6 +25,8 @@ struct dlock__backend {
 	int releases;
 	dlock__mode last_mode; /* of the last grant */
 	uint32_t last_permits;
+	GHashTable *downgrades; /* READ holds granted as downgrades (set) */
+	dlock__hold *last_downgrade_of; /* the write hold of the last downgrade */
 };
 
 static struct dlock__backend *fake; /* the one open instance */
@@ -37,6 +39,7 @@ static int fake_open(const dlock__backend_env *env, const dlock__uri *uri,
 	g_mutex_init(&b->mu);
 	b->owners = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 	b->waiters = g_ptr_array_new();
+	b->downgrades = g_hash_table_new(NULL, NULL);
 	fake = b;
 	*ret = b;
 	return DLOCK_OK;
@@ -45,6 +48,7 @@ static int fake_open(const dlock__backend_env *env, const dlock__uri *uri,
 static void fake_close(dlock__backend *b)
 {
 	g_hash_table_unref(b->owners);
+	g_hash_table_unref(b->downgrades);
 	g_ptr_array_unref(b->waiters);
 	g_mutex_clear(&b->mu);
 	g_free(b);
@@ -57,6 +61,17 @@ static int fake_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 	const char *resource = dlock__hold_resource(hold);
 	int rc;
 
+	/* A downgrade is granted at once beside the owner's write hold, as
+	 * the seam asks of every backend. */
+	if (dlock__hold_downgrade_of(hold)) {
+		g_mutex_lock(&b->mu);
+		g_hash_table_add(b->downgrades, hold);
+		b->last_downgrade_of = dlock__hold_downgrade_of(hold);
+		dlock__hold_set_token(hold, ++b->counter);
+		b->acquires++;
+		g_mutex_unlock(&b->mu);
+		return DLOCK_OK;
+	}
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
 
@@ -93,6 +108,8 @@ static int fake_release(dlock__backend *b, dlock__hold *hold)
 	g_mutex_lock(&b->mu);
 	if (g_hash_table_lookup(b->owners, resource) == hold) {
 		g_hash_table_remove(b->owners, resource);
+		rc = DLOCK_OK;
+	} else if (g_hash_table_remove(b->downgrades, hold)) {
 		rc = DLOCK_OK;
 	}
 	b->releases++;
@@ -548,6 +565,120 @@ static void test_backend_with_the_capabilities_gets_mode_and_permits(void **stat
 	dlock_client_free(client);
 }
 
+/* A client whose backend serves shared holds, with handles of each mode
+ * on one resource. */
+typedef struct rw_fixture {
+	dlock_client *client;
+	dlock_lock *read, *write, *exclusive;
+} rw_fixture;
+
+static dlock__backend_ops shared_ops;
+
+static int rw_setup(void **state)
+{
+	rw_fixture *f = g_new0(rw_fixture, 1);
+
+	shared_ops = fake_ops;
+	shared_ops.caps = DLOCK__CAP_SHARED;
+	assert_int_equal(dlock__client_new_with_ops("fake://", &shared_ops, &f->client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(f->client, "data/set", &f->read), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(f->client, "data/set", &f->write), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(f->client, "data/set", &f->exclusive), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(f->read, DLOCK_MODE_READ), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(f->write, DLOCK_MODE_WRITE), DLOCK_OK);
+	*state = f;
+	return 0;
+}
+
+static int rw_teardown(void **state)
+{
+	rw_fixture *f = *state;
+
+	dlock_lock_free(f->read);
+	dlock_lock_free(f->write);
+	dlock_lock_free(f->exclusive);
+	dlock_client_free(f->client);
+	g_free(f);
+	return 0;
+}
+
+static void test_set_mode_refuses_an_unknown_mode_and_a_started_handle(void **state)
+{
+	rw_fixture *f = *state;
+
+	assert_int_equal(dlock_lock_set_mode(f->exclusive, (dlock_mode)7), DLOCK_EINVAL);
+	assert_non_null(strstr(dlock_last_error_message(), "unknown mode 7"));
+	assert_int_equal(dlock_acquire(f->exclusive, 0), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(f->exclusive, DLOCK_MODE_READ), DLOCK_EINVAL);
+	assert_int_equal(dlock_release(f->exclusive), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(NULL, DLOCK_MODE_READ), DLOCK_EINVAL);
+}
+
+/* An owner holding only READ that asks for WRITE or EXCLUSIVE would wait
+ * for itself: refused at once, before the backend is asked. */
+static void test_upgrade_is_refused_at_once_with_edeadlk(void **state)
+{
+	rw_fixture *f = *state;
+
+	assert_int_equal(dlock_acquire(f->read, 0), DLOCK_OK);
+	assert_int_equal(counter(&fake->acquires), 1);
+	assert_int_equal(dlock_acquire(f->write, -1), DLOCK_EDEADLK);
+	assert_non_null(strstr(dlock_last_error_message(), "holds it for reading"));
+	assert_int_equal(dlock_acquire(f->exclusive, 1000), DLOCK_EDEADLK);
+	assert_int_equal(counter(&fake->acquires), 1);
+	assert_true(dlock_held(f->read));
+	assert_int_equal(dlock_release(f->read), DLOCK_OK);
+	/* Without the read hold, the same handles take the lock. */
+	assert_int_equal(dlock_acquire(f->write, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(f->write), DLOCK_OK);
+}
+
+/* READ while holding WRITE reaches the backend as a downgrade of that
+ * hold; releasing the write hold leaves the read hold held. */
+static void test_downgrade_reaches_the_backend_with_the_write_hold(void **state)
+{
+	rw_fixture *f = *state;
+	dlock__hold *write;
+	uint64_t write_token;
+
+	assert_int_equal(dlock_acquire(f->write, 0), DLOCK_OK);
+	write = holder_of("data/set");
+	write_token = dlock_fencing_token(f->write);
+	assert_int_equal(dlock_acquire(f->read, 0), DLOCK_OK);
+	assert_ptr_equal(fake->last_downgrade_of, write);
+	assert_true(dlock_fencing_token(f->read) > write_token);
+	assert_int_equal(dlock_release(f->write), DLOCK_OK);
+	assert_false(dlock_held(f->write));
+	assert_true(dlock_held(f->read));
+	assert_int_equal(dlock_release(f->read), DLOCK_OK);
+	assert_int_equal(counter(&fake->releases), 2);
+}
+
+/* WRITE and EXCLUSIVE are one class to dlock: re-entry, one grant.  So
+ * are two READ handles of one owner. */
+static void test_write_and_exclusive_reenter_each_other_and_reads_reenter(void **state)
+{
+	rw_fixture *f = *state;
+	dlock_lock *read2;
+
+	assert_int_equal(dlock_acquire(f->exclusive, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(f->write, 0), DLOCK_OK);
+	assert_int_equal(counter(&fake->acquires), 1);
+	assert_int_equal(dlock_release(f->write), DLOCK_OK);
+	assert_int_equal(dlock_release(f->exclusive), DLOCK_OK);
+	assert_int_equal(counter(&fake->releases), 1);
+
+	assert_int_equal(dlock_lock_new(f->client, "data/set", &read2), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(read2, DLOCK_MODE_READ), DLOCK_OK);
+	assert_int_equal(dlock_acquire(f->read, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(read2, 0), DLOCK_OK);
+	assert_int_equal(counter(&fake->acquires), 2);
+	assert_int_equal(dlock_release(read2), DLOCK_OK);
+	assert_int_equal(dlock_release(f->read), DLOCK_OK);
+	assert_int_equal(dlock_release(f->read), DLOCK_ENOTHELD);
+	dlock_lock_free(read2);
+}
+
 static void test_invalid_resource_is_refused_before_io(void **state)
 {
 	fixture *f = *state;
@@ -579,6 +710,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shared_modes_are_refused_before_io_without_the_capability, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_permits_are_refused_before_io_without_the_capability, setup, teardown),
 		cmocka_unit_test(test_backend_with_the_capabilities_gets_mode_and_permits),
+		cmocka_unit_test_setup_teardown(test_set_mode_refuses_an_unknown_mode_and_a_started_handle, rw_setup,
+		                                rw_teardown),
+		cmocka_unit_test_setup_teardown(test_upgrade_is_refused_at_once_with_edeadlk, rw_setup, rw_teardown),
+		cmocka_unit_test_setup_teardown(test_downgrade_reaches_the_backend_with_the_write_hold, rw_setup,
+		                                rw_teardown),
+		cmocka_unit_test_setup_teardown(test_write_and_exclusive_reenter_each_other_and_reads_reenter,
+		                                rw_setup, rw_teardown),
 	};
 
 	return cmocka_run_group_tests_name("hold", tests, NULL, NULL);
