@@ -38,6 +38,7 @@ typedef struct cli_options {
 	int64_t ttl_ms;
 	int busy_code;
 	bool on_lost_ignore;
+	bool shared;          /* -s: a READ hold; -x (the default): EXCLUSIVE */
 	bool json;
 	const char *resource;
 	char **command;

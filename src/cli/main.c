@@ -19,7 +19,7 @@
 
 static const char usage_text[] =
 	"usage: dlock run [-c CONFIG] [-b BACKEND|URI] [-w WAIT] [-t TTL] [-E CODE]\n"
-	"                 [--on-lost=term|ignore] RESOURCE -- COMMAND [ARG...]\n"
+	"                 [-s|-x] [--on-lost=term|ignore] RESOURCE -- COMMAND [ARG...]\n"
 	"       dlock status [-c CONFIG] [-b BACKEND|URI] [--json] RESOURCE\n"
 	"       dlock --help | --version\n";
 
@@ -40,6 +40,9 @@ static const char help_text[] =
 	"  -t, --ttl DURATION    lease length on lease backends (Redis)\n"
 	"  -E, --busy-exit CODE  exit status when the lock is not acquired in time\n"
 	"                        (default 75)\n"
+	"  -s, --shared          a shared (read) hold: other -s runs share the lock,\n"
+	"                        -x runs wait for them all (as flock -s)\n"
+	"  -x, --exclusive       an exclusive hold (the default)\n"
 	"      --on-lost=term|ignore  when the lock is lost while COMMAND runs: send it\n"
 	"                        SIGTERM, then SIGKILL after 10 s, and exit 70 (term,\n"
 	"                        the default), or only warn (ignore)\n"
@@ -57,6 +60,7 @@ static const char help_text[] =
 	"Examples:\n"
 	"  dlock run nightly-report -- ./report.sh\n"
 	"  dlock run -w 0 -E 0 backup -- ./backup.sh       # skip if already running\n"
+	"  dlock run -s dataset -- ./read-dataset          # many readers at once\n"
 	"  dlock run -b redis://127.0.0.1:6379 -t 10s jobs/import -- ./import\n"
 	"  dlock status --json nightly-report\n";
 
@@ -133,6 +137,8 @@ static void parse_args(int argc, char **argv, bool run, cli_options *o)
 		{ "ttl", required_argument, NULL, 't' },
 		{ "busy-exit", required_argument, NULL, 'E' },
 		{ "on-lost", required_argument, NULL, 'L' },
+		{ "shared", no_argument, NULL, 's' },
+		{ "exclusive", no_argument, NULL, 'x' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -140,7 +146,7 @@ static void parse_args(int argc, char **argv, bool run, cli_options *o)
 	int c;
 
 	/* '+': stop at the first non-option, so COMMAND's own options stay its. */
-	while ((c = getopt_long(argc, argv, "+c:b:w:t:E:h", long_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+c:b:w:t:E:sxh", long_options, NULL)) != -1) {
 		char *end;
 		long code;
 
@@ -170,6 +176,12 @@ static void parse_args(int argc, char **argv, bool run, cli_options *o)
 			if (!run || (strcmp(optarg, "term") != 0 && strcmp(optarg, "ignore") != 0))
 				die_usage("--on-lost: '%s' is neither term nor ignore", optarg);
 			o->on_lost_ignore = strcmp(optarg, "ignore") == 0;
+			break;
+		case 's':
+		case 'x':
+			if (!run)
+				die_usage("-%s: run only", c == 's' ? "s" : "x");
+			o->shared = c == 's';
 			break;
 		case 'j':
 			if (run)
@@ -218,6 +230,8 @@ int cli_open_lock(const cli_options *o, dlock_client **ret_client, dlock_lock **
 	}
 	if (rc == DLOCK_OK && o->ttl_ms > 0)
 		rc = dlock_lock_set_ttl(lock, o->ttl_ms);
+	if (rc == DLOCK_OK && o->shared)
+		rc = dlock_lock_set_mode(lock, DLOCK_MODE_READ);
 	if (rc != DLOCK_OK) {
 		int code = cli_fail(rc, o->resource, o);
 

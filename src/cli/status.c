@@ -1,6 +1,8 @@
 /*
  * dlock status: ask the backend who holds RESOURCE and print it, as text
- * for people or as one JSON object for programs.  Exit 0 free, 1 held.
+ * for people or as one JSON object for programs: how it is held (free,
+ * exclusive, shared) and every holder the backend records.  Exit 0 free,
+ * 1 held.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -23,6 +25,28 @@ static void json_string(const char *s)
 	putchar('"');
 }
 
+static const char *mode_name(dlock_held_as mode)
+{
+	switch (mode) {
+	case DLOCK_HELD_EXCLUSIVE:
+		return "exclusive";
+	case DLOCK_HELD_SHARED:
+		return "shared";
+	default:
+		return "free";
+	}
+}
+
+/* "<prefix>host":...,"<prefix>pid":... of dlock holder i. */
+static void json_holder_fields(const dlock_info *info, size_t i, const char *prefix)
+{
+	printf("\"%shost\":", prefix);
+	json_string(dlock_info_holder_host_at(info, i));
+	printf(",\"%spid\":%" PRId64 ",\"%stid\":%" PRId64 ",\"%ssince_ms\":%" PRId64, prefix,
+	       dlock_info_holder_pid_at(info, i), prefix, dlock_info_holder_tid_at(info, i), prefix,
+	       dlock_info_holder_since_ms_at(info, i));
+}
+
 int cli_status(const cli_options *o)
 {
 	dlock_client *client;
@@ -43,24 +67,38 @@ int cli_status(const cli_options *o)
 	if (o->json) {
 		printf("{\"resource\":");
 		json_string(o->resource);
-		printf(",\"held\":%s,\"holder\":", locked ? "true" : "false");
+		printf(",\"held\":%s,\"mode\":\"%s\",\"holder\":", locked ? "true" : "false",
+		       mode_name(dlock_info_mode(info)));
 		json_string(dlock_info_holder(info));
 		if (dlock_info_holder_pid(info) > 0) {
-			printf(",\"holder_host\":");
-			json_string(dlock_info_holder_host(info));
-			printf(",\"holder_pid\":%" PRId64 ",\"holder_tid\":%" PRId64 ",\"holder_since_ms\":%" PRId64,
-			       dlock_info_holder_pid(info), dlock_info_holder_tid(info),
-			       dlock_info_holder_since_ms(info));
+			printf(",");
+			json_holder_fields(info, 0, "holder_");
 		}
-		printf(",\"expires_in_ms\":%" PRId64 ",\"fencing_token\":%" PRIu64 ",\"backend\":",
+		printf(",\"holders\":[");
+		for (size_t i = 0; i < dlock_info_holders(info); i++) {
+			printf("%s{\"holder\":", i ? "," : "");
+			json_string(dlock_info_holder_at(info, i));
+			if (dlock_info_holder_pid_at(info, i) > 0) {
+				printf(",");
+				json_holder_fields(info, i, "");
+			}
+			printf("}");
+		}
+		printf("],\"expires_in_ms\":%" PRId64 ",\"fencing_token\":%" PRIu64 ",\"backend\":",
 		       dlock_info_expires_in_ms(info), dlock_info_fencing_token(info));
 		json_string(dlock_info_backend(info));
 		printf("}\n");
 	} else {
+		size_t n = dlock_info_holders(info);
+
 		printf("resource: %s\n", o->resource);
-		printf("held:     %s\n", locked ? "yes" : "no");
-		if (locked)
+		printf("held:     %s\n", locked ? (dlock_info_mode(info) == DLOCK_HELD_SHARED ? "yes, shared"
+		                                                                              : "yes, exclusive")
+		                              : "no");
+		if (locked && n == 1)
 			printf("holder:   %s\n", dlock_info_holder(info));
+		for (size_t i = 0; locked && n > 1 && i < n; i++)
+			printf("holder %zu: %s\n", i + 1, dlock_info_holder_at(info, i));
 		if (locked && dlock_info_expires_in_ms(info) >= 0)
 			printf("expires:  in %" PRId64 " ms\n", dlock_info_expires_in_ms(info));
 		if (dlock_info_fencing_token(info))
