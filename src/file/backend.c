@@ -102,6 +102,7 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	b->logger = env->logger;
 	b->dir = dir;
 	g_mutex_init(&b->lazy_mu);
+	g_mutex_init(&b->rw_mu);
 	b->wakes = dlock__file_wakes_new();
 	*ret = b;
 	return DLOCK_OK;
@@ -112,6 +113,7 @@ static void close_backend(dlock__backend *b)
 	dlock__file_watch_stop(b);
 	dlock__file_wakes_free(b->wakes);
 	g_mutex_clear(&b->lazy_mu);
+	g_mutex_clear(&b->rw_mu);
 	g_free(b->dir);
 	g_free(b);
 }
@@ -123,7 +125,8 @@ static char *describe(const dlock__backend *b)
 
 const dlock__backend_ops dlock__file_ops = {
 	.type = "file",
-	.caps = 0, /* no lease: the kernel ends a hold when its holder dies */
+	/* No lease: the kernel ends a hold when its holder dies. */
+	.caps = DLOCK__CAP_SHARED,
 	.options = options,
 	.options_size = sizeof(file_options),
 	.open = open_backend,

@@ -3,6 +3,7 @@
  *   backend.c   the directory, open/close, the ops table
  *   names.c     the lock file name of a resource
  *   lockfile.c  acquire, release, query on one lock file
+ *   readers.c   READ holds: the byte ranges, the readers' slots and records
  *   wake.c      the futex in the lock file: a release wakes one waiter
  *   watch.c     the inotify thread: held files, and waiters without futex
  *   forkguard.c lock descriptors closed in a child after fork()
@@ -26,7 +27,15 @@ struct dlock__backend {
 	GMutex lazy_mu;     /* guards starting the watch thread */
 	dlock__lazy_thread watch; /* file_watch * */
 	dlock__file_wakes *wakes; /* mapped futex words (wake.c) */
+	GMutex rw_mu;       /* guards the link between a write hold and the read
+	                     * hold its owner made by a downgrade (lockfile.c) */
 };
+
+/* The lock file's byte ranges (readers.c explains them). */
+#define DLOCK__FILE_READ_RANGE 4000
+#define DLOCK__FILE_COUNTER_BYTE 4000
+#define DLOCK__FILE_SLOT_BASE 4096
+#define DLOCK__FILE_SLOT_SIZE 512
 
 /* The lock file's path for a resource (g_free); names.c. */
 char *dlock__file_path(const dlock__backend *b, const char *resource);
@@ -46,6 +55,22 @@ void dlock__file_watch_remove(dlock__backend *b, int handle, dlock__waiter *wait
 int dlock__file_watch_hold(dlock__backend *b, const char *path, int fd, dlock__hold *hold);
 void dlock__file_unwatch_hold(dlock__backend *b, int handle, dlock__hold *hold);
 void dlock__file_watch_stop(dlock__backend *b);
+
+/* fcntl() an OFD lock of type on [start, start + len) (len 0: to the end
+ * of the file, and beyond), F_OFD_SETLKW retried on EINTR. */
+int dlock__file_lock_range(int fd, short type, int cmd, off_t start, off_t len);
+/* Take a free reader slot on fd, trying from slot first on, and write the
+ * record of token there: the slot, or -1 if none could be had. */
+int64_t dlock__file_slot_claim(int fd, const char *token, int64_t first);
+/* Write token's record into slot (locked by fd already); clear it. */
+int dlock__file_slot_write(int fd, int64_t slot, const char *token);
+void dlock__file_slot_clear(int fd, int64_t slot);
+/* The tokens of the live readers of the file open on fd (g_free each). */
+GPtrArray *dlock__file_readers(int fd);
+/* Turn a write hold's whole-file lock on fd into a reader's: its main range
+ * shared and slot 0 its own, with no moment unlocked.  0, or -1 and
+ * errno. */
+int dlock__file_downgrade_locks(int fd);
 
 /* The futex word of the lock file open on fd (0 if the file is shorter):
  * read it before a try, and pass it to wait as seen. */

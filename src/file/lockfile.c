@@ -6,6 +6,12 @@
  * are written under the lock.  Files are never unlinked: after locking, the
  * descriptor is checked against the path, and a replaced file is retried.
  *
+ * A READ hold locks the file's main range shared, draws its token under
+ * a lock of its own and keeps its holder record in a slot of its own
+ * (readers.c).  A downgrade's read hold waits for its owner's write hold
+ * to be released, whose lock then turns into the reader's in place: no
+ * other hold gets in between.
+ *
  * Waiting keeps the descriptor open and retries F_OFD_SETLK when a
  * release wakes it through the futex in the file (wake.c: one waiter per
  * release), or after a capped backoff, so the deadline holds and a holder
@@ -30,18 +36,25 @@
 #define BACKOFF_CAP_US (200 * 1000)
 #define CONTENT_MAX 1024
 
-typedef struct file_hold {
-	int fd;
-	char *path; /* where fd was opened, to map the futex (wake.c) */
-	int watch; /* from dlock__file_watch_hold(), -1 if none */
+typedef struct file_hold file_hold;
+struct file_hold {
+	int fd;          /* -1 while a downgrade waits for its write hold's release */
+	char *path;      /* where fd was opened, to map the futex (wake.c) */
+	int watch;       /* from dlock__file_watch_hold(), -1 if none */
 	uint64_t fence;
-} file_hold;
+	char *token;     /* the holder's record */
+	bool read;
+	int64_t slot;    /* a reader's slot, -1 if it has none */
+	dlock__hold *hold; /* the hold this is the data of */
+	file_hold *peer; /* a write hold's pending downgrade, and that read hold's
+	                  * write hold, each the other's; under b->rw_mu */
+};
 
-static int lock_fd(int fd, short type, int cmd)
+static void file_hold_free(file_hold *fh)
 {
-	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
-
-	return fcntl(fd, cmd, &fl);
+	g_free(fh->path);
+	g_free(fh->token);
+	g_free(fh);
 }
 
 /* Read "fence N" and "holder TOKEN" from the file; missing parts are 0/NULL. */
@@ -85,7 +98,8 @@ static int write_content(int fd, uint64_t fence, const char *holder)
 		memset(text + len, 0, CONTENT_MAX - len);
 		if (pwrite(fd, text, CONTENT_MAX, 0) != CONTENT_MAX)
 			rc = -1;
-	} else if (pwrite(fd, text, len, 0) != (ssize_t)len || ftruncate(fd, (off_t)len) != 0) {
+	} else if (pwrite(fd, text, CONTENT_MAX, 0) != CONTENT_MAX) {
+		/* Cut, never the file: readers' slots follow (readers.c). */
 		rc = -1;
 	}
 	g_free(text);
@@ -111,19 +125,107 @@ static int open_lock_file(const char *path)
 
 /* One try on fd: 1 granted, 0 busy, 2 file replaced, negative error.  A
  * busy file that is no longer at path (removed by someone else while its
- * old holder keeps it) counts as replaced: the new file may be free. */
-static int try_lock(int fd, const char *path)
+ * old holder keeps it) counts as replaced: the new file may be free.  A
+ * writer locks the whole file, a reader the main range shared. */
+static int try_lock(int fd, const char *path, bool read)
 {
-	if (lock_fd(fd, F_WRLCK, F_OFD_SETLK) != 0) {
+	if (dlock__file_lock_range(fd, read ? F_RDLCK : F_WRLCK, F_OFD_SETLK, 0,
+	                           read ? DLOCK__FILE_READ_RANGE : 0) != 0) {
 		if (errno == EAGAIN || errno == EACCES || errno == EINTR)
 			return same_file(fd, path) ? 0 : 2;
 		return dlock__error(DLOCK_EBACKEND, "file %s: cannot lock: %s", path, g_strerror(errno));
 	}
 	if (!same_file(fd, path)) {
-		lock_fd(fd, F_UNLCK, F_OFD_SETLK);
+		dlock__file_lock_range(fd, F_UNLCK, F_OFD_SETLK, 0, 0);
 		return 2;
 	}
 	return 1;
+}
+
+/*
+ * The next fencing token of the file open on fd, recorded there.  A file
+ * without a counter is new, or a tmp cleaner removed the old one: start
+ * from the wall clock in microseconds, past any counter the old file
+ * reached (holders come and go slower than one per microsecond), as the
+ * Redis backend seeds a lost counter from TIME.  holder is the record to
+ * keep in the file with it (a writer's), or NULL.
+ */
+static uint64_t next_fence(dlock__backend *b, int fd, const char *path, const char *holder)
+{
+	uint64_t fence;
+
+	read_content(fd, &fence, NULL);
+	if (fence == 0)
+		fence = (uint64_t)g_get_real_time();
+	fence++;
+	if (write_content(fd, fence, holder) != 0)
+		dlock__log(b->logger, DLOCK_LOG_WARNING, "file %s: cannot record the holder: %s", path,
+		           g_strerror(errno));
+	return fence;
+}
+
+/* Make hold's data of fd, locked for it (the main range shared for a
+ * reader): draw the token, record the holder, watch the file. */
+static void grant(dlock__backend *b, dlock__hold *hold, int fd, const char *path, bool read)
+{
+	file_hold *fh = g_new0(file_hold, 1);
+
+	fh->fd = fd;
+	fh->path = g_strdup(path);
+	fh->read = read;
+	fh->slot = -1;
+	fh->hold = hold;
+	fh->token = dlock__token_new(dlock__hold_holder(hold));
+	if (read) {
+		/* Readers share the file: one at a time draws from the counter. */
+		dlock__file_lock_range(fd, F_WRLCK, F_OFD_SETLKW, DLOCK__FILE_COUNTER_BYTE, 1);
+		fh->fence = next_fence(b, fd, path, NULL);
+		dlock__file_lock_range(fd, F_UNLCK, F_OFD_SETLK, DLOCK__FILE_COUNTER_BYTE, 1);
+		/* Start from a slot of our own thread's so that readers coming
+		 * together rarely try the same ones. */
+		fh->slot = dlock__file_slot_claim(fd, fh->token, dlock__self_tid() % 64);
+		if (fh->slot < 0)
+			dlock__log(b->logger, DLOCK_LOG_WARNING, "file %s: no reader slot for the holder record; "
+			           "dlock status will not list this reader", path);
+	} else {
+		fh->fence = next_fence(b, fd, path, fh->token);
+	}
+	dlock__hold_set_token(hold, fh->fence);
+	dlock__hold_set_backend_data(hold, fh);
+	fh->watch = dlock__file_watch_hold(b, path, fd, hold);
+}
+
+/*
+ * A READ hold for an owner holding the write hold write on the same file:
+ * granted at once, with a token, but no lock yet -- the write hold's lock
+ * becomes this hold's when the write hold is released (release_write()).
+ */
+static int downgrade(dlock__backend *b, dlock__hold *hold, dlock__hold *write)
+{
+	file_hold *fw = dlock__hold_backend_data(write);
+	file_hold *fr;
+
+	g_mutex_lock(&b->rw_mu);
+	if (!fw || fw->read || fw->fd < 0 || fw->peer) {
+		g_mutex_unlock(&b->rw_mu);
+		return dlock__error(DLOCK_EBACKEND, "lock '%s': the write hold to downgrade is not there",
+		                    dlock__hold_resource(hold));
+	}
+	fr = g_new0(file_hold, 1);
+	fr->fd = -1;
+	fr->path = g_strdup(fw->path);
+	fr->watch = -1;
+	fr->read = true;
+	fr->slot = -1;
+	fr->hold = hold;
+	fr->token = dlock__token_new(dlock__hold_holder(hold));
+	fr->fence = fw->fence = next_fence(b, fw->fd, fw->path, fw->token);
+	fr->peer = fw;
+	fw->peer = fr;
+	dlock__hold_set_token(hold, fr->fence);
+	dlock__hold_set_backend_data(hold, fr);
+	g_mutex_unlock(&b->rw_mu);
+	return DLOCK_OK;
 }
 
 /*
@@ -164,11 +266,15 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
                         int64_t wait_ms, int64_t deadline_us)
 {
 	const char *resource = dlock__hold_resource(hold);
-	char *path = dlock__file_path(b, resource);
+	bool read = dlock__hold_mode(hold) == DLOCK__MODE_READ;
 	int64_t backoff_us = BACKOFF_FIRST_US;
 	int watch = -1, fd = -1, rc;
 	bool watch_tried = false, futex = true, futex_armed = false, woken = false;
+	char *path;
 
+	if (read && dlock__hold_downgrade_of(hold))
+		return downgrade(b, hold, dlock__hold_downgrade_of(hold));
+	path = dlock__file_path(b, resource);
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
 		uint32_t word = 0;
@@ -179,30 +285,14 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 		}
 		if (futex_armed)
 			word = dlock__file_wake_read(fd);
-		rc = try_lock(fd, path);
+		rc = try_lock(fd, path, read);
 		if (rc == 1) {
-			file_hold *fh = g_new0(file_hold, 1);
-			char *token = dlock__token_new(dlock__hold_holder(hold));
-
-			/* A file without a counter is new, or a tmp cleaner
-			 * removed the old one: start from the wall clock in
-			 * microseconds, past any counter the old file reached
-			 * (holders come and go slower than one per microsecond),
-			 * as the Redis backend seeds a lost counter from TIME. */
-			read_content(fd, &fh->fence, NULL);
-			if (fh->fence == 0)
-				fh->fence = (uint64_t)g_get_real_time();
-			fh->fence++;
-			fh->fd = fd;
-			fh->path = g_strdup(path);
+			grant(b, hold, fd, path, read);
+			/* A reader woken by a release passes the wake-up on: the
+			 * next waiter may be a reader too, who can share. */
+			if (read && woken)
+				dlock__file_wake_next(b, fd, path, true);
 			fd = -1;
-			if (write_content(fh->fd, fh->fence, token) != 0)
-				dlock__log(b->logger, DLOCK_LOG_WARNING, "file %s: cannot record the holder: %s", path,
-				           g_strerror(errno));
-			g_free(token);
-			dlock__hold_set_token(hold, fh->fence);
-			dlock__hold_set_backend_data(hold, fh);
-			fh->watch = dlock__file_watch_hold(b, path, fh->fd, hold);
 			rc = DLOCK_OK;
 			break;
 		}
@@ -265,28 +355,71 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 }
 
 /*
- * Clear the holder record, keep the counter, unlock, and close.  The
- * explicit unlock is what releases: it applies to the open file
- * description, so it holds even if another process has a copy of the
- * descriptor (a child made without running our fork handler), where the
- * close alone would leave the lock taken.  Closing the last descriptor
- * raises the close event that wakes waiters by inotify; the futex wakes
- * one waiter (wake.c), after the unlock.
+ * The release of a write hold whose owner made a read hold by a downgrade
+ * (fr, pending): the write lock becomes the reader's in place, so no
+ * waiting writer gets in between, and the descriptor is the read hold's
+ * from now on.  Waiting readers are woken: they may share.  b->rw_mu
+ * held (the read hold's release takes it too).  False if the locks could
+ * not be changed: the read hold is then lost, as it never held alone.
+ */
+static bool pass_to_reader(dlock__backend *b, file_hold *fw, file_hold *fr)
+{
+	if (dlock__file_downgrade_locks(fw->fd) != 0) {
+		dlock__log(b->logger, DLOCK_LOG_WARNING, "file %s: cannot turn the write lock into a read "
+		           "lock: %s", fw->path, g_strerror(errno));
+		dlock__hold_report(fr->hold, DLOCK_STATE_LOST);
+		return false;
+	}
+	write_content(fw->fd, fw->fence, NULL);
+	if (dlock__file_slot_write(fw->fd, 0, fr->token) == 0)
+		fr->slot = 0;
+	fr->fd = fw->fd;
+	fr->watch = dlock__file_watch_hold(b, fr->path, fr->fd, fr->hold);
+	dlock__file_wake_next(b, fr->fd, fr->path, true);
+	return true;
+}
+
+/*
+ * Clear the holder record (a writer's in the main record, keeping the
+ * counter; a reader's slot), unlock, and close.  The explicit unlock is
+ * what releases: it applies to the open file description, so it holds
+ * even if another process has a copy of the descriptor (a child made
+ * without running our fork handler), where the close alone would leave
+ * the lock taken.  Closing the last descriptor raises the close event
+ * that wakes waiters by inotify; the futex wakes one waiter (wake.c),
+ * after the unlock.  A read hold still waiting for its write hold's
+ * release (a downgrade) has nothing on the file to undo.
  */
 int dlock__file_release(dlock__backend *b, dlock__hold *hold)
 {
 	file_hold *fh = dlock__hold_backend_data(hold);
+	file_hold *peer;
 
 	if (!fh)
 		return DLOCK_OK;
 	dlock__hold_set_backend_data(hold, NULL);
-	dlock__file_unwatch_hold(b, fh->watch, hold);
-	write_content(fh->fd, fh->fence, NULL);
-	lock_fd(fh->fd, F_UNLCK, F_OFD_SETLK);
-	dlock__file_wake_next(b, fh->fd, fh->path, true);
-	dlock__file_close_guarded(fh->fd);
-	g_free(fh->path);
-	g_free(fh);
+	g_mutex_lock(&b->rw_mu);
+	peer = fh->peer;
+	if (peer)
+		peer->peer = fh->peer = NULL;
+	if (peer && !fh->read && pass_to_reader(b, fh, peer)) {
+		dlock__file_unwatch_hold(b, fh->watch, hold);
+		g_mutex_unlock(&b->rw_mu);
+		file_hold_free(fh);
+		return DLOCK_OK;
+	}
+	g_mutex_unlock(&b->rw_mu);
+	if (fh->fd >= 0) {
+		dlock__file_unwatch_hold(b, fh->watch, hold);
+		if (fh->read)
+			dlock__file_slot_clear(fh->fd, fh->slot);
+		else
+			write_content(fh->fd, fh->fence, NULL);
+		dlock__file_lock_range(fh->fd, F_UNLCK, F_OFD_SETLK, 0, 0);
+		dlock__file_wake_next(b, fh->fd, fh->path, true);
+		dlock__file_close_guarded(fh->fd);
+	}
+	file_hold_free(fh);
 	return DLOCK_OK;
 }
 
@@ -294,7 +427,8 @@ int dlock__file_query(dlock__backend *b, const char *resource, int64_t deadline_
                       dlock__server_info *ret)
 {
 	char *path = dlock__file_path(b, resource);
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0,
+		            .l_len = DLOCK__FILE_READ_RANGE };
 	char *holder = NULL;
 	int fd, rc = DLOCK_OK;
 
@@ -310,9 +444,12 @@ int dlock__file_query(dlock__backend *b, const char *resource, int64_t deadline_
 	} else {
 		read_content(fd, &ret->fencing_token, &holder);
 		ret->locked = fl.l_type != F_UNLCK;
-		ret->holder_raw = ret->locked ? holder : NULL;
-		if (!ret->locked)
+		ret->shared = fl.l_type == F_RDLCK;
+		ret->holder_raw = ret->locked && !ret->shared ? holder : NULL;
+		if (!ret->holder_raw)
 			g_free(holder);
+		if (ret->shared)
+			ret->readers = dlock__file_readers(fd);
 	}
 	ret->expires_in_ms = -1;
 	close(fd);

@@ -75,6 +75,33 @@ wait "$holder"
 check "status exits 0 when free" test "$(status_of "$dlock" status -b "$uri" cli/busy)" = 0
 check "the lock key is gone after run" test "$(rcli exists 'dlock:{cli/busy}')" = 0
 
+# ---- shared and exclusive runs (file backend) ----
+fdir="$tmp/rw-locks"
+mkdir -p "$fdir"
+furi="file://$fdir"
+"$dlock" run -b "$furi" -s cli/rw -- sh -c 'touch '"$tmp"'/r1; sleep 2' &
+r1=$!
+"$dlock" run -b "$furi" --shared cli/rw -- sh -c 'touch '"$tmp"'/r2; sleep 2' &
+r2=$!
+for _ in $(seq 100); do [[ -e "$tmp/r1" && -e "$tmp/r2" ]] && break; sleep 0.05; done
+check "two dlock run -s hold the lock at once" test -e "$tmp/r1" -a -e "$tmp/r2"
+json=$("$dlock" status -b "$furi" --json cli/rw)
+check "status --json says shared and lists both readers" \
+	/usr/bin/python3 -c 'import json,sys; o=json.loads(sys.argv[1]); assert o["mode"]=="shared" and sorted(h["pid"] for h in o["holders"])==sorted(int(p) for p in sys.argv[2:])' "$json" "$r1" "$r2"
+check "status names the readers" bash -c "grep -q 'pid=$r1' <<<\"\$1\" && grep -q 'pid=$r2' <<<\"\$1\"" _ "$("$dlock" status -b "$furi" cli/rw)"
+check "-x -w 0 while readers hold gives 75" test "$(status_of "$dlock" run -b "$furi" -x -w 0 cli/rw -- true)" = 75
+started=$(date +%s%N)
+"$dlock" run -b "$furi" -x cli/rw -- true
+xs=$?
+elapsed_ms=$((($(date +%s%N) - started) / 1000000))
+check "-x waits for the readers, then runs (status $xs, $elapsed_ms ms)" test "$xs" = 0 -a "$elapsed_ms" -ge 500
+wait "$r1" "$r2"
+check "status --json of a free lock says free with no holders" \
+	/usr/bin/python3 -c 'import json,sys; o=json.loads(sys.argv[1]); assert o["mode"]=="free" and o["holders"]==[] and o["held"] is False' "$("$dlock" status -b "$furi" --json cli/rw)"
+check "-s with status is a usage error" test "$(status_of "$dlock" status -s -b "$furi" cli/rw)" = 64
+check "-s on a backend without shared holds is refused with 64, naming it" \
+	bash -c '"$1" run -b "$2" -s -w 0 cli/rw-redis -- true 2>&1 | grep -q "READ hold"; test "${PIPESTATUS[0]}" = 64' _ "$dlock" "$uri"
+
 # ---- the child's environment and descriptors ----
 env_out=$("$dlock" run -b "$uri" cli/env -- sh -c 'echo "R=$DLOCK_RESOURCE"; echo "B=$DLOCK_BACKEND"; echo "T=$DLOCK_FENCING_TOKEN"; env')
 check "DLOCK_RESOURCE is the resource" grep -qx "R=cli/env" <<<"$env_out"

@@ -1,0 +1,208 @@
+/*
+ * Read-write locks on the file backend: the shared checks (test-rw.h), and
+ * what only processes show -- readers in several processes share, a
+ * killed reader's hold and record go with it, a writer in another process
+ * is kept out by readers and gets in once they are gone.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-rw.h"
+#include "test-util.h"
+
+static char *dir;
+static char *uri;
+
+/* "hold URI RESOURCE MODE": hold the lock in MODE (read, write) until
+ * killed; prints "held TOKEN" once it holds. */
+static int worker_main(int argc, char **argv)
+{
+	test_rw_owner o;
+
+	if (argc < 6 || strcmp(argv[2], "hold") != 0)
+		return 64;
+	test_rw_owner_open(&o, argv[3], argv[4], strcmp(argv[5], "read") == 0 ? DLOCK_MODE_READ
+	                                                                      : DLOCK_MODE_WRITE);
+	if (dlock_acquire(o.lock, 10000) != DLOCK_OK)
+		return 3;
+	printf("held %" PRIu64 "\n", dlock_fencing_token(o.lock));
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
+static pid_t spawn_holder(const char *resource, const char *mode, int *ret_fd, uint64_t *ret_token)
+{
+	const char *args[] = { "hold", uri, resource, mode, NULL };
+	char line[64];
+	pid_t pid = test_spawn_worker(args, ret_fd);
+
+	assert_true(test_read_line(*ret_fd, line, sizeof(line), 10000));
+	assert_true(g_str_has_prefix(line, "held "));
+	*ret_token = g_ascii_strtoull(line + 5, NULL, 10);
+	return pid;
+}
+
+static void test_readers_share_writers_exclude_tokens_increase(void **state)
+{
+	test_rw_share_and_exclude(uri, "rw/share");
+}
+
+static void test_upgrade_is_refused_at_once(void **state)
+{
+	test_rw_upgrade_refused(uri, "rw/upgrade");
+}
+
+static void test_downgrade_keeps_the_read_hold_and_lets_no_writer_in(void **state)
+{
+	test_rw_downgrade(uri, "rw/downgrade");
+}
+
+/* Readers in two other processes hold at once; this process reads too,
+ * and its writer waits until both are gone -- one killed, whose record
+ * then no longer shows. */
+static void test_readers_in_processes_share_and_a_killed_one_frees_its_part(void **state)
+{
+	test_rw_owner reader, writer;
+	uint64_t t1, t2;
+	int fd1, fd2;
+	pid_t p1 = spawn_holder("rw/procs", "read", &fd1, &t1);
+	pid_t p2 = spawn_holder("rw/procs", "read", &fd2, &t2);
+	dlock_info *info;
+
+	assert_true(t2 > t1);
+	test_rw_owner_open(&reader, uri, "rw/procs", DLOCK_MODE_READ);
+	test_rw_owner_open(&writer, uri, "rw/procs", DLOCK_MODE_WRITE);
+	assert_int_equal(dlock_acquire(reader.lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(writer.lock, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_lock_query(writer.lock, &info), DLOCK_OK);
+	assert_int_equal(dlock_info_mode(info), DLOCK_HELD_SHARED);
+	assert_int_equal(dlock_info_holders(info), 3);
+	dlock_info_free(info);
+	assert_int_equal(dlock_release(reader.lock), DLOCK_OK);
+
+	kill(p1, SIGKILL);
+	test_wait_worker(p1);
+	close(fd1);
+	assert_int_equal(dlock_lock_query(writer.lock, &info), DLOCK_OK);
+	assert_int_equal(dlock_info_holders(info), 1);
+	assert_int_equal(dlock_info_holder_pid_at(info, 0), p2);
+	dlock_info_free(info);
+	assert_int_equal(dlock_acquire(writer.lock, 0), DLOCK_EBUSY);
+
+	kill(p2, SIGKILL);
+	test_wait_worker(p2);
+	close(fd2);
+	assert_int_equal(dlock_acquire(writer.lock, 5000), DLOCK_OK);
+	assert_true(dlock_fencing_token(writer.lock) > t2);
+	assert_int_equal(dlock_release(writer.lock), DLOCK_OK);
+	test_rw_owner_close(&reader);
+	test_rw_owner_close(&writer);
+}
+
+typedef struct waiting_reader {
+	test_rw_owner owner;
+	int rc;
+	gint done; /* atomic */
+} waiting_reader;
+
+static gpointer reader_main(gpointer data)
+{
+	waiting_reader *r = data;
+
+	r->rc = dlock_acquire(r->owner.lock, 20000);
+	g_atomic_int_set(&r->done, 1);
+	return NULL;
+}
+
+static bool all_done(void *arg)
+{
+	waiting_reader *r = arg;
+
+	for (int i = 0; i < 3; i++)
+		if (!g_atomic_int_get(&r[i].done))
+			return false;
+	return true;
+}
+
+/* Readers waiting for a writer in another process all get in once it is
+ * gone, and hold at once. */
+static void test_waiting_readers_all_get_in_when_the_writer_goes(void **state)
+{
+	waiting_reader readers[3] = { 0 };
+	GThread *threads[3];
+	uint64_t token;
+	int fd;
+	pid_t pid = spawn_holder("rw/wake", "write", &fd, &token);
+
+	for (int i = 0; i < 3; i++) {
+		test_rw_owner_open(&readers[i].owner, uri, "rw/wake", DLOCK_MODE_READ);
+		assert_int_equal(dlock_lock_set_owner(readers[i].owner.lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
+		threads[i] = g_thread_new("reader", reader_main, &readers[i]);
+	}
+	assert_false(test_poll_window(all_done, readers, 300));
+	kill(pid, SIGKILL);
+	test_wait_worker(pid);
+	close(fd);
+	assert_true(test_wait_until(all_done, readers, 5000));
+	for (int i = 0; i < 3; i++) {
+		g_thread_join(threads[i]);
+		assert_int_equal(readers[i].rc, DLOCK_OK);
+		assert_true(dlock_held(readers[i].owner.lock));
+		assert_true(dlock_fencing_token(readers[i].owner.lock) > token);
+	}
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(dlock_release(readers[i].owner.lock), DLOCK_OK);
+		test_rw_owner_close(&readers[i].owner);
+	}
+}
+
+static int setup(void **state)
+{
+	char *parent = g_dir_make_tmp("dlock-file-rw-XXXXXX", NULL);
+
+	dir = g_build_filename(parent, "locks", NULL);
+	mkdir(dir, 0700);
+	uri = g_strconcat("file://", dir, NULL);
+	g_free(parent);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char *parent = g_path_get_dirname(dir);
+
+	test_remove_tree(parent);
+	g_free(parent);
+	g_free(dir);
+	g_free(uri);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_readers_share_writers_exclude_tokens_increase),
+		cmocka_unit_test(test_upgrade_is_refused_at_once),
+		cmocka_unit_test(test_downgrade_keeps_the_read_hold_and_lets_no_writer_in),
+		cmocka_unit_test(test_readers_in_processes_share_and_a_killed_one_frees_its_part),
+		cmocka_unit_test(test_waiting_readers_all_get_in_when_the_writer_goes),
+	};
+
+	test_init(argv[0]);
+	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
+		return worker_main(argc, argv);
+	return cmocka_run_group_tests_name("file-rw", tests, setup, teardown);
+}

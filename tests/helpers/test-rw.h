@@ -1,0 +1,41 @@
+/*
+ * Read-write lock checks shared by the backend suites (SPEC §8), each on
+ * one resource of the backend at uri.  Separate clients in one process are
+ * separate owners, so one thread plays several.  Each fails the test on a
+ * broken rule and leaves nothing held.
+ */
+#ifndef DLOCK_TEST_RW_H
+#define DLOCK_TEST_RW_H
+
+#include "dlock.h"
+
+/* A handle on resource in mode (a new client of its own: another owner). */
+typedef struct test_rw_owner {
+	dlock_client *client;
+	dlock_lock *lock;
+} test_rw_owner;
+
+void test_rw_owner_open(test_rw_owner *o, const char *uri, const char *resource, dlock_mode mode);
+void test_rw_owner_close(test_rw_owner *o);
+
+/*
+ * Readers share, a writer or mutex holder excludes readers and writers,
+ * readers exclude writers and mutex holders; every grant's token is larger
+ * than the one before, whatever the modes; the query lists every reader
+ * (with this process's pid) and says shared, or exclusive with one holder.
+ */
+void test_rw_share_and_exclude(const char *uri, const char *resource);
+
+/* An owner holding READ that asks for WRITE or EXCLUSIVE gets
+ * DLOCK_EDEADLK at once, and its read hold stays. */
+void test_rw_upgrade_refused(const char *uri, const char *resource);
+
+/*
+ * Downgrade: an owner holding WRITE takes READ at once, with a larger
+ * token, while a writer of another owner waits; releasing the write hold
+ * keeps the read hold, another reader may then share it, and the waiting
+ * writer gets in only once every read hold is gone.
+ */
+void test_rw_downgrade(const char *uri, const char *resource);
+
+#endif
