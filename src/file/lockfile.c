@@ -181,9 +181,9 @@ static void grant(dlock__backend *b, dlock__hold *hold, int fd, const char *path
 		dlock__file_lock_range(fd, F_WRLCK, F_OFD_SETLKW, DLOCK__FILE_COUNTER_BYTE, 1);
 		fh->fence = next_fence(b, fd, path, NULL);
 		dlock__file_lock_range(fd, F_UNLCK, F_OFD_SETLK, DLOCK__FILE_COUNTER_BYTE, 1);
-		/* Start from a slot of our own thread's so that readers coming
-		 * together rarely try the same ones. */
-		fh->slot = dlock__file_slot_claim(fd, fh->token, dlock__self_tid() % 64);
+		/* From a random slot of the first few hundred: readers rarely
+		 * try taken ones, and the file stays short for status to scan. */
+		fh->slot = dlock__file_slot_claim(fd, fh->token, g_random_int_range(0, 256));
 		if (fh->slot < 0)
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "file %s: no reader slot for the holder record; "
 			           "dlock status will not list this reader", path);

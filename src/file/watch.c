@@ -7,10 +7,12 @@
  *
  * Holds are watched too: dlock never unlinks a lock file, but a tmp
  * cleaner may, or may move it away.  Unlinking a file that is still open
- * raises IN_ATTRIB (its link count changed), a rename IN_MOVE_SELF; on any
- * event on a held file the thread checks that the path still names the
- * held descriptor's file, and reports the hold LOST if not: a new file at
- * that path is free for anyone to lock.
+ * raises IN_ATTRIB (its link count changed), a rename IN_MOVE_SELF; on
+ * those events on a held file the thread checks that the path still names
+ * the held descriptor's file, and reports the hold LOST if not: a new file
+ * at that path is free for anyone to lock.  A close wakes waiters only:
+ * checking every hold of the file on every close would make each of R
+ * readers' releases cost R checks.
  */
 #include <errno.h>
 #include <poll.h>
@@ -69,13 +71,15 @@ static bool still_linked(int fd, const char *path)
 	       a.st_ino == b.st_ino;
 }
 
-static void on_event(file_watch *w, int wd)
+static void on_event(file_watch *w, int wd, uint32_t mask)
 {
 	GPtrArray *check = g_ptr_array_new_with_free_func(held_file_free);
 	GPtrArray *holds;
 
 	g_mutex_lock(&w->mu);
 	holds = dlock__waketable_wake(w->entries, GINT_TO_POINTER(wd));
+	if (!(mask & (IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)))
+		holds = NULL;
 	for (guint i = 0; holds && i < holds->len; i++)
 		g_ptr_array_add(check, held_file_copy(holds->pdata[i]));
 	g_mutex_unlock(&w->mu);
@@ -110,7 +114,7 @@ static gpointer watch_main(gpointer data)
 		for (char *p = buf; n > 0 && p < buf + n;) {
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 
-			on_event(w, ev->wd);
+			on_event(w, ev->wd, ev->mask);
 			p += sizeof(*ev) + ev->len;
 		}
 	}
