@@ -257,6 +257,7 @@ int bench_throughput(const bench_opts *o);
 int bench_handoff(const bench_opts *o);
 int bench_waiters(const bench_opts *o);
 int bench_fifo(const bench_opts *o);
+int bench_readers(const bench_opts *o);
 
 /* Hidden modes: the worker processes, with their positional arguments. */
 int bench_throughput_worker(int argc, char **argv);

@@ -40,6 +40,9 @@ static void usage(FILE *out)
 	      "  fifo        W waiters in separate processes queue one after another (each only once\n"
 	      "              the server shows the previous one queued), then the holder releases:\n"
 	      "              grant order against arrival order, inversions counted\n"
+	      "  readers     read-write locks, for each R of --waiters: the READ acquire+release of\n"
+	      "              one reader while R-1 others hold (latency, server work per pair), then\n"
+	      "              R readers and one writer looping for --seconds (reads/s, writes/s)\n"
 	      "\n"
 	      "URI (what dlock_client_new() gets; the floor follows from the scheme):\n"
 	      "  redis://HOST:PORT            floor: SET NX PX + compare-and-delete EVALSHA, and\n"
@@ -52,14 +55,16 @@ static void usage(FILE *out)
 	      "Options (defaults in brackets):\n"
 	      "  --rounds N      latency: rounds [10]\n"
 	      "  --count N       latency: pairs per round per subject [2000]; handoff: handoffs [200];\n"
-	      "                  waiters: handoffs per W [300]; fifo: trials per W [3]\n"
+	      "                  waiters: handoffs per W [300]; fifo: trials per W [3];\n"
+	      "                  readers: read pairs per R [1000]\n"
 	      "  --warmup N      latency: pairs of each subject not measured; on ZooKeeper the\n"
 	      "                  warm-up also lasts at least 2 s [2000 on ZooKeeper, else 1000]\n"
 	      "  --threads T     throughput: threads per process [4]\n"
 	      "  --procs P       throughput: processes [1]\n"
 	      "  --resources R   throughput: resources the threads spread over [4]\n"
 	      "  --seconds S     throughput: measured seconds, after a 1 s warm-up [5]\n"
-	      "  --waiters LIST  waiters: comma-separated waiter counts [1,4,16,64]; fifo: [16]\n"
+	      "  --waiters LIST  waiters: comma-separated waiter counts [1,4,16,64]; fifo: [16];\n"
+	      "                  readers: reader counts [1,16,64]\n"
 	      "  --hold-us N     waiters: how long each holder keeps the lock [1000]\n"
 	      "  --label NAME    the backend's name in results [redis, zk or file]\n"
 	      "  --json FILE     append one JSON object per result to FILE (JSON Lines):\n"
@@ -214,6 +219,15 @@ int main(int argc, char **argv)
 		if (o.count < 0)
 			o.count = 300;
 		return bench_waiters(&o);
+	}
+	if (strcmp(o.mode, "readers") == 0) {
+		if (o.count < 0)
+			o.count = 1000;
+		if (!o.waiters_given) {
+			o.n_waiter_sets = 0;
+			parse_waiters("1,16,64", &o);
+		}
+		return bench_readers(&o);
 	}
 	if (strcmp(o.mode, "fifo") == 0) {
 		if (o.count < 0)
