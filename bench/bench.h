@@ -246,9 +246,11 @@ int bench_server_waiters(const bench_target *t, const char *resource);
 
 /* Read the counters now; valid is false for the file backend. */
 void bench_server_stats_read(const bench_target *t, bench_server_stats *ret);
-/* Add the per-handoff deltas (after - before) / n to r, print them too. */
+/* Add the deltas (after - before) / n to r as "<counter>_per_<unit>"
+ * (unit: handoff, pair), print them too. */
 void bench_server_stats_report(const bench_target *t, const bench_server_stats *before,
-                               const bench_server_stats *after, double n, bench_result *r);
+                               const bench_server_stats *after, double n, const char *unit,
+                               bench_result *r);
 
 /* ---- modes (mode-*.c) ---- */
 
@@ -258,6 +260,9 @@ int bench_handoff(const bench_opts *o);
 int bench_waiters(const bench_opts *o);
 int bench_fifo(const bench_opts *o);
 int bench_readers(const bench_opts *o);
+/* A READ handle on resource, tried once (taken and released); NULL when
+ * the backend has no shared holds. */
+dlock_lock *bench_read_handle(dlock_client *client, const char *resource);
 
 /* Hidden modes: the worker processes, with their positional arguments. */
 int bench_throughput_worker(int argc, char **argv);

@@ -7,7 +7,9 @@
  * same pair with create and get_children in flight together: the best a
  * pipelining client can do), on Redis the fenced floor (the pair with a
  * fencing token drawn in the acquire's script: the least a fenced lock
- * costs), and one round trip (PING, exists; none for files).  After a warm-up that is not measured — at least --warmup pairs
+ * costs), one round trip (PING, exists; none for files), and where the
+ * backend serves read-write locks dlock's READ acquire+release on a second
+ * handle ("dlock-read").  After a warm-up that is not measured — at least --warmup pairs
  * of each subject and, on ZooKeeper, at least 2 s, since a JVM runs
  * several times slower in its first seconds — come --rounds rounds of
  * --count pairs of each subject, in an order that is reversed every other
@@ -19,13 +21,15 @@
 
 #include "bench.h"
 
-enum { SUBJECT_DLOCK, SUBJECT_FLOOR, SUBJECT_PIPELINED, SUBJECT_FENCED, SUBJECT_RTT, SUBJECTS };
+enum { SUBJECT_DLOCK, SUBJECT_READ, SUBJECT_FLOOR, SUBJECT_PIPELINED, SUBJECT_FENCED, SUBJECT_RTT,
+       SUBJECTS };
 
-static const char *const subject_names[SUBJECTS] = { "dlock", "floor", "floor-pipelined", "floor-fenced",
-	                                             "rtt" };
+static const char *const subject_names[SUBJECTS] = { "dlock", "dlock-read", "floor", "floor-pipelined",
+	                                             "floor-fenced", "rtt" };
 
 typedef struct latency_run {
 	dlock_lock *lock;
+	dlock_lock *read; /* READ handle, NULL where the backend has none */
 	bench_floor *floor;
 } latency_run;
 
@@ -45,6 +49,9 @@ static void run_one(latency_run *run, int subject)
 	switch (subject) {
 	case SUBJECT_DLOCK:
 		dlock_pair(run->lock);
+		break;
+	case SUBJECT_READ:
+		dlock_pair(run->read);
 		break;
 	case SUBJECT_FLOOR:
 		run->floor->pair(run->floor);
@@ -84,7 +91,7 @@ static void emit(const bench_opts *o, int subject, const bench_summary *s, const
 	bench_result_summary(&r, s);
 	bench_result_int(&r, "rounds", o->rounds);
 	bench_result_int(&r, "pairs_per_round", o->count);
-	if (subject == SUBJECT_DLOCK) {
+	if (subject == SUBJECT_DLOCK || subject == SUBJECT_READ) {
 		bench_result_num(&r, "ratio_mean_to_floor", s->mean_us / floor->mean_us);
 		bench_result_num(&r, "ratio_p50_to_floor", s->p50_us / floor->p50_us);
 		if (pipelined->n > 0)
@@ -112,7 +119,10 @@ int bench_latency(const bench_opts *o)
 	if ((rc = dlock_lock_new(client, resource, &run.lock)) != DLOCK_OK)
 		bench_fail_dlock("lock", rc);
 	run.floor = bench_floor_open(&o->target, (int)getpid(), true);
+	run.read = bench_read_handle(client, resource);
 	subjects[n++] = SUBJECT_DLOCK;
+	if (run.read)
+		subjects[n++] = SUBJECT_READ;
 	subjects[n++] = SUBJECT_FLOOR;
 	if (run.floor->pair_pipelined)
 		subjects[n++] = SUBJECT_PIPELINED;
@@ -148,6 +158,10 @@ int bench_latency(const bench_opts *o)
 		printf("  ratio dlock/pipelined floor: mean %.2f; pipelined/sequential floor: mean %.2f\n",
 		       sum[SUBJECT_DLOCK].mean_us / sum[SUBJECT_PIPELINED].mean_us,
 		       sum[SUBJECT_PIPELINED].mean_us / sum[SUBJECT_FLOOR].mean_us);
+	if (sum[SUBJECT_READ].n > 0)
+		printf("  ratio dlock-read/floor: mean %.2f, p50 %.2f\n",
+		       sum[SUBJECT_READ].mean_us / sum[SUBJECT_FLOOR].mean_us,
+		       sum[SUBJECT_READ].p50_us / sum[SUBJECT_FLOOR].p50_us);
 	if (sum[SUBJECT_FENCED].n > 0)
 		printf("  ratio dlock/fenced floor: mean %.2f; fenced/plain floor: mean %.2f\n",
 		       sum[SUBJECT_DLOCK].mean_us / sum[SUBJECT_FENCED].mean_us,
@@ -157,6 +171,7 @@ int bench_latency(const bench_opts *o)
 		     &sum[SUBJECT_FENCED]);
 
 	dlock_lock_free(run.lock);
+	dlock_lock_free(run.read);
 	dlock_client_free(client);
 	bench_floor_close(run.floor);
 	bench_forget(&o->target, resources, 1);

@@ -93,7 +93,7 @@ static void read_path(const bench_opts *o, const char *resource, int r)
 	bench_result_str(&res, "part", "read-pair");
 	bench_result_int(&res, "readers", r);
 	bench_result_summary(&res, &s);
-	bench_server_stats_report(&o->target, &before, &after, (double)s.n, &res);
+	bench_server_stats_report(&o->target, &before, &after, (double)s.n, "pair", &res);
 	bench_result_emit(&res, o);
 
 	owner_close(&reader);
@@ -162,12 +162,48 @@ static void mix(const bench_opts *o, const char *resource, int r)
 	free(t);
 }
 
+dlock_lock *bench_read_handle(dlock_client *client, const char *resource)
+{
+	dlock_lock *lock;
+	int rc;
+
+	if ((rc = dlock_lock_new(client, resource, &lock)) != DLOCK_OK)
+		bench_fail_dlock("lock", rc);
+	if ((rc = dlock_lock_set_mode(lock, DLOCK_MODE_READ)) != DLOCK_OK)
+		bench_fail_dlock("mode", rc);
+	rc = dlock_acquire(lock, BENCH_ACQUIRE_WAIT_MS);
+	if (rc == DLOCK_EINVAL) {
+		dlock_lock_free(lock);
+		return NULL; /* refused before any I/O: no shared holds here */
+	}
+	if (rc != DLOCK_OK || (rc = dlock_release(lock)) != DLOCK_OK)
+		bench_fail_dlock("read", rc);
+	return lock;
+}
+
 int bench_readers(const bench_opts *o)
 {
 	char resource[128];
 	const char *resources[1] = { resource };
+	dlock_client *client;
+	dlock_lock *probe;
+	int rc;
 
 	bench_resource(resource, sizeof(resource), "readers", getpid());
+	if ((rc = dlock_client_new(o->target.uri, &client)) != DLOCK_OK)
+		bench_fail_dlock("client", rc);
+	probe = bench_read_handle(client, resource);
+	dlock_lock_free(probe);
+	dlock_client_free(client);
+	if (!probe) {
+		bench_result res;
+
+		printf("readers on %s: the backend has no shared holds\n", o->target.label);
+		bench_result_begin(&res, o, "readers", "dlock");
+		bench_result_str(&res, "part", "unsupported");
+		bench_result_emit(&res, o);
+		return 0;
+	}
 	printf("readers on %s (%s): %d read pairs per R, then R readers + 1 writer for %.0f s\n",
 	       o->target.label, o->target.uri, o->count, o->seconds);
 	for (int i = 0; i < o->n_waiter_sets; i++)

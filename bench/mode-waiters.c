@@ -299,7 +299,8 @@ static void report(waiters_run *run)
 	bench_result_int(&r, "handoffs", (int64_t)s.n);
 	bench_result_int(&r, "overlaps", (int64_t)overlaps);
 	bench_result_summary(&r, &s);
-	bench_server_stats_report(&o->target, &run->before, &run->after, (double)(s.n + overlaps), &r);
+	bench_server_stats_report(&o->target, &run->before, &run->after, (double)(s.n + overlaps), "handoff",
+	                          &r);
 	if (run->child_cpu_ns >= 0 && s.n + overlaps > 0) {
 		double cpu_us = (double)(run->child_cpu_ns + run->cpu_after_ns - run->cpu_before_ns) / 1000.0 /
 		                (double)(s.n + overlaps);

@@ -202,8 +202,10 @@ void bench_server_stats_read(const bench_target *t, bench_server_stats *ret)
 }
 
 void bench_server_stats_report(const bench_target *t, const bench_server_stats *a,
-                               const bench_server_stats *b, double n, bench_result *r)
+                               const bench_server_stats *b, double n, const char *unit, bench_result *r)
 {
+	char key[64];
+
 	if (!a->valid || !b->valid || n <= 0) {
 		printf("  server work: not measured for this backend\n");
 		return;
@@ -212,10 +214,12 @@ void bench_server_stats_report(const bench_target *t, const bench_server_stats *
 		double calls = (b->redis_calls - a->redis_calls) / n;
 		double usec = (b->redis_usec - a->redis_usec) / n;
 
-		bench_result_num(r, "redis_calls_per_handoff", calls);
-		bench_result_num(r, "redis_usec_per_handoff", usec);
-		printf("  server work per handoff: %.2f Redis command calls, %.1f us of command time\n", calls,
-		       usec);
+		snprintf(key, sizeof(key), "redis_calls_per_%s", unit);
+		bench_result_num(r, key, calls);
+		snprintf(key, sizeof(key), "redis_usec_per_%s", unit);
+		bench_result_num(r, key, usec);
+		printf("  server work per %s: %.2f Redis command calls, %.1f us of command time\n", unit,
+		       calls, usec);
 	} else {
 		/* The later mntr counted itself on each server. */
 		double recv = (b->zk_packets_received - a->zk_packets_received - t->n_hosts) / n;
@@ -225,13 +229,18 @@ void bench_server_stats_report(const bench_target *t, const bench_server_stats *
 		double children = (b->zk_watch_children - a->zk_watch_children) / n;
 		double created = (b->zk_watch_created - a->zk_watch_created) / n;
 
-		bench_result_num(r, "zk_packets_received_per_handoff", recv);
-		bench_result_num(r, "zk_packets_sent_per_handoff", sent);
-		bench_result_num(r, "zk_watch_notifications_per_handoff", deleted + changed + children + created);
-		bench_result_num(r, "zk_watch_deleted_per_handoff", deleted);
-		bench_result_num(r, "zk_watch_children_per_handoff", children);
-		printf("  server work per handoff: %.2f packets received, %.2f sent, %.2f watch notifications "
+		snprintf(key, sizeof(key), "zk_packets_received_per_%s", unit);
+		bench_result_num(r, key, recv);
+		snprintf(key, sizeof(key), "zk_packets_sent_per_%s", unit);
+		bench_result_num(r, key, sent);
+		snprintf(key, sizeof(key), "zk_watch_notifications_per_%s", unit);
+		bench_result_num(r, key, deleted + changed + children + created);
+		snprintf(key, sizeof(key), "zk_watch_deleted_per_%s", unit);
+		bench_result_num(r, key, deleted);
+		snprintf(key, sizeof(key), "zk_watch_children_per_%s", unit);
+		bench_result_num(r, key, children);
+		printf("  server work per %s: %.2f packets received, %.2f sent, %.2f watch notifications "
 		       "(%.2f node-deleted, %.2f children)\n",
-		       recv, sent, deleted + changed + children + created, deleted, children);
+		       unit, recv, sent, deleted + changed + children + created, deleted, children);
 	}
 }

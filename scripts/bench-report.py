@@ -46,6 +46,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from bench_results import (handoff, latency, num, ratio, select,  # noqa: E402
                            table, throughput, times, us, verdict, waiters)
 import bench_issue11  # noqa: E402
+import bench_issue12  # noqa: E402
 
 BACKENDS = ["redis", "zk", "zk3", "file"]
 BACKEND_TITLES = {
@@ -415,7 +416,7 @@ def plots(res, out_dir):
     work = tempfile.mkdtemp(prefix="dlock-bench-plots.")
     try:
         for b in BACKENDS:
-            subjects = ["dlock", "floor", "floor-pipelined", "floor-fenced", "rtt"] + PEERS[b]
+            subjects = ["dlock", "dlock-read", "floor", "floor-pipelined", "floor-fenced", "rtt"] + PEERS[b]
             have = [(s, latency(res, b, s)) for s in subjects]
             have = [(s, r) for s, r in have if r]
             if not have:
@@ -548,6 +549,7 @@ def render(path):
                           if k not in ("placement", "zookeeper_server")) + ".")
 
     md += bench_issue11.section(res)
+    md += bench_issue12.section(res)
 
     rows, why = targets(res, notes_by_peer)
     md.append("\n## Targets (issue #5)\n")
@@ -566,7 +568,7 @@ def render(path):
     md.append("\n## Uncontended acquire + release (latency)\n")
     for b in BACKENDS:
         f = latency(res, b, "floor")
-        subjects = [x for x in ["dlock", "floor", "floor-pipelined", "floor-fenced", "rtt"] + PEERS[b] if latency(res, b, x)]
+        subjects = [x for x in ["dlock", "dlock-read", "floor", "floor-pipelined", "floor-fenced", "rtt"] + PEERS[b] if latency(res, b, x)]
         if not subjects:
             continue
         md.append(f"\n### {BACKEND_TITLES[b]}\n")

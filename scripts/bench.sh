@@ -6,7 +6,7 @@
 # Builds dlock-bench, starts throwaway servers on free loopback ports — one
 # redis-server, one ZooKeeper server, one 3-node ZooKeeper ensemble — and a
 # file-backend directory, then runs every mode of dlock-bench (latency,
-# handoff, throughput, waiters, fifo) on each, and the peer drivers of
+# handoff, throughput, waiters, fifo, readers) on each, and the peer drivers of
 # bench/peers/ (redis-py and tooz on Redis; kazoo and Curator on
 # ZooKeeper) on the same servers with the same counts.  Writes
 # docs/bench/results.json (machine, versions, every result),
@@ -68,6 +68,7 @@ if ((quick)); then
 	tp_rounds=1 tp_seconds=1 tp_threads=4 tp_resources=2
 	waiter_handoffs=40
 	fifo_waiters=8 fifo_trials=1
+	reader_list=1,16 reader_pairs=100
 else
 	outer_rounds=2
 	lat_redis=(10 1000 1000) lat_zk=(5 300 1000) lat_file=(10 2000 1000)
@@ -77,6 +78,7 @@ else
 	tp_rounds=4 tp_seconds=3 tp_threads=4 tp_resources=2
 	waiter_handoffs=300
 	fifo_waiters=16 fifo_trials=3
+	reader_list=1,16,64 reader_pairs=1000
 fi
 waiter_list=1,4,16,64
 
@@ -279,6 +281,11 @@ for b in "${backends[@]}"; do
 	run_dlock 1 fifo "$b" --waiters "$fifo_waiters" --count "$fifo_trials"
 done
 
+# Readers: read pairs as readers pile up, then R readers with one writer.
+for b in "${backends[@]}"; do
+	run_dlock 1 readers "$b" --waiters "$reader_list" --count "$reader_pairs" --seconds "$tp_seconds"
+done
+
 log "measured in $((SECONDS - start_time)) s"
 
 # ---- report ------------------------------------------------------------------
@@ -294,6 +301,7 @@ $PY "$report" build --lines "$results" --notes "$notes" --out "$out_dir" \
 	--setting "throughput=$tp_rounds rounds of $tp_threads threads, $tp_resources resources, $tp_seconds s after 1 s warm-up" \
 	--setting "waiters=$waiter_list, $waiter_handoffs handoffs each, hold 1 ms" \
 	--setting "fifo=$fifo_waiters waiter processes, $fifo_trials trials" \
+	--setting "readers=$reader_list readers, $reader_pairs read pairs each, mix $tp_seconds s" \
 	--setting "zookeeper=tickTime 2000, JVM -Xms32m -Xmx256m -XX:+UseSerialGC"
 log "wrote $out_dir/results.json, results.md and plots"
 exit "$failed"
