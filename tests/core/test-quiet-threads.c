@@ -72,18 +72,23 @@ static long long thread_switches(const char *name)
 }
 
 /*
- * ROUNDS rounds of PAIRS acquire+release pairs on lock, after a warm-up
- * that starts the threads; each thread named in names may switch only as
- * often as a timer of period_ms allows over the rounds, plus two a round
- * (the first lock after a pause may wake it once), plus two.
+ * ROUNDS rounds of PAIRS acquire+release pairs on a lock of the backend at
+ * uri, after a warm-up that starts the threads; each thread named in names
+ * may switch only as often as a timer of period_ms allows over the rounds,
+ * plus two a round (the first lock after a pause may wake it once), plus
+ * two.
  */
-static void assert_pairs_leave_threads_asleep(dlock_lock *lock, const char *const *names,
+static void assert_pairs_leave_threads_asleep(const char *uri, const char *const *names,
                                               const int64_t *period_ms)
 {
 	long long before[4], after[4];
 	int64_t start, elapsed_ms;
+	dlock_client *client;
+	dlock_lock *lock;
 	size_t n = 0;
 
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "quiet/pairs", &lock), DLOCK_OK);
 	for (int i = 0; i < 20; i++) {
 		assert_int_equal(dlock_acquire(lock, 10000), DLOCK_OK);
 		assert_int_equal(dlock_release(lock), DLOCK_OK);
@@ -110,6 +115,8 @@ static void assert_pairs_leave_threads_asleep(dlock_lock *lock, const char *cons
 		              names[i], after[i] - before[i], ROUNDS * PAIRS, elapsed_ms, allowed);
 		assert_true(after[i] - before[i] <= allowed);
 	}
+	dlock_lock_free(lock);
+	dlock_client_free(client);
 }
 
 static void test_redis_pairs_wake_no_library_thread(void **state)
@@ -119,14 +126,8 @@ static void test_redis_pairs_wake_no_library_thread(void **state)
 	const char *const names[] = { "dlock-watchdog", "dlock-expiry", NULL };
 	/* Both sleep at most 250 ms at a time while a lease is held. */
 	const int64_t periods[] = { 250, 250 };
-	dlock_client *client;
-	dlock_lock *lock;
 
-	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
-	assert_int_equal(dlock_lock_new(client, "quiet/redis", &lock), DLOCK_OK);
-	assert_pairs_leave_threads_asleep(lock, names, periods);
-	dlock_lock_free(lock);
-	dlock_client_free(client);
+	assert_pairs_leave_threads_asleep(uri, names, periods);
 	g_free(uri);
 	test_redis_stop(server);
 }
@@ -138,14 +139,8 @@ static void test_zk_pairs_wake_no_library_thread(void **state)
 	const char *const names[] = { "dlock-zksession", NULL };
 	/* It looks at each session at least once a second. */
 	const int64_t periods[] = { 1000 };
-	dlock_client *client;
-	dlock_lock *lock;
 
-	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
-	assert_int_equal(dlock_lock_new(client, "quiet/zk", &lock), DLOCK_OK);
-	assert_pairs_leave_threads_asleep(lock, names, periods);
-	dlock_lock_free(lock);
-	dlock_client_free(client);
+	assert_pairs_leave_threads_asleep(uri, names, periods);
 	g_free(uri);
 	test_zk_stop(zk);
 }

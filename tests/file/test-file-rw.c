@@ -112,27 +112,12 @@ static void test_readers_in_processes_share_and_a_killed_one_frees_its_part(void
 	test_rw_owner_close(&writer);
 }
 
-typedef struct waiting_reader {
-	test_rw_owner owner;
-	int rc;
-	gint done; /* atomic */
-} waiting_reader;
-
-static gpointer reader_main(gpointer data)
-{
-	waiting_reader *r = data;
-
-	r->rc = dlock_acquire(r->owner.lock, 20000);
-	g_atomic_int_set(&r->done, 1);
-	return NULL;
-}
-
 static bool all_done(void *arg)
 {
-	waiting_reader *r = arg;
+	test_rw_waiter *w = arg;
 
 	for (int i = 0; i < 3; i++)
-		if (!g_atomic_int_get(&r[i].done))
+		if (!test_rw_waiter_done(&w[i]))
 			return false;
 	return true;
 }
@@ -141,24 +126,20 @@ static bool all_done(void *arg)
  * gone, and hold at once. */
 static void test_waiting_readers_all_get_in_when_the_writer_goes(void **state)
 {
-	waiting_reader readers[3] = { 0 };
-	GThread *threads[3];
+	test_rw_waiter readers[3];
 	uint64_t token;
 	int fd;
 	pid_t pid = spawn_holder("rw/wake", "write", &fd, &token);
 
-	for (int i = 0; i < 3; i++) {
-		test_rw_owner_open(&readers[i].owner, uri, "rw/wake", DLOCK_MODE_READ);
-		assert_int_equal(dlock_lock_set_owner(readers[i].owner.lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
-		threads[i] = g_thread_new("reader", reader_main, &readers[i]);
-	}
+	for (int i = 0; i < 3; i++)
+		test_rw_waiter_start(&readers[i], uri, "rw/wake", DLOCK_MODE_READ, 20000);
 	assert_false(test_poll_window(all_done, readers, 300));
 	kill(pid, SIGKILL);
 	test_wait_worker(pid);
 	close(fd);
 	assert_true(test_wait_until(all_done, readers, 5000));
 	for (int i = 0; i < 3; i++) {
-		g_thread_join(threads[i]);
+		test_rw_waiter_join(&readers[i]);
 		assert_int_equal(readers[i].rc, DLOCK_OK);
 		assert_true(dlock_held(readers[i].owner.lock));
 		assert_true(dlock_fencing_token(readers[i].owner.lock) > token);
@@ -171,21 +152,13 @@ static void test_waiting_readers_all_get_in_when_the_writer_goes(void **state)
 
 static int setup(void **state)
 {
-	char *parent = g_dir_make_tmp("dlock-file-rw-XXXXXX", NULL);
-
-	dir = g_build_filename(parent, "locks", NULL);
-	mkdir(dir, 0700);
-	uri = g_strconcat("file://", dir, NULL);
-	g_free(parent);
+	test_file_dir_make("dlock-file-rw", &dir, &uri);
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	char *parent = g_path_get_dirname(dir);
-
-	test_remove_tree(parent);
-	g_free(parent);
+	test_file_dir_remove(dir);
 	g_free(dir);
 	g_free(uri);
 	return 0;

@@ -562,24 +562,13 @@ static void test_default_directory_is_created_private(void **state)
 
 static int setup(void **state)
 {
-	char *parent = g_dir_make_tmp("dlock-file-test-XXXXXX", NULL);
-
-	dir = g_build_filename(parent, "locks", NULL);
-	mkdir(dir, 0700);
-	uri = g_strconcat("file://", dir, NULL);
-	g_free(parent);
+	test_file_dir_make("dlock-file-test", &dir, &uri);
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	char *parent = g_path_get_dirname(dir);
-	char *cmd = g_strdup_printf("rm -rf '%s'", parent);
-
-	if (system(cmd) != 0)
-		return -1;
-	g_free(cmd);
-	g_free(parent);
+	test_file_dir_remove(dir);
 	g_free(dir);
 	g_free(uri);
 	return 0;

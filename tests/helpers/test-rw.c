@@ -116,31 +116,51 @@ void test_rw_upgrade_refused(const char *uri, const char *resource)
 	test_rw_owner_close(&o);
 }
 
-typedef struct waiting_writer {
-	test_rw_owner owner;
-	int rc;
-	gint done; /* atomic */
-	GThread *thread;
-} waiting_writer;
+typedef struct waiter_start {
+	test_rw_waiter *w;
+	int64_t wait_ms;
+} waiter_start;
 
-static gpointer writer_main(gpointer data)
+static gpointer waiter_main(gpointer data)
 {
-	waiting_writer *ww = data;
+	waiter_start *start = data;
+	test_rw_waiter *w = start->w;
 
-	ww->rc = dlock_acquire(ww->owner.lock, 30000);
-	g_atomic_int_set(&ww->done, 1);
+	w->rc = dlock_acquire(w->owner.lock, start->wait_ms);
+	g_atomic_int_set(&w->done, 1);
+	g_free(start);
 	return NULL;
 }
 
-static bool writer_done(void *arg)
+void test_rw_waiter_start(test_rw_waiter *w, const char *uri, const char *resource, dlock_mode mode,
+                          int64_t wait_ms)
 {
-	return g_atomic_int_get(&((waiting_writer *)arg)->done) != 0;
+	waiter_start *start = g_new(waiter_start, 1);
+
+	test_rw_owner_open(&w->owner, uri, resource, mode);
+	assert_int_equal(dlock_lock_set_owner(w->owner.lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	w->rc = -1;
+	w->done = 0;
+	start->w = w;
+	start->wait_ms = wait_ms;
+	w->thread = g_thread_new("rw-waiter", waiter_main, start);
+}
+
+bool test_rw_waiter_done(void *w)
+{
+	return g_atomic_int_get(&((test_rw_waiter *)w)->done) != 0;
+}
+
+void test_rw_waiter_join(test_rw_waiter *w)
+{
+	g_thread_join(w->thread);
+	w->thread = NULL;
 }
 
 void test_rw_downgrade(const char *uri, const char *resource)
 {
 	test_rw_owner owner, other_reader;
-	waiting_writer ww = { 0 };
+	test_rw_waiter ww;
 	dlock_lock *read;
 	uint64_t write_token;
 	int64_t t0;
@@ -149,16 +169,13 @@ void test_rw_downgrade(const char *uri, const char *resource)
 	assert_int_equal(dlock_lock_new(owner.client, resource, &read), DLOCK_OK);
 	assert_int_equal(dlock_lock_set_mode(read, DLOCK_MODE_READ), DLOCK_OK);
 	test_rw_owner_open(&other_reader, uri, resource, DLOCK_MODE_READ);
-	test_rw_owner_open(&ww.owner, uri, resource, DLOCK_MODE_WRITE);
-	/* Taken on the writer's thread, looked at and released on this one. */
-	assert_int_equal(dlock_lock_set_owner(ww.owner.lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
 
 	assert_int_equal(dlock_acquire(owner.lock, 5000), DLOCK_OK);
 	write_token = dlock_fencing_token(owner.lock);
-	ww.thread = g_thread_new("writer", writer_main, &ww);
+	test_rw_waiter_start(&ww, uri, resource, DLOCK_MODE_WRITE, 30000);
 	/* Give the writer time to start waiting: it must still be waiting
 	 * after the downgrade and the write hold's release. */
-	assert_false(test_poll_window(writer_done, &ww, 300));
+	assert_false(test_poll_window(test_rw_waiter_done, &ww, 300));
 
 	t0 = test_now_ms();
 	assert_int_equal(dlock_acquire(read, 0), DLOCK_OK);
@@ -166,15 +183,15 @@ void test_rw_downgrade(const char *uri, const char *resource)
 	assert_true(dlock_fencing_token(read) > write_token);
 	assert_int_equal(dlock_release(owner.lock), DLOCK_OK);
 	assert_true(dlock_held(read));
-	assert_false(test_poll_window(writer_done, &ww, 500));
+	assert_false(test_poll_window(test_rw_waiter_done, &ww, 500));
 	/* Still a read hold: another reader shares it. */
 	assert_int_equal(dlock_acquire(other_reader.lock, 0), DLOCK_OK);
 	assert_int_equal(dlock_release(other_reader.lock), DLOCK_OK);
-	assert_false(writer_done(&ww));
+	assert_false(test_rw_waiter_done(&ww));
 
 	assert_int_equal(dlock_release(read), DLOCK_OK);
-	assert_true(test_wait_until(writer_done, &ww, 10000));
-	g_thread_join(ww.thread);
+	assert_true(test_wait_until(test_rw_waiter_done, &ww, 10000));
+	test_rw_waiter_join(&ww);
 	assert_int_equal(ww.rc, DLOCK_OK);
 	assert_true(dlock_fencing_token(ww.owner.lock) > write_token);
 	assert_int_equal(dlock_release(ww.owner.lock), DLOCK_OK);

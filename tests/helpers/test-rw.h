@@ -7,6 +7,9 @@
 #ifndef DLOCK_TEST_RW_H
 #define DLOCK_TEST_RW_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "dlock.h"
 
 /* A handle on resource in mode (a new client of its own: another owner). */
@@ -17,6 +20,24 @@ typedef struct test_rw_owner {
 
 void test_rw_owner_open(test_rw_owner *o, const char *uri, const char *resource, dlock_mode mode);
 void test_rw_owner_close(test_rw_owner *o);
+
+/* An owner acquiring on a thread of its own (its handle the owner, so
+ * this thread may look at and release the hold). */
+typedef struct test_rw_waiter {
+	test_rw_owner owner;
+	int rc;
+	int done; /* atomic: the acquire returned */
+	void *thread;
+} test_rw_waiter;
+
+/* Open w's owner as test_rw_owner_open() does and start its acquire,
+ * with wait_ms. */
+void test_rw_waiter_start(test_rw_waiter *w, const char *uri, const char *resource, dlock_mode mode,
+                          int64_t wait_ms);
+/* Whether w's acquire returned (a condition for test_wait_until()). */
+bool test_rw_waiter_done(void *w);
+/* Join w's thread; its result is w->rc. */
+void test_rw_waiter_join(test_rw_waiter *w);
 
 /*
  * Readers share, a writer or mutex holder excludes readers and writers,

@@ -346,6 +346,27 @@ void test_remove_tree(const char *dir)
 	g_rmdir(dir);
 }
 
+void test_file_dir_make(const char *prefix, char **ret_dir, char **ret_uri)
+{
+	char *template = g_strconcat(prefix, "-XXXXXX", NULL);
+	char *parent = g_dir_make_tmp(template, NULL);
+
+	assert_non_null(parent);
+	*ret_dir = g_build_filename(parent, "locks", NULL);
+	assert_int_equal(g_mkdir(*ret_dir, 0700), 0);
+	*ret_uri = g_strconcat("file://", *ret_dir, NULL);
+	g_free(parent);
+	g_free(template);
+}
+
+void test_file_dir_remove(const char *dir)
+{
+	char *parent = g_path_get_dirname(dir);
+
+	test_remove_tree(parent);
+	g_free(parent);
+}
+
 int test_count_entries(const char *dir)
 {
 	GDir *d = g_dir_open(dir, 0, NULL);

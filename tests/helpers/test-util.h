@@ -56,6 +56,13 @@ bool test_thread_sleeps(int tid);
 /* Remove dir and everything below it (symbolic links, not their targets). */
 void test_remove_tree(const char *dir);
 
+/* A private lock directory for the file backend, "locks" inside a fresh
+ * temporary directory named after prefix: its path and its file:// URI
+ * (g_free both, after test_file_dir_remove()). */
+void test_file_dir_make(const char *prefix, char **ret_dir, char **ret_uri);
+/* Remove the temporary directory around dir. */
+void test_file_dir_remove(const char *dir);
+
 /* How many entries dir has (not counting "." and ".."); fails the test if
  * it cannot be read.  Also counts descriptors and threads, in /proc/self. */
 int test_count_entries(const char *dir);
