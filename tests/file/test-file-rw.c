@@ -25,11 +25,13 @@
 static char *dir;
 static char *uri;
 
-/* "hold URI RESOURCE MODE": hold the lock in MODE (read, write) until
- * killed; prints "held TOKEN" once it holds. */
+/* "hold URI RESOURCE MODE [fork]": hold the lock in MODE (read, write)
+ * until killed -- with fork, after forking a child that outlives this
+ * worker -- and print "held TOKEN CHILD-PID" once it holds. */
 static int worker_main(int argc, char **argv)
 {
 	test_rw_owner o;
+	pid_t child = 0;
 
 	if (argc < 6 || strcmp(argv[2], "hold") != 0)
 		return 64;
@@ -37,7 +39,12 @@ static int worker_main(int argc, char **argv)
 	                                                                      : DLOCK_MODE_WRITE);
 	if (dlock_acquire(o.lock, 10000) != DLOCK_OK)
 		return 3;
-	printf("held %" PRIu64 "\n", dlock_fencing_token(o.lock));
+	if (argc > 6 && strcmp(argv[6], "fork") == 0 && (child = fork()) == 0) {
+		alarm(30); /* outlives this worker, not the test */
+		for (;;)
+			pause();
+	}
+	printf("held %" PRIu64 " %ld\n", dlock_fencing_token(o.lock), (long)child);
 	fflush(stdout);
 	for (;;)
 		pause();
@@ -53,6 +60,61 @@ static pid_t spawn_holder(const char *resource, const char *mode, int *ret_fd, u
 	assert_true(g_str_has_prefix(line, "held "));
 	*ret_token = g_ascii_strtoull(line + 5, NULL, 10);
 	return pid;
+}
+
+/* A reader killed while a child it forked lives: the child never keeps
+ * its parent's read lock, so a writer gets in at once. */
+static void test_killed_reader_with_a_live_child_frees_the_lock(void **state)
+{
+	const char *args[] = { "hold", uri, "rw/fork", "read", "fork", NULL };
+	test_rw_owner writer;
+	char line[96];
+	long child = 0;
+	int fd;
+	pid_t pid = test_spawn_worker(args, &fd);
+
+	assert_true(test_read_line(fd, line, sizeof(line), 10000));
+	assert_int_equal(sscanf(line, "held %*u %ld", &child), 1);
+	assert_true(child > 0);
+	test_rw_owner_open(&writer, uri, "rw/fork", DLOCK_MODE_WRITE);
+	assert_int_equal(dlock_acquire(writer.lock, 0), DLOCK_EBUSY);
+	kill(pid, SIGKILL);
+	test_wait_worker(pid);
+	close(fd);
+	assert_int_equal(dlock_acquire(writer.lock, 5000), DLOCK_OK);
+	assert_int_equal(dlock_release(writer.lock), DLOCK_OK);
+	kill((pid_t)child, SIGKILL);
+	test_rw_owner_close(&writer);
+}
+
+/* Freeing a client that holds a write hold and the read hold it was
+ * downgraded to releases both, in whichever order teardown takes them. */
+static void test_client_free_releases_a_downgrade_pair(void **state)
+{
+	test_rw_owner owner, other;
+	dlock_lock *read;
+
+	for (int order = 0; order < 2; order++) {
+		test_rw_owner_open(&owner, uri, "rw/teardown", DLOCK_MODE_WRITE);
+		assert_int_equal(dlock_lock_new(owner.client, "rw/teardown", &read), DLOCK_OK);
+		assert_int_equal(dlock_lock_set_mode(read, DLOCK_MODE_READ), DLOCK_OK);
+		assert_int_equal(dlock_acquire(owner.lock, 0), DLOCK_OK);
+		assert_int_equal(dlock_acquire(read, 0), DLOCK_OK);
+		/* Either handle first: its free releases its hold. */
+		if (order == 0) {
+			dlock_lock_free(read);
+			test_rw_owner_close(&owner);
+		} else {
+			dlock_lock_free(owner.lock);
+			/* The client's free releases the read hold left. */
+			dlock_client_free(owner.client);
+			dlock_lock_free(read);
+		}
+		test_rw_owner_open(&other, uri, "rw/teardown", DLOCK_MODE_EXCLUSIVE);
+		assert_int_equal(dlock_acquire(other.lock, 0), DLOCK_OK);
+		assert_int_equal(dlock_release(other.lock), DLOCK_OK);
+		test_rw_owner_close(&other);
+	}
 }
 
 static void test_readers_share_writers_exclude_tokens_increase(void **state)
@@ -172,6 +234,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_downgrade_keeps_the_read_hold_and_lets_no_writer_in),
 		cmocka_unit_test(test_readers_in_processes_share_and_a_killed_one_frees_its_part),
 		cmocka_unit_test(test_waiting_readers_all_get_in_when_the_writer_goes),
+		cmocka_unit_test(test_killed_reader_with_a_live_child_frees_the_lock),
+		cmocka_unit_test(test_client_free_releases_a_downgrade_pair),
 	};
 
 	test_init(argv[0]);
