@@ -1,14 +1,18 @@
 /*
  * Acquire and release on ZooKeeper.
  *
- * Acquire creates an ephemeral sequential node "_c_<uuid>-lock-" under the
- * resource's node, lists the children (no watch) in the same round trip,
- * the listing sent right behind the create, and holds the lock if its
- * node comes first among the lock nodes.  Otherwise it sets a data watch
- * on the node just before its own and sleeps until that watch fires, the
- * connection changes, or the deadline passes; then it lists again.  Each
- * contender watches only its predecessor, so a release wakes exactly one
- * waiter.
+ * Acquire creates an ephemeral sequential node "_c_<uuid>-lock-" (or
+ * "-__READ__", "-__WRIT__" by mode) under the resource's node, lists the
+ * children (no watch) in the same round trip, the listing sent right
+ * behind the create, and holds the lock if its node comes first among the
+ * lock nodes (a reader: if no write-class node comes before it; see
+ * nodes.h).  Otherwise it sets a data watch on the node it waits for (the
+ * one just before its own; a reader's, the nearest writer before it) and
+ * sleeps until that watch fires, the connection changes, or the deadline
+ * passes; then it lists again.  Each contender watches one node, so a
+ * release wakes exactly the waiters it lets in (a writer, or the readers
+ * behind it up to the next writer).  A downgrade takes another way
+ * (downgrade.c).
  *
  * If the connection drops while a create is in flight, the create may
  * have happened: after reconnecting, acquire looks for its uuid among the
@@ -127,7 +131,7 @@ static int make_parents(attempt *a, zk_session *s)
 		/* In ZooKeeper the parent's ACL decides who may delete a node:
 		 * with credentials the resource's own node admits only their
 		 * identity (and lets everyone read); the nodes above stay open. */
-		dlock__zk_create(call, path->str, NULL, false,
+		dlock__zk_create(call, path->str, NULL, ZOO_CONTAINER,
 		                 parts[i + 1] ? &ZOO_OPEN_ACL_UNSAFE : &a->b->lock_acl);
 		if ((rc = await(a, call)) != DLOCK_OK)
 			break;
@@ -266,9 +270,9 @@ static int create_node(attempt *a, zk_session *s, char ***ret_children)
 		if (a->unsure)
 			attempt_sweep(a, s);
 		g_free(prefix);
-		prefix = dlock__zk_node_prefix(a->dir, a->uuid);
+		prefix = dlock__zk_node_prefix(a->dir, a->uuid, dlock__hold_mode(a->hold));
 		a->unsure = true;
-		dlock__zk_create(create, prefix, a->data, true, &a->b->lock_acl);
+		dlock__zk_create(create, prefix, a->data, ZOO_EPHEMERAL_SEQUENTIAL, &a->b->lock_acl);
 		dlock__zk_get_children(list, a->dir);
 		if ((rc = await(a, list)) != DLOCK_OK) {
 			dlock__zk_call_abandon(create);
@@ -440,12 +444,53 @@ static void delete_node(dlock__backend *b, zk_session *s, const char *path, bool
 	dlock__waiter_free(w);
 }
 
+/* Queue for the lock, on a new session whenever the one in use ends. */
+static int acquire_queued(attempt *a)
+{
+	dlock__backend *b = a->b;
+	bool first = true;
+	int rc;
+
+	for (;;) {
+		zk_session *s;
+		int64_t until = first ? MIN(a->deadline_us, dlock__mono_us() + b->connect_timeout_ms * 1000)
+		                      : a->deadline_us;
+
+		if (dlock__waiter_canceled(a->waiter))
+			return wait_failed(a, DLOCK_ECANCELED);
+		rc = dlock__zk_session_get(b, a->waiter, until, &s);
+		if (rc == DLOCK_EUNAVAILABLE && !first && a->wait_ms != 0)
+			rc = wait_failed(a, DLOCK_ETIMEDOUT);
+		else if (rc == DLOCK_ECANCELED)
+			rc = wait_failed(a, rc); /* worded as every backend words it */
+		if (rc != DLOCK_OK)
+			return rc;
+		first = false;
+		dlock__zk_session_add_waiter(s, a->waiter);
+		rc = attempt_run(a, s);
+		dlock__zk_session_remove_waiter(s, a->waiter);
+		/* The session may have ended between the answer and the grant:
+		 * the node goes with it, and so does the grant. */
+		if (rc == DLOCK_OK && !dlock__zk_grant(a->hold, s, a->path, a->czxid))
+			rc = AGAIN;
+		if (a->path && rc != AGAIN && rc != DLOCK_OK)
+			delete_node(b, s, a->path, rc == DLOCK_EBUSY);
+		else if (a->unsure && rc != AGAIN && rc != DLOCK_OK)
+			attempt_sweep(a, s);
+		dlock__zk_session_unref(s);
+		if (rc != AGAIN)
+			return rc;
+		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: session ended while acquiring '%s'; retrying",
+		           b->label, a->resource);
+		attempt_forget_node(a);
+	}
+}
+
 int dlock__zk_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
                       int64_t wait_ms, int64_t deadline_us)
 {
 	attempt a = { 0 };
-	bool first = true;
-	int rc;
+	int rc = DLOCK_ELOST;
 
 	a.b = b;
 	a.hold = hold;
@@ -460,56 +505,14 @@ int dlock__zk_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waite
 	a.data = dlock__token_new(dlock__hold_holder(hold));
 	a.uuid = dlock__zk_uuid_new();
 
-	for (;;) {
-		zk_session *s;
-		int64_t until = first ? MIN(a.deadline_us, dlock__mono_us() + b->connect_timeout_ms * 1000)
-		                      : a.deadline_us;
-
-		if (dlock__waiter_canceled(waiter)) {
-			rc = wait_failed(&a, DLOCK_ECANCELED);
-			break;
-		}
-		rc = dlock__zk_session_get(b, waiter, until, &s);
-		if (rc == DLOCK_EUNAVAILABLE && !first && wait_ms != 0)
-			rc = wait_failed(&a, DLOCK_ETIMEDOUT);
-		else if (rc == DLOCK_ECANCELED)
-			rc = wait_failed(&a, rc); /* worded as every backend words it */
-		if (rc != DLOCK_OK)
-			break;
-		first = false;
-		dlock__zk_session_add_waiter(s, waiter);
-		rc = attempt_run(&a, s);
-		dlock__zk_session_remove_waiter(s, waiter);
-		if (rc == DLOCK_OK) {
-			zk_node *node = g_new0(zk_node, 1);
-
-			g_atomic_ref_count_init(&node->ref);
-			node->hold = dlock__hold_ref(hold);
-			node->session = s; /* the reference from dlock__zk_session_get */
-			node->path = g_strdup(a.path);
-			node->czxid = a.czxid;
-			if (dlock__zk_session_track(s, node)) {
-				dlock__hold_set_token(hold, (uint64_t)node->czxid);
-				dlock__hold_set_backend_data(hold, node);
-				break;
-			}
-			/* The session ended between the answer and now: the node
-			 * goes with it, and so does the grant. */
-			dlock__zk_session_ref(s);
-			dlock__zk_node_unref(node);
-			rc = AGAIN;
-		}
-		if (a.path && rc != AGAIN)
-			delete_node(b, s, a.path, rc == DLOCK_EBUSY);
-		else if (a.unsure && rc != AGAIN)
-			attempt_sweep(&a, s);
-		dlock__zk_session_unref(s);
-		if (rc != AGAIN)
-			break;
-		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: session ended while acquiring '%s'; retrying",
-		           b->label, a.resource);
-		attempt_forget_node(&a);
-	}
+	/* A downgrade is granted beside the owner's write node, or, if that
+	 * node's session has ended, queues as any reader. */
+	if (dlock__hold_downgrade_of(hold))
+		rc = dlock__zk_downgrade(b, hold, waiter, a.data, a.deadline_us);
+	if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_ECANCELED)
+		rc = wait_failed(&a, rc);
+	else if (rc == DLOCK_ELOST)
+		rc = acquire_queued(&a);
 	if (rc == DLOCK_ETIMEDOUT && wait_ms == 0)
 		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: no answer in time for a try of '%s'", b->label,
 		                  a.resource);
@@ -518,6 +521,24 @@ int dlock__zk_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waite
 	g_free(a.uuid);
 	g_free(a.path);
 	return rc;
+}
+
+bool dlock__zk_grant(dlock__hold *hold, zk_session *s, const char *path, int64_t czxid)
+{
+	zk_node *node = g_new0(zk_node, 1);
+
+	g_atomic_ref_count_init(&node->ref);
+	node->hold = dlock__hold_ref(hold);
+	node->session = dlock__zk_session_ref(s);
+	node->path = g_strdup(path);
+	node->czxid = czxid;
+	if (!dlock__zk_session_track(s, node)) {
+		dlock__zk_node_unref(node);
+		return false;
+	}
+	dlock__hold_set_token(hold, (uint64_t)czxid);
+	dlock__hold_set_backend_data(hold, node);
+	return true;
 }
 
 void dlock__zk_node_unref(zk_node *node)

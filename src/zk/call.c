@@ -158,11 +158,9 @@ static void void_done(int rc, const void *data)
 			finish(ref_, rc_);                                   \
 	} while (0)
 
-void dlock__zk_create(zk_call *call, const char *path, const char *data, bool ephemeral_sequential,
+void dlock__zk_create(zk_call *call, const char *path, const char *data, int flags,
                       const struct ACL_vector *acl)
 {
-	int flags = ephemeral_sequential ? ZOO_EPHEMERAL_SEQUENTIAL : ZOO_CONTAINER;
-
 	SEND(call, zoo_acreate2(s_->zh, path, data, data ? (int)strlen(data) : -1, acl, flags,
 	                        string_stat_done, ref_));
 }

@@ -7,6 +7,7 @@
  *   cloexec.c  close-on-exec for the client library's descriptors
  *   call.c     asynchronous calls that a deadline-bound thread waits on
  *   acquire.c  acquire (create and list, watch the predecessor), release
+ *   downgrade.c  a READ acquire beside the owner's own write node
  *   query.c    who holds a resource
  *
  * Threads: each session's zhandle has the client library's I/O and
@@ -208,8 +209,9 @@ void dlock__zk_cloexec_socket(zhandle_t *zh);
 zk_call *dlock__zk_call_new(zk_session *s, zk_call_kind kind, dlock__waiter *waiter);
 void dlock__zk_call_unref(zk_call *call);
 /* Send the request; a request the client refuses at once completes at
- * once with its code. */
-void dlock__zk_create(zk_call *call, const char *path, const char *data, bool ephemeral_sequential,
+ * once with its code.  flags: ZOO_EPHEMERAL_SEQUENTIAL (a hold's node),
+ * ZOO_EPHEMERAL (a downgrade's) or ZOO_CONTAINER (a resource's). */
+void dlock__zk_create(zk_call *call, const char *path, const char *data, int flags,
                       const struct ACL_vector *acl);
 void dlock__zk_get_children(zk_call *call, const char *path);
 void dlock__zk_get(zk_call *call, const char *path, bool watch);
@@ -228,7 +230,21 @@ void dlock__zk_call_abandon(zk_call *call);
 /* ---- acquire.c ---- */
 dlock__backend_acquire_fn dlock__zk_acquire;
 dlock__backend_release_fn dlock__zk_release;
+/* Grant hold the node at path of session s: track it, set the hold's
+ * token (its czxid) and backend data.  False, granting nothing, if s has
+ * ended (the node went with it). */
+bool dlock__zk_grant(dlock__hold *hold, zk_session *s, const char *path, int64_t czxid);
 void dlock__zk_node_unref(zk_node *node);
+
+/* ---- downgrade.c ---- */
+/*
+ * The READ acquire of hold, a downgrade (dlock__hold_downgrade_of() is
+ * set), its node holding data: DLOCK_OK (granted), DLOCK_ETIMEDOUT,
+ * DLOCK_ECANCELED, another error, or DLOCK_ELOST when the write node's
+ * session has ended: then the hold is to queue as any reader's.
+ */
+int dlock__zk_downgrade(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
+                        const char *data, int64_t deadline_us);
 
 /* ---- query.c ---- */
 dlock__backend_query_fn dlock__zk_query;

@@ -10,6 +10,12 @@
 #define NODE_PREFIX "_c_"
 #define NODE_MARK "-lock-"
 #define KAZOO_MARK "__lock__"
+#define READ_MARK "__READ__"
+#define WRITE_MARK "__WRIT__"
+#define KAZOO_READ_MARK "__rlock__"
+
+/* The marks a wrapped (negative) sequence number may follow. */
+static const char *const marks[] = { NODE_MARK, KAZOO_MARK, READ_MARK, WRITE_MARK, KAZOO_READ_MARK };
 
 char *dlock__zk_uuid_new(void)
 {
@@ -23,9 +29,25 @@ char *dlock__zk_uuid_new(void)
 	                       b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-char *dlock__zk_node_prefix(const char *dir, const char *uuid)
+char *dlock__zk_node_prefix(const char *dir, const char *uuid, dlock__mode mode)
 {
-	return g_strconcat(dir, "/" NODE_PREFIX, uuid, NODE_MARK, NULL);
+	const char *mark = mode == DLOCK__MODE_READ    ? "-" READ_MARK
+	                   : mode == DLOCK__MODE_WRITE ? "-" WRITE_MARK
+	                                               : NODE_MARK;
+
+	return g_strconcat(dir, "/" NODE_PREFIX, uuid, mark, NULL);
+}
+
+char *dlock__zk_downgrade_path(const char *write_path, const char *uuid)
+{
+	const char *name = strrchr(write_path, '/') + 1;
+	/* past "_c_<uuid>-": "lock-<seq>" or "__WRIT__<seq>" */
+	const char *mark = name + strlen(NODE_PREFIX) + strlen(uuid) + 1;
+	const char *seq = mark + (g_str_has_prefix(mark, WRITE_MARK) ? strlen(WRITE_MARK)
+	                                                             : strlen(NODE_MARK) - 1);
+
+	return g_strdup_printf("%.*s/" NODE_PREFIX "%s-" READ_MARK "%s", (int)(name - 1 - write_path),
+	                       write_path, uuid, seq);
 }
 
 bool dlock__zk_node_is_ours(const char *child, const char *uuid)
@@ -34,7 +56,7 @@ bool dlock__zk_node_is_ours(const char *child, const char *uuid)
 
 	return g_str_has_prefix(child, NODE_PREFIX) &&
 	       strncmp(child + strlen(NODE_PREFIX), uuid, ulen) == 0 &&
-	       g_str_has_prefix(child + strlen(NODE_PREFIX) + ulen, NODE_MARK);
+	       child[strlen(NODE_PREFIX) + ulen] == '-';
 }
 
 static bool all_digits(const char *s, size_t n)
@@ -45,20 +67,30 @@ static bool all_digits(const char *s, size_t n)
 	return true;
 }
 
-/* Whether name[0..end) ends in a lock mark. */
+/* Whether name[0..end) ends in mark. */
+static bool ends_in(const char *name, size_t end, const char *mark)
+{
+	size_t m = strlen(mark);
+
+	return end >= m && strncmp(name + end - m, mark, m) == 0;
+}
+
+/* Whether name[0..end) ends in a lock mark dlock knows. */
 static bool mark_before(const char *name, size_t end)
 {
-	size_t m = strlen(NODE_MARK), k = strlen(KAZOO_MARK);
-
-	return (end >= m && strncmp(name + end - m, NODE_MARK, m) == 0) ||
-	       (end >= k && strncmp(name + end - k, KAZOO_MARK, k) == 0);
+	for (size_t i = 0; i < G_N_ELEMENTS(marks); i++)
+		if (ends_in(name, end, marks[i]))
+			return true;
+	return false;
 }
 
 /*
  * "%010d" gives ten digits for 0..2147483647, "-" and nine digits for
  * -999999999..-1, and "-" and ten digits below that.  A mark directly
  * before the number tells which: "-lock--000000005" is -5, while
- * "-lock-0000000005" is 5.
+ * "-lock-0000000005" is 5.  Without a mark dlock knows, only the ten
+ * digits are read, after at least one character of a prefix: a node
+ * named by digits alone is a sub-resource, not a sequential create.
  */
 bool dlock__zk_node_seq(const char *name, int32_t *ret_seq)
 {
@@ -75,7 +107,7 @@ bool dlock__zk_node_seq(const char *name, int32_t *ret_seq)
 		value = -g_ascii_strtoll(name + len - 9, NULL, 10);
 		if (value == 0)
 			return false;
-	} else if (len >= 10 && all_digits(name + len - 10, 10) && mark_before(name, len - 10)) {
+	} else if (len >= 11 && all_digits(name + len - 10, 10)) {
 		value = g_ascii_strtoll(name + len - 10, NULL, 10);
 		if (value > INT32_MAX)
 			return false;
@@ -84,6 +116,27 @@ bool dlock__zk_node_seq(const char *name, int32_t *ret_seq)
 	}
 	*ret_seq = (int32_t)value;
 	return true;
+}
+
+/* Whether the mark right before the number of contender name is a mutex's. */
+static bool mutex_mark(const char *name)
+{
+	size_t end = strlen(name);
+
+	while (end > 0 && g_ascii_isdigit(name[end - 1]))
+		end--;
+	if (ends_in(name, end, NODE_MARK) || ends_in(name, end, KAZOO_MARK))
+		return true;
+	/* a wrapped number's sign */
+	return end > 0 && name[end - 1] == '-' &&
+	       (ends_in(name, end - 1, NODE_MARK) || ends_in(name, end - 1, KAZOO_MARK));
+}
+
+bool dlock__zk_node_is_reader(const char *name)
+{
+	if (strstr(name, WRITE_MARK) || mutex_mark(name))
+		return false;
+	return strstr(name, READ_MARK) || strstr(name, KAZOO_READ_MARK);
 }
 
 int dlock__zk_seq_cmp(int32_t a, int32_t b)
@@ -98,8 +151,11 @@ static int contender_cmp(const void *pa, const void *pb)
 	const dlock__zk_contender *a = pa, *b = pb;
 	int c = dlock__zk_seq_cmp(a->seq, b->seq);
 
-	/* Equal numbers come from different parents' counters only if
-	 * something outside dlock made them; keep the order stable. */
+	/* Equal numbers: a downgrade's read node beside its write node,
+	 * which holds first; otherwise something outside dlock made them,
+	 * and the order is kept stable. */
+	if (c == 0)
+		c = (int)a->reader - (int)b->reader;
 	return c ? c : strcmp(a->name, b->name);
 }
 
@@ -108,7 +164,7 @@ GArray *dlock__zk_contenders(char *const *children)
 	GArray *list = g_array_new(FALSE, FALSE, sizeof(dlock__zk_contender));
 
 	for (size_t i = 0; children && children[i]; i++) {
-		dlock__zk_contender c = { children[i], 0 };
+		dlock__zk_contender c = { children[i], 0, dlock__zk_node_is_reader(children[i]) };
 
 		if (dlock__zk_node_seq(children[i], &c.seq))
 			g_array_append_val(list, c);
@@ -123,13 +179,28 @@ bool dlock__zk_predecessor(const GArray *contenders, const char *ours, const cha
 	for (guint i = 0; i < contenders->len; i++) {
 		const dlock__zk_contender *c = &g_array_index(contenders, dlock__zk_contender, i);
 
+		guint j = i;
+
 		if (strcmp(c->name, ours) != 0)
 			continue;
-		*ret_predecessor = i == 0 ? NULL
-		                          : g_array_index(contenders, dlock__zk_contender, i - 1).name;
+		/* A reader looks past the readers before it. */
+		while (j > 0 && c->reader && g_array_index(contenders, dlock__zk_contender, j - 1).reader)
+			j--;
+		*ret_predecessor = j == 0 ? NULL : g_array_index(contenders, dlock__zk_contender, j - 1).name;
 		return true;
 	}
 	return false;
+}
+
+guint dlock__zk_holders(const GArray *contenders)
+{
+	guint n = 0;
+
+	if (contenders->len > 0 && !g_array_index(contenders, dlock__zk_contender, 0).reader)
+		return 1;
+	while (n < contenders->len && g_array_index(contenders, dlock__zk_contender, n).reader)
+		n++;
+	return n;
 }
 
 char *dlock__zk_ambiguous_segment(const char *resource)
