@@ -1,0 +1,442 @@
+/*
+ * Read-write locks on ZooKeeper against a real server: readers share,
+ * writers and mutex holders exclude, arrival order (a reader behind a
+ * queued writer waits), downgrade and upgrade, fencing tokens across
+ * modes, LOST for a reader, a peer's write-class node keeping a mutex
+ * out, and nothing left behind.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-events.h"
+#include "test-zk.h"
+
+static test_zk *zk;
+
+/* ---- helpers ---------------------------------------------------------- */
+
+/* A handle in mode on its own client (its own session), owned by the
+ * handle so that a thread may acquire it and the test release it. */
+typedef struct handle {
+	dlock_client *client;
+	dlock_lock *lock;
+} handle;
+
+static handle open_handle(test_zk *z, const char *resource, dlock_mode mode)
+{
+	char *u = test_zk_uri(z, "?session-timeout=2s");
+	handle h;
+
+	assert_int_equal(dlock_client_new(u, &h.client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(h.client, resource, &h.lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_owner(h.lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(h.lock, mode), DLOCK_OK);
+	g_free(u);
+	return h;
+}
+
+static void close_handle(handle *h)
+{
+	dlock_lock_free(h->lock);
+	dlock_client_free(h->client);
+}
+
+/* An acquire in a thread of its own, for a contender that queues. */
+typedef struct queued {
+	dlock_lock *lock;
+	GThread *thread;
+	gint done;
+	int rc;
+} queued;
+
+static gpointer queued_main(gpointer arg)
+{
+	queued *q = arg;
+
+	q->rc = dlock_acquire(q->lock, 30000);
+	g_atomic_int_set(&q->done, 1);
+	return NULL;
+}
+
+static bool queued_done(void *arg)
+{
+	return g_atomic_int_get(&((queued *)arg)->done) != 0;
+}
+
+typedef struct children_of {
+	test_zk *z;
+	const char *path;
+	int n;
+} children_of;
+
+static bool has_children(void *arg)
+{
+	children_of *c = arg;
+
+	return test_zk_count_children(c->z, c->path) == c->n;
+}
+
+/* Start q's acquire and wait until its node is there: the resource at
+ * path then has n children. */
+static void queue_up(queued *q, dlock_lock *lock, const char *path, int n)
+{
+	children_of c = { zk, path, n };
+
+	q->lock = lock;
+	q->done = 0;
+	q->thread = g_thread_new("queued", queued_main, q);
+	assert_true(test_wait_until(has_children, &c, 10000));
+	assert_false(queued_done(q));
+}
+
+static int queued_join(queued *q)
+{
+	g_thread_join(q->thread);
+	return q->rc;
+}
+
+/* The sequence number of a lock node's name, as text. */
+static const char *seq_of(const char *name)
+{
+	return name + strlen(name) - 10;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+/* Two clients hold READ at once; the query reports both, shared. */
+static void test_readers_share(void **state)
+{
+	handle r1 = open_handle(zk, "rw/share", DLOCK_MODE_READ);
+	handle r2 = open_handle(zk, "rw/share", DLOCK_MODE_READ);
+	dlock_info *info;
+
+	assert_int_equal(dlock_acquire(r1.lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(r2.lock, 0), DLOCK_OK);
+	assert_int_equal(test_zk_count_children(zk, "/dlock/rw/share"), 2);
+	assert_int_equal(dlock_lock_query(r1.lock, &info), DLOCK_OK);
+	assert_int_equal(dlock_info_locked(info), 1);
+	assert_int_equal(dlock_info_mode(info), DLOCK_HELD_SHARED);
+	assert_int_equal(dlock_info_holders(info), 2);
+	assert_int_equal(dlock_info_holder_pid_at(info, 0), getpid());
+	assert_int_equal(dlock_info_holder_pid_at(info, 1), getpid());
+	dlock_info_free(info);
+	assert_int_equal(dlock_release(r1.lock), DLOCK_OK);
+	assert_int_equal(dlock_release(r2.lock), DLOCK_OK);
+	close_handle(&r1);
+	close_handle(&r2);
+}
+
+/* A writer keeps readers, writers and mutex holders out; the query says
+ * exclusive, one holder. */
+static void test_writer_excludes_everyone(void **state)
+{
+	handle w = open_handle(zk, "rw/writer", DLOCK_MODE_WRITE);
+	handle r = open_handle(zk, "rw/writer", DLOCK_MODE_READ);
+	handle w2 = open_handle(zk, "rw/writer", DLOCK_MODE_WRITE);
+	handle x = open_handle(zk, "rw/writer", DLOCK_MODE_EXCLUSIVE);
+	dlock_info *info;
+
+	assert_int_equal(dlock_acquire(w.lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(r.lock, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_acquire(w2.lock, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_acquire(x.lock, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_lock_query(r.lock, &info), DLOCK_OK);
+	assert_int_equal(dlock_info_mode(info), DLOCK_HELD_EXCLUSIVE);
+	assert_int_equal(dlock_info_holders(info), 1);
+	dlock_info_free(info);
+	assert_int_equal(dlock_release(w.lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(r.lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(r.lock), DLOCK_OK);
+	close_handle(&w);
+	close_handle(&r);
+	close_handle(&w2);
+	close_handle(&x);
+}
+
+/* Readers keep writers and mutex holders out until the last one goes. */
+static void test_readers_exclude_writers_and_mutex_holders(void **state)
+{
+	handle r1 = open_handle(zk, "rw/readers", DLOCK_MODE_READ);
+	handle r2 = open_handle(zk, "rw/readers", DLOCK_MODE_READ);
+	handle w = open_handle(zk, "rw/readers", DLOCK_MODE_WRITE);
+	handle x = open_handle(zk, "rw/readers", DLOCK_MODE_EXCLUSIVE);
+
+	assert_int_equal(dlock_acquire(r1.lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(r2.lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(w.lock, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_acquire(x.lock, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_release(r1.lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(w.lock, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_acquire(x.lock, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_release(r2.lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(x.lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(x.lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(w.lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(w.lock), DLOCK_OK);
+	close_handle(&r1);
+	close_handle(&r2);
+	close_handle(&w);
+	close_handle(&x);
+}
+
+/*
+ * Arrival order: a writer queues behind a reader, and a reader arriving
+ * after that writer waits behind it (a try is busy, an acquire gets in
+ * only after the writer had its turn): writers do not starve.
+ */
+static void test_reader_after_a_queued_writer_waits_behind_it(void **state)
+{
+	handle r1 = open_handle(zk, "rw/fair", DLOCK_MODE_READ);
+	handle w = open_handle(zk, "rw/fair", DLOCK_MODE_WRITE);
+	handle r2 = open_handle(zk, "rw/fair", DLOCK_MODE_READ);
+	queued qw, qr;
+
+	assert_int_equal(dlock_acquire(r1.lock, 0), DLOCK_OK);
+	queue_up(&qw, w.lock, "/dlock/rw/fair", 2);
+	assert_int_equal(dlock_acquire(r2.lock, 0), DLOCK_EBUSY);
+	queue_up(&qr, r2.lock, "/dlock/rw/fair", 3);
+
+	assert_int_equal(dlock_release(r1.lock), DLOCK_OK);
+	assert_int_equal(queued_join(&qw), DLOCK_OK);
+	assert_false(test_poll_window(queued_done, &qr, 300)); /* behind the writer */
+	assert_int_equal(dlock_release(w.lock), DLOCK_OK);
+	assert_int_equal(queued_join(&qr), DLOCK_OK);
+	assert_int_equal(dlock_release(r2.lock), DLOCK_OK);
+	close_handle(&r1);
+	close_handle(&w);
+	close_handle(&r2);
+}
+
+/*
+ * Downgrade: the owner of a WRITE (or EXCLUSIVE) hold takes READ at once,
+ * beside its write node with the same sequence number; a writer queued
+ * meanwhile stays out when the write hold goes, and gets in only once the
+ * read hold goes too.
+ */
+static void downgrade_keeps_the_read_hold(const char *resource, dlock_mode write_mode)
+{
+	char *path = g_strconcat("/dlock/", resource, NULL);
+	char *u = test_zk_uri(zk, NULL);
+	dlock_client *owner;
+	dlock_lock *lw, *lr;
+	handle w2 = open_handle(zk, resource, DLOCK_MODE_WRITE);
+	queued q;
+	char **children;
+	uint64_t write_token;
+
+	assert_int_equal(dlock_client_new(u, &owner), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(owner, resource, &lw), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(lw, write_mode), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(owner, resource, &lr), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(lr, DLOCK_MODE_READ), DLOCK_OK);
+
+	assert_int_equal(dlock_acquire(lw, 0), DLOCK_OK);
+	write_token = dlock_fencing_token(lw);
+	queue_up(&q, w2.lock, path, 2);
+	assert_int_equal(dlock_acquire(lr, 0), DLOCK_OK); /* at once, though a writer waits */
+	assert_true(dlock_fencing_token(lr) > write_token);
+
+	/* Beside the write node: the same number, Curator 5.5's name. */
+	children = test_zk_children(zk, path);
+	assert_int_equal(g_strv_length(children), 3);
+	{
+		const char *wn = NULL, *rn = NULL;
+
+		for (size_t i = 0; children[i]; i++) {
+			if (strstr(children[i], "__READ__"))
+				rn = children[i];
+			else if (!wn || strcmp(seq_of(children[i]), seq_of(wn)) < 0)
+				wn = children[i]; /* ours, the earlier of the two writers */
+		}
+		assert_non_null(rn);
+		assert_non_null(wn);
+		assert_string_equal(seq_of(rn), seq_of(wn));
+	}
+	g_strfreev(children);
+
+	assert_int_equal(dlock_release(lw), DLOCK_OK);
+	assert_int_equal(dlock_held(lr), 1);
+	assert_false(test_poll_window(queued_done, &q, 500)); /* the queued writer stays out */
+	assert_int_equal(dlock_release(lr), DLOCK_OK);
+	assert_int_equal(queued_join(&q), DLOCK_OK);
+	assert_int_equal(dlock_release(w2.lock), DLOCK_OK);
+
+	dlock_lock_free(lw);
+	dlock_lock_free(lr);
+	dlock_client_free(owner);
+	close_handle(&w2);
+	g_free(u);
+	g_free(path);
+}
+
+static void test_downgrade_from_write_lets_no_queued_writer_in(void **state)
+{
+	downgrade_keeps_the_read_hold("rw/down-write", DLOCK_MODE_WRITE);
+}
+
+static void test_downgrade_from_exclusive_lets_no_queued_writer_in(void **state)
+{
+	downgrade_keeps_the_read_hold("rw/down-excl", DLOCK_MODE_EXCLUSIVE);
+}
+
+/* An owner holding only READ that asks for WRITE gets DLOCK_EDEADLK at
+ * once, even with a wait; its read hold stays. */
+static void test_upgrade_fails_at_once(void **state)
+{
+	char *u = test_zk_uri(zk, NULL);
+	dlock_client *client;
+	dlock_lock *lr, *lw;
+	int64_t t0;
+
+	assert_int_equal(dlock_client_new(u, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "rw/upgrade", &lr), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(lr, DLOCK_MODE_READ), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "rw/upgrade", &lw), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(lw, DLOCK_MODE_WRITE), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lr, 0), DLOCK_OK);
+	t0 = test_now_ms();
+	assert_int_equal(dlock_acquire(lw, 10000), DLOCK_EDEADLK);
+	assert_true(test_now_ms() - t0 < 2000);
+	assert_int_equal(dlock_held(lr), 1);
+	assert_int_equal(test_zk_count_children(zk, "/dlock/rw/upgrade"), 1);
+	assert_int_equal(dlock_release(lr), DLOCK_OK);
+	dlock_lock_free(lr);
+	dlock_lock_free(lw);
+	dlock_client_free(client);
+	g_free(u);
+}
+
+/* Every hold's token is larger than the one before, whatever the modes. */
+static void test_tokens_increase_across_modes(void **state)
+{
+	const dlock_mode modes[] = { DLOCK_MODE_READ, DLOCK_MODE_WRITE, DLOCK_MODE_READ,
+	                             DLOCK_MODE_EXCLUSIVE, DLOCK_MODE_READ };
+	uint64_t last = 0;
+
+	for (size_t i = 0; i < G_N_ELEMENTS(modes); i++) {
+		handle h = open_handle(zk, "rw/tokens", modes[i]);
+
+		assert_int_equal(dlock_acquire(h.lock, 0), DLOCK_OK);
+		assert_true(dlock_fencing_token(h.lock) > last);
+		last = dlock_fencing_token(h.lock);
+		assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+		close_handle(&h);
+	}
+}
+
+/*
+ * A peer's write-class node that dlock's mutex did not count before:
+ * Curator's InterProcessReadWriteLock writer "_c_<uuid>-__WRIT__<seq>".
+ * Every child ending in a sequence number is a contender, so a mutex
+ * (and a reader) waits while it is there.
+ */
+static void test_peer_writer_node_keeps_a_mutex_out(void **state)
+{
+	const char *peer = "/dlock/rw/peer/_c_6f1c2a4e-8f0b-4d7e-9a51-3b2c1d0e9f87-__WRIT__0000000000";
+	handle x = open_handle(zk, "rw/peer", DLOCK_MODE_EXCLUSIVE);
+	handle r = open_handle(zk, "rw/peer", DLOCK_MODE_READ);
+
+	test_zk_create(zk, "/dlock", NULL);
+	test_zk_create(zk, "/dlock/rw", NULL);
+	test_zk_create(zk, "/dlock/rw/peer", NULL);
+	assert_int_equal(test_zk_create(zk, peer, "peer"), 0);
+	assert_int_equal(dlock_acquire(x.lock, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_acquire(r.lock, 0), DLOCK_EBUSY);
+	assert_int_equal(test_zk_delete(zk, peer), 0);
+	assert_int_equal(dlock_acquire(x.lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(x.lock), DLOCK_OK);
+	close_handle(&x);
+	close_handle(&r);
+}
+
+static bool has_lost(void *arg)
+{
+	return test_events_first_at(arg, DLOCK_STATE_LOST) >= 0;
+}
+
+/*
+ * READ holds whose sessions end (the server frozen past the session
+ * timeout) are reported LOST, each of them, and their releases say
+ * DLOCK_ELOST; a new session then reads again.
+ */
+static void test_reader_reports_lost_when_its_session_ends(void **state)
+{
+	test_zk *z = test_zk_start(1, 200, 20000);
+	children_of expired = { z, "/dlock/rw/lost", 0 };
+	handle r1 = open_handle(z, "rw/lost", DLOCK_MODE_READ);
+	handle r2 = open_handle(z, "rw/lost", DLOCK_MODE_READ);
+	test_events e1, e2;
+
+	test_events_init(&e1);
+	test_events_init(&e2);
+	assert_int_equal(dlock_lock_set_state_callback(r1.lock, test_events_record, &e1), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(r2.lock, test_events_record, &e2), DLOCK_OK);
+	assert_int_equal(dlock_acquire(r1.lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(r2.lock, 0), DLOCK_OK);
+
+	test_zk_signal(z, 0, SIGSTOP);
+	assert_true(test_wait_until(has_lost, &e1, 15000));
+	assert_true(test_wait_until(has_lost, &e2, 15000));
+	test_zk_signal(z, 0, SIGCONT);
+	assert_int_equal(dlock_held(r1.lock), 0);
+	assert_int_equal(dlock_release(r1.lock), DLOCK_ELOST);
+	assert_int_equal(dlock_release(r2.lock), DLOCK_ELOST);
+	/* and a new session reads again */
+	assert_int_equal(dlock_acquire(r1.lock, 20000), DLOCK_OK);
+	assert_int_equal(dlock_release(r1.lock), DLOCK_OK);
+	close_handle(&r1);
+	close_handle(&r2);
+	test_events_clear(&e1);
+	test_events_clear(&e2);
+	/* the server expires the frozen sessions once it runs again */
+	assert_true(test_wait_until(has_children, &expired, 20000));
+	assert_int_equal(test_zk_leftover_nodes(z, "/dlock"), 0);
+	test_zk_stop(z);
+}
+
+static void test_no_lock_node_of_this_suite_remains(void **state)
+{
+	assert_int_equal(test_zk_leftover_nodes(zk, "/dlock"), 0);
+}
+
+static int setup(void **state)
+{
+	zk = test_zk_start(1, 200, 20000);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	test_zk_stop(zk);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_peer_writer_node_keeps_a_mutex_out),
+		cmocka_unit_test(test_readers_share),
+		cmocka_unit_test(test_writer_excludes_everyone),
+		cmocka_unit_test(test_readers_exclude_writers_and_mutex_holders),
+		cmocka_unit_test(test_reader_after_a_queued_writer_waits_behind_it),
+		cmocka_unit_test(test_downgrade_from_write_lets_no_queued_writer_in),
+		cmocka_unit_test(test_downgrade_from_exclusive_lets_no_queued_writer_in),
+		cmocka_unit_test(test_upgrade_fails_at_once),
+		cmocka_unit_test(test_tokens_increase_across_modes),
+		cmocka_unit_test(test_reader_reports_lost_when_its_session_ends),
+		cmocka_unit_test(test_no_lock_node_of_this_suite_remains),
+	};
+
+	test_init(argv[0]);
+	return test_zk_finish(cmocka_run_group_tests_name("zk-rw", tests, setup, teardown));
+}
