@@ -9,6 +9,8 @@
 #
 # Needs libcurator-recipes-java, libslf4j-java and a JDK 11+ (java on PATH,
 # or set JAVA).  The jars' own manifests pull in the rest of their classpath.
+# CURATOR_PEER_SOURCE names another driver to run on the same classpath
+# (the tests' tests/zk/peers/CuratorRwPeer.java).
 set -eu
 here=$(dirname "$0")
 jars=/usr/share/java
@@ -20,4 +22,4 @@ for jar in curator-recipes curator-framework curator-client zookeeper zookeeper-
 	fi
 	cp=${cp:+$cp:}$jars/$jar.jar
 done
-exec "${JAVA:-java}" -Xms64m -Xmx256m -XX:+UseSerialGC -cp "$cp" "$here/CuratorPeer.java" "$@"
+exec "${JAVA:-java}" -Xms64m -Xmx256m -XX:+UseSerialGC -cp "$cp" "${CURATOR_PEER_SOURCE:-$here/CuratorPeer.java}" "$@"
