@@ -2,10 +2,18 @@
  * Interoperability on one lock path with kazoo's Lock (told to see
  * "-lock-" nodes) and Apache Curator's InterProcessMutex, both ways, and
  * digest credentials: a lock taken with them is readable but not
- * deletable by another identity.
+ * deletable by another identity.  Read-write locks: Curator's
+ * InterProcessReadWriteLock (Debian's Curator 5.4) and kazoo's
+ * ReadLock/WriteLock (with the extra_lock_patterns of SPEC 8) exclude
+ * dlock and are excluded by it in every pairing, and readers share
+ * across them.
  *
- * The peers are the benchmark's drivers (bench/peers/kazoo_peer.py and
- * bench/peers/curator-peer.sh, their try and hold modes).
+ * The mutex peers are the benchmark's drivers (bench/peers/kazoo_peer.py
+ * and bench/peers/curator-peer.sh, their try and hold modes); the
+ * read-write ones are tests/zk/peers/kazoo_rw_peer.py and
+ * CuratorRwPeer.java (run by curator-peer.sh).  They only try, never
+ * queue: Debian's kazoo 2.8.0 deadlocks a reader queued before a writer
+ * (fixed in kazoo 2.9.0), an ordering these tests therefore avoid.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -30,6 +38,12 @@
 #ifndef CURATOR_PEER
 #error "CURATOR_PEER must name bench/peers/curator-peer.sh"
 #endif
+#ifndef KAZOO_RW_PEER
+#error "KAZOO_RW_PEER must name tests/zk/peers/kazoo_rw_peer.py"
+#endif
+#ifndef CURATOR_RW_PEER
+#error "CURATOR_RW_PEER must name tests/zk/peers/CuratorRwPeer.java"
+#endif
 
 /* Curator's InterProcessMutex node, and dlock's: the same format. */
 #define CURATOR_NODE_RE                                                                     \
@@ -44,17 +58,36 @@ typedef struct peer {
 	const char *what;
 } peer;
 
-static peer peer_start(const char *kind, const char *path, const char *mode)
+/* A peer ("kazoo" or "curator") in mode ("try", "hold") on path: the
+ * benchmark's mutex driver, or with rw ("read", "write") the read-write
+ * one. */
+static peer peer_start(const char *kind, const char *rw, const char *mode, const char *path)
 {
 	char *hosts = test_zk_hosts(zk);
-	const char *kazoo[] = { "/usr/bin/python3", KAZOO_PEER, mode, "--server",
-	                        hosts, "--resource", path, NULL };
-	const char *curator[] = { CURATOR_PEER, mode, "--server", hosts, "--resource", path, NULL };
 	bool is_kazoo = strcmp(kind, "kazoo") == 0;
+	GPtrArray *argv = g_ptr_array_new();
 	peer p;
 
+	if (is_kazoo) {
+		g_ptr_array_add(argv, "/usr/bin/python3");
+		g_ptr_array_add(argv, rw ? KAZOO_RW_PEER : KAZOO_PEER);
+	} else if (rw) {
+		g_ptr_array_add(argv, "/usr/bin/env");
+		g_ptr_array_add(argv, "CURATOR_PEER_SOURCE=" CURATOR_RW_PEER);
+	}
+	if (!is_kazoo)
+		g_ptr_array_add(argv, CURATOR_PEER);
+	g_ptr_array_add(argv, (char *)mode);
+	if (rw)
+		g_ptr_array_add(argv, (char *)rw);
+	g_ptr_array_add(argv, "--server");
+	g_ptr_array_add(argv, hosts);
+	g_ptr_array_add(argv, "--resource");
+	g_ptr_array_add(argv, (char *)path);
+	g_ptr_array_add(argv, NULL);
 	p.what = is_kazoo ? "kazoo" : "Curator";
-	p.pid = test_spawn(is_kazoo ? kazoo : curator, &p.in_fd, &p.out_fd);
+	p.pid = test_spawn((const char *const *)argv->pdata, &p.in_fd, &p.out_fd);
+	g_ptr_array_free(argv, TRUE);
 	g_free(hosts);
 	return p;
 }
@@ -79,7 +112,7 @@ static void peer_finish(peer *p)
 
 static char *peer_try(const char *kind, const char *path)
 {
-	peer p = peer_start(kind, path, "try");
+	peer p = peer_start(kind, NULL, "try", path);
 	char *answer = peer_line(&p);
 
 	peer_finish(&p);
@@ -99,7 +132,7 @@ static void open_lock(const char *resource, dlock_client **ret_client, dlock_loc
 static void peer_holds_then_dlock(const char *kind, const char *resource)
 {
 	char *path = g_strconcat("/dlock/", resource, NULL);
-	peer p = peer_start(kind, path, "hold");
+	peer p = peer_start(kind, NULL, "hold", path);
 	char *line = peer_line(&p);
 	dlock_client *client;
 	dlock_lock *lock;
@@ -170,7 +203,7 @@ static void test_dlock_holder_excludes_curator(void **state)
 static void test_node_names_match_curators_exactly(void **state)
 {
 	GRegex *re = g_regex_new(CURATOR_NODE_RE, 0, 0, NULL);
-	peer p = peer_start("curator", "/dlock/interop/names", "hold");
+	peer p = peer_start("curator", NULL, "hold", "/dlock/interop/names");
 	char *line = peer_line(&p);
 	dlock_client *client;
 	dlock_lock *lock;
@@ -256,6 +289,146 @@ static void test_credentialed_lock_is_readable_not_deletable_by_others(void **st
 	g_free(hosts);
 }
 
+/* ---- read-write locks ---- */
+
+static void assert_peer_says(peer *p, const char *expected)
+{
+	char *line = peer_line(p);
+
+	assert_string_equal(line, expected);
+	g_free(line);
+}
+
+/* What a peer's try says: "acquired" or "busy". */
+static void assert_peer_try(const char *kind, const char *rw, const char *path, const char *expected)
+{
+	peer p = peer_start(kind, rw, "try", path);
+
+	assert_peer_says(&p, expected);
+	peer_finish(&p);
+}
+
+static dlock_mode mode_of(const char *rw)
+{
+	return strcmp(rw, "read") == 0 ? DLOCK_MODE_READ : DLOCK_MODE_WRITE;
+}
+
+static void open_rw_lock(const char *resource, dlock_mode mode, dlock_client **ret_client,
+                         dlock_lock **ret_lock)
+{
+	open_lock(resource, ret_client, ret_lock);
+	assert_int_equal(dlock_lock_set_mode(*ret_lock, mode), DLOCK_OK);
+}
+
+/*
+ * The peer holds in mode peer_rw: a dlock try in mode dlock_rw gets
+ * expected (DLOCK_OK: shared, then released; DLOCK_EBUSY: excluded,
+ * and it gets the lock once the peer releases).
+ */
+static void peer_holds(const char *kind, const char *peer_rw, const char *dlock_rw, int expected)
+{
+	char *resource = g_strdup_printf("interop-rw/%s-%s-holds-%s", kind, peer_rw, dlock_rw);
+	char *path = g_strconcat("/dlock/", resource, NULL);
+	peer p = peer_start(kind, peer_rw, "hold", path);
+	dlock_client *client;
+	dlock_lock *lock;
+	dlock_info *info;
+
+	assert_peer_says(&p, "held");
+	open_rw_lock(resource, mode_of(dlock_rw), &client, &lock);
+	assert_int_equal(dlock_acquire(lock, 0), expected);
+	assert_int_equal(dlock_lock_query(lock, &info), DLOCK_OK);
+	assert_int_equal(dlock_info_mode(info), strcmp(peer_rw, "read") == 0 ? DLOCK_HELD_SHARED
+	                                                                     : DLOCK_HELD_EXCLUSIVE);
+	/* the peer, and dlock's reader if it shares */
+	assert_int_equal(dlock_info_holders(info), expected == DLOCK_OK ? 2 : 1);
+	dlock_info_free(info);
+	if (expected == DLOCK_OK)
+		assert_int_equal(dlock_release(lock), DLOCK_OK);
+
+	assert_true(test_write_str(p.in_fd, "go\n"));
+	assert_peer_says(&p, "released");
+	peer_finish(&p);
+	assert_int_equal(dlock_acquire(lock, 10000), DLOCK_OK);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(path);
+	g_free(resource);
+}
+
+/* dlock holds in mode dlock_rw: the peer's try in mode peer_rw says
+ * expected, and "acquired" once dlock releases. */
+static void dlock_holds(const char *kind, const char *dlock_rw, const char *peer_rw, const char *expected)
+{
+	char *resource = g_strdup_printf("interop-rw/dlock-%s-holds-%s-%s", dlock_rw, kind, peer_rw);
+	char *path = g_strconcat("/dlock/", resource, NULL);
+	dlock_client *client;
+	dlock_lock *lock;
+
+	open_rw_lock(resource, mode_of(dlock_rw), &client, &lock);
+	assert_int_equal(dlock_acquire(lock, 10000), DLOCK_OK);
+	assert_peer_try(kind, peer_rw, path, expected);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	assert_peer_try(kind, peer_rw, path, "acquired");
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(path);
+	g_free(resource);
+}
+
+/* Every pairing with one peer: its reader or writer holding against
+ * dlock's reader and writer, and the other way round. */
+static void every_pairing(const char *kind)
+{
+	peer_holds(kind, "read", "write", DLOCK_EBUSY);
+	peer_holds(kind, "read", "read", DLOCK_OK);
+	peer_holds(kind, "write", "read", DLOCK_EBUSY);
+	peer_holds(kind, "write", "write", DLOCK_EBUSY);
+	dlock_holds(kind, "read", "write", "busy");
+	dlock_holds(kind, "read", "read", "acquired");
+	dlock_holds(kind, "write", "read", "busy");
+	dlock_holds(kind, "write", "write", "busy");
+}
+
+static void test_curator_read_write_lock_and_dlock_in_every_pairing(void **state)
+{
+	every_pairing("curator");
+}
+
+static void test_kazoo_read_and_write_locks_and_dlock_in_every_pairing(void **state)
+{
+	every_pairing("kazoo");
+}
+
+/* Curator's and dlock's reader nodes: InterProcessReadWriteLock's names. */
+static void test_read_write_node_names_match_curators_exactly(void **state)
+{
+	GRegex *re = g_regex_new("^_c_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-"
+	                         "__(READ|WRIT)__[0-9]{10}$",
+	                         0, 0, NULL);
+	peer p = peer_start("curator", "read", "hold", "/dlock/interop-rw/names");
+	dlock_client *client;
+	dlock_lock *lock;
+	char **children;
+
+	assert_peer_says(&p, "held");
+	open_rw_lock("interop-rw/names", DLOCK_MODE_READ, &client, &lock);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	children = test_zk_children(zk, "/dlock/interop-rw/names");
+	assert_int_equal(g_strv_length(children), 2);
+	for (size_t i = 0; children[i]; i++)
+		assert_true(g_regex_match(re, children[i], 0, NULL));
+	g_strfreev(children);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	assert_true(test_write_str(p.in_fd, "go\n"));
+	assert_peer_says(&p, "released");
+	peer_finish(&p);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_regex_unref(re);
+}
+
 static void test_no_lock_node_of_this_suite_remains(void **state)
 {
 	assert_int_equal(test_zk_leftover_nodes(zk, "/dlock"), 0);
@@ -282,6 +455,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_dlock_holder_excludes_curator),
 		cmocka_unit_test(test_node_names_match_curators_exactly),
 		cmocka_unit_test(test_credentialed_lock_is_readable_not_deletable_by_others),
+		cmocka_unit_test(test_curator_read_write_lock_and_dlock_in_every_pairing),
+		cmocka_unit_test(test_kazoo_read_and_write_locks_and_dlock_in_every_pairing),
+		cmocka_unit_test(test_read_write_node_names_match_curators_exactly),
 		cmocka_unit_test(test_no_lock_node_of_this_suite_remains),
 	};
 
