@@ -217,6 +217,23 @@ static void test_reader_after_a_queued_writer_waits_behind_it(void **state)
 	close_handle(&r2);
 }
 
+/* A reader that gives up waiting behind a writer leaves no node behind,
+ * and the writer's release then frees the resource. */
+static void test_reader_that_times_out_leaves_nothing(void **state)
+{
+	handle w = open_handle(zk, "rw/timeout", DLOCK_MODE_WRITE);
+	handle r = open_handle(zk, "rw/timeout", DLOCK_MODE_READ);
+	children_of one = { zk, "/dlock/rw/timeout", 1 };
+
+	assert_int_equal(dlock_acquire(w.lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(r.lock, 300), DLOCK_ETIMEDOUT);
+	assert_true(test_wait_until(has_children, &one, 10000));
+	assert_int_equal(dlock_release(w.lock), DLOCK_OK);
+	assert_int_equal(test_zk_count_children(zk, "/dlock/rw/timeout"), 0);
+	close_handle(&w);
+	close_handle(&r);
+}
+
 /*
  * Downgrade: the owner of a WRITE (or EXCLUSIVE) hold takes READ at once,
  * beside its write node with the same sequence number; a writer queued
@@ -429,6 +446,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_writer_excludes_everyone),
 		cmocka_unit_test(test_readers_exclude_writers_and_mutex_holders),
 		cmocka_unit_test(test_reader_after_a_queued_writer_waits_behind_it),
+		cmocka_unit_test(test_reader_that_times_out_leaves_nothing),
 		cmocka_unit_test(test_downgrade_from_write_lets_no_queued_writer_in),
 		cmocka_unit_test(test_downgrade_from_exclusive_lets_no_queued_writer_in),
 		cmocka_unit_test(test_upgrade_fails_at_once),
