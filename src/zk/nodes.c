@@ -89,8 +89,8 @@ static bool mark_before(const char *name, size_t end)
  * -999999999..-1, and "-" and ten digits below that.  A mark directly
  * before the number tells which: "-lock--000000005" is -5, while
  * "-lock-0000000005" is 5.  Without a mark dlock knows, only the ten
- * digits are read, after at least one character of a prefix: a node
- * named by digits alone is a sub-resource, not a sequential create.
+ * digits are read, after a prefix that is not digits alone: a node named
+ * by digits alone is a sub-resource, not a sequential create.
  */
 bool dlock__zk_node_seq(const char *name, int32_t *ret_seq)
 {
@@ -107,7 +107,7 @@ bool dlock__zk_node_seq(const char *name, int32_t *ret_seq)
 		value = -g_ascii_strtoll(name + len - 9, NULL, 10);
 		if (value == 0)
 			return false;
-	} else if (len >= 11 && all_digits(name + len - 10, 10)) {
+	} else if (len >= 11 && all_digits(name + len - 10, 10) && !all_digits(name, len - 10)) {
 		value = g_ascii_strtoll(name + len - 10, NULL, 10);
 		if (value > INT32_MAX)
 			return false;

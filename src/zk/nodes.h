@@ -58,7 +58,7 @@ bool dlock__zk_node_is_ours(const char *child, const char *uuid);
 
 /*
  * Whether name is a contender, and its sequence number: the name ends in
- * ten digits after at least one other character, or in a wrapped
+ * ten digits after a prefix that is not digits alone, or in a wrapped
  * (negative) number right after a mark dlock knows.  Other children (the
  * nodes of sub-resources such as "a/b" under "a", a name of digits only)
  * are not contenders.

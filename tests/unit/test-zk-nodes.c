@@ -203,6 +203,7 @@ static void test_children_that_are_not_lock_nodes_are_ignored(void **state)
 
 	assert_false(dlock__zk_node_seq("b", &seq));                   /* a sub-resource */
 	assert_false(dlock__zk_node_seq("2024010112", &seq));          /* digits, no mark */
+	assert_false(dlock__zk_node_seq("12024010112", &seq));         /* digits alone */
 	assert_false(dlock__zk_node_seq("_c_x-lock-000000004", &seq)); /* nine digits */
 	assert_false(dlock__zk_node_seq("_c_x-lock-2147483648", &seq)); /* past int32 */
 	assert_false(dlock__zk_node_seq("_c_x-lock--000000000", &seq)); /* "-0" is not written */
