@@ -19,36 +19,31 @@
 
 #include "dlock.h"
 #include "test-events.h"
+#include "test-rw.h"
 #include "test-zk.h"
 
 static test_zk *zk;
 
 /* ---- helpers ---------------------------------------------------------- */
 
+typedef test_rw_owner handle;
+
 /* A handle in mode on its own client (its own session), owned by the
  * handle so that a thread may acquire it and the test release it. */
-typedef struct handle {
-	dlock_client *client;
-	dlock_lock *lock;
-} handle;
-
 static handle open_handle(test_zk *z, const char *resource, dlock_mode mode)
 {
 	char *u = test_zk_uri(z, "?session-timeout=2s");
 	handle h;
 
-	assert_int_equal(dlock_client_new(u, &h.client), DLOCK_OK);
-	assert_int_equal(dlock_lock_new(h.client, resource, &h.lock), DLOCK_OK);
+	test_rw_owner_open(&h, u, resource, mode);
 	assert_int_equal(dlock_lock_set_owner(h.lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
-	assert_int_equal(dlock_lock_set_mode(h.lock, mode), DLOCK_OK);
 	g_free(u);
 	return h;
 }
 
 static void close_handle(handle *h)
 {
-	dlock_lock_free(h->lock);
-	dlock_client_free(h->client);
+	test_rw_owner_close(h);
 }
 
 /* An acquire in a thread of its own, for a contender that queues. */
@@ -113,80 +108,15 @@ static const char *seq_of(const char *name)
 
 /* ---- tests ------------------------------------------------------------ */
 
-/* Two clients hold READ at once; the query reports both, shared. */
-static void test_readers_share(void **state)
+/* Readers share; writers and mutex holders exclude every hold, readers
+ * exclude them; tokens grow across modes; the query lists every reader
+ * (the checks every backend passes, test-rw.h). */
+static void test_readers_share_writers_exclude(void **state)
 {
-	handle r1 = open_handle(zk, "rw/share", DLOCK_MODE_READ);
-	handle r2 = open_handle(zk, "rw/share", DLOCK_MODE_READ);
-	dlock_info *info;
+	char *u = test_zk_uri(zk, NULL);
 
-	assert_int_equal(dlock_acquire(r1.lock, 0), DLOCK_OK);
-	assert_int_equal(dlock_acquire(r2.lock, 0), DLOCK_OK);
-	assert_int_equal(test_zk_count_children(zk, "/dlock/rw/share"), 2);
-	assert_int_equal(dlock_lock_query(r1.lock, &info), DLOCK_OK);
-	assert_int_equal(dlock_info_locked(info), 1);
-	assert_int_equal(dlock_info_mode(info), DLOCK_HELD_SHARED);
-	assert_int_equal(dlock_info_holders(info), 2);
-	assert_int_equal(dlock_info_holder_pid_at(info, 0), getpid());
-	assert_int_equal(dlock_info_holder_pid_at(info, 1), getpid());
-	dlock_info_free(info);
-	assert_int_equal(dlock_release(r1.lock), DLOCK_OK);
-	assert_int_equal(dlock_release(r2.lock), DLOCK_OK);
-	close_handle(&r1);
-	close_handle(&r2);
-}
-
-/* A writer keeps readers, writers and mutex holders out; the query says
- * exclusive, one holder. */
-static void test_writer_excludes_everyone(void **state)
-{
-	handle w = open_handle(zk, "rw/writer", DLOCK_MODE_WRITE);
-	handle r = open_handle(zk, "rw/writer", DLOCK_MODE_READ);
-	handle w2 = open_handle(zk, "rw/writer", DLOCK_MODE_WRITE);
-	handle x = open_handle(zk, "rw/writer", DLOCK_MODE_EXCLUSIVE);
-	dlock_info *info;
-
-	assert_int_equal(dlock_acquire(w.lock, 0), DLOCK_OK);
-	assert_int_equal(dlock_acquire(r.lock, 0), DLOCK_EBUSY);
-	assert_int_equal(dlock_acquire(w2.lock, 0), DLOCK_EBUSY);
-	assert_int_equal(dlock_acquire(x.lock, 0), DLOCK_EBUSY);
-	assert_int_equal(dlock_lock_query(r.lock, &info), DLOCK_OK);
-	assert_int_equal(dlock_info_mode(info), DLOCK_HELD_EXCLUSIVE);
-	assert_int_equal(dlock_info_holders(info), 1);
-	dlock_info_free(info);
-	assert_int_equal(dlock_release(w.lock), DLOCK_OK);
-	assert_int_equal(dlock_acquire(r.lock, 0), DLOCK_OK);
-	assert_int_equal(dlock_release(r.lock), DLOCK_OK);
-	close_handle(&w);
-	close_handle(&r);
-	close_handle(&w2);
-	close_handle(&x);
-}
-
-/* Readers keep writers and mutex holders out until the last one goes. */
-static void test_readers_exclude_writers_and_mutex_holders(void **state)
-{
-	handle r1 = open_handle(zk, "rw/readers", DLOCK_MODE_READ);
-	handle r2 = open_handle(zk, "rw/readers", DLOCK_MODE_READ);
-	handle w = open_handle(zk, "rw/readers", DLOCK_MODE_WRITE);
-	handle x = open_handle(zk, "rw/readers", DLOCK_MODE_EXCLUSIVE);
-
-	assert_int_equal(dlock_acquire(r1.lock, 0), DLOCK_OK);
-	assert_int_equal(dlock_acquire(r2.lock, 0), DLOCK_OK);
-	assert_int_equal(dlock_acquire(w.lock, 0), DLOCK_EBUSY);
-	assert_int_equal(dlock_acquire(x.lock, 0), DLOCK_EBUSY);
-	assert_int_equal(dlock_release(r1.lock), DLOCK_OK);
-	assert_int_equal(dlock_acquire(w.lock, 0), DLOCK_EBUSY);
-	assert_int_equal(dlock_acquire(x.lock, 0), DLOCK_EBUSY);
-	assert_int_equal(dlock_release(r2.lock), DLOCK_OK);
-	assert_int_equal(dlock_acquire(x.lock, 0), DLOCK_OK);
-	assert_int_equal(dlock_release(x.lock), DLOCK_OK);
-	assert_int_equal(dlock_acquire(w.lock, 0), DLOCK_OK);
-	assert_int_equal(dlock_release(w.lock), DLOCK_OK);
-	close_handle(&r1);
-	close_handle(&r2);
-	close_handle(&w);
-	close_handle(&x);
+	test_rw_share_and_exclude(u, "rw/share");
+	g_free(u);
 }
 
 /*
@@ -306,49 +236,13 @@ static void test_downgrade_from_exclusive_lets_no_queued_writer_in(void **state)
 	downgrade_keeps_the_read_hold("rw/down-excl", DLOCK_MODE_EXCLUSIVE);
 }
 
-/* An owner holding only READ that asks for WRITE gets DLOCK_EDEADLK at
- * once, even with a wait; its read hold stays. */
+/* An upgrade fails at once with DLOCK_EDEADLK; the read hold stays. */
 static void test_upgrade_fails_at_once(void **state)
 {
 	char *u = test_zk_uri(zk, NULL);
-	dlock_client *client;
-	dlock_lock *lr, *lw;
-	int64_t t0;
 
-	assert_int_equal(dlock_client_new(u, &client), DLOCK_OK);
-	assert_int_equal(dlock_lock_new(client, "rw/upgrade", &lr), DLOCK_OK);
-	assert_int_equal(dlock_lock_set_mode(lr, DLOCK_MODE_READ), DLOCK_OK);
-	assert_int_equal(dlock_lock_new(client, "rw/upgrade", &lw), DLOCK_OK);
-	assert_int_equal(dlock_lock_set_mode(lw, DLOCK_MODE_WRITE), DLOCK_OK);
-	assert_int_equal(dlock_acquire(lr, 0), DLOCK_OK);
-	t0 = test_now_ms();
-	assert_int_equal(dlock_acquire(lw, 10000), DLOCK_EDEADLK);
-	assert_true(test_now_ms() - t0 < 2000);
-	assert_int_equal(dlock_held(lr), 1);
-	assert_int_equal(test_zk_count_children(zk, "/dlock/rw/upgrade"), 1);
-	assert_int_equal(dlock_release(lr), DLOCK_OK);
-	dlock_lock_free(lr);
-	dlock_lock_free(lw);
-	dlock_client_free(client);
+	test_rw_upgrade_refused(u, "rw/upgrade");
 	g_free(u);
-}
-
-/* Every hold's token is larger than the one before, whatever the modes. */
-static void test_tokens_increase_across_modes(void **state)
-{
-	const dlock_mode modes[] = { DLOCK_MODE_READ, DLOCK_MODE_WRITE, DLOCK_MODE_READ,
-	                             DLOCK_MODE_EXCLUSIVE, DLOCK_MODE_READ };
-	uint64_t last = 0;
-
-	for (size_t i = 0; i < G_N_ELEMENTS(modes); i++) {
-		handle h = open_handle(zk, "rw/tokens", modes[i]);
-
-		assert_int_equal(dlock_acquire(h.lock, 0), DLOCK_OK);
-		assert_true(dlock_fencing_token(h.lock) > last);
-		last = dlock_fencing_token(h.lock);
-		assert_int_equal(dlock_release(h.lock), DLOCK_OK);
-		close_handle(&h);
-	}
 }
 
 /*
@@ -442,15 +336,12 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_peer_writer_node_keeps_a_mutex_out),
-		cmocka_unit_test(test_readers_share),
-		cmocka_unit_test(test_writer_excludes_everyone),
-		cmocka_unit_test(test_readers_exclude_writers_and_mutex_holders),
+		cmocka_unit_test(test_readers_share_writers_exclude),
 		cmocka_unit_test(test_reader_after_a_queued_writer_waits_behind_it),
 		cmocka_unit_test(test_reader_that_times_out_leaves_nothing),
 		cmocka_unit_test(test_downgrade_from_write_lets_no_queued_writer_in),
 		cmocka_unit_test(test_downgrade_from_exclusive_lets_no_queued_writer_in),
 		cmocka_unit_test(test_upgrade_fails_at_once),
-		cmocka_unit_test(test_tokens_increase_across_modes),
 		cmocka_unit_test(test_reader_reports_lost_when_its_session_ends),
 		cmocka_unit_test(test_no_lock_node_of_this_suite_remains),
 	};
