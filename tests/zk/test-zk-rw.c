@@ -46,28 +46,6 @@ static void close_handle(handle *h)
 	test_rw_owner_close(h);
 }
 
-/* An acquire in a thread of its own, for a contender that queues. */
-typedef struct queued {
-	dlock_lock *lock;
-	GThread *thread;
-	gint done;
-	int rc;
-} queued;
-
-static gpointer queued_main(gpointer arg)
-{
-	queued *q = arg;
-
-	q->rc = dlock_acquire(q->lock, 30000);
-	g_atomic_int_set(&q->done, 1);
-	return NULL;
-}
-
-static bool queued_done(void *arg)
-{
-	return g_atomic_int_get(&((queued *)arg)->done) != 0;
-}
-
 typedef struct children_of {
 	test_zk *z;
 	const char *path;
@@ -81,23 +59,25 @@ static bool has_children(void *arg)
 	return test_zk_count_children(c->z, c->path) == c->n;
 }
 
-/* Start q's acquire and wait until its node is there: the resource at
- * path then has n children. */
-static void queue_up(queued *q, dlock_lock *lock, const char *path, int n)
+/* Start w's acquire in mode on a thread and client of its own, and wait
+ * until its node is there: the resource then has n children. */
+static void queue_up(test_rw_waiter *w, const char *resource, dlock_mode mode, int n)
 {
+	char *u = test_zk_uri(zk, NULL);
+	char *path = g_strconcat("/dlock/", resource, NULL);
 	children_of c = { zk, path, n };
 
-	q->lock = lock;
-	q->done = 0;
-	q->thread = g_thread_new("queued", queued_main, q);
+	test_rw_waiter_start(w, u, resource, mode, 30000);
 	assert_true(test_wait_until(has_children, &c, 10000));
-	assert_false(queued_done(q));
+	assert_false(test_rw_waiter_done(w));
+	g_free(path);
+	g_free(u);
 }
 
-static int queued_join(queued *q)
+static int queued_join(test_rw_waiter *w)
 {
-	g_thread_join(q->thread);
-	return q->rc;
+	test_rw_waiter_join(w);
+	return w->rc;
 }
 
 /* The sequence number of a lock node's name, as text. */
@@ -127,24 +107,24 @@ static void test_readers_share_writers_exclude(void **state)
 static void test_reader_after_a_queued_writer_waits_behind_it(void **state)
 {
 	handle r1 = open_handle(zk, "rw/fair", DLOCK_MODE_READ);
-	handle w = open_handle(zk, "rw/fair", DLOCK_MODE_WRITE);
 	handle r2 = open_handle(zk, "rw/fair", DLOCK_MODE_READ);
-	queued qw, qr;
+	test_rw_waiter qw, qr;
 
 	assert_int_equal(dlock_acquire(r1.lock, 0), DLOCK_OK);
-	queue_up(&qw, w.lock, "/dlock/rw/fair", 2);
+	queue_up(&qw, "rw/fair", DLOCK_MODE_WRITE, 2);
 	assert_int_equal(dlock_acquire(r2.lock, 0), DLOCK_EBUSY);
-	queue_up(&qr, r2.lock, "/dlock/rw/fair", 3);
+	queue_up(&qr, "rw/fair", DLOCK_MODE_READ, 3);
 
 	assert_int_equal(dlock_release(r1.lock), DLOCK_OK);
 	assert_int_equal(queued_join(&qw), DLOCK_OK);
-	assert_false(test_poll_window(queued_done, &qr, 300)); /* behind the writer */
-	assert_int_equal(dlock_release(w.lock), DLOCK_OK);
+	assert_false(test_poll_window(test_rw_waiter_done, &qr, 300)); /* behind the writer */
+	assert_int_equal(dlock_release(qw.owner.lock), DLOCK_OK);
 	assert_int_equal(queued_join(&qr), DLOCK_OK);
-	assert_int_equal(dlock_release(r2.lock), DLOCK_OK);
+	assert_int_equal(dlock_release(qr.owner.lock), DLOCK_OK);
 	close_handle(&r1);
-	close_handle(&w);
 	close_handle(&r2);
+	close_handle(&qw.owner);
+	close_handle(&qr.owner);
 }
 
 /* A reader that gives up waiting behind a writer leaves no node behind,
@@ -176,8 +156,7 @@ static void downgrade_keeps_the_read_hold(const char *resource, dlock_mode write
 	char *u = test_zk_uri(zk, NULL);
 	dlock_client *owner;
 	dlock_lock *lw, *lr;
-	handle w2 = open_handle(zk, resource, DLOCK_MODE_WRITE);
-	queued q;
+	test_rw_waiter q;
 	char **children;
 	uint64_t write_token;
 
@@ -189,7 +168,7 @@ static void downgrade_keeps_the_read_hold(const char *resource, dlock_mode write
 
 	assert_int_equal(dlock_acquire(lw, 0), DLOCK_OK);
 	write_token = dlock_fencing_token(lw);
-	queue_up(&q, w2.lock, path, 2);
+	queue_up(&q, resource, DLOCK_MODE_WRITE, 2);
 	assert_int_equal(dlock_acquire(lr, 0), DLOCK_OK); /* at once, though a writer waits */
 	assert_true(dlock_fencing_token(lr) > write_token);
 
@@ -213,15 +192,15 @@ static void downgrade_keeps_the_read_hold(const char *resource, dlock_mode write
 
 	assert_int_equal(dlock_release(lw), DLOCK_OK);
 	assert_int_equal(dlock_held(lr), 1);
-	assert_false(test_poll_window(queued_done, &q, 500)); /* the queued writer stays out */
+	assert_false(test_poll_window(test_rw_waiter_done, &q, 500)); /* the queued writer stays out */
 	assert_int_equal(dlock_release(lr), DLOCK_OK);
 	assert_int_equal(queued_join(&q), DLOCK_OK);
-	assert_int_equal(dlock_release(w2.lock), DLOCK_OK);
+	assert_int_equal(dlock_release(q.owner.lock), DLOCK_OK);
 
 	dlock_lock_free(lw);
 	dlock_lock_free(lr);
 	dlock_client_free(owner);
-	close_handle(&w2);
+	close_handle(&q.owner);
 	g_free(u);
 	g_free(path);
 }
