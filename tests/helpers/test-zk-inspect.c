@@ -141,6 +141,26 @@ int test_zk_count_children(test_zk *z, const char *path)
 	return n;
 }
 
+typedef struct children_count {
+	test_zk *z;
+	const char *path;
+	int n;
+} children_count;
+
+static bool has_children_count(void *arg)
+{
+	children_count *c = arg;
+
+	return test_zk_count_children(c->z, c->path) == c->n;
+}
+
+bool test_zk_wait_children(test_zk *z, const char *path, int n, int64_t timeout_ms)
+{
+	children_count c = { z, path, n };
+
+	return test_wait_until(has_children_count, &c, timeout_ms);
+}
+
 bool test_zk_exists(test_zk *z, const char *path)
 {
 	int64_t until = test_now_ms() + CALL_TIMEOUT_MS;

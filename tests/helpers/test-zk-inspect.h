@@ -19,6 +19,8 @@
 char **test_zk_children(test_zk *z, const char *path);
 /* How many children path has (0 if it does not exist). */
 int test_zk_count_children(test_zk *z, const char *path);
+/* Whether path comes to have n children within timeout_ms (polled). */
+bool test_zk_wait_children(test_zk *z, const char *path, int n, int64_t timeout_ms);
 /* Whether path exists. */
 bool test_zk_exists(test_zk *z, const char *path);
 /* The data of path (g_free) or NULL if it does not exist; *ret_czxid gets

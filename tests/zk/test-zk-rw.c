@@ -46,29 +46,15 @@ static void close_handle(handle *h)
 	test_rw_owner_close(h);
 }
 
-typedef struct children_of {
-	test_zk *z;
-	const char *path;
-	int n;
-} children_of;
-
-static bool has_children(void *arg)
-{
-	children_of *c = arg;
-
-	return test_zk_count_children(c->z, c->path) == c->n;
-}
-
 /* Start w's acquire in mode on a thread and client of its own, and wait
  * until its node is there: the resource then has n children. */
 static void queue_up(test_rw_waiter *w, const char *resource, dlock_mode mode, int n)
 {
 	char *u = test_zk_uri(zk, NULL);
 	char *path = g_strconcat("/dlock/", resource, NULL);
-	children_of c = { zk, path, n };
 
 	test_rw_waiter_start(w, u, resource, mode, 30000);
-	assert_true(test_wait_until(has_children, &c, 10000));
+	assert_true(test_zk_wait_children(zk, path, n, 10000));
 	assert_false(test_rw_waiter_done(w));
 	g_free(path);
 	g_free(u);
@@ -133,11 +119,10 @@ static void test_reader_that_times_out_leaves_nothing(void **state)
 {
 	handle w = open_handle(zk, "rw/timeout", DLOCK_MODE_WRITE);
 	handle r = open_handle(zk, "rw/timeout", DLOCK_MODE_READ);
-	children_of one = { zk, "/dlock/rw/timeout", 1 };
 
 	assert_int_equal(dlock_acquire(w.lock, 0), DLOCK_OK);
 	assert_int_equal(dlock_acquire(r.lock, 300), DLOCK_ETIMEDOUT);
-	assert_true(test_wait_until(has_children, &one, 10000));
+	assert_true(test_zk_wait_children(zk, "/dlock/rw/timeout", 1, 10000));
 	assert_int_equal(dlock_release(w.lock), DLOCK_OK);
 	assert_int_equal(test_zk_count_children(zk, "/dlock/rw/timeout"), 0);
 	close_handle(&w);
@@ -262,7 +247,6 @@ static bool has_lost(void *arg)
 static void test_reader_reports_lost_when_its_session_ends(void **state)
 {
 	test_zk *z = test_zk_start(1, 200, 20000);
-	children_of expired = { z, "/dlock/rw/lost", 0 };
 	handle r1 = open_handle(z, "rw/lost", DLOCK_MODE_READ);
 	handle r2 = open_handle(z, "rw/lost", DLOCK_MODE_READ);
 	test_events e1, e2;
@@ -289,7 +273,7 @@ static void test_reader_reports_lost_when_its_session_ends(void **state)
 	test_events_clear(&e1);
 	test_events_clear(&e2);
 	/* the server expires the frozen sessions once it runs again */
-	assert_true(test_wait_until(has_children, &expired, 20000));
+	assert_true(test_zk_wait_children(z, "/dlock/rw/lost", 0, 20000));
 	assert_int_equal(test_zk_leftover_nodes(z, "/dlock"), 0);
 	test_zk_stop(z);
 }
