@@ -28,19 +28,6 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-typedef struct node_count {
-	test_zk *zk;
-	const char *path;
-	int count;
-} node_count;
-
-static bool has_count(void *arg)
-{
-	node_count *n = arg;
-
-	return test_zk_count_children(n->zk, n->path) == n->count;
-}
-
 static bool proxy_accepted_two(void *proxy)
 {
 	return test_proxy_accepted(proxy) >= 2;
@@ -115,8 +102,6 @@ static void test_create_answer_lost_then_deadline_leaves_no_node_after_reconnect
 	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_ZK, zk->servers[0].port);
 	char *via = g_strdup_printf("zk://127.0.0.1:%d?session-timeout=8s", test_proxy_port(proxy));
 	char *direct = test_zk_uri(zk, "?session-timeout=8s");
-	node_count one = { zk, "/dlock/lost-create", 1 };
-	node_count none = { zk, "/dlock/lost-create", 0 };
 	dlock_client *a, *b;
 	dlock_lock *warm, *la, *lb;
 	int64_t started_ms, took_ms, reconnect_ms;
@@ -140,11 +125,11 @@ static void test_create_answer_lost_then_deadline_leaves_no_node_after_reconnect
 	assert_true(took_ms >= 1400 && took_ms <= 1500 + test_slack(1000));
 	assert_int_equal(test_proxy_dropped(proxy), 1);
 	/* The create did happen: its node is there, with nobody's name on it. */
-	assert_true(has_count(&one));
+	assert_int_equal(test_zk_count_children(zk, "/dlock/lost-create"), 1);
 
 	reconnect_ms = test_now_ms();
 	test_proxy_admit_mode(proxy, TEST_PROXY_ADMIT);
-	assert_true(test_wait_until(has_count, &none, 8000));
+	assert_true(test_zk_wait_children(zk, "/dlock/lost-create", 0, 8000));
 	print_message("orphan deleted %" PRId64 " ms after connections were admitted again\n",
 	              test_now_ms() - reconnect_ms);
 
@@ -183,8 +168,6 @@ static void test_waiter_keeps_its_place_across_a_short_disconnection(void **stat
 	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_ZK, zk->servers[0].port);
 	char *via = g_strdup_printf("zk://127.0.0.1:%d?session-timeout=2s", test_proxy_port(proxy));
 	char *direct = test_zk_uri(zk, "?session-timeout=8s");
-	node_count two = { zk, "/dlock/idle-waiter", 2 };
-	node_count three = { zk, "/dlock/idle-waiter", 3 };
 	dlock_client *holder, *waiter, *late;
 	dlock_lock *lh, *lw, *ll;
 	bg_acquire wjob, ljob;
@@ -205,12 +188,12 @@ static void test_waiter_keeps_its_place_across_a_short_disconnection(void **stat
 
 	before = test_zk_children(zk, "/dlock/idle-waiter");
 	bg_acquire_start(&wjob, lw, 60000);
-	assert_true(test_wait_until(has_count, &two, 10000));
+	assert_true(test_zk_wait_children(zk, "/dlock/idle-waiter", 2, 10000));
 	wnode = the_other_child(zk, "/dlock/idle-waiter", before);
 	wpath = g_strconcat("/dlock/idle-waiter/", wnode, NULL);
 	g_strfreev(before);
 	bg_acquire_start(&ljob, ll, 60000);
-	assert_true(test_wait_until(has_count, &three, 10000));
+	assert_true(test_zk_wait_children(zk, "/dlock/idle-waiter", 3, 10000));
 
 	/* Idle past the session timeout: the waiter has nothing to ask. */
 	g_usleep(3000 * 1000);
@@ -426,14 +409,12 @@ static void late_grant_start(late_grant *g, const char *resource, const char *se
 	char *via;
 	char *keep = g_strconcat(resource, "-keep", NULL);
 	char *dir = g_strconcat("/dlock/", resource, NULL);
-	node_count two;
 	char line[128];
 
 	g->zk = test_zk_start(1, 200, 20000);
 	g->proxy = test_proxy_start_proto(TEST_PROXY_ZK, g->zk->servers[0].port);
 	via = g_strdup_printf("zk://127.0.0.1:%d%s", test_proxy_port(g->proxy), suffix);
 	g->direct = test_zk_uri(g->zk, "?session-timeout=8s");
-	two = (node_count){ g->zk, dir, 2 };
 	assert_int_equal(dlock_client_new(g->direct, &g->b), DLOCK_OK);
 	assert_int_equal(dlock_lock_new(g->b, resource, &g->lb), DLOCK_OK);
 	assert_int_equal(dlock_acquire(g->lb, 10000), DLOCK_OK);
@@ -443,7 +424,7 @@ static void late_grant_start(late_grant *g, const char *resource, const char *se
 		g->pid = test_spawn_worker_io(args, &g->fd_in, &g->fd_out);
 	}
 	read_reply(g->fd_out, "held", line, sizeof(line));
-	assert_true(test_wait_until(has_count, &two, 10000));
+	assert_true(test_zk_wait_children(g->zk, dir, 2, 10000));
 	assert_true(test_wait_until(one_watch, g->zk, 10000)); /* its watch on our node is set */
 
 	test_proxy_stall(g->proxy, TEST_PROXY_UP);
