@@ -113,6 +113,41 @@ static void test_reader_after_a_queued_writer_waits_behind_it(void **state)
 	close_handle(&qr.owner);
 }
 
+/*
+ * A release lets in what stands at the head, in arrival order: the
+ * readers queued behind a writer all at once, up to the next writer,
+ * which gets in once they are gone; the reader behind it after that.
+ */
+static void test_release_lets_in_the_readers_up_to_the_next_writer(void **state)
+{
+	handle w = open_handle(zk, "rw/head", DLOCK_MODE_WRITE);
+	test_rw_waiter q[4]; /* reader, reader, writer, reader */
+	const dlock_mode modes[] = { DLOCK_MODE_READ, DLOCK_MODE_READ, DLOCK_MODE_WRITE,
+	                             DLOCK_MODE_READ };
+
+	assert_int_equal(dlock_acquire(w.lock, 0), DLOCK_OK);
+	for (int i = 0; i < 4; i++)
+		queue_up(&q[i], "rw/head", modes[i], i + 2);
+
+	assert_int_equal(dlock_release(w.lock), DLOCK_OK);
+	assert_int_equal(queued_join(&q[0]), DLOCK_OK);
+	assert_int_equal(queued_join(&q[1]), DLOCK_OK);
+	assert_false(test_poll_window(test_rw_waiter_done, &q[2], 300));
+	assert_false(test_rw_waiter_done(&q[3]));
+
+	assert_int_equal(dlock_release(q[0].owner.lock), DLOCK_OK);
+	assert_false(test_poll_window(test_rw_waiter_done, &q[2], 200));
+	assert_int_equal(dlock_release(q[1].owner.lock), DLOCK_OK);
+	assert_int_equal(queued_join(&q[2]), DLOCK_OK);
+	assert_false(test_poll_window(test_rw_waiter_done, &q[3], 300));
+	assert_int_equal(dlock_release(q[2].owner.lock), DLOCK_OK);
+	assert_int_equal(queued_join(&q[3]), DLOCK_OK);
+	assert_int_equal(dlock_release(q[3].owner.lock), DLOCK_OK);
+	close_handle(&w);
+	for (int i = 0; i < 4; i++)
+		close_handle(&q[i].owner);
+}
+
 /* A reader that gives up waiting behind a writer leaves no node behind,
  * and the writer's release then frees the resource. */
 static void test_reader_that_times_out_leaves_nothing(void **state)
@@ -301,6 +336,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_peer_writer_node_keeps_a_mutex_out),
 		cmocka_unit_test(test_readers_share_writers_exclude),
 		cmocka_unit_test(test_reader_after_a_queued_writer_waits_behind_it),
+		cmocka_unit_test(test_release_lets_in_the_readers_up_to_the_next_writer),
 		cmocka_unit_test(test_reader_that_times_out_leaves_nothing),
 		cmocka_unit_test(test_downgrade_from_write_lets_no_queued_writer_in),
 		cmocka_unit_test(test_downgrade_from_exclusive_lets_no_queued_writer_in),
