@@ -74,25 +74,29 @@ int dlock__zk_downgrade(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
                         const char *data, int64_t deadline_us)
 {
 	zk_node *write = dlock__hold_backend_data(dlock__hold_downgrade_of(hold));
+	zk_session *s;
 	char *uuid, *path;
 	int64_t czxid = 0;
 	int rc;
 
 	if (!write)
 		return DLOCK_ELOST;
+	/* Ours for the whole acquire, whatever becomes of the write hold. */
+	s = dlock__zk_session_ref(write->session);
 	uuid = dlock__zk_uuid_new();
 	path = dlock__zk_downgrade_path(write->path, uuid);
-	dlock__zk_session_add_waiter(write->session, waiter);
-	rc = create_at(b, write->session, waiter, path, data, deadline_us, &czxid);
-	dlock__zk_session_remove_waiter(write->session, waiter);
-	if (rc == DLOCK_OK && !dlock__zk_grant(hold, write->session, path, czxid))
+	dlock__zk_session_add_waiter(s, waiter);
+	rc = create_at(b, s, waiter, path, data, deadline_us, &czxid);
+	dlock__zk_session_remove_waiter(s, waiter);
+	if (rc == DLOCK_OK && !dlock__zk_grant(hold, s, path, czxid))
 		rc = DLOCK_ELOST;
 	else if (rc != DLOCK_OK && rc != DLOCK_ELOST)
-		dlock__zk_delete_later(write->session, path); /* the create may have landed */
+		dlock__zk_delete_later(s, path); /* the create may have landed */
 	if (rc == DLOCK_ELOST)
 		dlock__log(b->logger, DLOCK_LOG_INFO,
 		           "%s: the write hold of '%s' ended before its downgrade; queueing as a reader",
 		           b->label, dlock__hold_resource(hold));
+	dlock__zk_session_unref(s);
 	g_free(path);
 	g_free(uuid);
 	return rc;

@@ -99,7 +99,7 @@ static void test_contenders_are_of_the_read_or_the_write_class(void **state)
 	assert_false(dlock__zk_node_is_reader("__rlock__x-lock-0000000001"));
 }
 
-/* Where each of names (in order) waits: its predecessor's name, or NULL. */
+/* What ours waits for among children: that node's name, or NULL (it holds). */
 static void assert_waits(char **children, const char *ours, const char *expected)
 {
 	GArray *list = dlock__zk_contenders(children);
