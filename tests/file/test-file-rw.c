@@ -129,7 +129,7 @@ static void test_upgrade_is_refused_at_once(void **state)
 
 static void test_downgrade_keeps_the_read_hold_and_lets_no_writer_in(void **state)
 {
-	test_rw_downgrade(uri, "rw/downgrade");
+	test_rw_downgrade(uri, "rw/downgrade", false);
 }
 
 /* Readers in two other processes hold at once; this process reads too,

@@ -157,7 +157,7 @@ void test_rw_waiter_join(test_rw_waiter *w)
 	w->thread = NULL;
 }
 
-void test_rw_downgrade(const char *uri, const char *resource)
+void test_rw_downgrade(const char *uri, const char *resource, bool fair)
 {
 	test_rw_owner owner, other_reader;
 	test_rw_waiter ww;
@@ -184,9 +184,14 @@ void test_rw_downgrade(const char *uri, const char *resource)
 	assert_int_equal(dlock_release(owner.lock), DLOCK_OK);
 	assert_true(dlock_held(read));
 	assert_false(test_poll_window(test_rw_waiter_done, &ww, 500));
-	/* Still a read hold: another reader shares it. */
-	assert_int_equal(dlock_acquire(other_reader.lock, 0), DLOCK_OK);
-	assert_int_equal(dlock_release(other_reader.lock), DLOCK_OK);
+	if (fair) {
+		/* A reader arriving now is behind the queued writer. */
+		assert_int_equal(dlock_acquire(other_reader.lock, 0), DLOCK_EBUSY);
+	} else {
+		/* Still a read hold: another reader shares it. */
+		assert_int_equal(dlock_acquire(other_reader.lock, 0), DLOCK_OK);
+		assert_int_equal(dlock_release(other_reader.lock), DLOCK_OK);
+	}
 	assert_false(test_rw_waiter_done(&ww));
 
 	assert_int_equal(dlock_release(read), DLOCK_OK);

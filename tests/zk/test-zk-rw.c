@@ -235,6 +235,16 @@ static void test_downgrade_from_exclusive_lets_no_queued_writer_in(void **state)
 	downgrade_keeps_the_read_hold("rw/down-excl", DLOCK_MODE_EXCLUSIVE);
 }
 
+/* The check every backend runs, in its fair form: a reader arriving after
+ * the downgrade waits behind the queued writer. */
+static void test_downgrade_shared_check(void **state)
+{
+	char *u = test_zk_uri(zk, NULL);
+
+	test_rw_downgrade(u, "rw/down-shared", true);
+	g_free(u);
+}
+
 /* An upgrade fails at once with DLOCK_EDEADLK; the read hold stays. */
 static void test_upgrade_fails_at_once(void **state)
 {
@@ -340,6 +350,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_reader_that_times_out_leaves_nothing),
 		cmocka_unit_test(test_downgrade_from_write_lets_no_queued_writer_in),
 		cmocka_unit_test(test_downgrade_from_exclusive_lets_no_queued_writer_in),
+		cmocka_unit_test(test_downgrade_shared_check),
 		cmocka_unit_test(test_upgrade_fails_at_once),
 		cmocka_unit_test(test_reader_reports_lost_when_its_session_ends),
 		cmocka_unit_test(test_no_lock_node_of_this_suite_remains),
