@@ -165,8 +165,9 @@ static const char grant_lua[] =
  * Granted: {1, fencing token}.  Otherwise {0, PTTL of the lock}, and when
  * queueing also our ticket and 1 if our entry is the first live one, else
  * 0.
- * A writer with no queue takes the common path, SET NX and INCR, before
- * the definitions.  Over a queue the lock is taken only when it is free
+ * With no queue the common paths run before the definitions: a writer's
+ * SET NX and INCR, a reader's ZADD and INCR when the lock is free or
+ * shared.  Over a queue the lock is taken only when it is free
  * (a reader: free or held by readers) and no live entry is ahead of ours:
  * a newcomer never gets ahead of queued waiters, so a reader that comes
  * after a waiting writer waits behind it.  A lock already holding our
@@ -180,6 +181,17 @@ static const char acquire_head[] =
 	"local token, ttl, mode = ARGV[1], ARGV[2], ARGV[6]\n"
 	"local unqueued = redis.call('EXISTS', KEYS[3]) == 0\n"
 	"local took = unqueued and mode ~= 'r' and redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)\n"
+	"if unqueued and mode == 'r' then\n"
+	"  local kind = redis.call('TYPE', KEYS[1]).ok\n"
+	"  if kind == 'none' or kind == 'zset' then\n"
+	"    local t = redis.call('TIME')\n"
+	"    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"    if kind == 'zset' then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) end\n"
+	"    redis.call('ZADD', KEYS[1], string.format('%d', now + tonumber(ttl)), token)\n"
+	"    redis.call('PEXPIREAT', KEYS[1], redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])\n"
+	"    took = true\n"
+	"  end\n"
+	"end\n"
 	"if took then\n"
 	"  local n = redis.call('INCR', KEYS[2])\n"
 	"  if n > 1 then return {1, n} end\n"
@@ -236,14 +248,25 @@ static const char acquire_body[] =
  * lease had ended).  A writer's release, and a reader's that leaves no
  * reader, frees the lock and grant()s it to the queue.  A reader whose
  * hold is still a downgrade entry (the write not released yet) just
- * removes it: the write's release is then a plain one.  The common case,
- * a writer with no queue and no entry of ours, is a compare-and-delete
- * before the definitions.
+ * removes it: the write's release is then a plain one.  The common cases,
+ * no queue and no entry of ours, run before the definitions: a writer's
+ * compare-and-delete, a reader's ZREM (with nobody queued there is no one
+ * to grant to).
  */
 static const char release_head[] =
-	"if ARGV[4] == '' and ARGV[6] ~= 'r' and redis.call('EXISTS', KEYS[3]) == 0 then\n"
-	"  if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-	"  redis.call('DEL', KEYS[1])\n"
+	"if ARGV[4] == '' and redis.call('EXISTS', KEYS[3]) == 0 then\n"
+	"  if ARGV[6] ~= 'r' then\n"
+	"    if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+	"    redis.call('DEL', KEYS[1])\n"
+	"    return 1\n"
+	"  end\n"
+	"  if redis.call('TYPE', KEYS[1]).ok ~= 'zset' then return 0 end\n"
+	"  local t = redis.call('TIME')\n"
+	"  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+	"  if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end\n"
+	"  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]\n"
+	"  if top then redis.call('PEXPIREAT', KEYS[1], top) end\n"
 	"  return 1\n"
 	"end\n";
 
