@@ -25,6 +25,7 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-proxy.h"
 #include "test-redis.h"
 #include "test-rw.h"
 #include "test-waiters.h"
@@ -483,6 +484,71 @@ static void test_read_holds_survive_the_watchdog_and_are_lost_when_removed(void 
 	g_free(short_uri);
 }
 
+static void test_downgraded_read_hold_is_lost_with_its_write(void **state)
+{
+	const char *resource = "rw/downgrade-lost";
+	char *short_uri = test_redis_uri(server, "?ttl=300ms");
+	char *key = key_of(resource);
+	owner o;
+
+	owner_open(&o, short_uri, resource);
+	assert_int_equal(dlock_acquire(o.write, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(o.read, 0), DLOCK_OK);
+	/* Another holder took the key (as after an expiry): the read hold,
+	 * still waiting for the write's release, goes with the write. */
+	assert_int_equal(test_redis_int(server, "DEL %s", key), 1);
+	freeReplyObject(test_redis_cmd(server, "SET %s someone-else", key));
+	assert_int_equal(test_redis_int(server, "EXISTS %s", key), 1);
+	assert_true(test_wait_until(not_held, o.write, 2000));
+	assert_true(test_wait_until(not_held, o.read, 2000));
+	assert_int_equal(dlock_release(o.read), DLOCK_ELOST);
+	assert_int_equal(dlock_release(o.write), DLOCK_ELOST);
+	assert_int_equal(test_redis_int(server, "DEL %s", key), 1);
+	owner_close(&o);
+	finish(key, NULL);
+	g_free(short_uri);
+}
+
+static bool no_reader_left(void *arg)
+{
+	return test_redis_int(server, "EXISTS %s", (const char *)arg) == 0;
+}
+
+/* The release's script never reaches the server (its connection is held
+ * up, then reset): the deferred release removes the reader later. */
+static void test_read_release_during_outage_returns_at_once_and_removes_later(void **state)
+{
+	const char *resource = "rw/outage";
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
+	char *proxy_uri = g_strdup_printf("redis://127.0.0.1:%d?command-timeout=300ms&connect-timeout=300ms",
+	                                  test_proxy_port(proxy));
+	char *key = key_of(resource);
+	dlock_client *client;
+	dlock_lock *lock;
+	int64_t t0;
+
+	assert_int_equal(dlock_client_new(proxy_uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(lock, DLOCK_MODE_READ), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_ttl(lock, 20000), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	test_proxy_stall(proxy, TEST_PROXY_UP);
+	t0 = test_now_ms();
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	assert_true(test_now_ms() - t0 < 800);
+	assert_false(dlock_held(lock));
+	test_proxy_reset_all(proxy);
+	assert_int_equal(test_redis_int(server, "ZCARD %s", key), 1);
+	test_proxy_unstall(proxy, TEST_PROXY_UP);
+	/* The 20 s lease cannot explain this: the deferred release did it. */
+	assert_true(test_wait_until(no_reader_left, key, 5000));
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	test_proxy_stop(proxy);
+	finish(key, NULL);
+	g_free(proxy_uri);
+}
+
 static void test_killed_readers_member_expires_and_a_writer_gets_in(void **state)
 {
 	const char *resource = "rw/killed";
@@ -525,6 +591,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_upgrade_returns_edeadlk_at_once, test_queue_reset),
 		cmocka_unit_test_setup(test_tokens_increase_across_modes, test_queue_reset),
 		cmocka_unit_test_setup(test_read_holds_survive_the_watchdog_and_are_lost_when_removed,
+		                       test_queue_reset),
+		cmocka_unit_test_setup(test_downgraded_read_hold_is_lost_with_its_write, test_queue_reset),
+		cmocka_unit_test_setup(test_read_release_during_outage_returns_at_once_and_removes_later,
 		                       test_queue_reset),
 		cmocka_unit_test_setup(test_killed_readers_member_expires_and_a_writer_gets_in,
 		                       test_queue_reset),
