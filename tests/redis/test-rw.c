@@ -484,6 +484,31 @@ static void test_read_holds_survive_the_watchdog_and_are_lost_when_removed(void 
 	g_free(short_uri);
 }
 
+static void test_freeing_the_client_of_a_downgrade_releases_both_holds(void **state)
+{
+	const char *resource = "rw/downgrade-free";
+	char *key = key_of(resource);
+	test_holder waiting;
+	test_acquire_thread *t;
+	owner o;
+
+	owner_open(&o, uri, resource);
+	open_mode(&waiting, resource, DLOCK_MODE_WRITE);
+	assert_int_equal(dlock_acquire(o.write, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(o.read, 0), DLOCK_OK);
+	t = test_acquire_thread_start(waiting.lock, 30000);
+	test_queue_wait_len(server, key, 2, BOUND_MS);
+	dlock_client_free(o.client);
+	/* The handles outlive their client, as memory only. */
+	dlock_lock_free(o.read);
+	dlock_lock_free(o.write);
+	assert_int_equal(test_acquire_thread_join(t, BOUND_MS), DLOCK_OK);
+	assert_key_type(key, "string");
+	assert_int_equal(test_redis_int(server, "EXISTS %s:q", key), 0);
+	assert_int_equal(dlock_release(waiting.lock), DLOCK_OK);
+	finish(key, &waiting, NULL);
+}
+
 static void test_downgraded_read_hold_is_lost_with_its_write(void **state)
 {
 	const char *resource = "rw/downgrade-lost";
@@ -591,6 +616,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_upgrade_returns_edeadlk_at_once, test_queue_reset),
 		cmocka_unit_test_setup(test_tokens_increase_across_modes, test_queue_reset),
 		cmocka_unit_test_setup(test_read_holds_survive_the_watchdog_and_are_lost_when_removed,
+		                       test_queue_reset),
+		cmocka_unit_test_setup(test_freeing_the_client_of_a_downgrade_releases_both_holds,
 		                       test_queue_reset),
 		cmocka_unit_test_setup(test_downgraded_read_hold_is_lost_with_its_write, test_queue_reset),
 		cmocka_unit_test_setup(test_read_release_during_outage_returns_at_once_and_removes_later,
