@@ -1,5 +1,5 @@
 /*
- * Acquire, release and query on Redis.
+ * Acquire and release on Redis.
  *
  * Acquire tries once (the uncontended path is one EVALSHA round trip).
  * If the lock is held elsewhere the wait joins the resource's queue
@@ -83,8 +83,8 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
                            int *ret_rc)
 {
 	char ttl[24], ticket[24] = "", entry_lease[24];
-	const char *words[8] = { lease->names.key, lease->names.fence, lease->names.queue, lease->token,
-	                         ttl, place ? lease->id : "", ticket, entry_lease };
+	const char *words[9] = { lease->names.key, lease->names.fence, lease->names.queue, lease->token,
+	                         ttl, place ? lease->id : "", ticket, entry_lease, lease->mode };
 	size_t want = place ? 4 : 2;
 	redisReply *reply;
 	bool uncertain = false;
@@ -96,7 +96,7 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 		g_snprintf(ticket, sizeof(ticket), "%" G_GINT64_FORMAT, place->ticket);
 	g_snprintf(entry_lease, sizeof(entry_lease), "%d", QUEUE_ENTRY_LEASE_MS);
 	ans->sent_us = dlock__boot_us();
-	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, 3, 5, words, &reply,
+	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, 3, 6, words, &reply,
 	                              &uncertain, lease->kept);
 	if (rc != DLOCK_OK) {
 		*ret_rc = rc;
@@ -141,6 +141,7 @@ static redis_lease *lease_new(dlock__backend *b, dlock__hold *hold)
 	dlock__redis_names_init(&lease->names, b, dlock__hold_resource(hold));
 	lease->token = dlock__token_new(dlock__hold_holder(hold));
 	lease->id = wait_id(lease->token);
+	lease->mode = dlock__hold_mode(hold) == DLOCK__MODE_READ ? "r" : "w";
 	lease->ttl_ms = dlock__hold_ttl_ms(hold);
 	lease->renew = dlock__hold_watchdog(hold);
 	lease->kept = g_array_new(FALSE, FALSE, sizeof(int));
@@ -237,17 +238,72 @@ static void give_up(dlock__backend *b, redis_lease *lease, const queue_place *pl
 	}
 }
 
+/*
+ * A READ hold for the owner of write, a live EXCLUSIVE or WRITE hold on
+ * the same resource: granted at once, never queued (scripts.c,
+ * downgrade_lua).  Until the write is released the read hold renews
+ * through it.
+ */
+static int downgrade(dlock__backend *b, redis_lease *lease, const redis_lease *write,
+                     dlock__waiter *waiter, int64_t deadline_us)
+{
+	char ttl[24];
+	const char *words[7] = { lease->names.key, lease->names.fence, lease->names.queue,
+	                         write->token, lease->token, ttl, write->id };
+	int64_t sent_us = dlock__boot_us();
+	bool uncertain = false;
+	redisReply *reply;
+	uint64_t token = 0;
+	int rc;
+
+	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
+	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_DOWNGRADE, 3, 4, words, &reply,
+	                              &uncertain, lease->kept);
+	if (rc == DLOCK_OK) {
+		if (!reply_is_integers(reply, 1) ||
+		    (reply->element[0]->integer == 1 && !reply_is_integers(reply, 2)))
+			rc = dlock__error(DLOCK_EBACKEND, "%s: unexpected reply to the downgrade script",
+			                  b->label);
+		else if (reply->element[0]->integer == 1)
+			token = (uint64_t)reply->element[1]->integer;
+		else
+			rc = dlock__error(DLOCK_ELOST, "%s: cannot downgrade '%s': the write hold has "
+			                  "ended on the server", b->label, lease->names.key);
+		freeReplyObject(reply);
+	}
+	if (rc == DLOCK_OK && !grant_alive(lease, sent_us))
+		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: the downgrade of '%s' came after its %" PRId64
+		                  " ms lease had run out", b->label, lease->names.key, lease->ttl_ms);
+	if (rc == DLOCK_OK) {
+		lease->under = g_strdup(write->token);
+		take_grant(b, lease, token, sent_us);
+		return DLOCK_OK;
+	}
+	/* An entry the script may have made, or did, goes with the lease. */
+	if (uncertain || token)
+		dlock__redis_cleanup_later(b, lease, "", dlock__boot_us() + lease->ttl_ms * 1000,
+		                           lease->kept);
+	else
+		dlock__redis_kept_close(lease->kept);
+	lease->kept = NULL;
+	dlock__redis_lease_unref(lease);
+	return rc;
+}
+
 int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
                          int64_t wait_ms, int64_t deadline_us)
 {
 	const char *resource = dlock__hold_resource(hold);
 	redis_lease *lease = lease_new(b, hold);
+	dlock__hold *write = dlock__hold_downgrade_of(hold);
 	queue_place place = { 0 };
 	int64_t backoff_us = BACKOFF_FIRST_US;
 	bool uncertain = false; /* a try may have set our key unseen */
 	bool first = true;
 	int rc = DLOCK_OK;
 
+	if (write && dlock__hold_backend_data(write))
+		return downgrade(b, lease, dlock__hold_backend_data(write), waiter, deadline_us);
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
 		try_answer ans = { .pttl = -1 };
@@ -344,14 +400,14 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 static int release_script(dlock__backend *b, redis_lease *lease, const char *ticket,
                           int *ret_deleted)
 {
-	const char *words[8];
+	const char *words[9];
 	int64_t deadline_us = dlock__mono_us() + b->command_timeout_ms * 1000;
 	redisReply *reply;
 	bool uncertain = false;
 	int rc;
 
-	dlock__redis_release_words(&lease->names, lease->token, ticket, lease->id, words);
-	rc = dlock__redis_eval_pooled(b, NULL, deadline_us, SCRIPT_RELEASE, 3, 5, words, &reply,
+	dlock__redis_release_words(&lease->names, lease->token, ticket, lease->id, lease->mode, words);
+	rc = dlock__redis_eval_pooled(b, NULL, deadline_us, SCRIPT_RELEASE, 3, 6, words, &reply,
 	                              &uncertain, NULL);
 	if (rc != DLOCK_OK)
 		return rc;
@@ -424,52 +480,5 @@ int dlock__redis_release(dlock__backend *b, dlock__hold *hold)
 			                           take_kept(lease));
 	}
 	dlock__redis_lease_unref(lease);
-	return rc;
-}
-
-/* GET lock, PTTL lock, GET counter: pipelined, one round trip. */
-int dlock__redis_query(dlock__backend *b, const char *resource, int64_t deadline_us,
-                       dlock__server_info *ret)
-{
-	char *key = dlock__redis_key(b, resource);
-	char *fence_key = dlock__redis_fence_key(b, resource);
-	redisReply *replies[3] = { NULL, NULL, NULL };
-	redis_conn *conn;
-	int rc;
-
-	if (deadline_us == INT64_MAX)
-		deadline_us = dlock__mono_us() + b->command_timeout_ms * 1000;
-	rc = dlock__redis_conn_get(b, NULL, deadline_us, &conn);
-	if (rc != DLOCK_OK)
-		goto out;
-	dlock__redis_conn_timeout(conn, MAX(dlock__remaining_us(deadline_us), 1000));
-	redisAppendCommand(conn->ctx, "GET %s", key);
-	redisAppendCommand(conn->ctx, "PTTL %s", key);
-	redisAppendCommand(conn->ctx, "GET %s", fence_key);
-	if (dlock__redis_flush(conn->ctx) != REDIS_OK)
-		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label, conn->ctx->errstr);
-	for (int i = 0; i < 3 && rc == DLOCK_OK; i++) {
-		if (redisGetReply(conn->ctx, (void **)&replies[i]) != REDIS_OK)
-			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label, conn->ctx->errstr);
-		else
-			rc = dlock__redis_reply_error(b, replies[i], "query");
-	}
-	dlock__redis_conn_put(b, conn, rc == DLOCK_OK);
-	if (rc != DLOCK_OK)
-		goto out;
-	if (replies[0]->type == REDIS_REPLY_STRING) {
-		ret->locked = true;
-		ret->holder_raw = g_strndup(replies[0]->str, replies[0]->len);
-	}
-	ret->expires_in_ms = replies[1]->type == REDIS_REPLY_INTEGER && replies[1]->integer >= 0
-	                         ? replies[1]->integer : -1;
-	if (replies[2]->type == REDIS_REPLY_STRING)
-		ret->fencing_token = g_ascii_strtoull(replies[2]->str, NULL, 10);
-out:
-	for (int i = 0; i < 3; i++)
-		if (replies[i])
-			freeReplyObject(replies[i]);
-	g_free(key);
-	g_free(fence_key);
 	return rc;
 }

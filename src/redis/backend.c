@@ -152,7 +152,7 @@ static void close_backend(dlock__backend *b)
 
 const dlock__backend_ops dlock__redis_ops = {
 	.type = "redis",
-	.caps = DLOCK__CAP_LEASE,
+	.caps = DLOCK__CAP_LEASE | DLOCK__CAP_SHARED,
 	.options = options,
 	.options_size = sizeof(redis_options),
 	.open = open_backend,

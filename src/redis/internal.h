@@ -4,7 +4,8 @@
  *   keys.c        key and channel names
  *   conn.c        connections: connect, AUTH/SELECT, the pool, commands
  *   scripts.c     the Lua scripts and EVALSHA with the NOSCRIPT fallback
- *   acquire.c     acquire (try, subscribe, wait), release, query
+ *   acquire.c     acquire (try, subscribe, wait, downgrade), release
+ *   query.c       query: the holder, or every reader
  *   subscriber.c  the one pub/sub connection that wakes waiters
  *   watchdog.c    lease renewal, loss detection, background cleanup
  */
@@ -37,6 +38,7 @@ typedef enum redis_script {
 	SCRIPT_ACQUIRE,
 	SCRIPT_RELEASE,
 	SCRIPT_RENEW,
+	SCRIPT_DOWNGRADE,
 	SCRIPT_COUNT
 } redis_script;
 
@@ -67,6 +69,7 @@ struct dlock__backend {
 	bool plain_keys;
 	char *prefix;
 
+	char *script_body[SCRIPT_COUNT];
 	char *script_sha[SCRIPT_COUNT];
 
 	GMutex pool_mu;
@@ -88,6 +91,10 @@ typedef struct redis_lease { /* a g_atomic_rc_box */
 	redis_names names;
 	char *token;
 	char *id;                 /* names this hold's wait: its channel, its queue entry */
+	const char *mode;         /* "r" for a READ hold, "w" for the others (scripts.c) */
+	char *under;              /* a READ hold made by a downgrade: the write hold's
+	                           * token, which it renews through until the write's
+	                           * release makes it a reader; else NULL */
 	int64_t ttl_ms;
 	bool renew;               /* watchdog on */
 	GArray *kept;             /* int: connections of tries left unanswered, or NULL */
@@ -159,10 +166,10 @@ void dlock__redis_scripts_clear(dlock__backend *b);
  * error reply. */
 int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script, int nkeys,
                       int nargs, const char **words, redisReply **ret);
-const char *dlock__redis_script_body(redis_script script);
-/* The 3 keys and 5 arguments of the release script, into words. */
+const char *dlock__redis_script_body(const dlock__backend *b, redis_script script);
+/* The 3 keys and 6 arguments of the release script, into words. */
 void dlock__redis_release_words(const redis_names *names, const char *token, const char *ticket,
-                                const char *id, const char **words);
+                                const char *id, const char *mode, const char **words);
 /* The server does not have the script cached (flushed, or restarted). */
 bool dlock__redis_is_noscript(const redisReply *reply);
 /*
@@ -181,9 +188,11 @@ int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t d
                              redis_script script, int nkeys, int nargs, const char **words,
                              redisReply **ret, bool *ret_uncertain, GArray *kept);
 
-/* ---- acquire.c: the ops table's acquire, release and query ---- */
+/* ---- acquire.c: the ops table's acquire and release ---- */
 dlock__backend_acquire_fn dlock__redis_acquire;
 dlock__backend_release_fn dlock__redis_release;
+
+/* ---- query.c ---- */
 dlock__backend_query_fn dlock__redis_query;
 
 /* ---- subscriber.c ---- */

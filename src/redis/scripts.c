@@ -11,14 +11,30 @@
 #include "internal.h"
 
 /*
- * What the acquire and release scripts share.  KEYS: lock, fence counter,
- * wait queue.  The queue is a sorted set scored by arrival ticket (an INCR
- * of the counter: unique and increasing), each member
- * "<entry lease end, server ms>|<hold TTL ms>|<wait id>|<owner token>".
- * An entry whose lease has run out is a waiter that stopped renewing it (its
+ * What the scripts share.  KEYS: lock, fence counter, wait queue.
+ *
+ * The lock is a string (an EXCLUSIVE or WRITE hold: the holder's token,
+ * or a peer's value) or a sorted set (READ holds: member = each reader's
+ * token, score = the end of its lease in server ms).  The set's expiry
+ * follows its latest lease; members whose lease has ended are dropped by
+ * readers() before anything looks at them, with ZREMRANGEBYSCORE, so a
+ * script costs O(log R) in the number of readers plus what it drops.
+ *
+ * The queue is a sorted set scored by arrival ticket (an INCR of the
+ * counter: unique and increasing), each member
+ * "<entry lease end, server ms>|<hold TTL ms><mode>|<wait id>|<owner token>",
+ * mode "" for a writer (EXCLUSIVE or WRITE), "r" for a reader: a writer's
+ * entry is the one dlock wrote before read-write locks, and such a
+ * dlock's release skips a reader's entry as malformed (dead) rather than
+ * grant it as a writer.  An entry
+ * whose lease has run out is a waiter that stopped renewing it (its
  * process died, or lost the server): head() drops such entries as it meets
- * them, a bounded number per call.  Numbers reach strings through
- * string.format('%d'), never '..', which would round them to 14 digits.
+ * them, a bounded number per call.  One more kind of entry, mode "d", at
+ * score 0 (ahead of every ticket): a downgrade, the read hold of the owner
+ * of the write hold in the lock, whose lease end it carries; the write's
+ * release turns it into a reader before anyone queued gets in.  Numbers
+ * reach strings through string.format('%d'), never '..', which would
+ * round them to 14 digits.
  *
  * fence(): the next fencing token.  A missing counter (INCR gives 1)
  * starts again from the server's clock in microseconds (reseed()), so
@@ -28,86 +44,189 @@
  * head(now): the first live entry, nil for none, false when too many dead
  * entries came first to look further this time.
  * mine(ticket, id): our entry, if it is still queued.
+ * readers(now): -1 when the lock is a string, else the number of live
+ * readers (0: free).
+ * add_reader(token, lease end): add or re-score a reader; the set expires
+ * with its latest lease.
+ * downgrade(): the downgrade entry, and its lease end and token.
+ * settle(now): a downgrade whose write hold is gone (released in the
+ * background, or expired) becomes the reader it stands for.
+ * grant(now): the lock is free: hand it to the head writer, or to every
+ * reader at the head up to the next writer (a downgrade without a
+ * message: its owner knows).  A grant is published on the waiter's own
+ * channel as "<fencing token> <ticket>"; one that reaches no subscriber
+ * (the waiter is gone) is undone, up to 8.  When nobody took it the lock
+ * stays free and "released" goes out on the release channel, so the next
+ * live waiter takes it by its own try.  PUBLISH goes through pcall: a
+ * user without channel rights still releases.  ARGV[2] and ARGV[3]: the
+ * release channel and the waits' channel prefix.
  */
-#define QUEUE_LUA \
-	"local function reseed()\n" \
-	"  local t = redis.call('TIME')\n" \
-	"  redis.call('SET', KEYS[2], t[1] .. string.sub('000000' .. t[2], -6))\n" \
-	"  return redis.call('INCR', KEYS[2])\n" \
-	"end\n" \
-	"local function fence()\n" \
-	"  local n = redis.call('INCR', KEYS[2])\n" \
-	"  if n == 1 then n = reseed() end\n" \
-	"  return n\n" \
-	"end\n" \
-	"local function now_ms()\n" \
-	"  local t = redis.call('TIME')\n" \
-	"  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
-	"end\n" \
-	"local function head(now)\n" \
-	"  for _ = 1, 64 do\n" \
-	"    local e = redis.call('ZRANGE', KEYS[3], 0, 0)\n" \
-	"    if #e == 0 then return nil end\n" \
-	"    if (tonumber(string.match(e[1], '^(%d+)|')) or 0) > now then return e[1] end\n" \
-	"    redis.call('ZREM', KEYS[3], e[1])\n" \
-	"  end\n" \
-	"  return false\n" \
-	"end\n" \
-	"local function mine(ticket, id)\n" \
-	"  if ticket == '' then return nil end\n" \
-	"  local m = redis.call('ZRANGEBYSCORE', KEYS[3], ticket, ticket)[1]\n" \
-	"  if m and string.match(m, '^%d+|%d+|([^|]+)|') == id then return m end\n" \
-	"  return nil\n" \
+static const char queue_lua[] =
+	"local function reseed()\n"
+	"  local t = redis.call('TIME')\n"
+	"  redis.call('SET', KEYS[2], t[1] .. string.sub('000000' .. t[2], -6))\n"
+	"  return redis.call('INCR', KEYS[2])\n"
 	"end\n"
+	"local function fence()\n"
+	"  local n = redis.call('INCR', KEYS[2])\n"
+	"  if n == 1 then n = reseed() end\n"
+	"  return n\n"
+	"end\n"
+	"local function now_ms()\n"
+	"  local t = redis.call('TIME')\n"
+	"  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"end\n"
+	"local function head(now)\n"
+	"  for _ = 1, 64 do\n"
+	"    local e = redis.call('ZRANGE', KEYS[3], 0, 0)\n"
+	"    if #e == 0 then return nil end\n"
+	"    if (tonumber(string.match(e[1], '^(%d+)|')) or 0) > now then return e[1] end\n"
+	"    redis.call('ZREM', KEYS[3], e[1])\n"
+	"  end\n"
+	"  return false\n"
+	"end\n"
+	"local function mine(ticket, id)\n"
+	"  if ticket == '' then return nil end\n"
+	"  local m = redis.call('ZRANGEBYSCORE', KEYS[3], ticket, ticket)[1]\n"
+	"  if m and string.match(m, '^%d+|%d+%a?|([^|]+)|') == id then return m end\n"
+	"  return nil\n"
+	"end\n"
+	"local function readers(now)\n"
+	"  local kind = redis.call('TYPE', KEYS[1]).ok\n"
+	"  if kind == 'none' then return 0 end\n"
+	"  if kind ~= 'zset' then return -1 end\n"
+	"  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+	"  return redis.call('ZCARD', KEYS[1])\n"
+	"end\n"
+	"local function add_reader(token, lease_end)\n"
+	"  redis.call('ZADD', KEYS[1], string.format('%d', lease_end), token)\n"
+	"  redis.call('PEXPIREAT', KEYS[1], redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])\n"
+	"end\n"
+	"local function downgrade()\n"
+	"  local d = redis.call('ZRANGEBYSCORE', KEYS[3], 0, 0)[1]\n"
+	"  if not d then return nil end\n"
+	"  local t, token = string.match(d, '^(%d+)|%d+d|[^|]+|(.*)$')\n"
+	"  return d, tonumber(t), token\n"
+	"end\n"
+	"local function settle(now)\n"
+	"  if redis.call('EXISTS', KEYS[1]) == 1 then return end\n"
+	"  local d, t, token = downgrade()\n"
+	"  if not d then return end\n"
+	"  redis.call('ZREM', KEYS[3], d)\n"
+	"  if token and t > now then add_reader(token, t) end\n"
+	"end\n"
+	"local function extend_queue(ms)\n"
+	"  if redis.call('PTTL', KEYS[3]) < tonumber(ms) then redis.call('PEXPIRE', KEYS[3], ms) end\n"
+	"end\n";
+
+static const char grant_lua[] =
+"local function grant(now)\n"
+	"  redis.call('DEL', KEYS[1])\n"
+	"  local tries, shared = 0, 0\n"
+	"  for _ = 1, 72 do\n"
+	"    local e = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')\n"
+	"    if #e == 0 then break end\n"
+	"    local t, ttl, mode, id, token = string.match(e[1], '^(%d+)|(%d+)(%a?)|([^|]+)|(.*)$')\n"
+	"    local live = token and tonumber(t) > now\n"
+	"    if mode == '' then mode = 'w' end\n"
+	"    if live and mode == 'w' and shared > 0 then break end\n"
+	"    redis.call('ZREM', KEYS[3], e[1])\n"
+	"    if live and mode == 'd' then\n"
+	"      add_reader(token, tonumber(t))\n"
+	"      shared = shared + 1\n"
+	"    elseif live then\n"
+	"      if mode == 'w' then\n"
+	"        redis.call('SET', KEYS[1], token, 'PX', ttl)\n"
+	"      else\n"
+	"        add_reader(token, now + tonumber(ttl))\n"
+	"      end\n"
+	"      local n = fence()\n"
+	"      local heard = redis.pcall('PUBLISH', ARGV[3] .. id,\n"
+	"                                string.format('%d %d', n, tonumber(e[2])))\n"
+	"      if type(heard) == 'number' and heard > 0 then\n"
+	"        if mode == 'w' then return end\n"
+	"        shared = shared + 1\n"
+	"      else\n"
+	"        if mode == 'w' then redis.call('DEL', KEYS[1]) else redis.call('ZREM', KEYS[1], token) end\n"
+	"        tries = tries + 1\n"
+	"        if tries == 8 then break end\n"
+	"      end\n"
+	"    end\n"
+	"  end\n"
+	"  if shared > 0 then return end\n"
+	"  redis.call('DEL', KEYS[1])\n"
+	"  redis.pcall('PUBLISH', ARGV[2], 'released')\n"
+	"end\n";
 
 /*
  * Acquire.  ARGV: token, TTL (ms), wait id ("" for a try that does not
- * queue), our ticket ("" when not queued), entry lease (ms).
+ * queue), our ticket ("" when not queued), entry lease (ms), mode ('r'
+ * for READ, 'w' otherwise).
  * Granted: {1, fencing token}.  Otherwise {0, PTTL of the lock}, and when
  * queueing also our ticket and 1 if our entry is the first live one, else
  * 0.
- * With no queue the common path is SET NX and INCR, before the
- * definitions.  Over a queue
- * the lock is taken only when it is free and no live entry is ahead of
- * ours: a newcomer never gets ahead of queued waiters.  A lock already
- * holding our token was set by an earlier try of this acquire whose answer
- * was lost, or granted to us by a release whose message was lost: it is
- * ours, so a retry is idempotent.  A queueing call adds our entry, or
- * renews its lease in place (same ticket, same position).  The entry lease
- * is the same for every client, so the queue's expiry, set to it by each
- * queueing call, covers every entry.
+ * With no queue the common paths run before the definitions: a writer's
+ * SET NX and INCR, a reader's ZADD and INCR when the lock is free or
+ * shared.  Over a queue the lock is taken only when it is free
+ * (a reader: free or held by readers) and no live entry is ahead of ours:
+ * a newcomer never gets ahead of queued waiters, so a reader that comes
+ * after a waiting writer waits behind it.  A lock already holding our
+ * token was set by an earlier try of this acquire whose answer was lost,
+ * or granted to us by a release whose message was lost: it is ours, so a
+ * retry is idempotent.  A queueing call adds our entry, or renews its
+ * lease in place (same ticket, same position).  The queue expires with
+ * its longest entry lease: a queueing call only ever extends it.
  */
-static const char acquire_lua[] =
-	"local token, ttl = ARGV[1], ARGV[2]\n"
+static const char acquire_head[] =
+	"local token, ttl, mode = ARGV[1], ARGV[2], ARGV[6]\n"
 	"local unqueued = redis.call('EXISTS', KEYS[3]) == 0\n"
-	"local took = unqueued and redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)\n"
+	"local took = unqueued and mode ~= 'r' and redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)\n"
+	"if unqueued and mode == 'r' then\n"
+	"  local kind = redis.call('TYPE', KEYS[1]).ok\n"
+	"  if kind == 'none' or kind == 'zset' then\n"
+	"    local t = redis.call('TIME')\n"
+	"    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"    if kind == 'zset' then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) end\n"
+	"    redis.call('ZADD', KEYS[1], string.format('%d', now + tonumber(ttl)), token)\n"
+	"    redis.call('PEXPIREAT', KEYS[1], redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])\n"
+	"    took = true\n"
+	"  end\n"
+	"end\n"
 	"if took then\n"
 	"  local n = redis.call('INCR', KEYS[2])\n"
 	"  if n > 1 then return {1, n} end\n"
-	"end\n"
-	QUEUE_LUA
+	"end\n";
+
+static const char acquire_body[] =
 	"if took then return {1, reseed()} end\n"
-	"local now, m\n"
+	"local now = now_ms()\n"
+	"local m\n"
 	"local first = 1\n"
 	"if not unqueued then\n"
-	"  now = now_ms()\n"
+	"  settle(now)\n"
 	"  m = mine(ARGV[4], ARGV[3])\n"
 	"  local h = head(now)\n"
 	"  if h ~= nil and h ~= m then first = 0 end\n"
-	"  if first == 1 then\n"
-	"    if redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl) then\n"
-	"      if m then redis.call('ZREM', KEYS[3], m) end\n"
-	"      return {1, fence()}\n"
-	"    end\n"
-	"  end\n"
 	"end\n"
-	"if redis.call('GET', KEYS[1]) == token then\n"
-	"  redis.call('PEXPIRE', KEYS[1], ttl)\n"
+	"local held = readers(now)\n"
+	"local function granted()\n"
 	"  if m then redis.call('ZREM', KEYS[3], m) end\n"
 	"  return {1, fence()}\n"
 	"end\n"
+	"if mode == 'r' then\n"
+	"  if held >= 0 and (first == 1 or redis.call('ZSCORE', KEYS[1], token)) then\n"
+	"    add_reader(token, now + tonumber(ttl))\n"
+	"    return granted()\n"
+	"  end\n"
+	"elseif held == 0 then\n"
+	"  if first == 1 and redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl) then\n"
+	"    return granted()\n"
+	"  end\n"
+	"elseif held < 0 and redis.call('GET', KEYS[1]) == token then\n"
+	"  redis.call('PEXPIRE', KEYS[1], ttl)\n"
+	"  return granted()\n"
+	"end\n"
 	"if ARGV[3] == '' then return {0, redis.call('PTTL', KEYS[1])} end\n"
-	"now = now or now_ms()\n"
 	"local ticket\n"
 	"if m then\n"
 	"  redis.call('ZREM', KEYS[3], m)\n"
@@ -115,85 +234,142 @@ static const char acquire_lua[] =
 	"else\n"
 	"  ticket = fence()\n"
 	"end\n"
-	"local entry = string.format('%d|%d|%s|%s', now + tonumber(ARGV[5]), tonumber(ttl),\n"
-	"                            ARGV[3], token)\n"
+	"local entry = string.format('%d|%d%s|%s|%s', now + tonumber(ARGV[5]), tonumber(ttl),\n"
+	"                            mode == 'r' and 'r' or '', ARGV[3], token)\n"
 	"redis.call('ZADD', KEYS[3], ticket, entry)\n"
-	"redis.call('PEXPIRE', KEYS[3], ARGV[5])\n"
+	"extend_queue(ARGV[5])\n"
 	"return {0, redis.call('PTTL', KEYS[1]), ticket, first}\n";
 
 /*
  * Release, and leaving the queue.  ARGV: token, release channel, the
- * waits' channel prefix, our ticket and wait id ("" when not queued).
- * Our entry, if any, goes first.  Then, if the lock holds our token: 1,
- * and it is handed to the first live waiter, popped from the queue (dead
- * ones before it are dropped, up to 64): the lock set to that waiter's
- * token with its TTL, a fencing token drawn, and "<fencing token>
- * <ticket>" published on the waiter's own channel.  A grant that reaches
- * no subscriber (the waiter is gone) is overwritten by the next, up to 8;
- * when none took it the lock is deleted and "released" goes out
- * on the release channel, to every waiter, so that the next live one
- * takes it by its own try.  With no queue nothing is published: a waiter
- * not queued yet tries once its channel is confirmed, and finds the lock
- * free.  0 when the lock holds another value or none.  PUBLISH goes
- * through pcall: a user without channel rights still releases.  The
- * common case, no queue and no entry of ours, is a compare-and-delete
- * before the definitions.
+ * waits' channel prefix, our ticket and wait id ("" when not queued), mode
+ * ('r' for READ, 'w' otherwise).  Our entry, if any, goes first.  Then 1
+ * if the hold was ours, 0 if the lock holds another value or none (the
+ * lease had ended).  A writer's release, and a reader's that leaves no
+ * reader, frees the lock and grant()s it to the queue.  A reader whose
+ * hold is still a downgrade entry (the write not released yet) just
+ * removes it: the write's release is then a plain one.  The common cases,
+ * no queue and no entry of ours, run before the definitions: a writer's
+ * compare-and-delete, a reader's ZREM (with nobody queued there is no one
+ * to grant to).
  */
-static const char release_lua[] =
+static const char release_head[] =
 	"if ARGV[4] == '' and redis.call('EXISTS', KEYS[3]) == 0 then\n"
-	"  if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-	"  redis.call('DEL', KEYS[1])\n"
+	"  if ARGV[6] ~= 'r' then\n"
+	"    if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+	"    redis.call('DEL', KEYS[1])\n"
+	"    return 1\n"
+	"  end\n"
+	"  if redis.call('TYPE', KEYS[1]).ok ~= 'zset' then return 0 end\n"
+	"  local t = redis.call('TIME')\n"
+	"  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+	"  if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end\n"
+	"  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]\n"
+	"  if top then redis.call('PEXPIREAT', KEYS[1], top) end\n"
 	"  return 1\n"
-	"end\n"
-	QUEUE_LUA
+	"end\n";
+
+static const char release_body[] =
 	"if ARGV[4] ~= '' then\n"
 	"  local m = mine(ARGV[4], ARGV[5])\n"
 	"  if m then redis.call('ZREM', KEYS[3], m) end\n"
 	"end\n"
-	"if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-	"if redis.call('EXISTS', KEYS[3]) == 1 then\n"
-	"  local now, tries = now_ms(), 0\n"
-	"  for _ = 1, 72 do\n"
-	"    local e = redis.call('ZPOPMIN', KEYS[3])\n"
-	"    if #e == 0 then break end\n"
-	"    local t, ttl, id, token = string.match(e[1], '^(%d+)|(%d+)|([^|]+)|(.*)$')\n"
-	"    if token and tonumber(t) > now then\n"
-	"      redis.call('SET', KEYS[1], token, 'PX', ttl)\n"
-	"      local n = fence()\n"
-	"      local heard = redis.pcall('PUBLISH', ARGV[3] .. id,\n"
-	"                                string.format('%d %d', n, tonumber(e[2])))\n"
-	"      if type(heard) == 'number' and heard > 0 then return 1 end\n"
-	"      tries = tries + 1\n"
-	"      if tries == 8 then break end\n"
+	"local now = now_ms()\n"
+	"local queued = redis.call('EXISTS', KEYS[3]) == 1\n"
+	"if ARGV[6] == 'r' then\n"
+	"  if queued then settle(now) end\n"
+	"  local held = readers(now)\n"
+	"  if held > 0 and redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then\n"
+	"    if held > 1 then\n"
+	"      redis.call('PEXPIREAT', KEYS[1], redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])\n"
+	"    elseif queued then\n"
+	"      grant(now)\n"
 	"    end\n"
+	"    return 1\n"
 	"  end\n"
-	"  redis.call('DEL', KEYS[1])\n"
-	"  redis.pcall('PUBLISH', ARGV[2], 'released')\n"
-	"  return 1\n"
+	"  local d, _, token = downgrade()\n"
+	"  if d and token == ARGV[1] then\n"
+	"    redis.call('ZREM', KEYS[3], d)\n"
+	"    return 1\n"
+	"  end\n"
+	"  return 0\n"
 	"end\n"
-	"redis.call('DEL', KEYS[1])\n"
+	"if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+	"if queued then grant(now) else redis.call('DEL', KEYS[1]) end\n"
 	"return 1\n";
 
-/* Renew.  KEYS: lock.  ARGV: token, ttl (ms).  1 renewed, 0 not ours. */
-static const char renew_lua[] =
-	"if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-	"  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+/*
+ * Renew.  KEYS: lock, fence counter, queue.  ARGV: token, TTL (ms), mode,
+ * and for a reader made by a downgrade the write hold's token ("" for
+ * none).  1 renewed, 0 not ours.  A writer is a compare-and-PEXPIRE before
+ * the definitions.  A reader re-scores its own member only; while it is
+ * still a downgrade entry, the entry's lease is renewed as long as the
+ * lock holds its write hold's token.
+ */
+static const char renew_head[] =
+	"if ARGV[3] ~= 'r' then\n"
+	"  if redis.pcall('GET', KEYS[1]) == ARGV[1] then\n"
+	"    return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+	"  end\n"
+	"  return 0\n"
+	"end\n";
+
+static const char renew_body[] =
+	"local now, ttl = now_ms(), tonumber(ARGV[2])\n"
+	"settle(now)\n"
+	"local held = readers(now)\n"
+	"if held > 0 then\n"
+	"  if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end\n"
+	"  redis.call('ZADD', KEYS[1], 'XX', string.format('%d', now + ttl), ARGV[1])\n"
+	"  redis.call('PEXPIREAT', KEYS[1], redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])\n"
+	"  return 1\n"
+	"end\n"
+	"if held < 0 and ARGV[4] ~= '' and redis.call('GET', KEYS[1]) == ARGV[4] then\n"
+	"  local d, _, token = downgrade()\n"
+	"  if d and token == ARGV[1] then\n"
+	"    redis.call('ZREM', KEYS[3], d)\n"
+	"    redis.call('ZADD', KEYS[3], 0, (string.gsub(d, '^%d+', string.format('%d', now + ttl))))\n"
+	"    extend_queue(ttl)\n"
+	"    return 1\n"
+	"  end\n"
 	"end\n"
 	"return 0\n";
 
-static const char *const bodies[SCRIPT_COUNT] = {
-	[SCRIPT_ACQUIRE] = acquire_lua,
-	[SCRIPT_RELEASE] = release_lua,
-	[SCRIPT_RENEW] = renew_lua,
+/*
+ * Downgrade: a read hold for the owner of the write hold in the lock,
+ * granted at once.  KEYS as for acquire.  ARGV: the write hold's token,
+ * the reader's token, its TTL (ms), the write's wait id.  {1, fencing
+ * token}, or {0} when the lock does not hold the write's token (its lease
+ * ended).  The reader waits, as the downgrade entry at the head of the
+ * queue, for the write's release to make it a reader.
+ */
+static const char downgrade_body[] =
+	"if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return {0} end\n"
+	"local ttl = tonumber(ARGV[3])\n"
+	"redis.call('ZREMRANGEBYSCORE', KEYS[3], 0, 0)\n"
+	"redis.call('ZADD', KEYS[3], 0, string.format('%d|%dd|%s|%s', now_ms() + ttl, ttl, ARGV[4],\n"
+	"                                             ARGV[2]))\n"
+	"extend_queue(ttl)\n"
+	"return {1, fence()}\n";
+
+/* Each script's parts, in order, NULL-terminated: joined when the
+ * backend opens (one string literal of them all would pass the 4095
+ * characters C11 promises). */
+static const char *const parts[SCRIPT_COUNT][5] = {
+	[SCRIPT_ACQUIRE] = { acquire_head, queue_lua, acquire_body, NULL },
+	[SCRIPT_RELEASE] = { release_head, queue_lua, grant_lua, release_body, NULL },
+	[SCRIPT_RENEW] = { renew_head, queue_lua, renew_body, NULL },
+	[SCRIPT_DOWNGRADE] = { queue_lua, downgrade_body, NULL },
 };
 
-const char *dlock__redis_script_body(redis_script script)
+const char *dlock__redis_script_body(const dlock__backend *b, redis_script script)
 {
-	return bodies[script];
+	return b->script_body[script];
 }
 
 void dlock__redis_release_words(const redis_names *names, const char *token, const char *ticket,
-                                const char *id, const char **words)
+                                const char *id, const char *mode, const char **words)
 {
 	words[0] = names->key;
 	words[1] = names->fence;
@@ -203,18 +379,27 @@ void dlock__redis_release_words(const redis_names *names, const char *token, con
 	words[5] = names->wait;
 	words[6] = ticket;
 	words[7] = *ticket ? id : "";
+	words[8] = mode;
 }
 
 void dlock__redis_scripts_init(dlock__backend *b)
 {
-	for (int i = 0; i < SCRIPT_COUNT; i++)
-		b->script_sha[i] = g_compute_checksum_for_string(G_CHECKSUM_SHA1, bodies[i], -1);
+	for (int i = 0; i < SCRIPT_COUNT; i++) {
+		GString *body = g_string_new(NULL);
+
+		for (int k = 0; parts[i][k]; k++)
+			g_string_append(body, parts[i][k]);
+		b->script_body[i] = g_string_free(body, FALSE);
+		b->script_sha[i] = g_compute_checksum_for_string(G_CHECKSUM_SHA1, b->script_body[i], -1);
+	}
 }
 
 void dlock__redis_scripts_clear(dlock__backend *b)
 {
-	for (int i = 0; i < SCRIPT_COUNT; i++)
+	for (int i = 0; i < SCRIPT_COUNT; i++) {
 		g_free(b->script_sha[i]);
+		g_free(b->script_body[i]);
+	}
 }
 
 bool dlock__redis_is_noscript(const redisReply *reply)
@@ -226,13 +411,13 @@ bool dlock__redis_is_noscript(const redisReply *reply)
 int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script, int nkeys,
                       int nargs, const char **words, redisReply **ret)
 {
-	const char *argv[3 + 8];
+	const char *argv[3 + 10];
 	char nkeys_text[8];
 	redisReply *reply;
 	int argc = 3 + nkeys + nargs;
 	int rc;
 
-	g_assert(nkeys + nargs <= 8);
+	g_assert(nkeys + nargs <= 10);
 	g_snprintf(nkeys_text, sizeof(nkeys_text), "%d", nkeys);
 	argv[0] = "EVALSHA";
 	argv[1] = b->script_sha[script];
@@ -241,7 +426,7 @@ int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script, 
 
 	rc = dlock__redis_command(b, conn, argc, argv, NULL, &reply);
 	if (rc == DLOCK_OK && dlock__redis_is_noscript(reply)) {
-		const char *load[3] = { "SCRIPT", "LOAD", bodies[script] };
+		const char *load[3] = { "SCRIPT", "LOAD", b->script_body[script] };
 
 		freeReplyObject(reply);
 		rc = dlock__redis_command(b, conn, 3, load, NULL, &reply);

@@ -2,7 +2,8 @@
  * The watchdog: two threads per backend, one ("dlock-watchdog") that keeps
  * leases alive and one ("dlock-expiry") that notices when they end.
  *
- * Every TTL/3 it renews each lease with the compare-and-PEXPIRE script;
+ * Every TTL/3 it renews each lease with the renew script (a writer's is a
+ * compare-and-PEXPIRE, a reader's re-scores its own member);
  * due renewals go out pipelined on the watchdog's own connection, so one
  * slow server costs one timeout, not one per lease.  Outcomes:
  *   renewed                 the lease now counts from the renewal's send time
@@ -62,6 +63,7 @@ typedef struct deferred_release {
 	char *token;
 	char *ticket;         /* of the queue entry to remove, or "" */
 	char *id;
+	const char *mode;     /* static: the lease's */
 	GArray *kept;         /* int, or NULL */
 } deferred_release;
 
@@ -93,6 +95,7 @@ static void lease_clear(redis_lease *lease)
 	dlock__redis_kept_close(lease->kept);
 	dlock__redis_names_clear(&lease->names);
 	g_free(lease->id);
+	g_free(lease->under);
 	g_free(lease->token);
 }
 
@@ -187,12 +190,10 @@ static void append_renew(dlock__backend *b, redisContext *ctx, const redis_lease
 	char ttl[24];
 
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
-	if (by_body)
-		redisAppendCommand(ctx, "EVAL %s 1 %s %s %s", dlock__redis_script_body(SCRIPT_RENEW),
-		                   lease->names.key, lease->token, ttl);
-	else
-		redisAppendCommand(ctx, "EVALSHA %s 1 %s %s %s", b->script_sha[SCRIPT_RENEW],
-		                   lease->names.key, lease->token, ttl);
+	redisAppendCommand(ctx, "%s %s 3 %s %s %s %s %s %s %s", by_body ? "EVAL" : "EVALSHA",
+	                   by_body ? dlock__redis_script_body(b, SCRIPT_RENEW) : b->script_sha[SCRIPT_RENEW],
+	                   lease->names.key, lease->names.fence, lease->names.queue, lease->token, ttl,
+	                   lease->mode, lease->under ? lease->under : "");
 }
 
 /* What one renewal reply says: 1 renewed, 0 not ours any more, -1 no
@@ -327,7 +328,7 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 	deferred_release *c = data;
 	redis_watchdog *wd = ctx;
 	dlock__backend *b = wd->b;
-	const char *argv[11] = { "EVAL", dlock__redis_script_body(SCRIPT_RELEASE), "3" };
+	const char *argv[12] = { "EVAL", dlock__redis_script_body(b, SCRIPT_RELEASE), "3" };
 	dlock__cleanup_result result = DLOCK__CLEANUP_RETRY;
 	redisReply *reply;
 
@@ -337,8 +338,8 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 	if (!ensure_connection(wd, CLEANUP_TIMEOUT_US))
 		return DLOCK__CLEANUP_UNANSWERED;
 	set_timeout(wd->ctx, MIN(CLEANUP_TIMEOUT_US, b->command_timeout_ms * 1000));
-	dlock__redis_release_words(&c->names, c->token, c->ticket, c->id, &argv[3]);
-	reply = dlock__redis_call(wd->ctx, 11, argv, NULL);
+	dlock__redis_release_words(&c->names, c->token, c->ticket, c->id, c->mode, &argv[3]);
+	reply = dlock__redis_call(wd->ctx, 12, argv, NULL);
 	if (!reply) {
 		redisFree(wd->ctx);
 		wd->ctx = NULL;
@@ -531,6 +532,7 @@ void dlock__redis_cleanup_later(dlock__backend *b, const redis_lease *lease, con
 	c->token = g_strdup(lease->token);
 	c->ticket = g_strdup(ticket);
 	c->id = g_strdup(lease->id);
+	c->mode = lease->mode;
 	c->kept = kept;
 	g_mutex_lock(&wd->mu);
 	dlock__cleanups_add(wd->cleanups, &release_ops, c, expires_us, now);

@@ -99,8 +99,14 @@ wait "$r1" "$r2"
 check "status --json of a free lock says free with no holders" \
 	/usr/bin/python3 -c 'import json,sys; o=json.loads(sys.argv[1]); assert o["mode"]=="free" and o["holders"]==[] and o["held"] is False' "$("$dlock" status -b "$furi" --json cli/rw)"
 check "-s with status is a usage error" test "$(status_of "$dlock" status -s -b "$furi" cli/rw)" = 64
-check "-s on a backend without shared holds is refused with 64, naming it" \
-	bash -c '"$1" run -b "$2" -s -w 0 cli/rw-redis -- true 2>&1 | grep -q "READ hold"; test "${PIPESTATUS[0]}" = 64' _ "$dlock" "$uri"
+"$dlock" run -b "$uri" -s cli/rw-redis -- sh -c 'touch '"$tmp"'/rr; sleep 2' &
+rr=$!
+for _ in $(seq 100); do [[ -e "$tmp/rr" ]] && break; sleep 0.05; done
+check "-s on Redis shares with a reader that holds it" \
+	test "$(status_of "$dlock" run -b "$uri" -s -w 0 cli/rw-redis -- true)" = 0
+check "-x -w 0 on Redis while a reader holds gives 75" \
+	test "$(status_of "$dlock" run -b "$uri" -x -w 0 cli/rw-redis -- true)" = 75
+wait "$rr"
 
 # ---- the child's environment and descriptors ----
 env_out=$("$dlock" run -b "$uri" cli/env -- sh -c 'echo "R=$DLOCK_RESOURCE"; echo "B=$DLOCK_BACKEND"; echo "T=$DLOCK_FENCING_TOKEN"; env')

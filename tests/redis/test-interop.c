@@ -2,7 +2,8 @@
  * key-format=plain against a real peer: redis-py's Lock (SET NX PX on the
  * bare name) and dlock exclude each other in both directions, also while
  * dlock waiters queue (redis-py, which does not queue, takes the lock only
- * when it is free).
+ * when it is free), and against dlock's readers, whose sorted set at the
+ * same name keeps its SET NX out.
  *
  * The peer is the benchmark's redis-py driver (bench/peers/redispy_peer.py,
  * its try and hold modes), run by Debian's /usr/bin/python3 (or
@@ -97,6 +98,28 @@ static char *peer_try(const char *name)
 	return answer;
 }
 
+/* A peer that holds the lock under name until told to release. */
+static peer peer_holding(const char *name)
+{
+	peer p = peer_start(name, "hold");
+	char *line = peer_line(&p);
+
+	assert_string_equal(line, "held");
+	g_free(line);
+	return p;
+}
+
+/* Tell the peer holding name to release: lock then takes it at once, and
+ * its release leaves nothing under name. */
+static void peer_release_then_dlock_takes(peer *p, const char *name, dlock_lock *lock)
+{
+	assert_true(test_write_str(p->in_fd, "release\n"));
+	peer_released(p);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	assert_int_equal(test_redis_int(server, "EXISTS %s", name), 0);
+}
+
 static void open_plain(const char *name, dlock_client **ret_client, dlock_lock **ret_lock)
 {
 	char *uri = test_redis_uri(server, "?key-format=plain");
@@ -109,15 +132,12 @@ static void open_plain(const char *name, dlock_client **ret_client, dlock_lock *
 static void test_redis_py_holder_makes_dlock_busy_until_it_releases(void **state)
 {
 	const char *name = "interop/py-holds";
-	peer p = peer_start(name, "hold");
+	peer p = peer_holding(name);
 	dlock_client *client;
 	dlock_lock *lock;
 	dlock_info *info;
-	char *line = peer_line(&p);
 	char *value;
 
-	assert_string_equal(line, "held");
-	g_free(line);
 	/* redis-py keeps its lock under the bare name. */
 	value = test_redis_str(server, "GET %s", name);
 	assert_non_null(value);
@@ -140,11 +160,7 @@ static void test_redis_py_holder_makes_dlock_busy_until_it_releases(void **state
 		g_free(after);
 	}
 
-	assert_true(test_write_str(p.in_fd, "release\n"));
-	peer_released(&p);
-	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
-	assert_int_equal(dlock_release(lock), DLOCK_OK);
-	assert_int_equal(test_redis_int(server, "EXISTS %s", name), 0);
+	peer_release_then_dlock_takes(&p, name, lock);
 	dlock_lock_free(lock);
 	dlock_client_free(client);
 	g_free(value);
@@ -312,6 +328,60 @@ static void test_dlock_waiters_queue_behind_redis_py_and_get_it_in_order(void **
 	g_free(plain);
 }
 
+/* A READ handle on a client of its own, key-format=plain. */
+static dlock_lock *open_plain_reader(const char *name, dlock_client **ret_client)
+{
+	dlock_lock *lock;
+
+	open_plain(name, ret_client, &lock);
+	assert_int_equal(dlock_lock_set_mode(lock, DLOCK_MODE_READ), DLOCK_OK);
+	return lock;
+}
+
+static void test_redis_py_holder_keeps_dlock_readers_out(void **state)
+{
+	const char *name = "interop/rw-py-holds";
+	peer p = peer_holding(name);
+	dlock_client *client;
+	dlock_lock *reader;
+	dlock_info *info;
+
+	reader = open_plain_reader(name, &client);
+	assert_int_equal(dlock_acquire(reader, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_acquire(reader, 300), DLOCK_ETIMEDOUT);
+	/* The reader touched neither redis-py's string nor its expiry. */
+	assert_int_equal(test_redis_int(server, "EXISTS %s", name), 1);
+	assert_true(test_redis_int(server, "PTTL %s", name) > 25000);
+	assert_int_equal(dlock_lock_query(reader, &info), DLOCK_OK);
+	assert_int_equal(dlock_info_mode(info), DLOCK_HELD_EXCLUSIVE);
+	dlock_info_free(info);
+	peer_release_then_dlock_takes(&p, name, reader);
+	dlock_lock_free(reader);
+	dlock_client_free(client);
+}
+
+static void test_dlock_readers_keep_redis_py_out_until_the_last_releases(void **state)
+{
+	const char *name = "interop/rw-dlock-reads";
+	dlock_client *client_a, *client_b;
+	dlock_lock *a = open_plain_reader(name, &client_a);
+	dlock_lock *b = open_plain_reader(name, &client_b);
+
+	assert_int_equal(dlock_acquire(a, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(b, 0), DLOCK_OK);
+	assert_int_equal(test_redis_int(server, "ZCARD %s", name), 2);
+	assert_redis_py_gets(name, "busy");
+	assert_int_equal(dlock_release(a), DLOCK_OK);
+	assert_redis_py_gets(name, "busy");
+	assert_true(dlock_held(b));
+	assert_int_equal(dlock_release(b), DLOCK_OK);
+	assert_redis_py_gets(name, "acquired");
+	dlock_lock_free(b);
+	dlock_lock_free(a);
+	dlock_client_free(client_b);
+	dlock_client_free(client_a);
+}
+
 /* Runs last: a group teardown's failure would not fail the program. */
 static void test_no_lock_key_of_this_suite_remains(void **state)
 {
@@ -339,6 +409,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_dlock_waiter_gets_the_lock_after_redis_py_releases),
 		cmocka_unit_test(test_redis_py_is_kept_out_while_dlock_waiters_queue),
 		cmocka_unit_test(test_dlock_waiters_queue_behind_redis_py_and_get_it_in_order),
+		cmocka_unit_test(test_redis_py_holder_keeps_dlock_readers_out),
+		cmocka_unit_test(test_dlock_readers_keep_redis_py_out_until_the_last_releases),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 	int status;

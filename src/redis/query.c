@@ -1,0 +1,98 @@
+/*
+ * Query on Redis: who holds a resource, in one pipelined round trip.
+ * The lock is a string (one holder: a dlock token or a peer's value) or a
+ * sorted set of readers (scripts.c); GET and ZRANGE are both sent, and
+ * the one that does not fit the key's type answers WRONGTYPE, which here
+ * only says which it is.  Readers whose lease has ended in the server's
+ * time (TIME) but that no script has dropped yet are not listed.
+ */
+#include <string.h>
+
+#include "clock.h"
+#include "error.h"
+#include "internal.h"
+
+enum { R_GET, R_READERS, R_PTTL, R_FENCE, R_TIME, R_COUNT };
+
+static bool wrong_type(const redisReply *reply)
+{
+	return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "WRONGTYPE", 9) == 0;
+}
+
+/* The server's time in ms from a TIME reply, or 0 if it is not one. */
+static int64_t server_ms(const redisReply *reply)
+{
+	if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+	    reply->element[0]->type != REDIS_REPLY_STRING || reply->element[1]->type != REDIS_REPLY_STRING)
+		return 0;
+	return g_ascii_strtoll(reply->element[0]->str, NULL, 10) * 1000 +
+	       g_ascii_strtoll(reply->element[1]->str, NULL, 10) / 1000;
+}
+
+static void take_readers(const redisReply *reply, int64_t now_ms, dlock__server_info *ret)
+{
+	for (size_t i = 0; i + 1 < reply->elements; i += 2) {
+		const redisReply *member = reply->element[i], *score = reply->element[i + 1];
+
+		if (member->type != REDIS_REPLY_STRING || score->type != REDIS_REPLY_STRING ||
+		    g_ascii_strtod(score->str, NULL) <= (double)now_ms)
+			continue;
+		if (!ret->readers)
+			ret->readers = g_ptr_array_new_with_free_func(g_free);
+		g_ptr_array_add(ret->readers, g_strndup(member->str, member->len));
+	}
+	if (ret->readers) {
+		ret->locked = true;
+		ret->shared = true;
+	}
+}
+
+int dlock__redis_query(dlock__backend *b, const char *resource, int64_t deadline_us,
+                       dlock__server_info *ret)
+{
+	char *key = dlock__redis_key(b, resource);
+	char *fence_key = dlock__redis_fence_key(b, resource);
+	redisReply *replies[R_COUNT] = { NULL };
+	redis_conn *conn;
+	int rc;
+
+	if (deadline_us == INT64_MAX)
+		deadline_us = dlock__mono_us() + b->command_timeout_ms * 1000;
+	rc = dlock__redis_conn_get(b, NULL, deadline_us, &conn);
+	if (rc != DLOCK_OK)
+		goto out;
+	dlock__redis_conn_timeout(conn, MAX(dlock__remaining_us(deadline_us), 1000));
+	redisAppendCommand(conn->ctx, "GET %s", key);
+	redisAppendCommand(conn->ctx, "ZRANGE %s 0 -1 WITHSCORES", key);
+	redisAppendCommand(conn->ctx, "PTTL %s", key);
+	redisAppendCommand(conn->ctx, "GET %s", fence_key);
+	redisAppendCommand(conn->ctx, "TIME");
+	if (dlock__redis_flush(conn->ctx) != REDIS_OK)
+		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label, conn->ctx->errstr);
+	for (int i = 0; i < R_COUNT && rc == DLOCK_OK; i++) {
+		if (redisGetReply(conn->ctx, (void **)&replies[i]) != REDIS_OK)
+			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label, conn->ctx->errstr);
+		else if (!wrong_type(replies[i]) || i > R_READERS)
+			rc = dlock__redis_reply_error(b, replies[i], "query");
+	}
+	dlock__redis_conn_put(b, conn, rc == DLOCK_OK);
+	if (rc != DLOCK_OK)
+		goto out;
+	if (replies[R_GET]->type == REDIS_REPLY_STRING) {
+		ret->locked = true;
+		ret->holder_raw = g_strndup(replies[R_GET]->str, replies[R_GET]->len);
+	} else if (replies[R_READERS]->type == REDIS_REPLY_ARRAY) {
+		take_readers(replies[R_READERS], server_ms(replies[R_TIME]), ret);
+	}
+	ret->expires_in_ms = replies[R_PTTL]->type == REDIS_REPLY_INTEGER && replies[R_PTTL]->integer >= 0
+	                         ? replies[R_PTTL]->integer : -1;
+	if (replies[R_FENCE]->type == REDIS_REPLY_STRING)
+		ret->fencing_token = g_ascii_strtoull(replies[R_FENCE]->str, NULL, 10);
+out:
+	for (int i = 0; i < R_COUNT; i++)
+		if (replies[i])
+			freeReplyObject(replies[i]);
+	g_free(key);
+	g_free(fence_key);
+	return rc;
+}
