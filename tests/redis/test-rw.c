@@ -393,15 +393,18 @@ static void test_downgraded_read_hold_is_renewed_under_the_write_and_after(void 
 	g_free(short_uri);
 }
 
-/* The checks shared with the other backends (tests/helpers/test-rw.c).
- * Not test_rw_downgrade(): it expects a reader to share the downgraded
- * hold while a writer waits, which the file backend's kernel order
- * allows but Redis's arrival order (SPEC §8) refuses; the downgrade test
- * above checks that such a reader waits. */
+/* The checks shared with the other backends (tests/helpers/test-rw.c),
+ * the downgrade's in its fair form: Redis serves arrival order. */
 static void test_modes_share_and_exclude_as_on_every_backend(void **state)
 {
 	test_rw_share_and_exclude(uri, "rw/contract");
 	finish(key_of("rw/contract"), NULL);
+}
+
+static void test_downgrade_as_on_every_fair_backend(void **state)
+{
+	test_rw_downgrade(uri, "rw/down-shared", true);
+	finish(key_of("rw/down-shared"), NULL);
 }
 
 static void test_upgrade_returns_edeadlk_at_once(void **state)
@@ -613,6 +616,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_downgraded_read_hold_is_renewed_under_the_write_and_after,
 		                       test_queue_reset),
 		cmocka_unit_test_setup(test_modes_share_and_exclude_as_on_every_backend, test_queue_reset),
+		cmocka_unit_test_setup(test_downgrade_as_on_every_fair_backend, test_queue_reset),
 		cmocka_unit_test_setup(test_upgrade_returns_edeadlk_at_once, test_queue_reset),
 		cmocka_unit_test_setup(test_tokens_increase_across_modes, test_queue_reset),
 		cmocka_unit_test_setup(test_read_holds_survive_the_watchdog_and_are_lost_when_removed,
