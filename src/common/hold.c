@@ -475,7 +475,6 @@ static int finish(dlock__hold *hold, dlock_lock *lock, bool by_owner)
 		g_mutex_unlock(&owner->mu);
 	} else if (by_owner && lock) {
 		GHashTable *table = thread_table(false);
-
 		const char *key = key_for_mode(lock, hold->mode);
 
 		if (table && g_hash_table_lookup(table, key) == hold)
