@@ -92,7 +92,7 @@ if [[ -z "$cc" ]]; then
 fi
 
 out=build-fuzz
-sources=(error duration uri options resource holder config clock)
+sources=(error duration uri options resource holder self config clock)
 mkdir -p "$out/obj" "$out/include" || exit 1
 
 # dlock.h, made from include/dlock.h.in with project()'s version as
