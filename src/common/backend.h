@@ -115,7 +115,8 @@ typedef void dlock__backend_close_fn(dlock__backend *backend);
  * bounded by the backend's own timeouts).  The backend sleeps only
  * through dlock__waiter_sleep(), so cancel wakes it.  On any failure it
  * leaves nothing on the server (or arranges its removal).
- * Returns DLOCK_OK, EBUSY, ETIMEDOUT, ECANCELED, EUNAVAILABLE, EBACKEND.
+ * Returns DLOCK_OK, EBUSY, ETIMEDOUT, ECANCELED, EUNAVAILABLE, EBACKEND,
+ * and for a downgrade ELOST when the write hold has ended on the server.
  */
 typedef int dlock__backend_acquire_fn(dlock__backend *backend, dlock__hold *hold,
                                       dlock__waiter *waiter, int64_t wait_ms,
