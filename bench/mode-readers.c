@@ -88,7 +88,8 @@ static void read_path(const bench_opts *o, const char *resource, int r)
 	}
 	bench_server_stats_read(&o->target, &after);
 	s = bench_summarize(&samples);
-	printf("  R=%-3d read pair: mean %.1f us, p50 %.1f us, p99 %.1f us\n", r, s.mean_us, s.p50_us, s.p99_us);
+	printf("  R=%-3d read pair: mean %.1f us, p50 %.1f us, p99 %.1f us\n", r, s.mean_us, s.p50_us,
+	       s.p99_us);
 	bench_result_begin(&res, o, "readers", "dlock");
 	bench_result_str(&res, "part", "read-pair");
 	bench_result_int(&res, "readers", r);

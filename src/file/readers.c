@@ -65,7 +65,8 @@ int64_t dlock__file_slot_claim(int fd, const char *token, int64_t first)
 	for (int64_t n = 0; n < SLOTS_MAX; n++) {
 		int64_t slot = (first + n) % SLOTS_MAX;
 
-		if (dlock__file_lock_range(fd, F_WRLCK, F_OFD_SETLK, slot_offset(slot), DLOCK__FILE_SLOT_SIZE) != 0)
+		if (dlock__file_lock_range(fd, F_WRLCK, F_OFD_SETLK, slot_offset(slot),
+		                           DLOCK__FILE_SLOT_SIZE) != 0)
 			continue;
 		if (write_slot(fd, slot, token) != 0) {
 			dlock__file_lock_range(fd, F_UNLCK, F_OFD_SETLK, slot_offset(slot), DLOCK__FILE_SLOT_SIZE);

@@ -147,7 +147,9 @@ static void test_zk_pairs_wake_no_library_thread(void **state)
 
 int main(int argc, char **argv)
 {
-	const struct CMUnitTest redis_tests[] = { cmocka_unit_test(test_redis_pairs_wake_no_library_thread) };
+	const struct CMUnitTest redis_tests[] = {
+		cmocka_unit_test(test_redis_pairs_wake_no_library_thread),
+	};
 	const struct CMUnitTest zk_tests[] = { cmocka_unit_test(test_zk_pairs_wake_no_library_thread) };
 	const char *backend = argc > 1 ? argv[1] : "";
 
