@@ -57,7 +57,7 @@ void dlock__file_unwatch_hold(dlock__backend *b, int handle, dlock__hold *hold);
 void dlock__file_watch_stop(dlock__backend *b);
 
 /* fcntl() an OFD lock of type on [start, start + len) (len 0: to the end
- * of the file, and beyond), F_OFD_SETLKW retried on EINTR. */
+ * of the file, and beyond); never F_OFD_SETLKW (lockfile.c says why). */
 int dlock__file_lock_range(int fd, short type, int cmd, off_t start, off_t len);
 /* Take a free reader slot on fd, trying from slot first on, and write the
  * record of token there: the slot, or -1 if none could be had. */

@@ -164,8 +164,38 @@ static uint64_t next_fence(dlock__backend *b, int fd, const char *path, const ch
 	return fence;
 }
 
+/*
+ * The counter byte, for a reader that holds the main range (readers share
+ * the file, so one at a time draws from the counter).  Tried without
+ * blocking: a kernel wait (F_OFD_SETLKW) would honour neither the deadline
+ * nor a cancel, and a reader stopped while it holds the byte would keep
+ * every other reader waiting.  A try gives up after a second (EBUSY).
+ */
+static int take_counter(int fd, const char *path, dlock__waiter *waiter, const char *resource,
+                        int64_t wait_ms, int64_t deadline_us)
+{
+	int64_t until_us = wait_ms == 0 ? dlock__mono_us() + 1000 * 1000 : deadline_us;
+	gulong pause_us = 50;
+
+	for (;;) {
+		if (dlock__file_lock_range(fd, F_WRLCK, F_OFD_SETLK, DLOCK__FILE_COUNTER_BYTE, 1) == 0)
+			return DLOCK_OK;
+		if (errno != EAGAIN && errno != EACCES && errno != EINTR)
+			return dlock__error(DLOCK_EBACKEND, "file %s: cannot lock the counter: %s", path,
+			                    g_strerror(errno));
+		if (dlock__waiter_canceled(waiter))
+			return dlock__error_canceled(resource);
+		if (dlock__remaining_us(until_us) == 0)
+			return wait_ms == 0 ? dlock__error_busy(resource) : dlock__error_timeout(resource, wait_ms);
+		/* Another reader holds it for a read and a write of the file. */
+		g_usleep(pause_us);
+		pause_us = MIN(pause_us * 2, 10 * 1000);
+	}
+}
+
 /* Make hold's data of fd, locked for it (the main range shared for a
- * reader): draw the token, record the holder, watch the file. */
+ * reader, who holds the counter byte too): draw the token, record the
+ * holder, watch the file. */
 static void grant(dlock__backend *b, dlock__hold *hold, int fd, const char *path, bool read)
 {
 	file_hold *fh = g_new0(file_hold, 1);
@@ -177,8 +207,6 @@ static void grant(dlock__backend *b, dlock__hold *hold, int fd, const char *path
 	fh->hold = hold;
 	fh->token = dlock__token_new(dlock__hold_holder(hold));
 	if (read) {
-		/* Readers share the file: one at a time draws from the counter. */
-		dlock__file_lock_range(fd, F_WRLCK, F_OFD_SETLKW, DLOCK__FILE_COUNTER_BYTE, 1);
 		fh->fence = next_fence(b, fd, path, NULL);
 		dlock__file_lock_range(fd, F_UNLCK, F_OFD_SETLK, DLOCK__FILE_COUNTER_BYTE, 1);
 		/* From a random slot of the first few hundred: readers rarely
@@ -286,6 +314,15 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 		if (futex_armed)
 			word = dlock__file_wake_read(fd);
 		rc = try_lock(fd, path, read);
+		if (rc == 1 && read) {
+			int taken = take_counter(fd, path, waiter, resource, wait_ms, deadline_us);
+
+			if (taken != DLOCK_OK) {
+				dlock__file_lock_range(fd, F_UNLCK, F_OFD_SETLK, 0, 0);
+				rc = taken;
+				break;
+			}
+		}
 		if (rc == 1) {
 			grant(b, hold, fd, path, read);
 			/* A reader woken by a release passes the wake-up on: the

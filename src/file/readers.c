@@ -38,12 +38,8 @@
 int dlock__file_lock_range(int fd, short type, int cmd, off_t start, off_t len)
 {
 	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = start, .l_len = len };
-	int rc;
 
-	do
-		rc = fcntl(fd, cmd, &fl);
-	while (rc != 0 && errno == EINTR && cmd == F_OFD_SETLKW);
-	return rc;
+	return fcntl(fd, cmd, &fl);
 }
 
 static off_t slot_offset(int64_t slot)
