@@ -29,6 +29,7 @@ from peer_common import ACQUIRE_TIMEOUT, PeerError, main  # noqa: E402
 
 ROOT = "/bench-peers"
 CONNECT_TIMEOUT = 15  # seconds
+CREATE_ATTEMPTS = 5  # the lock node reaped under the create, each time
 
 
 def lock_path(name):
@@ -38,18 +39,36 @@ def lock_path(name):
 
 
 class Lock:
+    """A lock node under /dlock is a container, which the server may remove,
+    empty, between the recipe's ensure_path and its create: that create
+    raises NoNodeError, and the acquisition is tried again with a new
+    recipe object (the old one believes the path exists)."""
+
     def __init__(self, client, name):
+        self.client = client
         self.path = lock_path(name)
-        self.lock = client.Lock(self.path, "kazoo-peer", extra_lock_patterns=["-lock-"])
+        self.lock = self.new_recipe()
+
+    def new_recipe(self):
+        return self.client.Lock(self.path, "kazoo-peer", extra_lock_patterns=["-lock-"])
+
+    def attempt(self, **kwargs):
+        for left in range(CREATE_ATTEMPTS - 1, -1, -1):
+            try:
+                return self.lock.acquire(**kwargs)
+            except NoNodeError:
+                if not left:
+                    raise
+                self.lock = self.new_recipe()
 
     def acquire(self):
         try:
-            self.lock.acquire(timeout=ACQUIRE_TIMEOUT)
+            self.attempt(timeout=ACQUIRE_TIMEOUT)
         except LockTimeout:
             raise PeerError(f"acquire {self.path}: not acquired within {ACQUIRE_TIMEOUT:g} s") from None
 
     def try_acquire(self):
-        return self.lock.acquire(blocking=False)
+        return self.attempt(blocking=False)
 
     def release(self):
         if not self.lock.release():

@@ -12,13 +12,20 @@ hold: acquire without waiting; print "held" or "busy"; when held, wait
 
 Only tries: kazoo 2.8.0 (Debian's) deadlocks a reader queued before a
 writer (fixed in 2.9.0), so this peer never queues.
+
+The lock node is a container: the server may remove it, empty, between
+kazoo's ensure_path and its create, which then raises NoNodeError.  A
+kazoo user sharing locks with dlock or Curator retries with a new lock
+object, and so does this peer.
 """
 import sys
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 WRITER_PATTERNS = ["__WRIT__", "__READ__", "-lock-"]
 READER_PATTERNS = ["__WRIT__", "-lock-"]
+CREATE_ATTEMPTS = 5  # the lock node reaped under kazoo's create, each time
 
 
 def main(argv):
@@ -30,11 +37,17 @@ def main(argv):
     client = KazooClient(hosts=opts["--server"])
     client.start(timeout=15)
     path = opts["--resource"]
-    if kind == "read":
-        lock = client.ReadLock(path, "kazoo-rw-peer", extra_lock_patterns=READER_PATTERNS)
-    else:
-        lock = client.WriteLock(path, "kazoo-rw-peer", extra_lock_patterns=WRITER_PATTERNS)
-    got = lock.acquire(blocking=False)
+    for attempt in range(CREATE_ATTEMPTS):
+        if kind == "read":
+            lock = client.ReadLock(path, "kazoo-rw-peer", extra_lock_patterns=READER_PATTERNS)
+        else:
+            lock = client.WriteLock(path, "kazoo-rw-peer", extra_lock_patterns=WRITER_PATTERNS)
+        try:
+            got = lock.acquire(blocking=False)
+            break
+        except NoNodeError:
+            if attempt == CREATE_ATTEMPTS - 1:
+                raise
     print("busy" if not got else "held" if mode == "hold" else "acquired", flush=True)
     if got:
         if mode == "hold":
