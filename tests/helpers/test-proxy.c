@@ -70,6 +70,7 @@ typedef struct conn {
 typedef struct drop_rule {
 	char kind[64];  /* Redis command in lower case */
 	int32_t opcode; /* ZooKeeper */
+	int skip;       /* requests of this kind let through first */
 	int count;
 	bool reset_after;
 } drop_rule;
@@ -239,6 +240,10 @@ static drop_rule *claim_rule(test_proxy *p, const char *kind, int32_t opcode)
 		if (r->count <= 0)
 			continue;
 		if (p->proto == TEST_PROXY_REDIS ? strcmp(r->kind, kind) == 0 : r->opcode == opcode) {
+			if (r->skip > 0) {
+				r->skip--;
+				return NULL;
+			}
 			r->count--;
 			return r;
 		}
@@ -540,6 +545,9 @@ static void add_rule(test_proxy *p, const drop_rule *rule)
 		drop_rule *r = &g_array_index(p->rules, drop_rule, i);
 
 		if (strcmp(r->kind, rule->kind) == 0) {
+			/* A rule still counting down keeps its own skip. */
+			if (r->count <= 0)
+				r->skip = rule->skip;
 			r->count = MAX(r->count, 0) + rule->count;
 			r->reset_after = rule->reset_after;
 			return;
@@ -777,7 +785,12 @@ void test_proxy_unstall(test_proxy *p, int dirs)
 
 void test_proxy_drop_replies(test_proxy *p, const char *kind, int count, bool reset_after)
 {
-	drop_rule rule = { .count = count, .reset_after = reset_after };
+	test_proxy_drop_replies_after(p, kind, 0, count, reset_after);
+}
+
+void test_proxy_drop_replies_after(test_proxy *p, const char *kind, int skip, int count, bool reset_after)
+{
+	drop_rule rule = { .skip = skip, .count = count, .reset_after = reset_after };
 
 	assert_true(p->proto != TEST_PROXY_RAW);
 	assert_non_null(kind);

@@ -94,6 +94,13 @@ void test_proxy_unstall(test_proxy *p, int dirs);
  * "answer lost with the connection" fault.
  */
 void test_proxy_drop_replies(test_proxy *p, const char *kind, int count, bool reset_after);
+/*
+ * The same, once `skip` more requests of this kind have passed with their
+ * replies (a wait's queueing try comes after its first try, with the same
+ * command).  A rule of the kind still counting down keeps its own skip.
+ */
+void test_proxy_drop_replies_after(test_proxy *p, const char *kind, int skip, int count,
+                                   bool reset_after);
 /* How many replies have been dropped so far (poll it with test_wait_until). */
 int test_proxy_dropped(test_proxy *p);
 /*

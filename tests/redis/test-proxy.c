@@ -212,6 +212,25 @@ static void test_drop_replies_discards_exactly_the_matching_reply_in_a_pipeline(
 	test_proxy_stop(proxy);
 }
 
+static void test_drop_replies_after_lets_the_first_requests_through(void **state)
+{
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
+	redisContext *c = connect_through(proxy);
+
+	test_proxy_drop_replies_after(proxy, "echo", 2, 1, false);
+	redisAppendCommand(c, "ECHO one");
+	redisAppendCommand(c, "ECHO two");
+	redisAppendCommand(c, "ECHO three"); /* its reply is dropped */
+	redisAppendCommand(c, "ECHO four");
+	assert_reply_str(c, REDIS_REPLY_STRING, "one");
+	assert_reply_str(c, REDIS_REPLY_STRING, "two");
+	assert_reply_str(c, REDIS_REPLY_STRING, "four");
+	assert_int_equal(test_proxy_dropped(proxy), 1);
+	assert_int_equal(test_proxy_requests(proxy, "echo"), 4);
+	redisFree(c);
+	test_proxy_stop(proxy);
+}
+
 static void test_drop_replies_with_reset_after_resets_once_the_request_was_applied(void **state)
 {
 	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
@@ -400,6 +419,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stalled_requests_reach_the_server_only_on_unstall),
 		cmocka_unit_test(test_stall_applies_to_connections_opened_while_stalled),
 		cmocka_unit_test(test_drop_replies_discards_exactly_the_matching_reply_in_a_pipeline),
+		cmocka_unit_test(test_drop_replies_after_lets_the_first_requests_through),
 		cmocka_unit_test(test_drop_replies_with_reset_after_resets_once_the_request_was_applied),
 		cmocka_unit_test(test_dropped_subscribe_confirmations_leave_pushes_intact),
 		cmocka_unit_test(test_reset_all_ends_open_connections_and_admits_new_ones),
