@@ -223,9 +223,15 @@ static void give_up(dlock__backend *b, redis_lease *lease, const queue_place *pl
 	bool done = true;
 
 	if (place->queued) {
-		/* Our last known entry; a later one, whose answer was lost, has
-		 * run out by the time the cleanup gives up. */
-		g_snprintf(ticket, sizeof(ticket), "%" G_GINT64_FORMAT, MAX(place->ticket, 0));
+		/* Our entry by its ticket.  After a try whose answer never
+		 * came the ticket may be unknown, or stale (that try queued us
+		 * afresh): the script looks for the entry by wait id.  Left
+		 * queued, it would be granted the lock, and our channel may
+		 * still be subscribed to hear that grant. */
+		if (place->ticket > 0 && !uncertain)
+			g_snprintf(ticket, sizeof(ticket), "%" G_GINT64_FORMAT, place->ticket);
+		else
+			g_strlcpy(ticket, "?", sizeof(ticket));
 		done = release_script(b, lease, ticket, &deleted) == DLOCK_OK;
 		if (done && deleted)
 			dlock__log(b->logger, DLOCK_LOG_DEBUG, "%s: %s was handed to a wait that had ended: "

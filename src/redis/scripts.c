@@ -43,7 +43,11 @@
  * the server a closure each, on every call.
  * head(now): the first live entry, nil for none, false when too many dead
  * entries came first to look further this time.
- * mine(ticket, id): our entry, if it is still queued.
+ * mine(ticket, id): our entry, if it is still queued.  Ticket "?", sent
+ * only by a wait that is ending after a queueing try whose answer never
+ * came: that try may have queued an entry under a ticket we never
+ * learned, so it is found by wait id, a walk of the whole queue (any
+ * second entry of ours is dropped on the way).
  * readers(now): -1 when the lock is a string, else the number of live
  * readers (0: free).
  * add_reader(token, lease end): add or re-score a reader; the set expires
@@ -87,6 +91,15 @@ static const char queue_lua[] =
 	"end\n"
 	"local function mine(ticket, id)\n"
 	"  if ticket == '' then return nil end\n"
+	"  if ticket == '?' then\n"
+	"    local found\n"
+	"    for _, e in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do\n"
+	"      if string.match(e, '^%d+|%d+%a?|([^|]+)|') == id then\n"
+	"        if found then redis.call('ZREM', KEYS[3], e) else found = e end\n"
+	"      end\n"
+	"    end\n"
+	"    return found\n"
+	"  end\n"
 	"  local m = redis.call('ZRANGEBYSCORE', KEYS[3], ticket, ticket)[1]\n"
 	"  if m and string.match(m, '^%d+|%d+%a?|([^|]+)|') == id then return m end\n"
 	"  return nil\n"

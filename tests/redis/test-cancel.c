@@ -230,6 +230,59 @@ static void test_a_canceled_try_landing_after_its_cleanup_leaves_nothing_held(vo
 	g_free(uri);
 }
 
+static bool reply_dropped(void *arg)
+{
+	return test_proxy_dropped(arg) > 0;
+}
+
+/*
+ * A cancel that lands while the waiter's queueing try is unanswered: the
+ * server has queued the entry, but the waiter never learned its ticket.
+ * Leaving the queue must still remove that entry, at once: left there,
+ * the holder's release grants the lock to the canceled waiter, whose
+ * channel may still be subscribed -- and then nobody releases it until
+ * its lease runs out.
+ */
+static void test_cancel_with_the_queueing_try_unanswered_leaves_no_entry(void **state)
+{
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
+	char *uri = g_strdup_printf("redis://127.0.0.1:%d?command-timeout=5s", test_proxy_port(proxy));
+	const char *key = "dlock:{cancel/lost-ticket}";
+	const char *queue = "dlock:{cancel/lost-ticket}:q";
+	dlock_client *holder_client, *client;
+	dlock_lock *holder;
+	waiter_run w = { 0 };
+	char *direct = test_redis_uri(server, NULL);
+
+	assert_int_equal(dlock_client_new(direct, &holder_client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(holder_client, "cancel/lost-ticket", &holder), DLOCK_OK);
+	assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "cancel/lost-ticket", &w.lock), DLOCK_OK);
+	/* The first try finds the lock busy; the second queues, unanswered. */
+	test_proxy_drop_replies_after(proxy, "EVALSHA", 1, 1, false);
+	w.thread = g_thread_new("waiter", acquire_main, &w);
+	assert_true(test_wait_until(reply_dropped, proxy, 5000));
+	assert_int_equal(test_redis_int(server, "ZCARD %s", queue), 1);
+	assert_int_equal(dlock_lock_cancel(w.lock), DLOCK_OK);
+	assert_true(test_wait_until(waiter_done, &w, 2000));
+	g_thread_join(w.thread);
+	assert_int_equal(w.rc, DLOCK_ECANCELED);
+	if (test_redis_int(server, "EXISTS %s", queue) != 0)
+		fail_msg("the canceled waiter's entry is still queued (%lld ms left)",
+		         test_redis_int(server, "PTTL %s", queue));
+	/* The release frees the lock: nobody is waiting for it. */
+	assert_int_equal(dlock_release(holder), DLOCK_OK);
+	assert_int_equal(test_redis_int(server, "EXISTS %s", key), 0);
+	dlock_lock_free(w.lock);
+	dlock_client_free(client);
+	dlock_lock_free(holder);
+	dlock_client_free(holder_client);
+	test_proxy_stop(proxy);
+	g_free(direct);
+	g_free(uri);
+}
+
 static int setup(void **state)
 {
 	server = test_redis_start(NULL, NULL, false);
@@ -255,6 +308,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_client_free_wakes_a_waiter_blocked_in_a_command),
 		cmocka_unit_test(test_cancel_wakes_a_waiter_blocked_in_authentication),
 		cmocka_unit_test(test_a_canceled_try_landing_after_its_cleanup_leaves_nothing_held),
+		cmocka_unit_test(test_cancel_with_the_queueing_try_unanswered_leaves_no_entry),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 
