@@ -236,7 +236,7 @@ const dlock__backend_ops dlock__redis_ops = {
 };
 
 const dlock__backend_ops dlock__redlock_ops = {
-	.type = "redis",
+	.type = "redis, Redlock",
 	.caps = DLOCK__CAP_LEASE,
 	.options = redlock_options,
 	.options_size = sizeof(redis_options),
