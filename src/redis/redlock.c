@@ -116,8 +116,10 @@ static bool reply_is_int(const redisReply *r, long long value)
 static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, int *ret_not_ours)
 {
 	const char *words[3] = { lease->key.names.key, lease->key.token, lease->key.names.released };
-	rl_request req = { SCRIPT_RL_RELEASE, 1, 2, words, only, lease->key.names.key,
-	                   lease->master_timeout_ms };
+	/* Once a quorum has deleted, a silent master need not hold the caller
+	 * up: its background release follows. */
+	rl_request req = { SCRIPT_RL_RELEASE, 1, 2, words, only, only ? 0 : rl->quorum,
+	                   lease->key.names.key, lease->master_timeout_ms };
 	rl_call calls[RL_MASTERS_MAX];
 	int ours = 0, not_ours = 0;
 
@@ -161,7 +163,7 @@ static int fence_round(dlock__backend *rl, rl_lease *lease, const bool *yes, uin
 	char token_text[24];
 	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token,
 	                         token_text };
-	rl_request req = { SCRIPT_RL_FENCE, 2, 2, words, yes, lease->key.names.key,
+	rl_request req = { SCRIPT_RL_FENCE, 2, 2, words, yes, rl->quorum, lease->key.names.key,
 	                   lease->master_timeout_ms };
 	rl_call calls[RL_MASTERS_MAX];
 	int confirmed = 0;
@@ -187,7 +189,7 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 	const char *resource = dlock__hold_resource(lease->hold);
 	char ttl[24];
 	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token, ttl };
-	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, resource, lease->master_timeout_ms };
+	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, 0, resource, lease->master_timeout_ms };
 	rl_call calls[RL_MASTERS_MAX];
 	bool yes[RL_MASTERS_MAX] = { false }, maybe[RL_MASTERS_MAX] = { false };
 	int64_t sent_us = dlock__boot_us();
@@ -388,7 +390,7 @@ int dlock__redlock_query(dlock__backend *rl, const char *resource, int64_t deadl
 {
 	redis_names names;
 	const char *words[2];
-	rl_request req = { SCRIPT_RL_QUERY, 2, 0, words, NULL, resource, rl->command_timeout_ms };
+	rl_request req = { SCRIPT_RL_QUERY, 2, 0, words, NULL, 0, resource, rl->command_timeout_ms };
 	rl_call calls[RL_MASTERS_MAX];
 	const redisReply *replies[RL_MASTERS_MAX];
 	int answered, rc = DLOCK_OK;
