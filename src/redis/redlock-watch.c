@@ -152,10 +152,14 @@ static gpointer watch_main(gpointer data)
 			continue;
 		}
 		g_mutex_unlock(&w->mu);
+		/* Each round ends by its master timeout (a round that misses the
+		 * quorum is SUSPENDED and tried again soon), and never past the
+		 * nearest end of any hold's validity. */
 		for (guint i = 0; i < due->len; i++) {
+			rl_lease *lease = due->pdata[i];
 			int64_t left = MAX(nearest_end - dlock__boot_us(), 1000);
 
-			renew(w, due->pdata[i], dlock__mono_us() + MIN(left, INT64_MAX / 2));
+			renew(w, lease, dlock__mono_us() + MIN(left, lease->master_timeout_ms * 1000));
 		}
 		g_mutex_lock(&w->mu);
 	}

@@ -108,12 +108,13 @@ static bool reply_is_int(const redisReply *r, long long value)
 
 /*
  * Delete our key on the masters picked by only (NULL: all) at once, and
- * wake their waiters.  A master that does not answer, or one that did but
- * may still run an earlier unanswered try, gets the background release.
- * Returns how many said the key was ours; *ret_not_ours, how many showed
- * it was not.
+ * wake their waiters, within deadline_us.  A master that does not answer,
+ * or one that did but may still run an earlier unanswered try, gets the
+ * background release.  Returns how many said the key was ours;
+ * *ret_not_ours, how many showed it was not.
  */
-static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, int *ret_not_ours)
+static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, int64_t deadline_us,
+                      int *ret_not_ours)
 {
 	const char *words[3] = { lease->key.names.key, lease->key.token, lease->key.names.released };
 	/* Once a quorum has deleted, a silent master need not hold the caller
@@ -123,7 +124,7 @@ static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, int
 	rl_call calls[RL_MASTERS_MAX];
 	int ours = 0, not_ours = 0;
 
-	dlock__redlock_round(rl, &req, NULL, round_until(lease, INT64_MAX), calls, lease->kept);
+	dlock__redlock_round(rl, &req, NULL, round_until(lease, deadline_us), calls, lease->kept);
 	for (int i = 0; i < rl->n_masters; i++) {
 		if (calls[i].skipped)
 			continue;
@@ -142,7 +143,7 @@ static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, int
 
 int dlock__redlock_release_all(dlock__backend *rl, rl_lease *lease, int *ret_not_ours)
 {
-	return release_on(rl, lease, NULL, ret_not_ours);
+	return release_on(rl, lease, NULL, INT64_MAX, ret_not_ours);
 }
 
 /* The first master without an answer, for a message: "label: why". */
@@ -154,6 +155,33 @@ static char *first_failure(const rl_call *calls, int n, int *ret_rc)
 			return g_strdup(calls[i].why);
 		}
 	return g_strdup("no failure");
+}
+
+/*
+ * Undo a failed attempt: delete the key at once where a master said yes
+ * (within the caller's deadline), and leave the masters that did not
+ * answer to their background release, which waits until they are done
+ * with the attempt.  Keeps the message of the attempt's failure.
+ */
+static void undo(dlock__backend *rl, rl_lease *lease, const bool *yes, const bool *maybe,
+                 int64_t deadline_us, int rc)
+{
+	char *why = g_strdup(dlock_last_error_message());
+	bool any_yes = false;
+
+	for (int i = 0; i < rl->n_masters; i++) {
+		if (maybe[i] && !yes[i])
+			cleanup_master(rl, lease, i);
+		any_yes = any_yes || yes[i];
+	}
+	if (any_yes && dlock__remaining_us(deadline_us) > 0)
+		release_on(rl, lease, yes, deadline_us, NULL);
+	else if (any_yes)
+		for (int i = 0; i < rl->n_masters; i++)
+			if (yes[i])
+				cleanup_master(rl, lease, i);
+	dlock__error(rc, "%s", why);
+	g_free(why);
 }
 
 /* The fencing round on the masters that took the key: how many confirmed. */
@@ -248,14 +276,7 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 		rc = dlock__error_busy(resource);
 	}
 	g_free(failed);
-	if (nyes > 0 || answered < rl->n_masters) {
-		/* Keep the message of rc, not the undo's. */
-		char *why = g_strdup(dlock_last_error_message());
-
-		release_on(rl, lease, maybe, NULL);
-		dlock__error(rc, "%s", why);
-		g_free(why);
-	}
+	undo(rl, lease, yes, maybe, deadline_us, rc);
 	return rc;
 }
 
