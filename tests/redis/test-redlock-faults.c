@@ -1,0 +1,264 @@
+/*
+ * Redlock (SPEC §10) under faults of single masters: killed, frozen
+ * (SIGSTOP), restarted empty, or losing the lock key while it is held.
+ * A quorum of masters keeps the lock working; less than a quorum makes
+ * acquire fail in bounded time and a hold be reported lost.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-events.h"
+#include "test-redlock.h"
+
+static test_redlock *rl;
+
+typedef test_redlock_handle handle;
+
+/* Acquire and release `rounds` times through h, each token above the
+ * last; returns the last token. */
+static uint64_t take_turns(handle *h, int rounds, uint64_t last)
+{
+	for (int i = 0; i < rounds; i++) {
+		int rc = dlock_acquire(h->lock, 5000);
+
+		if (rc != DLOCK_OK)
+			fail_msg("round %d: %s (%s)", i, dlock_code_name(rc), dlock_last_error_message());
+		assert_true(dlock_fencing_token(h->lock) > last);
+		last = dlock_fencing_token(h->lock);
+		assert_int_equal(dlock_release(h->lock), DLOCK_OK);
+	}
+	return last;
+}
+
+/* ---- masters down ----------------------------------------------------- */
+
+static void test_one_of_three_masters_killed_acquires_still_succeed(void **state)
+{
+	handle h;
+	uint64_t before;
+
+	test_redlock_open(rl, &h, 3, NULL, "rl/one-down");
+	before = take_turns(&h, 2, 0);
+	test_redis_halt(rl->masters[0]);
+	take_turns(&h, 5, before);
+	test_redlock_close(&h);
+}
+
+static void test_two_of_five_masters_killed_acquires_still_succeed(void **state)
+{
+	handle h;
+	char *value;
+
+	test_redlock_open(rl, &h, 5, NULL, "rl/two-down");
+	test_redis_halt(rl->masters[1]);
+	test_redis_halt(rl->masters[3]);
+	take_turns(&h, 5, 0);
+	/* Held on the three masters that are left, each with our token. */
+	assert_int_equal(dlock_acquire(h.lock, 5000), DLOCK_OK);
+	assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/two-down}", &value), 3);
+	g_free(value);
+	assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+	assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/two-down}", NULL), 0);
+	test_redlock_close(&h);
+}
+
+/* Acquire with wait_ms must give DLOCK_EUNAVAILABLE, and not much later
+ * than the caller's deadline. */
+static void expect_unavailable(handle *h, int64_t wait_ms)
+{
+	int64_t start = test_now_ms(), took;
+	int rc = dlock_acquire(h->lock, wait_ms);
+
+	took = test_now_ms() - start;
+	print_message("wait %" PRId64 " ms: %s after %" PRId64 " ms\n", wait_ms, dlock_code_name(rc), took);
+	assert_int_equal(rc, DLOCK_EUNAVAILABLE);
+	assert_false(dlock_held(h->lock));
+	assert_true(took <= wait_ms + test_slack(1000));
+}
+
+static void test_majority_killed_acquire_is_unavailable_within_the_deadline(void **state)
+{
+	handle h;
+
+	test_redlock_open(rl, &h, 3, "?connect-timeout=500ms&command-timeout=500ms", "rl/majority-down");
+	test_redis_halt(rl->masters[0]);
+	test_redis_halt(rl->masters[2]);
+	expect_unavailable(&h, 0);
+	expect_unavailable(&h, 2000);
+	test_redlock_close(&h);
+	/* Nothing left on the one master that answered. */
+	assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/majority-down}", NULL), 0);
+}
+
+static void test_majority_frozen_acquire_is_unavailable_within_the_deadline(void **state)
+{
+	handle h;
+
+	/* Frozen masters accept connections but never answer: each try ends
+	 * at the per-master timeout. */
+	test_redlock_open(rl, &h, 3, "?master-timeout=200ms&ttl=2s", "rl/majority-frozen");
+	test_redlock_freeze(rl, 1);
+	test_redlock_freeze(rl, 2);
+	expect_unavailable(&h, 0);
+	expect_unavailable(&h, 2000);
+	test_redlock_close(&h);
+}
+
+/* ---- a frozen master -------------------------------------------------- */
+
+static bool no_key_on_any_master(void *arg)
+{
+	return test_redlock_count_key(rl, arg, NULL) == 0;
+}
+
+static void test_one_frozen_master_costs_at_most_the_master_timeout(void **state)
+{
+	char key[] = "dlock:{rl/frozen}";
+	handle h;
+	int64_t start, took;
+
+	test_redlock_open(rl, &h, 3, "?master-timeout=200ms&ttl=2s", "rl/frozen");
+	/* Connected to every master before one stops answering. */
+	take_turns(&h, 1, 0);
+	test_redlock_freeze(rl, 0);
+	start = test_now_ms();
+	assert_int_equal(dlock_acquire(h.lock, 5000), DLOCK_OK);
+	took = test_now_ms() - start;
+	print_message("acquire with a frozen master took %" PRId64 " ms\n", took);
+	/* Two rounds (the lock, then the fencing token) may each wait out the
+	 * frozen master's 200 ms, and no more. */
+	assert_true(took < 2 * 200 + test_slack(300));
+	assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+	/* The frozen master gets the lock key once it runs again, after the
+	 * release: it must be gone within the lease all the same. */
+	test_redlock_thaw(rl, 0);
+	assert_true(test_wait_until(no_key_on_any_master, key, 2000 + 1000));
+	take_turns(&h, 2, 0);
+	test_redlock_close(&h);
+}
+
+/* ---- a master that loses its data ------------------------------------- */
+
+static void test_master_restarted_empty_between_holders_keeps_tokens_increasing(void **state)
+{
+	handle a, b;
+	uint64_t last = 0;
+
+	test_redlock_open(rl, &a, 3, NULL, "rl/restart");
+	test_redlock_open(rl, &b, 3, NULL, "rl/restart");
+	for (int i = 0; i < 3; i++) {
+		last = take_turns(i % 2 ? &a : &b, 1, last);
+		/* Comes back without the lock key or the fencing counter. */
+		test_redis_restart(rl->masters[i]);
+		assert_int_equal(test_redis_int(rl->masters[i], "EXISTS dlock:{rl/restart}:fence"), 0);
+	}
+	last = take_turns(&a, 1, last);
+	take_turns(&b, 1, last);
+	test_redlock_close(&a);
+	test_redlock_close(&b);
+}
+
+/* ---- keys removed under a hold ---------------------------------------- */
+
+static bool lost_reported(void *arg)
+{
+	return test_events_index(arg, DLOCK_STATE_LOST) >= 0;
+}
+
+/* Hold rl/gone with a 1 s lease renewed every ~333 ms, and delete the
+ * lock key on the first `deleted` masters. */
+static void hold_and_delete(handle *h, test_events *ev, int deleted)
+{
+	test_events_init(ev);
+	test_redlock_open(rl, h, 3, "?ttl=1s", "rl/gone");
+	assert_int_equal(dlock_lock_set_watchdog(h->lock, 1), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(h->lock, test_events_record, ev), DLOCK_OK);
+	assert_int_equal(dlock_acquire(h->lock, 5000), DLOCK_OK);
+	for (int i = 0; i < deleted; i++)
+		test_redis_int(rl->masters[i], "DEL dlock:{rl/gone}");
+}
+
+static void test_keys_deleted_on_a_majority_is_lost(void **state)
+{
+	char key[] = "dlock:{rl/gone}";
+	handle h;
+	test_events ev;
+
+	hold_and_delete(&h, &ev, 2);
+	/* The next renewal (within ~333 ms) finds the key missing on two
+	 * masters out of three. */
+	assert_true(test_wait_until(lost_reported, &ev, 1000 + 500));
+	assert_false(dlock_held(h.lock));
+	assert_int_equal(dlock_release(h.lock), DLOCK_ELOST);
+	test_redlock_close(&h);
+	/* The third master's copy is gone within its lease at the latest. */
+	assert_true(test_wait_until(no_key_on_any_master, key, 1000 + 1000));
+}
+
+static void test_key_deleted_on_one_master_is_not_lost(void **state)
+{
+	handle h;
+	test_events ev;
+
+	hold_and_delete(&h, &ev, 1);
+	/* Four renewal periods, each reaching the two masters that still
+	 * hold the key: a quorum. */
+	assert_false(test_poll_window(lost_reported, &ev, 4 * 333));
+	assert_true(dlock_held(h.lock));
+	assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+	assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/gone}", NULL), 0);
+	test_redlock_close(&h);
+}
+
+/* After each test: every master running again (those halted come back
+ * empty), and none of them left with a key of the suite. */
+static int revive(void **state)
+{
+	long long left = test_redlock_leftover_keys(rl, "dlock:{rl/");
+
+	if (left != 0)
+		print_error("%lld keys of the suite left on the masters\n", left);
+	return left == 0 ? 0 : -1;
+}
+
+static int setup(void **state)
+{
+	rl = test_redlock_start(5);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	test_redlock_stop(rl);
+	return 0;
+}
+
+#define FAULT_TEST(f) cmocka_unit_test_teardown(f, revive)
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		FAULT_TEST(test_one_of_three_masters_killed_acquires_still_succeed),
+		FAULT_TEST(test_two_of_five_masters_killed_acquires_still_succeed),
+		FAULT_TEST(test_majority_killed_acquire_is_unavailable_within_the_deadline),
+		FAULT_TEST(test_majority_frozen_acquire_is_unavailable_within_the_deadline),
+		FAULT_TEST(test_one_frozen_master_costs_at_most_the_master_timeout),
+		FAULT_TEST(test_master_restarted_empty_between_holders_keeps_tokens_increasing),
+		FAULT_TEST(test_keys_deleted_on_a_majority_is_lost),
+		FAULT_TEST(test_key_deleted_on_one_master_is_not_lost),
+	};
+
+	test_init(argv[0]);
+	return test_finish(cmocka_run_group_tests_name("redis-redlock-faults", tests, setup, teardown));
+}
