@@ -15,11 +15,14 @@ static const struct {
 	const char *scheme;
 	const dlock__backend_ops *ops;
 	bool is_default; /* "scheme://" when no specification is given */
+	bool several;    /* chosen, before the row of the same scheme without it,
+	                  * when the URI names several hosts */
 } schemes[] = {
-	{ "redis", &dlock__redis_ops, false },
-	{ "redis+unix", &dlock__redis_ops, false },
-	{ "file", &dlock__file_ops, true },
-	{ "zk", &dlock__zk_ops, false },
+	{ "redis", &dlock__redlock_ops, false, true },
+	{ "redis", &dlock__redis_ops, false, false },
+	{ "redis+unix", &dlock__redis_ops, false, false },
+	{ "file", &dlock__file_ops, true, false },
+	{ "zk", &dlock__zk_ops, false, false },
 };
 
 char *dlock__backend_schemes(void)
@@ -27,7 +30,8 @@ char *dlock__backend_schemes(void)
 	GString *s = g_string_new(NULL);
 
 	for (size_t i = 0; i < G_N_ELEMENTS(schemes); i++)
-		g_string_append_printf(s, "%s%s", i ? ", " : "", schemes[i].scheme);
+		if (!schemes[i].several)
+			g_string_append_printf(s, "%s%s", s->len ? ", " : "", schemes[i].scheme);
 	return g_string_free(s, FALSE);
 }
 
@@ -42,7 +46,16 @@ const char *dlock__backend_default_scheme(void)
 const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme)
 {
 	for (size_t i = 0; i < G_N_ELEMENTS(schemes); i++)
-		if (strcmp(schemes[i].scheme, scheme) == 0)
+		if (strcmp(schemes[i].scheme, scheme) == 0 && !schemes[i].several)
+			return schemes[i].ops;
+	return NULL;
+}
+
+const dlock__backend_ops *dlock__backend_for_uri(const dlock__uri *uri)
+{
+	for (size_t i = 0; i < G_N_ELEMENTS(schemes); i++)
+		if (strcmp(schemes[i].scheme, uri->scheme) == 0 &&
+		    (!schemes[i].several || uri->hosts->len > 1))
 			return schemes[i].ops;
 	return NULL;
 }

@@ -304,8 +304,11 @@ void dlock__log(const dlock__logger *logger, dlock_log_level level, const char *
 
 /* ---- the table of backends (src/backends.c) --------------------------- */
 
-/* The ops table for a URI scheme, or NULL. */
+/* The ops table for a URI scheme naming one server, or NULL. */
 const dlock__backend_ops *dlock__backend_for_scheme(const char *scheme);
+/* The ops table for a URI, by its scheme (and, for redis, how many hosts
+ * it names), or NULL. */
+const dlock__backend_ops *dlock__backend_for_uri(const dlock__uri *uri);
 /* The known schemes, for messages: "redis, redis+unix, ...".  Caller
  * frees with g_free(). */
 char *dlock__backend_schemes(void);

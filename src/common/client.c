@@ -94,7 +94,7 @@ static void slot_lease_defaults(dlock__slot *slot, const dlock__options *opts)
 /*
  * Build one backend from a URI plus, from a configuration file, the other
  * keys of its group (extra, NULL for none; where names the group).  ops
- * NULL: chosen by the URI's scheme.
+ * NULL: chosen by the URI.
  */
 static int slot_new(dlock_client *client, const char *name, const char *spec, GPtrArray *extra,
                     const char *extra_where, const dlock__backend_ops *ops, dlock__slot **ret_slot)
@@ -115,7 +115,7 @@ static int slot_new(dlock_client *client, const char *name, const char *spec, GP
 	if (rc != DLOCK_OK)
 		return rc;
 	if (!ops)
-		ops = dlock__backend_for_scheme(uri->scheme);
+		ops = dlock__backend_for_uri(uri);
 	if (!ops) {
 		char *known = dlock__backend_schemes();
 

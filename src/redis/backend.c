@@ -8,6 +8,7 @@
 #include "error.h"
 #include "internal.h"
 #include "redis.h"
+#include "redlock.h"
 
 #define DEFAULT_PORT 6379
 
@@ -19,6 +20,7 @@ typedef struct redis_options {
 	int64_t command_timeout_ms;
 	int key_format; /* index in key_formats */
 	char *prefix;
+	int64_t master_timeout_ms; /* Redlock only; 0 when not given */
 } redis_options;
 
 enum { KEY_FORMAT_BRACED, KEY_FORMAT_PLAIN };
@@ -31,16 +33,26 @@ static bool prefix_ok(const char *value)
 	return !strpbrk(value, "{}");
 }
 
+/* The rows of every Redis backend, a Redlock's included. */
+#define REDIS_OPTION_ROWS                                                                       \
+	DLOCK__OPTION_TTL(redis_options, ttl_ms), DLOCK__OPTION_WATCHDOG(redis_options, watchdog), \
+	DLOCK__OPTION_CONNECT_TIMEOUT(redis_options, connect_timeout_ms),                         \
+	DLOCK__OPTION_TIMEOUT("command-timeout", "3s", redis_options, command_timeout_ms),        \
+	{ .name = "key-format", .kind = DLOCK__OPTION_CHOICE, .fallback = "braced",               \
+	  .offset = offsetof(redis_options, key_format), .choices = key_formats },                \
+	{ .name = "prefix", .kind = DLOCK__OPTION_STRING, .fallback = "dlock:",                   \
+	  .offset = offsetof(redis_options, prefix), .check = prefix_ok,                          \
+	  .why = "contains '{' or '}', which would break the key's hash tag" }
+
 static const dlock__option options[] = {
-	DLOCK__OPTION_TTL(redis_options, ttl_ms),
-	DLOCK__OPTION_WATCHDOG(redis_options, watchdog),
-	DLOCK__OPTION_CONNECT_TIMEOUT(redis_options, connect_timeout_ms),
-	DLOCK__OPTION_TIMEOUT("command-timeout", "3s", redis_options, command_timeout_ms),
-	{ .name = "key-format", .kind = DLOCK__OPTION_CHOICE, .fallback = "braced",
-	  .offset = offsetof(redis_options, key_format), .choices = key_formats },
-	{ .name = "prefix", .kind = DLOCK__OPTION_STRING, .fallback = "dlock:",
-	  .offset = offsetof(redis_options, prefix), .check = prefix_ok,
-	  .why = "contains '{' or '}', which would break the key's hash tag" },
+	REDIS_OPTION_ROWS,
+	{ .name = NULL },
+};
+
+/* master-timeout has no default of its own: it follows each hold's TTL. */
+static const dlock__option redlock_options[] = {
+	REDIS_OPTION_ROWS,
+	DLOCK__OPTION_TIMEOUT("master-timeout", NULL, redis_options, master_timeout_ms),
 	{ .name = NULL },
 };
 
@@ -74,15 +86,13 @@ static int parse_db(const dlock__uri *uri, int *ret_db)
 	return DLOCK_OK;
 }
 
-static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
-                        const dlock__options *opts, dlock__backend **ret)
+/* What every server of uri shares: the checks, then one backend. */
+static int check_uri(const dlock__uri *uri, const dlock__options *opts, int *ret_db)
 {
 	const redis_options *o = opts->values;
-	bool plain_keys = o->key_format == KEY_FORMAT_PLAIN;
-	dlock__backend *b;
 	bool is_unix = strcmp(uri->scheme, "redis+unix") == 0;
-	int db = 0;
 
+	*ret_db = 0;
 	if (is_unix) {
 		if (uri->hosts->len > 0)
 			return dlock__error(DLOCK_ECONFIG, "URI %s: redis+unix takes a socket path, not a host "
@@ -90,27 +100,36 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 		if (!uri->path || strlen(uri->path) < 2)
 			return dlock__error(DLOCK_ECONFIG, "URI %s: no socket path", uri->redacted);
 	} else {
-		if (uri->hosts->len != 1)
-			return dlock__error(DLOCK_ECONFIG, "URI %s: redis takes exactly one host:port",
-			                    uri->redacted);
-		if (parse_db(uri, &db) != DLOCK_OK)
+		if (uri->hosts->len == 0)
+			return dlock__error(DLOCK_ECONFIG, "URI %s: no host:port", uri->redacted);
+		if (parse_db(uri, ret_db) != DLOCK_OK)
 			return DLOCK_ECONFIG;
 	}
 	if (uri->user && *uri->user && !uri->password)
 		return dlock__error(DLOCK_ECONFIG, "URI %s: user '%s' given without a password",
 		                    uri->redacted, uri->user);
-	if (plain_keys && dlock__options_given(opts, "prefix"))
+	if (o->key_format == KEY_FORMAT_PLAIN && dlock__options_given(opts, "prefix"))
 		return dlock__error(DLOCK_ECONFIG, "URI %s: option 'prefix' applies only to key-format=braced",
 		                    uri->redacted);
+	return DLOCK_OK;
+}
 
+int dlock__redis_open_host(const dlock__backend_env *env, const dlock__uri *uri,
+                           const dlock__host *host, const dlock__options *opts,
+                           dlock__backend **ret)
+{
+	const redis_options *o = opts->values;
+	dlock__backend *b;
+	int db;
+
+	if (check_uri(uri, opts, &db) != DLOCK_OK)
+		return DLOCK_ECONFIG;
 	b = g_new0(dlock__backend, 1);
 	b->logger = env->logger;
-	if (is_unix) {
+	if (!host) {
 		b->unix_path = g_strdup(uri->path);
 		b->label = g_strdup_printf("redis unix:%s", uri->path);
 	} else {
-		const dlock__host *host = uri->hosts->pdata[0];
-
 		b->host = g_strdup(host->host);
 		b->port = host->port ? host->port : DEFAULT_PORT;
 		b->label = g_strdup_printf("redis %s:%d", b->host, b->port);
@@ -121,7 +140,7 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	b->db = db;
 	b->connect_timeout_ms = o->connect_timeout_ms;
 	b->command_timeout_ms = o->command_timeout_ms;
-	b->plain_keys = plain_keys;
+	b->plain_keys = o->key_format == KEY_FORMAT_PLAIN;
 	b->prefix = g_strdup(o->prefix);
 	g_mutex_init(&b->pool_mu);
 	g_queue_init(&b->pool);
@@ -132,7 +151,18 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	return DLOCK_OK;
 }
 
-static void close_backend(dlock__backend *b)
+static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
+                        const dlock__options *opts, dlock__backend **ret)
+{
+	bool is_unix = strcmp(uri->scheme, "redis+unix") == 0;
+
+	if (!is_unix && uri->hosts->len > 1)
+		return dlock__error(DLOCK_ECONFIG, "URI %s: several hosts make a Redlock, which "
+		                    "redis+unix cannot be", uri->redacted);
+	return dlock__redis_open_host(env, uri, is_unix ? NULL : uri->hosts->pdata[0], opts, ret);
+}
+
+void dlock__redis_close_host(dlock__backend *b)
 {
 	dlock__redis_sub_stop(b);
 	dlock__redis_watchdog_stop(b);
@@ -150,15 +180,70 @@ static void close_backend(dlock__backend *b)
 	g_free(b);
 }
 
+/*
+ * A Redlock: one backend per master, sharing every option.  An even N
+ * tolerates no more failures than N - 1 does (the quorum is N/2 + 1):
+ * allowed, as the README says.
+ */
+static int open_redlock(const dlock__backend_env *env, const dlock__uri *uri,
+                        const dlock__options *opts, dlock__backend **ret)
+{
+	const redis_options *o = opts->values;
+	dlock__backend *rl;
+	int db, rc = DLOCK_OK;
+
+	if (strcmp(uri->scheme, "redis") != 0 || uri->hosts->len < 2)
+		return dlock__error(DLOCK_ECONFIG, "URI %s: a Redlock takes several redis hosts "
+		                    "(redis://h1:6379,h2:6379,h3:6379)", uri->redacted);
+	if (uri->hosts->len > RL_MASTERS_MAX)
+		return dlock__error(DLOCK_ECONFIG, "URI %s: %u masters; a Redlock takes at most %d",
+		                    uri->redacted, uri->hosts->len, RL_MASTERS_MAX);
+	if (check_uri(uri, opts, &db) != DLOCK_OK)
+		return DLOCK_ECONFIG;
+	rl = g_new0(dlock__backend, 1);
+	rl->logger = env->logger;
+	rl->n_masters = (int)uri->hosts->len;
+	rl->quorum = rl->n_masters / 2 + 1;
+	rl->masters = g_new0(dlock__backend *, rl->n_masters);
+	for (int i = 0; i < rl->n_masters && rc == DLOCK_OK; i++)
+		rc = dlock__redis_open_host(env, uri, uri->hosts->pdata[i], opts, &rl->masters[i]);
+	rl->label = g_strdup_printf("redlock %s", uri->redacted);
+	rl->command_timeout_ms = o->command_timeout_ms;
+	rl->connect_timeout_ms = o->connect_timeout_ms;
+	rl->master_timeout_ms = o->master_timeout_ms;
+	rl->plain_keys = o->key_format == KEY_FORMAT_PLAIN;
+	rl->prefix = g_strdup(o->prefix);
+	g_mutex_init(&rl->lazy_mu);
+	if (rc != DLOCK_OK) {
+		dlock__redlock_close(rl);
+		return rc;
+	}
+	*ret = rl;
+	return DLOCK_OK;
+}
+
 const dlock__backend_ops dlock__redis_ops = {
 	.type = "redis",
 	.caps = DLOCK__CAP_LEASE | DLOCK__CAP_SHARED,
 	.options = options,
 	.options_size = sizeof(redis_options),
 	.open = open_backend,
-	.close = close_backend,
+	.close = dlock__redis_close_host,
 	.acquire = dlock__redis_acquire,
 	.release = dlock__redis_release,
 	.check_resource = check_resource,
 	.query = dlock__redis_query,
+};
+
+const dlock__backend_ops dlock__redlock_ops = {
+	.type = "redis, Redlock",
+	.caps = DLOCK__CAP_LEASE,
+	.options = redlock_options,
+	.options_size = sizeof(redis_options),
+	.open = open_redlock,
+	.close = dlock__redlock_close,
+	.acquire = dlock__redlock_acquire,
+	.release = dlock__redlock_release,
+	.check_resource = check_resource,
+	.query = dlock__redlock_query,
 };

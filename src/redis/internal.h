@@ -8,6 +8,9 @@
  *   query.c       query: the holder, or every reader
  *   subscriber.c  the one pub/sub connection that wakes waiters
  *   watchdog.c    lease renewal, loss detection, background cleanup
+ *   redlock.c     Redlock: N independent masters, quorum, fencing round
+ *   round.c       Redlock: one script on every master at once
+ *   redlock-watch.c  Redlock: renewal by quorum, loss detection
  */
 #ifndef DLOCK_REDIS_INTERNAL_H
 #define DLOCK_REDIS_INTERNAL_H
@@ -39,6 +42,11 @@ typedef enum redis_script {
 	SCRIPT_RELEASE,
 	SCRIPT_RENEW,
 	SCRIPT_DOWNGRADE,
+	SCRIPT_RL_ACQUIRE,        /* Redlock (scripts.c) */
+	SCRIPT_RL_FENCE,
+	SCRIPT_RL_RELEASE,
+	SCRIPT_RL_RENEW,
+	SCRIPT_RL_QUERY,
 	SCRIPT_COUNT
 } redis_script;
 
@@ -80,9 +88,18 @@ struct dlock__backend {
 	 * Guarded by pool_mu. */
 	int64_t release_defer_until_us;
 
-	GMutex lazy_mu;           /* guards starting the two threads below */
+	GMutex lazy_mu;           /* guards starting the threads below */
 	dlock__lazy_thread sub;      /* redis_sub * */
 	dlock__lazy_thread watchdog_thread; /* redis_watchdog * */
+
+	/* Redlock (redlock.c): a backend of several masters, each a backend
+	 * of its own (host, pool, subscriber, deferred cleanup); NULL for a
+	 * single server.  A master's own fields above serve it alone. */
+	dlock__backend **masters;
+	int n_masters;
+	int quorum;               /* n_masters / 2 + 1 */
+	int64_t master_timeout_ms; /* 0: the smaller of the command timeout and TTL/20 */
+	dlock__lazy_thread rl_watch_thread; /* redlock_watch * */
 };
 
 /* Server-side state of one hold: the lease. */
@@ -105,6 +122,13 @@ typedef struct redis_lease { /* a g_atomic_rc_box */
 	bool lost;
 	bool released;
 } redis_lease;
+
+/* ---- backend.c ---- */
+/* Open the backend of one server of uri (a master of a Redlock). */
+int dlock__redis_open_host(const dlock__backend_env *env, const dlock__uri *uri,
+                           const dlock__host *host, const dlock__options *opts,
+                           dlock__backend **ret);
+void dlock__redis_close_host(dlock__backend *b);
 
 /* ---- keys.c ---- */
 char *dlock__redis_key(const dlock__backend *b, const char *resource);
@@ -210,6 +234,10 @@ void dlock__redis_sub_add_wait(dlock__backend *b, const char *released, const ch
                                dlock__waiter *waiter, redis_grant *box);
 void dlock__redis_sub_remove_wait(dlock__backend *b, const char *released, const char *channel,
                                   dlock__waiter *waiter);
+/* Register a waiter on channel alone (a Redlock's release channel): woken
+ * on every message and after every reconnect.  Remove it. */
+void dlock__redis_sub_listen(dlock__backend *b, const char *channel, dlock__waiter *waiter);
+void dlock__redis_sub_unlisten(dlock__backend *b, const char *channel, dlock__waiter *waiter);
 /* Whether the server has confirmed the subscription to channel. */
 bool dlock__redis_sub_confirmed(dlock__backend *b, const char *channel);
 /* Take the grant left in box if it is for ticket (an older one is dropped). */

@@ -5,5 +5,7 @@
 #include "backend.h"
 
 extern const dlock__backend_ops dlock__redis_ops;
+/* Several masters in one redis:// URI: locked by quorum (SPEC 10). */
+extern const dlock__backend_ops dlock__redlock_ops;
 
 #endif

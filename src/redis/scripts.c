@@ -1,5 +1,5 @@
 /*
- * The three Lua scripts of the lease protocol and its wait queue, run by
+ * The Lua scripts of the lease protocol and its wait queue, and of Redlock, run by
  * EVALSHA.  Each is one atomic step on the server, so no other client can
  * slip between the comparison and the change, and a release hands the
  * lock to the next waiter with no moment at which it is free.
@@ -366,6 +366,59 @@ static const char downgrade_body[] =
 	"extend_queue(ttl)\n"
 	"return {1, fence()}\n";
 
+/*
+ * Redlock (SPEC 10): the scripts each master runs.  KEYS: lock, fence
+ * counter.  No queue: per-master queues could split a grant.
+ *
+ * Acquire, ARGV token, TTL (ms): take the lock (or find it ours already:
+ * an earlier round's answer was lost) and return {1, the counter} without
+ * drawing from it, the counter seeded from the server's clock in
+ * microseconds when missing; else {0, PTTL}.
+ */
+static const char rl_acquire[] =
+	"if redis.pcall('GET', KEYS[1]) == ARGV[1] then\n"
+	"  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+	"elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+	"  return {0, redis.call('PTTL', KEYS[1])}\n"
+	"end\n"
+	"local c = redis.call('GET', KEYS[2])\n"
+	"if not c then\n"
+	"  local t = redis.call('TIME')\n"
+	"  c = t[1] .. string.sub('000000' .. t[2], -6)\n"
+	"  redis.call('SET', KEYS[2], c)\n"
+	"end\n"
+	"return {1, tonumber(c)}\n";
+
+/* The fencing round, ARGV token, the token chosen: the counter becomes
+ * max(counter, token), only while the lock is still ours.  1, or 0. */
+static const char rl_fence[] =
+	"if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+	"if (tonumber(redis.call('GET', KEYS[2])) or 0) < tonumber(ARGV[2]) then\n"
+	"  redis.call('SET', KEYS[2], ARGV[2])\n"
+	"end\n"
+	"return 1\n";
+
+/* Release, ARGV token, release channel: compare-and-delete, then wake the
+ * waiters.  1 if it was ours, else 0. */
+static const char rl_release[] =
+	"if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+	"redis.call('DEL', KEYS[1])\n"
+	"redis.pcall('PUBLISH', ARGV[2], 'released')\n"
+	"return 1\n";
+
+/* Renew, ARGV token, TTL (ms): compare-and-PEXPIRE.  1, or 0. */
+static const char rl_renew[] =
+	"if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+	"redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+	"return 1\n";
+
+/* Query: {the lock's value ('' when none, or not a string), its PTTL,
+ * the counter (0 when none)}. */
+static const char rl_query[] =
+	"local v = redis.pcall('GET', KEYS[1])\n"
+	"if type(v) ~= 'string' then v = '' end\n"
+	"return {v, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2])) or 0}\n";
+
 /* Each script's parts, in order, NULL-terminated: joined when the
  * backend opens (one string literal of them all would pass the 4095
  * characters C11 promises). */
@@ -374,6 +427,11 @@ static const char *const parts[SCRIPT_COUNT][5] = {
 	[SCRIPT_RELEASE] = { release_head, queue_lua, grant_lua, release_body, NULL },
 	[SCRIPT_RENEW] = { renew_head, queue_lua, renew_body, NULL },
 	[SCRIPT_DOWNGRADE] = { queue_lua, downgrade_body, NULL },
+	[SCRIPT_RL_ACQUIRE] = { rl_acquire, NULL },
+	[SCRIPT_RL_FENCE] = { rl_fence, NULL },
+	[SCRIPT_RL_RELEASE] = { rl_release, NULL },
+	[SCRIPT_RL_RENEW] = { rl_renew, NULL },
+	[SCRIPT_RL_QUERY] = { rl_query, NULL },
 };
 
 const char *dlock__redis_script_body(const dlock__backend *b, redis_script script)

@@ -357,6 +357,27 @@ void dlock__redis_sub_remove_wait(dlock__backend *b, const char *released, const
 	 * entry is queued under it any more. */
 }
 
+void dlock__redis_sub_listen(dlock__backend *b, const char *channel, dlock__waiter *waiter)
+{
+	redis_sub *sub = sub_get(b);
+
+	g_mutex_lock(&sub->mu);
+	dlock__waketable_add(sub->channels, channel, waiter);
+	g_mutex_unlock(&sub->mu);
+	poke(sub);
+}
+
+void dlock__redis_sub_unlisten(dlock__backend *b, const char *channel, dlock__waiter *waiter)
+{
+	redis_sub *sub = dlock__lazy_thread_peek(&b->sub);
+
+	if (!sub)
+		return;
+	g_mutex_lock(&sub->mu);
+	dlock__waketable_remove(sub->channels, channel, waiter);
+	g_mutex_unlock(&sub->mu);
+}
+
 bool dlock__redis_sub_confirmed(dlock__backend *b, const char *name)
 {
 	redis_sub *sub = dlock__lazy_thread_peek(&b->sub);

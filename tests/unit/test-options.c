@@ -451,6 +451,38 @@ static void test_options_holds_without_a_lease_have_no_ttl(void **state)
 	assert_hold_gets(&no_lease_ops, "nolease://", 2000, 1, 0, false);
 }
 
+/* Several hosts in a redis:// URI make a Redlock, with its own option. */
+static void test_several_redis_hosts_choose_the_redlock_table(void **state)
+{
+	static const struct {
+		const char *spec;
+		bool redlock;
+	} cases[] = {
+		{ "redis://a:1", false },
+		{ "redis://a:1,b:2", true },
+		{ "redis://a:1,b:2,c:3/2?ttl=5s", true },
+		{ "redis+unix:///tmp/r.sock", false },
+	};
+
+	for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+		const dlock__backend_ops *ops;
+		bool has_master_timeout = false;
+		dlock__uri *uri;
+
+		assert_int_equal(dlock__uri_parse(cases[i].spec, &uri), DLOCK_OK);
+		ops = dlock__backend_for_uri(uri);
+		assert_non_null(ops);
+		assert_true(g_str_has_prefix(ops->type, "redis"));
+		for (const dlock__option *row = ops->options; row->name; row++)
+			has_master_timeout = has_master_timeout || strcmp(row->name, "master-timeout") == 0;
+		if (has_master_timeout != cases[i].redlock)
+			fail_msg("%s: master-timeout %s", cases[i].spec,
+			         has_master_timeout ? "offered" : "missing");
+		assert_int_equal(!(ops->caps & DLOCK__CAP_SHARED), cases[i].redlock);
+		dlock__uri_free(uri);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -465,6 +497,7 @@ int main(void)
 		cmocka_unit_test(test_lock_set_ttl_refuses_absurd_values),
 		cmocka_unit_test(test_options_lease_rows_are_the_holds_defaults),
 		cmocka_unit_test(test_options_holds_without_a_lease_have_no_ttl),
+		cmocka_unit_test(test_several_redis_hosts_choose_the_redlock_table),
 	};
 
 	return cmocka_run_group_tests_name("options", tests, NULL, NULL);

@@ -1,0 +1,225 @@
+/*
+ * Keeping a Redlock hold: one thread per Redlock backend
+ * ("dlock-redlock") renews each hold on every master at once, every
+ * TTL/3, and judges it by quorum (SPEC 10):
+ *   - a quorum confirms: the lease counts again from that round's send
+ *     (RECONNECTED if it was SUSPENDED);
+ *   - more masters than a quorum can spare show the key gone or another's:
+ *     LOST at once;
+ *   - otherwise SUSPENDED, and the round is tried again sooner.
+ * The validity of the last confirmed round (TTL less the drift, from its
+ * send) running out is LOST, with the watchdog on or off.  A round never
+ * runs past the nearest end of any hold's validity, so a loss is declared
+ * on time while renewals wait on silent masters.
+ */
+#include <inttypes.h>
+
+#include "clock.h"
+#include "error.h"
+#include "redlock.h"
+
+/* A round that missed the quorum is tried again after this (or sooner,
+ * TTL/10 for short leases). */
+#define RETRY_US (200 * 1000)
+#define MAX_SLEEP_US (10 * 1000 * 1000)
+
+typedef struct redlock_watch {
+	dlock__backend *rl;
+	GMutex mu;
+	GCond cond;
+	GPtrArray *leases;        /* rl_lease *, referenced */
+	bool stop;
+} redlock_watch;
+
+static int64_t lease_end_us(const rl_lease *lease)
+{
+	return lease->confirmed_us + lease->ttl_ms * 1000 - dlock__redlock_drift_us(lease->ttl_ms);
+}
+
+static int64_t renew_period_us(const rl_lease *lease)
+{
+	return lease->ttl_ms * 1000 / 3;
+}
+
+/* One renewal round of lease, ending by until_us (monotonic); under no lock. */
+static void renew(redlock_watch *w, rl_lease *lease, int64_t until_us)
+{
+	dlock__backend *rl = w->rl;
+	char ttl[24];
+	const char *words[3] = { lease->key.names.key, lease->key.token, ttl };
+	rl_request req = { SCRIPT_RL_RENEW, 1, 2, words, NULL, lease->key.names.key,
+	                   lease->master_timeout_ms };
+	rl_call calls[RL_MASTERS_MAX];
+	int64_t sent_us = dlock__boot_us();
+	int ours = 0, not_ours = 0;
+
+	g_snprintf(ttl, sizeof(ttl), "%" PRId64, lease->ttl_ms);
+	dlock__redlock_round(rl, &req, NULL, until_us, calls, NULL);
+	for (int i = 0; i < rl->n_masters; i++) {
+		const redisReply *r = calls[i].reply;
+
+		if (r && r->type == REDIS_REPLY_INTEGER && r->integer == 1)
+			ours++;
+		else if (r)
+			not_ours++;
+	}
+	dlock__redlock_calls_clear(calls, rl->n_masters);
+
+	g_mutex_lock(&w->mu);
+	if (lease->released || lease->lost) {
+		g_mutex_unlock(&w->mu);
+		return;
+	}
+	/* A quorum's answer counts only while the hold is still valid: past
+	 * its end the core already takes it as lost. */
+	if (ours >= rl->quorum && dlock__boot_us() < lease_end_us(lease)) {
+		lease->confirmed_us = sent_us;
+		dlock__hold_set_valid_until(lease->hold, lease_end_us(lease));
+		lease->next_renew_us = sent_us + renew_period_us(lease);
+		if (lease->suspended) {
+			lease->suspended = false;
+			dlock__log(rl->logger, DLOCK_LOG_INFO, "%s: %s renewed by a quorum again", rl->label,
+			           lease->key.names.key);
+			dlock__hold_report(lease->hold, DLOCK_STATE_RECONNECTED);
+		}
+	} else if (not_ours > rl->n_masters - rl->quorum) {
+		lease->lost = true;
+		dlock__log(rl->logger, DLOCK_LOG_WARNING, "%s: %s no longer holds our token on %d of %d "
+		           "masters: lock lost", rl->label, lease->key.names.key, not_ours, rl->n_masters);
+		dlock__hold_report(lease->hold, DLOCK_STATE_LOST);
+	} else {
+		lease->next_renew_us = dlock__boot_us() + MIN(RETRY_US, lease->ttl_ms * 100);
+		if (!lease->suspended) {
+			lease->suspended = true;
+			dlock__log(rl->logger, DLOCK_LOG_WARNING, "%s: %s renewed on %d of %d masters, short "
+			           "of a quorum of %d", rl->label, lease->key.names.key, ours,
+			           rl->n_masters, rl->quorum);
+			dlock__hold_report(lease->hold, DLOCK_STATE_SUSPENDED);
+		}
+	}
+	g_mutex_unlock(&w->mu);
+}
+
+/* Declare LOST the holds whose validity has run out; returns the
+ * nearest end among the others.  Under the mutex. */
+static int64_t expire(redlock_watch *w, int64_t now)
+{
+	int64_t nearest = INT64_MAX;
+
+	for (guint i = 0; i < w->leases->len; i++) {
+		rl_lease *lease = w->leases->pdata[i];
+
+		if (lease->lost)
+			continue;
+		if (now >= lease_end_us(lease)) {
+			lease->lost = true;
+			dlock__log(w->rl->logger, DLOCK_LOG_WARNING, "%s: %s: its validity ran out without a "
+			           "quorum renewing it: lock lost", w->rl->label, lease->key.names.key);
+			dlock__hold_report(lease->hold, DLOCK_STATE_LOST);
+			continue;
+		}
+		nearest = MIN(nearest, lease_end_us(lease));
+	}
+	return nearest;
+}
+
+static gpointer watch_main(gpointer data)
+{
+	redlock_watch *w = data;
+	GPtrArray *due = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__redlock_lease_unref);
+
+	g_mutex_lock(&w->mu);
+	while (!w->stop) {
+		int64_t now = dlock__boot_us();
+		int64_t nearest_end = expire(w, now);
+		int64_t next = MIN(nearest_end, now + MAX_SLEEP_US);
+
+		g_ptr_array_set_size(due, 0);
+		for (guint i = 0; i < w->leases->len; i++) {
+			rl_lease *lease = w->leases->pdata[i];
+
+			if (lease->lost || !lease->renew)
+				continue;
+			if (lease->next_renew_us <= now)
+				g_ptr_array_add(due, dlock__redlock_lease_ref(lease));
+			else
+				next = MIN(next, lease->next_renew_us);
+		}
+		if (due->len == 0) {
+			g_cond_wait_until(&w->cond, &w->mu, dlock__mono_us() + MAX(next - now, 1000));
+			continue;
+		}
+		g_mutex_unlock(&w->mu);
+		for (guint i = 0; i < due->len; i++) {
+			int64_t left = MAX(nearest_end - dlock__boot_us(), 1000);
+
+			renew(w, due->pdata[i], dlock__mono_us() + MIN(left, INT64_MAX / 2));
+		}
+		g_mutex_lock(&w->mu);
+	}
+	g_mutex_unlock(&w->mu);
+	g_ptr_array_unref(due);
+	return NULL;
+}
+
+static gpointer watch_new(gpointer data, bool *ret_start)
+{
+	redlock_watch *w = g_new0(redlock_watch, 1);
+
+	w->rl = data;
+	g_mutex_init(&w->mu);
+	g_cond_init(&w->cond);
+	w->leases = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__redlock_lease_unref);
+	return w;
+}
+
+void dlock__redlock_watch(dlock__backend *rl, rl_lease *lease)
+{
+	redlock_watch *w = dlock__lazy_thread_get(&rl->rl_watch_thread, &rl->lazy_mu, "dlock-redlock",
+	                                          watch_new, watch_main, rl);
+
+	g_mutex_lock(&w->mu);
+	lease->next_renew_us = lease->confirmed_us + renew_period_us(lease);
+	dlock__hold_set_valid_until(lease->hold, lease_end_us(lease));
+	g_ptr_array_add(w->leases, dlock__redlock_lease_ref(lease));
+	g_cond_signal(&w->cond);
+	g_mutex_unlock(&w->mu);
+}
+
+bool dlock__redlock_unwatch(dlock__backend *rl, rl_lease *lease, bool *ret_lost)
+{
+	redlock_watch *w = dlock__lazy_thread_peek(&rl->rl_watch_thread);
+	bool troubled;
+
+	if (!w)
+		return false;
+	g_mutex_lock(&w->mu);
+	lease->released = true;
+	troubled = lease->suspended || lease->lost;
+	*ret_lost = lease->lost;
+	g_ptr_array_remove_fast(w->leases, lease);
+	g_mutex_unlock(&w->mu);
+	return troubled;
+}
+
+static void watch_tell_stop(gpointer data)
+{
+	redlock_watch *w = data;
+
+	g_mutex_lock(&w->mu);
+	w->stop = true;
+	g_cond_signal(&w->cond);
+	g_mutex_unlock(&w->mu);
+}
+
+void dlock__redlock_watch_stop(dlock__backend *rl)
+{
+	redlock_watch *w = dlock__lazy_thread_stop(&rl->rl_watch_thread, &rl->lazy_mu, watch_tell_stop);
+
+	if (!w)
+		return;
+	g_ptr_array_unref(w->leases);
+	g_mutex_clear(&w->mu);
+	g_cond_clear(&w->cond);
+	g_free(w);
+}

@@ -1,0 +1,427 @@
+/*
+ * Redlock (SPEC 10): N independent masters, a hold granted by a quorum
+ * (N/2 + 1) within the lease's validity, and fencing tokens that keep
+ * increasing across holders.
+ *
+ * An acquire is two rounds, each one script on every master at once
+ * (round.c).  The first sets the key where it is free and returns each
+ * such master's counter without drawing from it.  The token is 1 + the
+ * largest counter of the quorum; the second round (the fencing round)
+ * raises the counter of each of those masters to the token, only while
+ * it still holds our key.  Any two quorums share a master, so a later
+ * holder, whose key can only be set there after ours is gone, reads a
+ * counter at least as large as our token there: tokens increase.
+ *
+ * No queue: per-master queues could each grant a different waiter.  A
+ * waiter listens on every master's release channel and backs off with a
+ * random part, so clients that split the votes do not collide again.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "clock.h"
+#include "error.h"
+#include "lease.h"
+#include "redlock.h"
+
+#define BACKOFF_FIRST_US (20 * 1000)
+#define BACKOFF_CAP_US (1000 * 1000)
+
+int64_t dlock__redlock_drift_us(int64_t ttl_ms)
+{
+	return ttl_ms * 10 + 2000;
+}
+
+/* Each master's bound in a round: the option, else the smaller of the
+ * command timeout and TTL/20. */
+static int64_t master_timeout_ms(const dlock__backend *rl, int64_t ttl_ms)
+{
+	if (rl->master_timeout_ms > 0)
+		return rl->master_timeout_ms;
+	return MAX(1, MIN(rl->command_timeout_ms, ttl_ms / 20));
+}
+
+static rl_lease *lease_new(dlock__backend *rl, dlock__hold *hold)
+{
+	rl_lease *lease = g_atomic_rc_box_new0(rl_lease);
+
+	lease->hold = dlock__hold_ref(hold);
+	dlock__redis_names_init(&lease->key.names, rl, dlock__hold_resource(hold));
+	lease->key.token = dlock__token_new(dlock__hold_holder(hold));
+	lease->key.id = g_strdup("");
+	lease->key.mode = "w";
+	lease->ttl_ms = dlock__hold_ttl_ms(hold);
+	lease->renew = dlock__hold_watchdog(hold);
+	lease->master_timeout_ms = master_timeout_ms(rl, lease->ttl_ms);
+	for (int i = 0; i < rl->n_masters; i++)
+		lease->kept[i] = g_array_new(FALSE, FALSE, sizeof(int));
+	return lease;
+}
+
+static void lease_clear(rl_lease *lease)
+{
+	dlock__hold_unref(lease->hold);
+	dlock__redis_names_clear(&lease->key.names);
+	g_free(lease->key.token);
+	g_free(lease->key.id);
+	for (int i = 0; i < RL_MASTERS_MAX; i++)
+		dlock__redis_kept_close(lease->kept[i]);
+}
+
+rl_lease *dlock__redlock_lease_ref(rl_lease *lease)
+{
+	return g_atomic_rc_box_acquire(lease);
+}
+
+void dlock__redlock_lease_unref(rl_lease *lease)
+{
+	if (lease)
+		g_atomic_rc_box_release_full(lease, (GDestroyNotify)lease_clear);
+}
+
+/* The bound of a round starting now: one master timeout, within deadline_us. */
+static int64_t round_until(const rl_lease *lease, int64_t deadline_us)
+{
+	return MIN(deadline_us, dlock__mono_us() + lease->master_timeout_ms * 1000);
+}
+
+/* What is left of the validity of a lease whose first round was sent at
+ * sent_us (CLOCK_BOOTTIME); <= 0 when none. */
+static int64_t validity_left_us(const rl_lease *lease, int64_t sent_us)
+{
+	return lease->ttl_ms * 1000 - (dlock__boot_us() - sent_us) - dlock__redlock_drift_us(lease->ttl_ms);
+}
+
+/* Master i's connections left unanswered go to its background release,
+ * which waits for them. */
+static void cleanup_master(dlock__backend *rl, rl_lease *lease, int i)
+{
+	dlock__redis_cleanup_later(rl->masters[i], &lease->key, "",
+	                           dlock__boot_us() + lease->ttl_ms * 1000, lease->kept[i]);
+	lease->kept[i] = g_array_new(FALSE, FALSE, sizeof(int));
+}
+
+static bool reply_is_int(const redisReply *r, long long value)
+{
+	return r && r->type == REDIS_REPLY_INTEGER && r->integer == value;
+}
+
+/*
+ * Delete our key on the masters picked by only (NULL: all) at once, and
+ * wake their waiters.  A master that does not answer, or one that did but
+ * may still run an earlier unanswered try, gets the background release.
+ * Returns how many said the key was ours; *ret_not_ours, how many showed
+ * it was not.
+ */
+static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, int *ret_not_ours)
+{
+	const char *words[3] = { lease->key.names.key, lease->key.token, lease->key.names.released };
+	rl_request req = { SCRIPT_RL_RELEASE, 1, 2, words, only, lease->key.names.key,
+	                   lease->master_timeout_ms };
+	rl_call calls[RL_MASTERS_MAX];
+	int ours = 0, not_ours = 0;
+
+	dlock__redlock_round(rl, &req, NULL, round_until(lease, INT64_MAX), calls, lease->kept);
+	for (int i = 0; i < rl->n_masters; i++) {
+		if (calls[i].skipped)
+			continue;
+		if (reply_is_int(calls[i].reply, 1))
+			ours++;
+		else if (calls[i].reply)
+			not_ours++;
+		if (!calls[i].reply || lease->kept[i]->len > 0)
+			cleanup_master(rl, lease, i);
+	}
+	dlock__redlock_calls_clear(calls, rl->n_masters);
+	if (ret_not_ours)
+		*ret_not_ours = not_ours;
+	return ours;
+}
+
+int dlock__redlock_release_all(dlock__backend *rl, rl_lease *lease, int *ret_not_ours)
+{
+	return release_on(rl, lease, NULL, ret_not_ours);
+}
+
+/* The first master without an answer, for a message: "label: why". */
+static char *first_failure(const rl_call *calls, int n, int *ret_rc)
+{
+	for (int i = 0; i < n; i++)
+		if (!calls[i].skipped && !calls[i].reply) {
+			*ret_rc = calls[i].rc;
+			return g_strdup(calls[i].why);
+		}
+	return g_strdup("no failure");
+}
+
+/* The fencing round on the masters that took the key: how many confirmed. */
+static int fence_round(dlock__backend *rl, rl_lease *lease, const bool *yes, uint64_t token,
+                       dlock__waiter *waiter, int64_t deadline_us)
+{
+	char token_text[24];
+	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token,
+	                         token_text };
+	rl_request req = { SCRIPT_RL_FENCE, 2, 2, words, yes, lease->key.names.key,
+	                   lease->master_timeout_ms };
+	rl_call calls[RL_MASTERS_MAX];
+	int confirmed = 0;
+
+	g_snprintf(token_text, sizeof(token_text), "%" PRIu64, token);
+	dlock__redlock_round(rl, &req, waiter, round_until(lease, deadline_us), calls, lease->kept);
+	for (int i = 0; i < rl->n_masters; i++)
+		if (reply_is_int(calls[i].reply, 1))
+			confirmed++;
+	dlock__redlock_calls_clear(calls, rl->n_masters);
+	return confirmed;
+}
+
+/*
+ * One attempt: the first round, and the fencing round when a quorum took
+ * the key.  Not granted, it undoes what it may have set, on every master
+ * that said yes or did not answer.  *ret_pttl: the shortest remaining
+ * time of the lock among the masters that found it held (-1: none).
+ */
+static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, int64_t deadline_us,
+                   int64_t *ret_pttl)
+{
+	const char *resource = dlock__hold_resource(lease->hold);
+	char ttl[24];
+	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token, ttl };
+	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, resource, lease->master_timeout_ms };
+	rl_call calls[RL_MASTERS_MAX];
+	bool yes[RL_MASTERS_MAX] = { false }, maybe[RL_MASTERS_MAX] = { false };
+	int64_t sent_us = dlock__boot_us();
+	int nyes = 0, answered, failed_rc = DLOCK_EUNAVAILABLE, rc;
+	uint64_t top = 0;
+	char *failed;
+
+	*ret_pttl = -1;
+	g_snprintf(ttl, sizeof(ttl), "%" PRId64, lease->ttl_ms);
+	answered = dlock__redlock_round(rl, &req, waiter, round_until(lease, deadline_us), calls,
+	                                lease->kept);
+	for (int i = 0; i < rl->n_masters; i++) {
+		const redisReply *r = calls[i].reply;
+		bool ints = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+		            r->element[0]->type == REDIS_REPLY_INTEGER &&
+		            r->element[1]->type == REDIS_REPLY_INTEGER;
+
+		if (ints && r->element[0]->integer == 1) {
+			yes[i] = maybe[i] = true;
+			nyes++;
+			top = MAX(top, (uint64_t)MAX(r->element[1]->integer, 0));
+		} else if (ints && r->element[1]->integer >= 0) {
+			*ret_pttl = *ret_pttl < 0 ? r->element[1]->integer
+			                          : MIN(*ret_pttl, r->element[1]->integer);
+		}
+		maybe[i] = maybe[i] || calls[i].unanswered;
+	}
+	failed = first_failure(calls, rl->n_masters, &failed_rc);
+	dlock__redlock_calls_clear(calls, rl->n_masters);
+
+	if (answered == DLOCK_ECANCELED) {
+		rc = dlock__error_canceled(resource);
+	} else if (nyes >= rl->quorum) {
+		uint64_t token = top + 1;
+
+		if (validity_left_us(lease, sent_us) > 0 &&
+		    fence_round(rl, lease, yes, token, waiter, deadline_us) >= rl->quorum &&
+		    validity_left_us(lease, sent_us) > 0) {
+			lease->confirmed_us = sent_us;
+			dlock__hold_set_token(lease->hold, token);
+			dlock__hold_set_backend_data(lease->hold, lease);
+			dlock__redlock_watch(rl, lease);
+			g_free(failed);
+			return DLOCK_OK;
+		}
+		rc = dlock__waiter_canceled(waiter)
+		             ? dlock__error_canceled(resource)
+		             : dlock__error(DLOCK_EUNAVAILABLE, "%s: '%s': the fencing round did not reach "
+		                            "a quorum of %d within the lease's validity", rl->label,
+		                            resource, rl->quorum);
+	} else if (answered < rl->quorum) {
+		rc = dlock__error(failed_rc == DLOCK_EBACKEND ? DLOCK_EBACKEND : DLOCK_EUNAVAILABLE,
+		                  "%s: '%s': %d of %d masters answered, a quorum is %d (%s)", rl->label,
+		                  resource, answered, rl->n_masters, rl->quorum, failed);
+	} else {
+		rc = dlock__error_busy(resource);
+	}
+	g_free(failed);
+	if (nyes > 0 || answered < rl->n_masters) {
+		/* Keep the message of rc, not the undo's. */
+		char *why = g_strdup(dlock_last_error_message());
+
+		release_on(rl, lease, maybe, NULL);
+		dlock__error(rc, "%s", why);
+		g_free(why);
+	}
+	return rc;
+}
+
+static void listen_all(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, bool on)
+{
+	for (int i = 0; i < rl->n_masters; i++) {
+		if (on)
+			dlock__redis_sub_listen(rl->masters[i], lease->key.names.released, waiter);
+		else
+			dlock__redis_sub_unlisten(rl->masters[i], lease->key.names.released, waiter);
+	}
+}
+
+/* The next nap: the backoff, half of it random, or the lock's remaining
+ * time when that comes first. */
+static int64_t nap_us(int64_t backoff_us, int64_t pttl_ms)
+{
+	uint32_t r;
+	int64_t nap;
+
+	dlock__random_bytes(&r, sizeof(r));
+	nap = backoff_us / 2 + (int64_t)(r % (uint32_t)(backoff_us / 2 + 1));
+	if (pttl_ms >= 0 && pttl_ms < nap / 1000)
+		nap = pttl_ms * 1000 + 1000;
+	return nap;
+}
+
+int dlock__redlock_acquire(dlock__backend *rl, dlock__hold *hold, dlock__waiter *waiter,
+                           int64_t wait_ms, int64_t deadline_us)
+{
+	const char *resource = dlock__hold_resource(hold);
+	rl_lease *lease = lease_new(rl, hold);
+	int64_t backoff_us = BACKOFF_FIRST_US;
+	bool listening = false, first = true;
+	int rc;
+
+	for (;;) {
+		uint64_t seen = dlock__waiter_seq(waiter);
+		int64_t pttl_ms;
+		int last;
+
+		if (dlock__waiter_canceled(waiter)) {
+			rc = dlock__error_canceled(resource);
+			break;
+		}
+		rc = attempt(rl, lease, waiter, deadline_us, &pttl_ms);
+		/* A first try that cannot reach a quorum fails fast; once
+		 * waiting, masters that went away are tried until the deadline. */
+		if (rc == DLOCK_OK || rc == DLOCK_ECANCELED || rc == DLOCK_EBACKEND ||
+		    (rc == DLOCK_EUNAVAILABLE && first) || wait_ms == 0)
+			break;
+		first = false;
+		if (!listening) {
+			listen_all(rl, lease, waiter, true);
+			listening = true;
+		}
+		last = rc;
+		rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us,
+		                        nap_us(backoff_us, pttl_ms), &backoff_us, BACKOFF_CAP_US);
+		if (rc == DLOCK_ETIMEDOUT && last == DLOCK_EUNAVAILABLE)
+			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: '%s': no quorum of masters reachable "
+			                  "within %" PRId64 " ms", rl->label, resource, wait_ms);
+		if (rc != DLOCK_OK)
+			break;
+	}
+	if (listening)
+		listen_all(rl, lease, waiter, false);
+	if (rc != DLOCK_OK) {
+		/* Earlier attempts' unanswered tries may still set the key. */
+		for (int i = 0; i < rl->n_masters; i++)
+			if (lease->kept[i]->len > 0)
+				cleanup_master(rl, lease, i);
+		dlock__redlock_lease_unref(lease);
+	}
+	return rc;
+}
+
+int dlock__redlock_release(dlock__backend *rl, dlock__hold *hold)
+{
+	rl_lease *lease = dlock__hold_backend_data(hold);
+	bool lost = false;
+	int not_ours = 0, rc = DLOCK_OK;
+
+	if (!lease)
+		return DLOCK_OK;
+	dlock__hold_set_backend_data(hold, NULL);
+	dlock__redlock_unwatch(rl, lease, &lost);
+	dlock__redlock_release_all(rl, lease, &not_ours);
+	if (lost)
+		rc = dlock__error(DLOCK_ELOST, "%s: '%s' was lost before its release", rl->label,
+		                  dlock__hold_resource(hold));
+	else if (not_ours > rl->n_masters - rl->quorum)
+		rc = dlock__error(DLOCK_ELOST, "%s: '%s' no longer held our token on %d of %d masters",
+		                  rl->label, dlock__hold_resource(hold), not_ours, rl->n_masters);
+	dlock__redlock_lease_unref(lease);
+	return rc;
+}
+
+/*
+ * Who holds resource, as a quorum sees it: a value on a quorum of the
+ * masters is the holder; the token is the largest counter.  Fewer than a
+ * quorum answering: DLOCK_EUNAVAILABLE.
+ */
+int dlock__redlock_query(dlock__backend *rl, const char *resource, int64_t deadline_us,
+                         dlock__server_info *ret)
+{
+	redis_names names;
+	const char *words[2];
+	rl_request req = { SCRIPT_RL_QUERY, 2, 0, words, NULL, resource, rl->command_timeout_ms };
+	rl_call calls[RL_MASTERS_MAX];
+	int answered, rc = DLOCK_OK;
+
+	dlock__redis_names_init(&names, rl, resource);
+	words[0] = names.key;
+	words[1] = names.fence;
+	answered = dlock__redlock_round(rl, &req, NULL,
+	                                MIN(deadline_us, dlock__mono_us() + rl->command_timeout_ms * 1000),
+	                                calls, NULL);
+	memset(ret, 0, sizeof(*ret));
+	ret->expires_in_ms = -1;
+	for (int i = 0; i < rl->n_masters; i++) {
+		const redisReply *r = calls[i].reply;
+		int agree = 0;
+		int64_t pttl = INT64_MAX;
+
+		if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+		    r->element[0]->type != REDIS_REPLY_STRING)
+			continue;
+		if (r->element[2]->type == REDIS_REPLY_INTEGER)
+			ret->fencing_token = MAX(ret->fencing_token, (uint64_t)MAX(r->element[2]->integer, 0));
+		if (ret->locked || r->element[0]->len == 0)
+			continue;
+		for (int k = 0; k < rl->n_masters; k++) {
+			const redisReply *o = calls[k].reply;
+
+			if (o && o->type == REDIS_REPLY_ARRAY && o->elements == 3 &&
+			    o->element[0]->type == REDIS_REPLY_STRING && o->element[0]->len == r->element[0]->len &&
+			    memcmp(o->element[0]->str, r->element[0]->str, r->element[0]->len) == 0) {
+				agree++;
+				if (o->element[1]->type == REDIS_REPLY_INTEGER && o->element[1]->integer >= 0)
+					pttl = MIN(pttl, o->element[1]->integer);
+			}
+		}
+		if (agree >= rl->quorum) {
+			ret->locked = true;
+			ret->holder_raw = g_strndup(r->element[0]->str, r->element[0]->len);
+			ret->expires_in_ms = pttl == INT64_MAX ? -1 : pttl;
+		}
+	}
+	if (answered < rl->quorum)
+		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: %d of %d masters answered, a quorum is %d",
+		                  rl->label, MAX(answered, 0), rl->n_masters, rl->quorum);
+	dlock__redlock_calls_clear(calls, rl->n_masters);
+	dlock__redis_names_clear(&names);
+	if (rc != DLOCK_OK)
+		dlock__server_info_clear(ret);
+	return rc;
+}
+
+void dlock__redlock_close(dlock__backend *rl)
+{
+	dlock__redlock_watch_stop(rl);
+	for (int i = 0; i < rl->n_masters; i++)
+		if (rl->masters[i])
+			dlock__redis_close_host(rl->masters[i]);
+	g_free(rl->masters);
+	g_mutex_clear(&rl->lazy_mu);
+	g_free(rl->label);
+	g_free(rl->prefix);
+	g_free(rl);
+}

@@ -1,0 +1,89 @@
+/*
+ * Redlock's internals, shared by redlock.c, round.c and redlock-watch.c:
+ * a round (one script on every master at once) and the lease of a hold.
+ */
+#ifndef DLOCK_REDIS_REDLOCK_H
+#define DLOCK_REDIS_REDLOCK_H
+
+#include "internal.h"
+
+/* More masters than this in one URI are refused. */
+#define RL_MASTERS_MAX 15
+
+/* What a round sends: the same script and words to each master. */
+typedef struct rl_request {
+	redis_script script;
+	int nkeys, nargs;
+	const char *const *words;
+	const bool *only;         /* per master: send there; NULL for every master */
+	const char *what;         /* the resource, for messages */
+	int64_t timeout_ms;       /* the round's bound, for messages */
+} rl_request;
+
+/* One master's part of a round. */
+typedef struct rl_call {
+	dlock__backend *master;
+	redis_conn *conn;         /* while pending */
+	redisReply *reply;        /* the answer (not an error reply), or NULL */
+	int rc;                   /* DLOCK_OK with reply, else why there is none */
+	char why[200];            /* and its message */
+	bool pending;
+	bool skipped;             /* not sent (rl_request.only) */
+	bool unanswered;          /* sent, and no answer by the round's end */
+	bool retried;             /* a stale pooled connection was replaced */
+	bool by_body;             /* resent as EVAL after NOSCRIPT */
+} rl_call;
+
+/*
+ * Run req on every master (or those req->only picks) at once, until
+ * until_us on the monotonic clock.  calls: rl->n_masters entries, filled
+ * in.  kept (NULL, or one GArray * or NULL per master): where the
+ * connection of each call left unanswered is kept.  Returns the number
+ * of answers, or DLOCK_ECANCELED when waiter was canceled meanwhile.
+ * Free the replies with dlock__redlock_calls_clear().
+ */
+int dlock__redlock_round(dlock__backend *rl, const rl_request *req, dlock__waiter *waiter,
+                         int64_t until_us, rl_call *calls, GArray **kept);
+void dlock__redlock_calls_clear(rl_call *calls, int n);
+
+/* The server-side state of one Redlock hold.  A g_atomic_rc_box. */
+typedef struct rl_lease {
+	dlock__hold *hold;        /* referenced */
+	redis_lease key;          /* names, token, id and mode, as a master's deferred
+	                           * cleanup reads them; nothing else of it is used */
+	int64_t ttl_ms;
+	int64_t master_timeout_ms;
+	bool renew;               /* watchdog on */
+	GArray *kept[RL_MASTERS_MAX]; /* int: per master, connections left unanswered */
+	/* guarded by the watch's mutex */
+	int64_t confirmed_us;     /* CLOCK_BOOTTIME send of the last round a quorum confirmed */
+	int64_t next_renew_us;
+	bool suspended;
+	bool lost;
+	bool released;
+} rl_lease;
+
+/* The drift SPEC 10 allows for: 1% of the TTL plus 2 ms.  Microseconds. */
+int64_t dlock__redlock_drift_us(int64_t ttl_ms);
+
+rl_lease *dlock__redlock_lease_ref(rl_lease *lease);
+void dlock__redlock_lease_unref(rl_lease *lease);
+
+/* ---- redlock-watch.c ---- */
+/* Start renewing the lease (watchdog on) and watching its validity. */
+void dlock__redlock_watch(dlock__backend *rl, rl_lease *lease);
+/* Stop; returns whether it had been lost (*ret_lost) or suspended. */
+bool dlock__redlock_unwatch(dlock__backend *rl, rl_lease *lease, bool *ret_lost);
+void dlock__redlock_watch_stop(dlock__backend *rl);
+
+/* ---- redlock.c ---- */
+void dlock__redlock_close(dlock__backend *rl);
+dlock__backend_acquire_fn dlock__redlock_acquire;
+dlock__backend_release_fn dlock__redlock_release;
+dlock__backend_query_fn dlock__redlock_query;
+/* Release lease on every master at once; those that do not answer get
+ * the background retry.  The number of masters that said it was ours,
+ * and in *ret_not_ours the number that showed it was not. */
+int dlock__redlock_release_all(dlock__backend *rl, rl_lease *lease, int *ret_not_ours);
+
+#endif
