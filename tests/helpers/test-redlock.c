@@ -31,6 +31,21 @@ void test_redlock_stop(test_redlock *rl)
 	g_free(rl);
 }
 
+test_redlock *test_redlock_suite;
+
+int test_redlock_suite_setup(void **state)
+{
+	test_redlock_suite = test_redlock_start(TEST_REDLOCK_SUITE_MASTERS);
+	return 0;
+}
+
+int test_redlock_suite_teardown(void **state)
+{
+	test_redlock_stop(test_redlock_suite);
+	test_redlock_suite = NULL;
+	return 0;
+}
+
 char *test_redlock_uri(const test_redlock *rl, int n, const char *suffix)
 {
 	GString *uri = g_string_new("redis://");

@@ -24,6 +24,16 @@ test_redlock *test_redlock_start(int n);
 /* Continue any master left SIGSTOPped, stop them all, free. */
 void test_redlock_stop(test_redlock *rl);
 
+/*
+ * The masters a test program's tests share: test_redlock_suite_setup(),
+ * a cmocka group setup, starts TEST_REDLOCK_SUITE_MASTERS of them from
+ * the main thread; test_redlock_suite_teardown() stops them.
+ */
+#define TEST_REDLOCK_SUITE_MASTERS 5
+extern test_redlock *test_redlock_suite;
+int test_redlock_suite_setup(void **state);
+int test_redlock_suite_teardown(void **state);
+
 /* "redis://127.0.0.1:P1,127.0.0.1:P2,...": the first n masters of rl
  * (n <= rl->n), plus suffix (e.g. "?ttl=2s"); g_free. */
 char *test_redlock_uri(const test_redlock *rl, int n, const char *suffix);

@@ -21,7 +21,8 @@
 #include "test-events.h"
 #include "test-redlock.h"
 
-static test_redlock *rl;
+/* The suite's five masters. */
+#define rl test_redlock_suite
 
 typedef test_redlock_handle handle;
 
@@ -159,6 +160,43 @@ static void test_one_frozen_master_costs_at_most_the_master_timeout(void **state
 	test_redlock_close(&h);
 }
 
+/* ---- watching a hold ------------------------------------------------- */
+
+static bool reported(test_events *ev, dlock_state state)
+{
+	return test_events_index(ev, state) >= 0;
+}
+
+static bool lost_reported(void *arg)
+{
+	return reported(arg, DLOCK_STATE_LOST);
+}
+
+/* The hold whose state changes a test watches: static, so that a test
+ * that fails does not leave the callback writing into its stack; the
+ * teardown closes it. */
+static handle watched;
+static test_events events;
+
+/* Hold resource through `watched` with the watchdog on, state changes in
+ * `events`; returns when the hold was granted. */
+static int64_t hold_watched(const char *suffix, const char *resource)
+{
+	test_events_init(&events);
+	test_redlock_open(rl, &watched, 3, suffix, resource);
+	assert_int_equal(dlock_lock_set_watchdog(watched.lock, 1), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(watched.lock, test_events_record, &events), DLOCK_OK);
+	assert_int_equal(dlock_acquire(watched.lock, 5000), DLOCK_OK);
+	return test_now_ms();
+}
+
+static void close_watched(void)
+{
+	if (watched.client)
+		test_redlock_close(&watched);
+	memset(&watched, 0, sizeof(watched));
+}
+
 /* ---- a master that loses its data ------------------------------------- */
 
 static void test_master_restarted_empty_between_holders_keeps_tokens_increasing(void **state)
@@ -182,20 +220,11 @@ static void test_master_restarted_empty_between_holders_keeps_tokens_increasing(
 
 /* ---- keys removed under a hold ---------------------------------------- */
 
-static bool lost_reported(void *arg)
-{
-	return test_events_index(arg, DLOCK_STATE_LOST) >= 0;
-}
-
 /* Hold rl/gone with a 1 s lease renewed every ~333 ms, and delete the
  * lock key on the first `deleted` masters. */
-static int64_t hold_and_delete(handle *h, test_events *ev, int deleted)
+static int64_t hold_and_delete(int deleted)
 {
-	test_events_init(ev);
-	test_redlock_open(rl, h, 3, "?ttl=1s", "rl/gone");
-	assert_int_equal(dlock_lock_set_watchdog(h->lock, 1), DLOCK_OK);
-	assert_int_equal(dlock_lock_set_state_callback(h->lock, test_events_record, ev), DLOCK_OK);
-	assert_int_equal(dlock_acquire(h->lock, 5000), DLOCK_OK);
+	hold_watched("?ttl=1s", "rl/gone");
 	for (int i = 0; i < deleted; i++)
 		assert_int_equal(test_redis_int(rl->masters[i], "DEL dlock:{rl/gone}"), 1);
 	return test_now_ms();
@@ -204,60 +233,61 @@ static int64_t hold_and_delete(handle *h, test_events *ev, int deleted)
 static void test_keys_deleted_on_a_majority_is_lost(void **state)
 {
 	char key[] = "dlock:{rl/gone}";
-	handle h;
-	test_events ev;
-	int64_t deleted_ms = hold_and_delete(&h, &ev, 2), lost_after;
+	int64_t deleted_ms = hold_and_delete(2), lost_after;
 
 	/* The next renewal (within ~333 ms) finds the key missing on two
 	 * masters out of three: LOST at once, well before the 1 s lease
 	 * would have run out unrenewed. */
-	assert_true(test_wait_until(lost_reported, &ev, 1000 + 500));
-	lost_after = test_events_first_at(&ev, DLOCK_STATE_LOST) - deleted_ms;
+	assert_true(test_wait_until(lost_reported, &events, 1000 + 500));
+	lost_after = test_events_first_at(&events, DLOCK_STATE_LOST) - deleted_ms;
 	print_message("LOST %" PRId64 " ms after the keys were deleted\n", lost_after);
 	assert_true(lost_after < 333 + test_slack(300));
-	assert_false(dlock_held(h.lock));
-	assert_int_equal(dlock_release(h.lock), DLOCK_ELOST);
-	test_redlock_close(&h);
+	assert_false(dlock_held(watched.lock));
+	assert_int_equal(dlock_release(watched.lock), DLOCK_ELOST);
+	close_watched();
 	/* The third master's copy is gone within its lease at the latest. */
 	assert_true(test_wait_until(no_key_on_any_master, key, 1000 + 1000));
 }
 
 static void test_key_deleted_on_one_master_is_not_lost(void **state)
 {
-	handle h;
-	test_events ev;
-
-	hold_and_delete(&h, &ev, 1);
+	hold_and_delete(1);
 	/* Four renewal periods, each reaching the two masters that still
 	 * hold the key: a quorum. */
-	assert_false(test_poll_window(lost_reported, &ev, 4 * 333));
-	assert_true(dlock_held(h.lock));
-	assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+	assert_false(test_poll_window(lost_reported, &events, 4 * 333));
+	assert_true(dlock_held(watched.lock));
+	assert_int_equal(dlock_release(watched.lock), DLOCK_OK);
 	assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/gone}", NULL), 0);
-	test_redlock_close(&h);
+	close_watched();
 }
 
 /* After each test: every master running again (those halted come back
  * empty), and none of them left with a key of the suite. */
+static bool no_lock_key_of_the_suite(void *arg)
+{
+	long long found = 0;
+
+	for (int i = 0; i < rl->n; i++)
+		if (!rl->stopped[i] && rl->masters[i]->pid)
+			found += test_redis_count_keys(rl->masters[i], "dlock:{rl/*}");
+	return found == 0;
+}
+
 static int revive(void **state)
 {
-	long long left = test_redlock_leftover_keys(rl, "dlock:{rl/");
+	long long left;
+
+	close_watched();
+	for (int i = 0; i < rl->n; i++)
+		if (rl->stopped[i])
+			test_redlock_thaw(rl, i);
+	/* A test that failed half-way may leave background releases busy. */
+	test_wait_until(no_lock_key_of_the_suite, NULL, 3000);
+	left = test_redlock_leftover_keys(rl, "dlock:{rl/");
 
 	if (left != 0)
 		print_error("%lld keys of the suite left on the masters\n", left);
 	return left == 0 ? 0 : -1;
-}
-
-static int setup(void **state)
-{
-	rl = test_redlock_start(5);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	test_redlock_stop(rl);
-	return 0;
 }
 
 #define FAULT_TEST(f) cmocka_unit_test_teardown(f, revive)
@@ -276,5 +306,6 @@ int main(int argc, char **argv)
 	};
 
 	test_init(argv[0]);
-	return test_finish(cmocka_run_group_tests_name("redis-redlock-faults", tests, setup, teardown));
+	return test_finish(cmocka_run_group_tests_name("redis-redlock-faults", tests, test_redlock_suite_setup,
+	                                               test_redlock_suite_teardown));
 }

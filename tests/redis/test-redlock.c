@@ -21,7 +21,8 @@
 #include "test-exclusion.h"
 #include "test-redlock.h"
 
-static test_redlock *rl;
+/* The suite's five masters. */
+#define rl test_redlock_suite
 
 typedef test_redlock_handle handle;
 
@@ -283,18 +284,6 @@ static void test_no_key_of_this_suite_remains_on_any_master(void **state)
 	assert_int_equal(test_redlock_leftover_keys(rl, "dlock:{rl/"), 0);
 }
 
-static int setup(void **state)
-{
-	rl = test_redlock_start(5);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	test_redlock_stop(rl);
-	return 0;
-}
-
 static int worker_main(int argc, char **argv)
 {
 	if (argc >= 9 && strcmp(argv[2], "counter") == 0)
@@ -322,5 +311,6 @@ int main(int argc, char **argv)
 	test_init(argv[0]);
 	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
 		return worker_main(argc, argv);
-	return test_finish(cmocka_run_group_tests_name("redis-redlock", tests, setup, teardown));
+	return test_finish(cmocka_run_group_tests_name("redis-redlock", tests, test_redlock_suite_setup,
+	                                               test_redlock_suite_teardown));
 }
