@@ -97,6 +97,44 @@ static void test_five_masters_tokens_increase_across_holders_and_clients(void **
 	check_tokens_increase(5, "rl/tokens5");
 }
 
+/* What a query sees: the holder the quorum records, and free after the
+ * release, also with one master down. */
+static void expect_query(handle *h, int locked)
+{
+	dlock_info *info;
+
+	if (dlock_lock_query(h->lock, &info) != DLOCK_OK)
+		fail_msg("query: %s", dlock_last_error_message());
+	assert_int_equal(dlock_info_locked(info), locked);
+	if (locked) {
+		assert_int_equal(dlock_info_mode(info), DLOCK_HELD_EXCLUSIVE);
+		assert_int_equal(dlock_info_holder_pid(info), getpid());
+		assert_int_equal(dlock_info_hold(info), DLOCK_HOLD_HELD);
+		assert_true(dlock_info_expires_in_ms(info) > 0 && dlock_info_expires_in_ms(info) <= 30000);
+		assert_true(dlock_info_fencing_token(info) >= dlock_fencing_token(h->lock));
+	} else {
+		assert_int_equal(dlock_info_mode(info), DLOCK_HELD_FREE);
+		assert_int_equal(dlock_info_holders(info), 0);
+	}
+	dlock_info_free(info);
+}
+
+static void test_query_shows_the_quorums_holder(void **state)
+{
+	handle h;
+
+	test_redlock_open(rl, &h, 3, NULL, "rl/query");
+	expect_query(&h, 0);
+	assert_int_equal(dlock_acquire(h.lock, 5000), DLOCK_OK);
+	expect_query(&h, 1);
+	test_redis_halt(rl->masters[2]);
+	expect_query(&h, 1);
+	assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+	expect_query(&h, 0);
+	test_redis_resume(rl->masters[2]);
+	test_redlock_close(&h);
+}
+
 /* ---- exclusion -------------------------------------------------------- */
 
 static void test_processes_and_threads_never_overlap_and_tokens_increase(void **state)
@@ -298,6 +336,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_three_masters_tokens_increase_across_holders_and_clients),
 		cmocka_unit_test(test_five_masters_hold_on_a_quorum_and_release_everywhere),
 		cmocka_unit_test(test_five_masters_tokens_increase_across_holders_and_clients),
+		cmocka_unit_test(test_query_shows_the_quorums_holder),
 		cmocka_unit_test(test_processes_and_threads_never_overlap_and_tokens_increase),
 		cmocka_unit_test(test_five_masters_processes_and_threads_never_overlap),
 		cmocka_unit_test(test_two_clients_racing_never_both_hold_and_always_get_it),
