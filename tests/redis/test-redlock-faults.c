@@ -218,6 +218,57 @@ static void test_master_restarted_empty_between_holders_keeps_tokens_increasing(
 	test_redlock_close(&b);
 }
 
+/* Master i's fencing counter of rl/overlap. */
+static void set_counter(int i, uint64_t value)
+{
+	redisReply *r = test_redis_cmd(rl->masters[i], "SET dlock:{rl/overlap}:fence %llu", (unsigned long long)value);
+
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+}
+
+static uint64_t get_counter(int i)
+{
+	char *text = test_redis_str(rl->masters[i], "GET dlock:{rl/overlap}:fence");
+	uint64_t value;
+
+	assert_non_null(text);
+	value = g_ascii_strtoull(text, NULL, 10);
+	g_free(text);
+	return value;
+}
+
+/* Each holder's quorum shares one master with the last one's, and that
+ * master alone carries the last token over: the token is 1 + the largest
+ * counter of the quorum, and the fencing round raises each quorum
+ * master's counter to it. */
+static void test_tokens_increase_when_quorums_share_only_one_master(void **state)
+{
+	handle h;
+	uint64_t first, second;
+
+	test_redlock_open(rl, &h, 3, NULL, "rl/overlap");
+	/* Quorum {1, 2}. */
+	test_redis_halt(rl->masters[0]);
+	first = take_turns(&h, 1, 0);
+	/* Master 0 comes back with a counter far below every token handed
+	 * out, as from an old snapshot. */
+	test_redis_resume(rl->masters[0]);
+	set_counter(0, 5);
+	/* Quorum {0, 2}: master 2 carries the first token over. */
+	test_redis_halt(rl->masters[1]);
+	second = take_turns(&h, 1, first);
+	assert_true(get_counter(0) >= second);
+	/* Quorum {0, 1}: master 1 saw only the first token; master 0 carries
+	 * the second over. */
+	test_redis_resume(rl->masters[1]);
+	set_counter(1, first);
+	test_redis_halt(rl->masters[2]);
+	take_turns(&h, 1, second);
+	test_redlock_close(&h);
+}
+
 /* ---- keys removed under a hold ---------------------------------------- */
 
 /* Hold rl/gone with a 1 s lease renewed every ~333 ms, and delete the
@@ -301,6 +352,7 @@ int main(int argc, char **argv)
 		FAULT_TEST(test_majority_frozen_acquire_is_unavailable_within_the_deadline),
 		FAULT_TEST(test_one_frozen_master_costs_at_most_the_master_timeout),
 		FAULT_TEST(test_master_restarted_empty_between_holders_keeps_tokens_increasing),
+		FAULT_TEST(test_tokens_increase_when_quorums_share_only_one_master),
 		FAULT_TEST(test_keys_deleted_on_a_majority_is_lost),
 		FAULT_TEST(test_key_deleted_on_one_master_is_not_lost),
 	};
