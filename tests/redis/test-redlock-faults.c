@@ -131,6 +131,32 @@ static void test_majority_frozen_acquire_is_unavailable_within_the_deadline(void
 	test_redlock_close(&h);
 }
 
+static void test_majority_frozen_acquire_returns_by_the_callers_deadline(void **state)
+{
+	char key[] = "dlock:{rl/deadline}";
+	handle h;
+	int64_t start, took;
+	int rc;
+
+	/* The deadline (500 ms) comes before two master timeouts (2 x 400
+	 * ms): undoing the first round on masters that never answered it
+	 * must not hold the caller past its deadline. */
+	test_redlock_open(rl, &h, 3, "?master-timeout=400ms&ttl=8s", "rl/deadline");
+	take_turns(&h, 1, 0);
+	test_redlock_freeze(rl, 1);
+	test_redlock_freeze(rl, 2);
+	start = test_now_ms();
+	rc = dlock_acquire(h.lock, 500);
+	took = test_now_ms() - start;
+	print_message("wait 500 ms: %s after %" PRId64 " ms\n", dlock_code_name(rc), took);
+	test_redlock_thaw(rl, 1);
+	test_redlock_thaw(rl, 2);
+	assert_true(test_wait_until(no_key_on_any_master, key, 8000 + 1000));
+	test_redlock_close(&h);
+	assert_int_equal(rc, DLOCK_EUNAVAILABLE);
+	assert_true(took <= 500 + test_slack(100));
+}
+
 /* ---- a frozen master -------------------------------------------------- */
 
 static void test_one_frozen_master_costs_at_most_the_master_timeout(void **state)
@@ -160,11 +186,21 @@ static void test_one_frozen_master_costs_at_most_the_master_timeout(void **state
 	test_redlock_close(&h);
 }
 
-/* ---- watching a hold ------------------------------------------------- */
+/* ---- a majority frozen under a hold ------------------------------------ */
 
 static bool reported(test_events *ev, dlock_state state)
 {
 	return test_events_index(ev, state) >= 0;
+}
+
+static bool suspended_reported(void *arg)
+{
+	return reported(arg, DLOCK_STATE_SUSPENDED);
+}
+
+static bool reconnected_reported(void *arg)
+{
+	return reported(arg, DLOCK_STATE_RECONNECTED);
 }
 
 static bool lost_reported(void *arg)
@@ -195,6 +231,54 @@ static void close_watched(void)
 	if (watched.client)
 		test_redlock_close(&watched);
 	memset(&watched, 0, sizeof(watched));
+}
+
+static void test_majority_frozen_briefly_suspends_then_reconnects(void **state)
+{
+	char key[] = "dlock:{rl/suspend}";
+
+	/* Renewals every second, each round bounded by the 200 ms master
+	 * timeout; the lease lasts 3 s from the last one that reached the
+	 * quorum. */
+	hold_watched("?ttl=3s&master-timeout=200ms", "rl/suspend");
+	test_redlock_freeze(rl, 1);
+	test_redlock_freeze(rl, 2);
+	assert_true(test_wait_until(suspended_reported, &events, 1000 + 200 + 500));
+	assert_false(dlock_held(watched.lock));
+	test_redlock_thaw(rl, 1);
+	test_redlock_thaw(rl, 2);
+	assert_true(test_wait_until(reconnected_reported, &events, 1000 + 500));
+	assert_false(reported(&events, DLOCK_STATE_LOST));
+	assert_true(dlock_held(watched.lock));
+	assert_int_equal(dlock_release(watched.lock), DLOCK_OK);
+	close_watched();
+	assert_true(test_wait_until(no_key_on_any_master, key, 3000 + 1000));
+}
+
+static void test_majority_frozen_for_the_lease_is_lost_by_its_end(void **state)
+{
+	char key[] = "dlock:{rl/frozen-lost}";
+	int64_t granted_ms = hold_watched("?ttl=1s&master-timeout=100ms", "rl/frozen-lost");
+	int64_t lost_ms;
+
+	test_redlock_freeze(rl, 1);
+	test_redlock_freeze(rl, 2);
+	assert_true(test_wait_until(lost_reported, &events, 1000 + 1000));
+	lost_ms = test_events_first_at(&events, DLOCK_STATE_LOST);
+	print_message("SUSPENDED %" PRId64 " ms, LOST %" PRId64 " ms after the grant\n",
+	              test_events_first_at(&events, DLOCK_STATE_SUSPENDED) - granted_ms, lost_ms - granted_ms);
+	/* No renewal reached the quorum after the grant: the lease, counted
+	 * from before the grant, ends within 1 s of it. */
+	assert_true(lost_ms - granted_ms <= 1000 + test_slack(100));
+	/* The renewal due after ~333 ms missed the quorum within its 100 ms
+	 * master timeout: SUSPENDED well before the end. */
+	assert_true(reported(&events, DLOCK_STATE_SUSPENDED));
+	assert_true(test_events_first_at(&events, DLOCK_STATE_SUSPENDED) - granted_ms < 333 + 100 + test_slack(200));
+	assert_int_equal(dlock_release(watched.lock), DLOCK_ELOST);
+	close_watched();
+	test_redlock_thaw(rl, 1);
+	test_redlock_thaw(rl, 2);
+	assert_true(test_wait_until(no_key_on_any_master, key, 1000 + 1000));
 }
 
 /* ---- a master that loses its data ------------------------------------- */
@@ -350,7 +434,10 @@ int main(int argc, char **argv)
 		FAULT_TEST(test_two_of_five_masters_killed_acquires_still_succeed),
 		FAULT_TEST(test_majority_killed_acquire_is_unavailable_within_the_deadline),
 		FAULT_TEST(test_majority_frozen_acquire_is_unavailable_within_the_deadline),
+		FAULT_TEST(test_majority_frozen_acquire_returns_by_the_callers_deadline),
 		FAULT_TEST(test_one_frozen_master_costs_at_most_the_master_timeout),
+		FAULT_TEST(test_majority_frozen_briefly_suspends_then_reconnects),
+		FAULT_TEST(test_majority_frozen_for_the_lease_is_lost_by_its_end),
 		FAULT_TEST(test_master_restarted_empty_between_holders_keeps_tokens_increasing),
 		FAULT_TEST(test_tokens_increase_when_quorums_share_only_one_master),
 		FAULT_TEST(test_keys_deleted_on_a_majority_is_lost),
