@@ -1,7 +1,8 @@
 /*
  * dlock status: ask the backend who holds RESOURCE and print it, as text
  * for people or as one JSON object for programs: how it is held (free,
- * exclusive, shared) and every holder the backend records.  Exit 0 free,
+ * exclusive, shared) and every holder the backend records; for a Redlock,
+ * the quorum's verdict and then each master's own view.  Exit 0 free,
  * 1 held.
  */
 #include <inttypes.h>
@@ -47,6 +48,39 @@ static void json_holder_fields(const dlock_info *info, size_t i, const char *pre
 	       dlock_info_holder_since_ms_at(info, i));
 }
 
+/* ,"masters":[...] of a Redlock, each master as it answered. */
+static void json_masters(const dlock_info *info)
+{
+	printf(",\"masters\":[");
+	for (size_t i = 0; i < dlock_info_masters(info); i++) {
+		printf("%s{\"address\":", i ? "," : "");
+		json_string(dlock_info_master_at(info, i));
+		printf(",\"reachable\":%s,\"holder\":",
+		       dlock_info_master_reachable_at(info, i) ? "true" : "false");
+		json_string(dlock_info_master_holder_at(info, i));
+		printf(",\"expires_in_ms\":%" PRId64 ",\"fencing_token\":%" PRIu64 "}",
+		       dlock_info_master_expires_in_ms_at(info, i),
+		       dlock_info_master_fencing_token_at(info, i));
+	}
+	printf("]");
+}
+
+/* One line per master of a Redlock: what it holds, or that it did not answer. */
+static void text_masters(const dlock_info *info)
+{
+	for (size_t i = 0; i < dlock_info_masters(info); i++) {
+		printf("master %s: ", dlock_info_master_at(info, i));
+		if (!dlock_info_master_reachable_at(info, i))
+			printf("unreachable\n");
+		else if (!*dlock_info_master_holder_at(info, i))
+			printf("free, fencing %" PRIu64 "\n", dlock_info_master_fencing_token_at(info, i));
+		else
+			printf("%s, expires in %" PRId64 " ms, fencing %" PRIu64 "\n",
+			       dlock_info_master_holder_at(info, i), dlock_info_master_expires_in_ms_at(info, i),
+			       dlock_info_master_fencing_token_at(info, i));
+	}
+}
+
 int cli_status(const cli_options *o)
 {
 	dlock_client *client;
@@ -87,6 +121,8 @@ int cli_status(const cli_options *o)
 		printf("],\"expires_in_ms\":%" PRId64 ",\"fencing_token\":%" PRIu64 ",\"backend\":",
 		       dlock_info_expires_in_ms(info), dlock_info_fencing_token(info));
 		json_string(dlock_info_backend(info));
+		if (dlock_info_masters(info) > 0)
+			json_masters(info);
 		printf("}\n");
 	} else {
 		size_t n = dlock_info_holders(info);
@@ -104,6 +140,7 @@ int cli_status(const cli_options *o)
 		if (dlock_info_fencing_token(info))
 			printf("fencing:  %" PRIu64 " (latest token)\n", dlock_info_fencing_token(info));
 		printf("backend:  %s\n", dlock_info_backend(info));
+		text_masters(info);
 	}
 	dlock_info_free(info);
 	dlock_lock_free(lock);

@@ -55,7 +55,20 @@ typedef struct dlock__server_info {
 	uint64_t fencing_token; /* the counter's value; 0 when none */
 	bool shared;            /* held by READ holds: readers lists them, holder_raw is unused */
 	GPtrArray *readers;     /* char *, each reader's record as stored; NULL when none */
+	GArray *masters;        /* dlock__master_view, a Redlock's masters; NULL otherwise */
 } dlock__server_info;
+
+/* One master of a Redlock as it answered a query (strings g_free'd with
+ * the array's clear function, dlock__master_view_clear). */
+typedef struct dlock__master_view {
+	char *address;          /* "host:port" */
+	bool reachable;
+	char *holder_raw;       /* the key's value; NULL when missing or unreachable */
+	int64_t expires_in_ms;  /* -1 none */
+	uint64_t fencing_token; /* 0 none */
+} dlock__master_view;
+
+void dlock__master_view_clear(gpointer view);
 
 /* What the core hands a backend when opening it. */
 typedef struct dlock__backend_env {

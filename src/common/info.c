@@ -19,7 +19,17 @@ struct dlock_info {
 	int64_t expires_in_ms;
 	uint64_t fencing_token;
 	char *backend;
+	GArray *masters;      /* of info_master; empty unless a Redlock */
 };
+
+/* One master of a Redlock. */
+typedef struct info_master {
+	char *address;
+	bool reachable;
+	info_holder holder;   /* text "" when its key is missing */
+	int64_t expires_in_ms;
+	uint64_t fencing_token;
+} info_master;
 
 void dlock__server_info_clear(dlock__server_info *info)
 {
@@ -28,9 +38,20 @@ void dlock__server_info_clear(dlock__server_info *info)
 	if (info->readers)
 		g_ptr_array_unref(info->readers);
 	info->readers = NULL;
+	if (info->masters)
+		g_array_unref(info->masters);
+	info->masters = NULL;
 }
 
-static void holder_add(dlock_info *info, const char *raw)
+void dlock__master_view_clear(gpointer data)
+{
+	dlock__master_view *view = data;
+
+	g_free(view->address);
+	g_free(view->holder_raw);
+}
+
+static info_holder holder_of(const char *raw)
 {
 	info_holder h = { 0 };
 
@@ -40,6 +61,13 @@ static void holder_add(dlock_info *info, const char *raw)
 	} else {
 		h.text = g_strdup(raw);
 	}
+	return h;
+}
+
+static void holder_add(dlock_info *info, const char *raw)
+{
+	info_holder h = holder_of(raw);
+
 	g_array_append_val(info->holders, h);
 }
 
@@ -52,9 +80,32 @@ static void holder_clear(gpointer data)
 		dlock__holder_clear(&h->parsed);
 }
 
+static void master_clear(gpointer data)
+{
+	info_master *m = data;
+
+	g_free(m->address);
+	holder_clear(&m->holder);
+}
+
+static GArray *masters_of(const dlock__server_info *server)
+{
+	GArray *masters = g_array_new(FALSE, TRUE, sizeof(info_master));
+
+	g_array_set_clear_func(masters, master_clear);
+	for (guint i = 0; server->masters && i < server->masters->len; i++) {
+		const dlock__master_view *v = &g_array_index(server->masters, dlock__master_view, i);
+		info_master m = { g_strdup(v->address), v->reachable, holder_of(v->holder_raw ? v->holder_raw : ""),
+		                  v->expires_in_ms, v->fencing_token };
+
+		g_array_append_val(masters, m);
+	}
+	return masters;
+}
+
 DLOCK_API int dlock_lock_query(dlock_lock *lock, dlock_info **ret_info)
 {
-	dlock__server_info server = { false, NULL, -1, 0, false, NULL };
+	dlock__server_info server = { false, NULL, -1, 0, false, NULL, NULL };
 	dlock_info *info;
 	int rc;
 
@@ -76,6 +127,7 @@ DLOCK_API int dlock_lock_query(dlock_lock *lock, dlock_info **ret_info)
 	info->expires_in_ms = server.expires_in_ms;
 	info->fencing_token = server.fencing_token;
 	info->backend = g_strdup(lock->slot->redacted);
+	info->masters = masters_of(&server);
 	info->holders = g_array_new(FALSE, TRUE, sizeof(info_holder));
 	g_array_set_clear_func(info->holders, holder_clear);
 	if (!server.locked) {
@@ -99,6 +151,7 @@ DLOCK_API void dlock_info_free(dlock_info *info)
 	if (!info)
 		return;
 	g_array_unref(info->holders);
+	g_array_unref(info->masters);
 	g_free(info->backend);
 	g_free(info);
 }
@@ -204,4 +257,52 @@ DLOCK_API uint64_t dlock_info_fencing_token(const dlock_info *info)
 DLOCK_API const char *dlock_info_backend(const dlock_info *info)
 {
 	return info ? info->backend : "";
+}
+
+/* Master i, or NULL (NULL info, or out of range). */
+static const info_master *master_at(const dlock_info *info, size_t i)
+{
+	if (!info || i >= info->masters->len)
+		return NULL;
+	return &g_array_index(info->masters, info_master, i);
+}
+
+DLOCK_API size_t dlock_info_masters(const dlock_info *info)
+{
+	return info ? info->masters->len : 0;
+}
+
+DLOCK_API const char *dlock_info_master_at(const dlock_info *info, size_t i)
+{
+	const info_master *m = master_at(info, i);
+
+	return m ? m->address : "";
+}
+
+DLOCK_API int dlock_info_master_reachable_at(const dlock_info *info, size_t i)
+{
+	const info_master *m = master_at(info, i);
+
+	return m && m->reachable;
+}
+
+DLOCK_API const char *dlock_info_master_holder_at(const dlock_info *info, size_t i)
+{
+	const info_master *m = master_at(info, i);
+
+	return m ? m->holder.text : "";
+}
+
+DLOCK_API int64_t dlock_info_master_expires_in_ms_at(const dlock_info *info, size_t i)
+{
+	const info_master *m = master_at(info, i);
+
+	return m ? m->expires_in_ms : -1;
+}
+
+DLOCK_API uint64_t dlock_info_master_fencing_token_at(const dlock_info *info, size_t i)
+{
+	const info_master *m = master_at(info, i);
+
+	return m ? m->fencing_token : 0;
 }

@@ -47,7 +47,9 @@ static void renew(redlock_watch *w, rl_lease *lease, int64_t until_us)
 	dlock__backend *rl = w->rl;
 	char ttl[24];
 	const char *words[3] = { lease->key.names.key, lease->key.token, ttl };
-	rl_request req = { SCRIPT_RL_RENEW, 1, 2, words, NULL, lease->key.names.key,
+	/* A quorum renewed is a renewal: a silent master does not hold up
+	 * every other hold's round. */
+	rl_request req = { SCRIPT_RL_RENEW, 1, 2, words, NULL, rl->quorum, lease->key.names.key,
 	                   lease->master_timeout_ms };
 	rl_call calls[RL_MASTERS_MAX];
 	int64_t sent_us = dlock__boot_us();

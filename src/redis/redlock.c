@@ -116,8 +116,10 @@ static bool reply_is_int(const redisReply *r, long long value)
 static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, int *ret_not_ours)
 {
 	const char *words[3] = { lease->key.names.key, lease->key.token, lease->key.names.released };
-	rl_request req = { SCRIPT_RL_RELEASE, 1, 2, words, only, lease->key.names.key,
-	                   lease->master_timeout_ms };
+	/* Once a quorum has deleted, a silent master need not hold the caller
+	 * up: its background release follows. */
+	rl_request req = { SCRIPT_RL_RELEASE, 1, 2, words, only, only ? 0 : rl->quorum,
+	                   lease->key.names.key, lease->master_timeout_ms };
 	rl_call calls[RL_MASTERS_MAX];
 	int ours = 0, not_ours = 0;
 
@@ -161,7 +163,7 @@ static int fence_round(dlock__backend *rl, rl_lease *lease, const bool *yes, uin
 	char token_text[24];
 	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token,
 	                         token_text };
-	rl_request req = { SCRIPT_RL_FENCE, 2, 2, words, yes, lease->key.names.key,
+	rl_request req = { SCRIPT_RL_FENCE, 2, 2, words, yes, rl->quorum, lease->key.names.key,
 	                   lease->master_timeout_ms };
 	rl_call calls[RL_MASTERS_MAX];
 	int confirmed = 0;
@@ -187,7 +189,7 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 	const char *resource = dlock__hold_resource(lease->hold);
 	char ttl[24];
 	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token, ttl };
-	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, resource, lease->master_timeout_ms };
+	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, 0, resource, lease->master_timeout_ms };
 	rl_call calls[RL_MASTERS_MAX];
 	bool yes[RL_MASTERS_MAX] = { false }, maybe[RL_MASTERS_MAX] = { false };
 	int64_t sent_us = dlock__boot_us();
@@ -352,18 +354,45 @@ int dlock__redlock_release(dlock__backend *rl, dlock__hold *hold)
 	return rc;
 }
 
+/* Master i's answer to the query script, or NULL. */
+static const redisReply *query_reply(const rl_call *call)
+{
+	const redisReply *r = call->reply;
+
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+	    r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_INTEGER ||
+	    r->element[2]->type != REDIS_REPLY_INTEGER)
+		return NULL;
+	return r;
+}
+
+static dlock__master_view master_view(const dlock__backend *m, const redisReply *r)
+{
+	dlock__master_view v = { g_strdup_printf("%s:%d", m->host, m->port), r != NULL, NULL, -1, 0 };
+
+	if (r) {
+		if (r->element[0]->len > 0)
+			v.holder_raw = g_strndup(r->element[0]->str, r->element[0]->len);
+		v.expires_in_ms = MAX(r->element[1]->integer, -1);
+		v.fencing_token = (uint64_t)MAX(r->element[2]->integer, 0);
+	}
+	return v;
+}
+
 /*
  * Who holds resource, as a quorum sees it: a value on a quorum of the
- * masters is the holder; the token is the largest counter.  Fewer than a
- * quorum answering: DLOCK_EUNAVAILABLE.
+ * masters is the holder, with the shortest of their TTLs; the token is
+ * the largest counter.  Each master's own answer goes in ret->masters.
+ * Fewer than a quorum answering: DLOCK_EUNAVAILABLE.
  */
 int dlock__redlock_query(dlock__backend *rl, const char *resource, int64_t deadline_us,
                          dlock__server_info *ret)
 {
 	redis_names names;
 	const char *words[2];
-	rl_request req = { SCRIPT_RL_QUERY, 2, 0, words, NULL, resource, rl->command_timeout_ms };
+	rl_request req = { SCRIPT_RL_QUERY, 2, 0, words, NULL, 0, resource, rl->command_timeout_ms };
 	rl_call calls[RL_MASTERS_MAX];
+	const redisReply *replies[RL_MASTERS_MAX];
 	int answered, rc = DLOCK_OK;
 
 	dlock__redis_names_init(&names, rl, resource);
@@ -374,32 +403,33 @@ int dlock__redlock_query(dlock__backend *rl, const char *resource, int64_t deadl
 	                                calls, NULL);
 	memset(ret, 0, sizeof(*ret));
 	ret->expires_in_ms = -1;
+	ret->masters = g_array_new(FALSE, TRUE, sizeof(dlock__master_view));
+	g_array_set_clear_func(ret->masters, dlock__master_view_clear);
 	for (int i = 0; i < rl->n_masters; i++) {
-		const redisReply *r = calls[i].reply;
-		int agree = 0;
+		dlock__master_view v;
+
+		replies[i] = query_reply(&calls[i]);
+		v = master_view(rl->masters[i], replies[i]);
+		ret->fencing_token = MAX(ret->fencing_token, v.fencing_token);
+		g_array_append_val(ret->masters, v);
+	}
+	for (int i = 0; i < rl->n_masters && !ret->locked; i++) {
+		const dlock__master_view *v = &g_array_index(ret->masters, dlock__master_view, i);
 		int64_t pttl = INT64_MAX;
+		int agree = 0;
 
-		if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-		    r->element[0]->type != REDIS_REPLY_STRING)
-			continue;
-		if (r->element[2]->type == REDIS_REPLY_INTEGER)
-			ret->fencing_token = MAX(ret->fencing_token, (uint64_t)MAX(r->element[2]->integer, 0));
-		if (ret->locked || r->element[0]->len == 0)
-			continue;
-		for (int k = 0; k < rl->n_masters; k++) {
-			const redisReply *o = calls[k].reply;
+		for (int k = 0; v->holder_raw && k < rl->n_masters; k++) {
+			const dlock__master_view *o = &g_array_index(ret->masters, dlock__master_view, k);
 
-			if (o && o->type == REDIS_REPLY_ARRAY && o->elements == 3 &&
-			    o->element[0]->type == REDIS_REPLY_STRING && o->element[0]->len == r->element[0]->len &&
-			    memcmp(o->element[0]->str, r->element[0]->str, r->element[0]->len) == 0) {
+			if (o->holder_raw && strcmp(o->holder_raw, v->holder_raw) == 0) {
 				agree++;
-				if (o->element[1]->type == REDIS_REPLY_INTEGER && o->element[1]->integer >= 0)
-					pttl = MIN(pttl, o->element[1]->integer);
+				if (o->expires_in_ms >= 0)
+					pttl = MIN(pttl, o->expires_in_ms);
 			}
 		}
 		if (agree >= rl->quorum) {
 			ret->locked = true;
-			ret->holder_raw = g_strndup(r->element[0]->str, r->element[0]->len);
+			ret->holder_raw = g_strdup(v->holder_raw);
 			ret->expires_in_ms = pttl == INT64_MAX ? -1 : pttl;
 		}
 	}

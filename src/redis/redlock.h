@@ -16,6 +16,10 @@ typedef struct rl_request {
 	int nkeys, nargs;
 	const char *const *words;
 	const bool *only;         /* per master: send there; NULL for every master */
+	int enough_ones;          /* once this many masters answered 1, the others
+	                           * get only a short grace (0: wait for every answer
+	                           * until the round's end); then they count as
+	                           * unanswered */
 	const char *what;         /* the resource, for messages */
 	int64_t timeout_ms;       /* the round's bound, for messages */
 } rl_request;

@@ -134,6 +134,17 @@ static void read_call(rl_call *call, const rl_request *req, dlock__waiter *waite
 	call->conn = NULL;
 }
 
+/* Whether enough masters answered 1 for the round to end sooner. */
+static bool enough(const rl_request *req, const rl_call *calls, int n)
+{
+	int ones = 0;
+
+	for (int i = 0; req->enough_ones > 0 && i < n; i++)
+		if (calls[i].reply && calls[i].reply->type == REDIS_REPLY_INTEGER && calls[i].reply->integer == 1)
+			ones++;
+	return req->enough_ones > 0 && ones >= req->enough_ones;
+}
+
 /* The first pending call's socket is the one a cancel shuts down. */
 static int watched_fd(const rl_call *calls, int n)
 {
@@ -148,7 +159,8 @@ int dlock__redlock_round(dlock__backend *rl, const rl_request *req, dlock__waite
 {
 	struct pollfd fds[RL_MASTERS_MAX];
 	int map[RL_MASTERS_MAX];
-	bool canceled = false;
+	int64_t start_us = dlock__mono_us();
+	bool canceled = false, early = false;
 	int answered = 0;
 
 	g_assert(rl->n_masters <= RL_MASTERS_MAX);
@@ -166,8 +178,19 @@ int dlock__redlock_round(dlock__backend *rl, const rl_request *req, dlock__waite
 		start_call(&calls[i], req, waiter, until_us);
 	}
 	for (;;) {
-		int64_t left_us = dlock__remaining_us(until_us);
+		int64_t left_us;
 		int nfds = 0, fd, ready;
+
+		/* Enough answers: the others get as long again as those took
+		 * (2 ms at least), so a healthy master still answers and a
+		 * silent one holds nobody up. */
+		if (!early && enough(req, calls, rl->n_masters)) {
+			int64_t now = dlock__mono_us();
+
+			early = true;
+			until_us = MIN(until_us, now + MAX(now - start_us, 2000));
+		}
+		left_us = dlock__remaining_us(until_us);
 
 		for (int i = 0; i < rl->n_masters; i++) {
 			if (!calls[i].pending)
