@@ -1,0 +1,133 @@
+/* Redlock masters for the tests: see test-redlock.h. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "test-redlock.h"
+
+test_redlock *test_redlock_start(int n)
+{
+	test_redlock *rl = g_new0(test_redlock, 1);
+
+	assert_true(n > 0 && n <= TEST_REDLOCK_MAX);
+	rl->n = n;
+	for (int i = 0; i < n; i++)
+		rl->masters[i] = test_redis_start(NULL, NULL, false);
+	return rl;
+}
+
+void test_redlock_stop(test_redlock *rl)
+{
+	for (int i = 0; i < rl->n; i++) {
+		if (rl->stopped[i])
+			test_redlock_thaw(rl, i);
+		test_redis_stop(rl->masters[i]);
+	}
+	g_free(rl);
+}
+
+test_redlock *test_redlock_suite;
+
+int test_redlock_suite_setup(void **state)
+{
+	test_redlock_suite = test_redlock_start(TEST_REDLOCK_SUITE_MASTERS);
+	return 0;
+}
+
+int test_redlock_suite_teardown(void **state)
+{
+	test_redlock_stop(test_redlock_suite);
+	test_redlock_suite = NULL;
+	return 0;
+}
+
+char *test_redlock_uri(const test_redlock *rl, int n, const char *suffix)
+{
+	GString *uri = g_string_new("redis://");
+
+	assert_true(n > 0 && n <= rl->n);
+	for (int i = 0; i < n; i++)
+		g_string_append_printf(uri, "%s127.0.0.1:%d", i ? "," : "", rl->masters[i]->port);
+	g_string_append(uri, suffix ? suffix : "");
+	return g_string_free(uri, FALSE);
+}
+
+void test_redlock_freeze(test_redlock *rl, int i)
+{
+	test_redis_signal(rl->masters[i], SIGSTOP);
+	rl->stopped[i] = true;
+}
+
+void test_redlock_thaw(test_redlock *rl, int i)
+{
+	test_redis_signal(rl->masters[i], SIGCONT);
+	rl->stopped[i] = false;
+}
+
+int test_redlock_count_key(test_redlock *rl, const char *key, char **ret_value)
+{
+	char *seen = NULL;
+	int count = 0;
+
+	for (int i = 0; i < rl->n; i++) {
+		char *value;
+
+		if (rl->stopped[i] || !rl->masters[i]->pid)
+			continue;
+		if (!(value = test_redis_str(rl->masters[i], "GET %s", key)))
+			continue;
+		count++;
+		if (seen) {
+			if (strcmp(seen, value) != 0)
+				fail_msg("%s differs between masters: '%s' and '%s'", key, seen, value);
+			g_free(value);
+		} else {
+			seen = value;
+		}
+	}
+	if (ret_value)
+		*ret_value = seen;
+	else
+		g_free(seen);
+	return count;
+}
+
+void test_redlock_open(const test_redlock *rl, test_redlock_handle *h, int masters, const char *suffix,
+                       const char *resource)
+{
+	char *uri = test_redlock_uri(rl, masters, suffix);
+
+	if (dlock_client_new(uri, &h->client) != DLOCK_OK)
+		fail_msg("dlock_client_new(%s): %s", uri, dlock_last_error_message());
+	assert_int_equal(dlock_lock_new(h->client, resource, &h->lock), DLOCK_OK);
+	g_free(uri);
+}
+
+void test_redlock_close(test_redlock_handle *h)
+{
+	dlock_lock_free(h->lock);
+	dlock_client_free(h->client);
+}
+
+long long test_redlock_leftover_keys(test_redlock *rl, const char *prefix)
+{
+	long long found = 0;
+
+	for (int i = 0; i < rl->n; i++) {
+		long long here;
+
+		if (rl->stopped[i])
+			test_redlock_thaw(rl, i);
+		if (!rl->masters[i]->pid)
+			test_redis_resume(rl->masters[i]);
+		if ((here = test_redis_leftover_keys(rl->masters[i], prefix)) < 0)
+			return -1;
+		found += here;
+	}
+	return found;
+}

@@ -1,0 +1,450 @@
+/*
+ * Redlock (SPEC §10) under faults of single masters: killed, frozen
+ * (SIGSTOP), restarted empty, or losing the lock key while it is held.
+ * A quorum of masters keeps the lock working; less than a quorum makes
+ * acquire fail in bounded time and a hold be reported lost.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-events.h"
+#include "test-redlock.h"
+
+/* The suite's five masters. */
+#define rl test_redlock_suite
+
+typedef test_redlock_handle handle;
+
+/* Acquire and release `rounds` times through h, each token above the
+ * last; returns the last token. */
+static uint64_t take_turns(handle *h, int rounds, uint64_t last)
+{
+	for (int i = 0; i < rounds; i++) {
+		int rc = dlock_acquire(h->lock, 5000);
+
+		if (rc != DLOCK_OK)
+			fail_msg("round %d: %s (%s)", i, dlock_code_name(rc), dlock_last_error_message());
+		assert_true(dlock_fencing_token(h->lock) > last);
+		last = dlock_fencing_token(h->lock);
+		assert_int_equal(dlock_release(h->lock), DLOCK_OK);
+	}
+	return last;
+}
+
+/* ---- masters down ----------------------------------------------------- */
+
+static void test_one_of_three_masters_killed_acquires_still_succeed(void **state)
+{
+	handle h;
+	uint64_t before;
+
+	test_redlock_open(rl, &h, 3, NULL, "rl/one-down");
+	before = take_turns(&h, 2, 0);
+	test_redis_halt(rl->masters[0]);
+	take_turns(&h, 5, before);
+	test_redlock_close(&h);
+}
+
+static void test_two_of_five_masters_killed_acquires_still_succeed(void **state)
+{
+	handle h;
+	char *value;
+
+	test_redlock_open(rl, &h, 5, NULL, "rl/two-down");
+	test_redis_halt(rl->masters[1]);
+	test_redis_halt(rl->masters[3]);
+	take_turns(&h, 5, 0);
+	/* Held on the three masters that are left, each with our token. */
+	assert_int_equal(dlock_acquire(h.lock, 5000), DLOCK_OK);
+	assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/two-down}", &value), 3);
+	g_free(value);
+	assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+	assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/two-down}", NULL), 0);
+	test_redlock_close(&h);
+}
+
+/* Acquire with wait_ms must give DLOCK_EUNAVAILABLE, and not much later
+ * than the caller's deadline. */
+static void expect_unavailable(handle *h, int64_t wait_ms)
+{
+	int64_t start = test_now_ms(), took;
+	int rc = dlock_acquire(h->lock, wait_ms);
+
+	took = test_now_ms() - start;
+	print_message("wait %" PRId64 " ms: %s after %" PRId64 " ms\n", wait_ms, dlock_code_name(rc), took);
+	assert_int_equal(rc, DLOCK_EUNAVAILABLE);
+	assert_false(dlock_held(h->lock));
+	assert_true(took <= wait_ms + test_slack(1000));
+}
+
+static void test_majority_killed_acquire_is_unavailable_within_the_deadline(void **state)
+{
+	handle h;
+
+	test_redlock_open(rl, &h, 3, "?connect-timeout=500ms&command-timeout=500ms", "rl/majority-down");
+	test_redis_halt(rl->masters[0]);
+	test_redis_halt(rl->masters[2]);
+	expect_unavailable(&h, 0);
+	expect_unavailable(&h, 2000);
+	test_redlock_close(&h);
+	/* Nothing left on the one master that answered. */
+	assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/majority-down}", NULL), 0);
+}
+
+static bool no_key_on_any_master(void *arg)
+{
+	return test_redlock_count_key(rl, arg, NULL) == 0;
+}
+
+static void test_majority_frozen_acquire_is_unavailable_within_the_deadline(void **state)
+{
+	char key[] = "dlock:{rl/majority-frozen}";
+	handle h;
+	int64_t thawed_ms;
+
+	/* Frozen masters keep their connections but never answer: each try
+	 * ends at the per-master timeout. */
+	test_redlock_open(rl, &h, 3, "?master-timeout=200ms&ttl=2s", "rl/majority-frozen");
+	take_turns(&h, 1, 0);
+	test_redlock_freeze(rl, 1);
+	test_redlock_freeze(rl, 2);
+	expect_unavailable(&h, 0);
+	expect_unavailable(&h, 2000);
+	/* The frozen masters run the queued tries when they wake up; what
+	 * they set must be gone within the 2 s lease. */
+	test_redlock_thaw(rl, 1);
+	test_redlock_thaw(rl, 2);
+	thawed_ms = test_now_ms();
+	assert_true(test_wait_until(no_key_on_any_master, key, 2000 + 1000));
+	print_message("gone %" PRId64 " ms after the masters woke\n", test_now_ms() - thawed_ms);
+	test_redlock_close(&h);
+}
+
+static void test_majority_frozen_acquire_returns_by_the_callers_deadline(void **state)
+{
+	char key[] = "dlock:{rl/deadline}";
+	handle h;
+	int64_t start, took;
+	int rc;
+
+	/* The deadline (500 ms) comes before two master timeouts (2 x 400
+	 * ms): undoing the first round on masters that never answered it
+	 * must not hold the caller past its deadline. */
+	test_redlock_open(rl, &h, 3, "?master-timeout=400ms&ttl=8s", "rl/deadline");
+	take_turns(&h, 1, 0);
+	test_redlock_freeze(rl, 1);
+	test_redlock_freeze(rl, 2);
+	start = test_now_ms();
+	rc = dlock_acquire(h.lock, 500);
+	took = test_now_ms() - start;
+	print_message("wait 500 ms: %s after %" PRId64 " ms\n", dlock_code_name(rc), took);
+	test_redlock_thaw(rl, 1);
+	test_redlock_thaw(rl, 2);
+	assert_true(test_wait_until(no_key_on_any_master, key, 8000 + 1000));
+	test_redlock_close(&h);
+	assert_int_equal(rc, DLOCK_EUNAVAILABLE);
+	assert_true(took <= 500 + test_slack(100));
+}
+
+/* ---- a frozen master -------------------------------------------------- */
+
+static void test_one_frozen_master_costs_at_most_the_master_timeout(void **state)
+{
+	char key[] = "dlock:{rl/frozen}";
+	handle h;
+	int64_t start, took;
+
+	test_redlock_open(rl, &h, 3, "?master-timeout=200ms&ttl=2s", "rl/frozen");
+	/* Connected to every master before one stops answering. */
+	take_turns(&h, 1, 0);
+	test_redlock_freeze(rl, 0);
+	start = test_now_ms();
+	assert_int_equal(dlock_acquire(h.lock, 5000), DLOCK_OK);
+	took = test_now_ms() - start;
+	print_message("acquire with a frozen master took %" PRId64 " ms\n", took);
+	/* The two masters that answer make the quorum of both rounds (the
+	 * lock, then the fencing token): the frozen one costs its 200 ms
+	 * once, not once per round. */
+	assert_true(took < 200 + test_slack(250));
+	assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+	/* The frozen master gets the lock key once it runs again, after the
+	 * release: it must be gone within the lease all the same. */
+	test_redlock_thaw(rl, 0);
+	assert_true(test_wait_until(no_key_on_any_master, key, 2000 + 1000));
+	take_turns(&h, 2, 0);
+	test_redlock_close(&h);
+}
+
+/* ---- a majority frozen under a hold ------------------------------------ */
+
+static bool reported(test_events *ev, dlock_state state)
+{
+	return test_events_index(ev, state) >= 0;
+}
+
+static bool suspended_reported(void *arg)
+{
+	return reported(arg, DLOCK_STATE_SUSPENDED);
+}
+
+static bool reconnected_reported(void *arg)
+{
+	return reported(arg, DLOCK_STATE_RECONNECTED);
+}
+
+static bool lost_reported(void *arg)
+{
+	return reported(arg, DLOCK_STATE_LOST);
+}
+
+/* The hold whose state changes a test watches: static, so that a test
+ * that fails does not leave the callback writing into its stack; the
+ * teardown closes it. */
+static handle watched;
+static test_events events;
+
+/* Hold resource through `watched` with the watchdog on, state changes in
+ * `events`; returns when the hold was granted. */
+static int64_t hold_watched(const char *suffix, const char *resource)
+{
+	test_events_init(&events);
+	test_redlock_open(rl, &watched, 3, suffix, resource);
+	assert_int_equal(dlock_lock_set_watchdog(watched.lock, 1), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(watched.lock, test_events_record, &events), DLOCK_OK);
+	assert_int_equal(dlock_acquire(watched.lock, 5000), DLOCK_OK);
+	return test_now_ms();
+}
+
+static void close_watched(void)
+{
+	if (watched.client)
+		test_redlock_close(&watched);
+	memset(&watched, 0, sizeof(watched));
+}
+
+static void test_majority_frozen_briefly_suspends_then_reconnects(void **state)
+{
+	char key[] = "dlock:{rl/suspend}";
+
+	/* Renewals every second, each round bounded by the 200 ms master
+	 * timeout; the lease lasts 3 s from the last one that reached the
+	 * quorum. */
+	hold_watched("?ttl=3s&master-timeout=200ms", "rl/suspend");
+	test_redlock_freeze(rl, 1);
+	test_redlock_freeze(rl, 2);
+	assert_true(test_wait_until(suspended_reported, &events, 1000 + 200 + 500));
+	assert_false(dlock_held(watched.lock));
+	test_redlock_thaw(rl, 1);
+	test_redlock_thaw(rl, 2);
+	assert_true(test_wait_until(reconnected_reported, &events, 1000 + 500));
+	assert_false(reported(&events, DLOCK_STATE_LOST));
+	assert_true(dlock_held(watched.lock));
+	assert_int_equal(dlock_release(watched.lock), DLOCK_OK);
+	close_watched();
+	assert_true(test_wait_until(no_key_on_any_master, key, 3000 + 1000));
+}
+
+static void test_majority_frozen_for_the_lease_is_lost_by_its_end(void **state)
+{
+	char key[] = "dlock:{rl/frozen-lost}";
+	int64_t granted_ms = hold_watched("?ttl=1s&master-timeout=100ms", "rl/frozen-lost");
+	int64_t lost_ms;
+
+	test_redlock_freeze(rl, 1);
+	test_redlock_freeze(rl, 2);
+	assert_true(test_wait_until(lost_reported, &events, 1000 + 1000));
+	lost_ms = test_events_first_at(&events, DLOCK_STATE_LOST);
+	print_message("SUSPENDED %" PRId64 " ms, LOST %" PRId64 " ms after the grant\n",
+	              test_events_first_at(&events, DLOCK_STATE_SUSPENDED) - granted_ms, lost_ms - granted_ms);
+	/* No renewal reached the quorum after the grant: the lease, counted
+	 * from before the grant, ends within 1 s of it. */
+	assert_true(lost_ms - granted_ms <= 1000 + test_slack(100));
+	/* The renewal due after ~333 ms missed the quorum within its 100 ms
+	 * master timeout: SUSPENDED well before the end. */
+	assert_true(reported(&events, DLOCK_STATE_SUSPENDED));
+	assert_true(test_events_first_at(&events, DLOCK_STATE_SUSPENDED) - granted_ms < 333 + 100 + test_slack(200));
+	assert_int_equal(dlock_release(watched.lock), DLOCK_ELOST);
+	close_watched();
+	test_redlock_thaw(rl, 1);
+	test_redlock_thaw(rl, 2);
+	assert_true(test_wait_until(no_key_on_any_master, key, 1000 + 1000));
+}
+
+/* ---- a master that loses its data ------------------------------------- */
+
+static void test_master_restarted_empty_between_holders_keeps_tokens_increasing(void **state)
+{
+	handle a, b;
+	uint64_t last = 0;
+
+	test_redlock_open(rl, &a, 3, NULL, "rl/restart");
+	test_redlock_open(rl, &b, 3, NULL, "rl/restart");
+	for (int i = 0; i < 3; i++) {
+		last = take_turns(i % 2 ? &a : &b, 1, last);
+		/* Comes back without the lock key or the fencing counter. */
+		test_redis_restart(rl->masters[i]);
+		assert_int_equal(test_redis_int(rl->masters[i], "EXISTS dlock:{rl/restart}:fence"), 0);
+	}
+	last = take_turns(&a, 1, last);
+	take_turns(&b, 1, last);
+	test_redlock_close(&a);
+	test_redlock_close(&b);
+}
+
+/* Master i's fencing counter of rl/overlap. */
+static void set_counter(int i, uint64_t value)
+{
+	redisReply *r = test_redis_cmd(rl->masters[i], "SET dlock:{rl/overlap}:fence %llu", (unsigned long long)value);
+
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+}
+
+static uint64_t get_counter(int i)
+{
+	char *text = test_redis_str(rl->masters[i], "GET dlock:{rl/overlap}:fence");
+	uint64_t value;
+
+	assert_non_null(text);
+	value = g_ascii_strtoull(text, NULL, 10);
+	g_free(text);
+	return value;
+}
+
+/* Each holder's quorum shares one master with the last one's, and that
+ * master alone carries the last token over: the token is 1 + the largest
+ * counter of the quorum, and the fencing round raises each quorum
+ * master's counter to it. */
+static void test_tokens_increase_when_quorums_share_only_one_master(void **state)
+{
+	handle h;
+	uint64_t first, second;
+
+	test_redlock_open(rl, &h, 3, NULL, "rl/overlap");
+	/* Quorum {1, 2}. */
+	test_redis_halt(rl->masters[0]);
+	first = take_turns(&h, 1, 0);
+	/* Master 0 comes back with a counter far below every token handed
+	 * out, as from an old snapshot. */
+	test_redis_resume(rl->masters[0]);
+	set_counter(0, 5);
+	/* Quorum {0, 2}: master 2 carries the first token over. */
+	test_redis_halt(rl->masters[1]);
+	second = take_turns(&h, 1, first);
+	assert_true(get_counter(0) >= second);
+	/* Quorum {0, 1}: master 1 saw only the first token; master 0 carries
+	 * the second over. */
+	test_redis_resume(rl->masters[1]);
+	set_counter(1, first);
+	test_redis_halt(rl->masters[2]);
+	take_turns(&h, 1, second);
+	test_redlock_close(&h);
+}
+
+/* ---- keys removed under a hold ---------------------------------------- */
+
+/* Hold rl/gone with a 1 s lease renewed every ~333 ms, and delete the
+ * lock key on the first `deleted` masters. */
+static int64_t hold_and_delete(int deleted)
+{
+	hold_watched("?ttl=1s", "rl/gone");
+	for (int i = 0; i < deleted; i++)
+		assert_int_equal(test_redis_int(rl->masters[i], "DEL dlock:{rl/gone}"), 1);
+	return test_now_ms();
+}
+
+static void test_keys_deleted_on_a_majority_is_lost(void **state)
+{
+	char key[] = "dlock:{rl/gone}";
+	int64_t deleted_ms = hold_and_delete(2), lost_after;
+
+	/* The next renewal (within ~333 ms) finds the key missing on two
+	 * masters out of three: LOST at once, well before the 1 s lease
+	 * would have run out unrenewed. */
+	assert_true(test_wait_until(lost_reported, &events, 1000 + 500));
+	lost_after = test_events_first_at(&events, DLOCK_STATE_LOST) - deleted_ms;
+	print_message("LOST %" PRId64 " ms after the keys were deleted\n", lost_after);
+	assert_true(lost_after < 333 + test_slack(300));
+	assert_false(dlock_held(watched.lock));
+	assert_int_equal(dlock_release(watched.lock), DLOCK_ELOST);
+	close_watched();
+	/* The third master's copy is gone within its lease at the latest. */
+	assert_true(test_wait_until(no_key_on_any_master, key, 1000 + 1000));
+}
+
+static void test_key_deleted_on_one_master_is_not_lost(void **state)
+{
+	hold_and_delete(1);
+	/* Four renewal periods, each reaching the two masters that still
+	 * hold the key: a quorum. */
+	assert_false(test_poll_window(lost_reported, &events, 4 * 333));
+	assert_true(dlock_held(watched.lock));
+	assert_int_equal(dlock_release(watched.lock), DLOCK_OK);
+	assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/gone}", NULL), 0);
+	close_watched();
+}
+
+/* After each test: every master running again (those halted come back
+ * empty), and none of them left with a key of the suite. */
+static bool no_lock_key_of_the_suite(void *arg)
+{
+	long long found = 0;
+
+	for (int i = 0; i < rl->n; i++)
+		if (!rl->stopped[i] && rl->masters[i]->pid)
+			found += test_redis_count_keys(rl->masters[i], "dlock:{rl/*}");
+	return found == 0;
+}
+
+static int revive(void **state)
+{
+	long long left;
+
+	close_watched();
+	for (int i = 0; i < rl->n; i++)
+		if (rl->stopped[i])
+			test_redlock_thaw(rl, i);
+	/* A test that failed half-way may leave background releases busy. */
+	test_wait_until(no_lock_key_of_the_suite, NULL, 3000);
+	left = test_redlock_leftover_keys(rl, "dlock:{rl/");
+
+	if (left != 0)
+		print_error("%lld keys of the suite left on the masters\n", left);
+	return left == 0 ? 0 : -1;
+}
+
+#define FAULT_TEST(f) cmocka_unit_test_teardown(f, revive)
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		FAULT_TEST(test_one_of_three_masters_killed_acquires_still_succeed),
+		FAULT_TEST(test_two_of_five_masters_killed_acquires_still_succeed),
+		FAULT_TEST(test_majority_killed_acquire_is_unavailable_within_the_deadline),
+		FAULT_TEST(test_majority_frozen_acquire_is_unavailable_within_the_deadline),
+		FAULT_TEST(test_majority_frozen_acquire_returns_by_the_callers_deadline),
+		FAULT_TEST(test_one_frozen_master_costs_at_most_the_master_timeout),
+		FAULT_TEST(test_majority_frozen_briefly_suspends_then_reconnects),
+		FAULT_TEST(test_majority_frozen_for_the_lease_is_lost_by_its_end),
+		FAULT_TEST(test_master_restarted_empty_between_holders_keeps_tokens_increasing),
+		FAULT_TEST(test_tokens_increase_when_quorums_share_only_one_master),
+		FAULT_TEST(test_keys_deleted_on_a_majority_is_lost),
+		FAULT_TEST(test_key_deleted_on_one_master_is_not_lost),
+	};
+
+	test_init(argv[0]);
+	return test_finish(cmocka_run_group_tests_name("redis-redlock-faults", tests, test_redlock_suite_setup,
+	                                               test_redlock_suite_teardown));
+}

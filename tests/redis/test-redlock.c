@@ -1,0 +1,355 @@
+/*
+ * Redlock (SPEC §10): a URI with several hosts locks N independent
+ * masters by quorum.  Holding, releasing, fencing tokens and exclusion
+ * with every master up, on 3 and 5 masters, and the input Redlock refuses.
+ * Faults (masters killed, frozen, emptied, keys deleted) are in
+ * test-redlock-faults.c.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-exclusion.h"
+#include "test-redlock.h"
+
+/* The suite's five masters. */
+#define rl test_redlock_suite
+
+typedef test_redlock_handle handle;
+
+/* ---- holding and releasing -------------------------------------------- */
+
+/* The lock key on a quorum of the first `masters` masters carries our
+ * owner token (pid and thread of the holder) while held, and is gone from
+ * every master after the release. */
+static void check_hold_keys(int masters, const char *resource)
+{
+	char *key = g_strdup_printf("dlock:{%s}", resource);
+	char *mine = g_strdup_printf(":%d:%d:", (int)getpid(), (int)gettid());
+	handle h;
+	char *value;
+
+	test_redlock_open(rl, &h, masters, NULL, resource);
+	assert_int_equal(dlock_acquire(h.lock, 5000), DLOCK_OK);
+	assert_true(dlock_held(h.lock));
+	assert_true(test_redlock_count_key(rl, key, &value) >= masters / 2 + 1);
+	assert_true(g_str_has_prefix(value, "dlock1:"));
+	assert_non_null(strstr(value, mine));
+	g_free(value);
+	assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+	assert_false(dlock_held(h.lock));
+	assert_int_equal(test_redlock_count_key(rl, key, NULL), 0);
+	test_redlock_close(&h);
+	g_free(mine);
+	g_free(key);
+}
+
+/* Two clients take turns: each holder's token is larger than the last. */
+static void check_tokens_increase(int masters, const char *resource)
+{
+	handle a, b;
+	uint64_t last = 0;
+
+	test_redlock_open(rl, &a, masters, NULL, resource);
+	test_redlock_open(rl, &b, masters, NULL, resource);
+	for (int i = 0; i < 10; i++) {
+		handle *h = i % 3 ? &a : &b;
+
+		assert_int_equal(dlock_acquire(h->lock, 5000), DLOCK_OK);
+		if (dlock_fencing_token(h->lock) <= last)
+			fail_msg("holder %d got token %" PRIu64 " after %" PRIu64, i, dlock_fencing_token(h->lock),
+			         last);
+		last = dlock_fencing_token(h->lock);
+		/* Held by one client: the other one cannot have it. */
+		assert_int_equal(dlock_acquire((h == &a ? &b : &a)->lock, 0), DLOCK_EBUSY);
+		assert_int_equal(dlock_release(h->lock), DLOCK_OK);
+	}
+	test_redlock_close(&a);
+	test_redlock_close(&b);
+}
+
+static void test_three_masters_hold_on_a_quorum_and_release_everywhere(void **state)
+{
+	check_hold_keys(3, "rl/keys3");
+}
+
+static void test_three_masters_tokens_increase_across_holders_and_clients(void **state)
+{
+	check_tokens_increase(3, "rl/tokens3");
+}
+
+static void test_five_masters_hold_on_a_quorum_and_release_everywhere(void **state)
+{
+	check_hold_keys(5, "rl/keys5");
+}
+
+static void test_five_masters_tokens_increase_across_holders_and_clients(void **state)
+{
+	check_tokens_increase(5, "rl/tokens5");
+}
+
+/* What a query sees: the holder the quorum records, and free after the
+ * release, also with one master down. */
+static void expect_query(handle *h, int locked)
+{
+	dlock_info *info;
+
+	if (dlock_lock_query(h->lock, &info) != DLOCK_OK)
+		fail_msg("query: %s", dlock_last_error_message());
+	assert_int_equal(dlock_info_locked(info), locked);
+	if (locked) {
+		assert_int_equal(dlock_info_mode(info), DLOCK_HELD_EXCLUSIVE);
+		assert_int_equal(dlock_info_holder_pid(info), getpid());
+		assert_int_equal(dlock_info_hold(info), DLOCK_HOLD_HELD);
+		assert_true(dlock_info_expires_in_ms(info) > 0 && dlock_info_expires_in_ms(info) <= 30000);
+		assert_true(dlock_info_fencing_token(info) >= dlock_fencing_token(h->lock));
+	} else {
+		assert_int_equal(dlock_info_mode(info), DLOCK_HELD_FREE);
+		assert_int_equal(dlock_info_holders(info), 0);
+	}
+	dlock_info_free(info);
+}
+
+static void test_query_shows_the_quorums_holder(void **state)
+{
+	handle h;
+
+	test_redlock_open(rl, &h, 3, NULL, "rl/query");
+	expect_query(&h, 0);
+	assert_int_equal(dlock_acquire(h.lock, 5000), DLOCK_OK);
+	expect_query(&h, 1);
+	test_redis_halt(rl->masters[2]);
+	expect_query(&h, 1);
+	assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+	expect_query(&h, 0);
+	test_redis_resume(rl->masters[2]);
+	test_redlock_close(&h);
+}
+
+/* ---- exclusion -------------------------------------------------------- */
+
+static void test_processes_and_threads_never_overlap_and_tokens_increase(void **state)
+{
+	char *uri = test_redlock_uri(rl, 3, NULL);
+
+	test_exclusion_run(uri, "rl/counter", 3, 3, 10);
+	assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/counter}", NULL), 0);
+	g_free(uri);
+}
+
+static void test_five_masters_processes_and_threads_never_overlap(void **state)
+{
+	char *uri = test_redlock_uri(rl, 5, NULL);
+
+	test_exclusion_run(uri, "rl/counter5", 2, 2, 10);
+	assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/counter5}", NULL), 0);
+	g_free(uri);
+}
+
+#define RACE_ROUNDS 200
+
+typedef struct race {
+	int inside;       /* atomic: holders right now */
+	int overlaps;     /* atomic */
+	int failures;     /* atomic */
+	int done;         /* atomic: acquires that succeeded */
+} race;
+
+static void *race_thread(void *data)
+{
+	race *r = data;
+	char *uri = test_redlock_uri(rl, 3, NULL);
+	dlock_client *client;
+	dlock_lock *lock;
+
+	/* No cmocka assertion off the test's thread: count failures. */
+	if (dlock_client_new(uri, &client) != DLOCK_OK || dlock_lock_new(client, "rl/race", &lock) != DLOCK_OK) {
+		__atomic_add_fetch(&r->failures, 1, __ATOMIC_SEQ_CST);
+		g_free(uri);
+		return NULL;
+	}
+	for (int i = 0; i < RACE_ROUNDS; i++) {
+		if (dlock_acquire(lock, 10000) != DLOCK_OK) {
+			__atomic_add_fetch(&r->failures, 1, __ATOMIC_SEQ_CST);
+			continue;
+		}
+		if (__atomic_add_fetch(&r->inside, 1, __ATOMIC_SEQ_CST) != 1)
+			__atomic_add_fetch(&r->overlaps, 1, __ATOMIC_SEQ_CST);
+		g_usleep(100);
+		__atomic_sub_fetch(&r->inside, 1, __ATOMIC_SEQ_CST);
+		__atomic_add_fetch(&r->done, 1, __ATOMIC_SEQ_CST);
+		if (dlock_release(lock) != DLOCK_OK)
+			__atomic_add_fetch(&r->failures, 1, __ATOMIC_SEQ_CST);
+	}
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(uri);
+	return NULL;
+}
+
+static void test_two_clients_racing_never_both_hold_and_always_get_it(void **state)
+{
+	race r = { 0 };
+	GThread *a = g_thread_new("racer-a", race_thread, &r);
+	GThread *b = g_thread_new("racer-b", race_thread, &r);
+
+	g_thread_join(a);
+	g_thread_join(b);
+	assert_int_equal(r.overlaps, 0);
+	assert_int_equal(r.failures, 0);
+	assert_int_equal(r.done, 2 * RACE_ROUNDS);
+}
+
+/* ---- waking a waiter -------------------------------------------------- */
+
+typedef struct waiter {
+	dlock_lock *lock;
+	int rc;
+	int64_t returned_ms;
+} waiter;
+
+static void *wait_thread(void *data)
+{
+	waiter *w = data;
+
+	w->rc = dlock_acquire(w->lock, 10000);
+	w->returned_ms = test_now_ms();
+	if (w->rc == DLOCK_OK)
+		dlock_release(w->lock);
+	return NULL;
+}
+
+static void test_waiter_is_woken_by_the_release(void **state)
+{
+	/* A 30 s lease: only the release (or the 1 s backoff cap) can end
+	 * B's wait; well under the cap shows the release message woke it. */
+	handle a, b;
+	waiter w = { 0 };
+	GThread *t;
+	int64_t released_ms;
+
+	test_redlock_open(rl, &a, 3, "?ttl=30s", "rl/wake");
+	test_redlock_open(rl, &b, 3, "?ttl=30s", "rl/wake");
+	assert_int_equal(dlock_acquire(a.lock, 5000), DLOCK_OK);
+	w.lock = b.lock;
+	t = g_thread_new("waiter", wait_thread, &w);
+	/* Let B try, find it held, subscribe and go to sleep. */
+	g_usleep(300000);
+	released_ms = test_now_ms();
+	assert_int_equal(dlock_release(a.lock), DLOCK_OK);
+	g_thread_join(t);
+	assert_int_equal(w.rc, DLOCK_OK);
+	print_message("waiter got the lock %" PRId64 " ms after the release\n", w.returned_ms - released_ms);
+	assert_true(w.returned_ms - released_ms < 300 + test_slack(200));
+	test_redlock_close(&a);
+	test_redlock_close(&b);
+}
+
+/* ---- refused input ---------------------------------------------------- */
+
+static void test_read_and_write_modes_are_refused_naming_redlock(void **state)
+{
+	dlock_mode modes[] = { DLOCK_MODE_READ, DLOCK_MODE_WRITE };
+
+	for (size_t i = 0; i < G_N_ELEMENTS(modes); i++) {
+		handle h;
+		int rc;
+		char *message;
+
+		test_redlock_open(rl, &h, 3, NULL, "rl/mode");
+		rc = dlock_lock_set_mode(h.lock, modes[i]);
+		if (rc == DLOCK_OK)
+			rc = dlock_acquire(h.lock, 1000);
+		assert_int_equal(rc, DLOCK_EINVAL);
+		message = g_ascii_strdown(dlock_last_error_message(), -1);
+		print_message("mode %d: %s\n", (int)modes[i], message);
+		assert_true(strstr(message, "redlock") || strstr(message, "exclusive"));
+		g_free(message);
+		assert_false(dlock_held(h.lock));
+		test_redlock_close(&h);
+	}
+	assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/mode}", NULL), 0);
+}
+
+static void expect_config_error(const char *uri)
+{
+	dlock_client *client = NULL;
+	int rc = dlock_client_new(uri, &client);
+
+	if (rc != DLOCK_ECONFIG)
+		fail_msg("dlock_client_new(%s) returned %s, not DLOCK_ECONFIG", uri, dlock_code_name(rc));
+	assert_null(client);
+}
+
+static void test_bad_master_timeout_is_a_config_error(void **state)
+{
+	const char *bad[] = { "?master-timeout=0", "?master-timeout=0ms", "?master-timeout=garbage",
+	                      "?master-timeout=-5ms", "?master-timeout=" };
+
+	for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+		char *uri = test_redlock_uri(rl, 3, bad[i]);
+
+		expect_config_error(uri);
+		g_free(uri);
+	}
+}
+
+static void test_master_timeout_on_one_host_is_a_config_error(void **state)
+{
+	char *uri = test_redlock_uri(rl, 1, "?master-timeout=200ms");
+	char *good = test_redlock_uri(rl, 3, "?master-timeout=200ms");
+	dlock_client *client;
+
+	expect_config_error(uri);
+	/* The same option with several masters is accepted. */
+	assert_int_equal(dlock_client_new(good, &client), DLOCK_OK);
+	dlock_client_free(client);
+	g_free(good);
+	g_free(uri);
+}
+
+static void test_no_key_of_this_suite_remains_on_any_master(void **state)
+{
+	assert_int_equal(test_redlock_leftover_keys(rl, "dlock:{rl/"), 0);
+}
+
+static int worker_main(int argc, char **argv)
+{
+	if (argc >= 9 && strcmp(argv[2], "counter") == 0)
+		return test_exclusion_worker(argv + 3);
+	return 64;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_three_masters_hold_on_a_quorum_and_release_everywhere),
+		cmocka_unit_test(test_three_masters_tokens_increase_across_holders_and_clients),
+		cmocka_unit_test(test_five_masters_hold_on_a_quorum_and_release_everywhere),
+		cmocka_unit_test(test_five_masters_tokens_increase_across_holders_and_clients),
+		cmocka_unit_test(test_query_shows_the_quorums_holder),
+		cmocka_unit_test(test_processes_and_threads_never_overlap_and_tokens_increase),
+		cmocka_unit_test(test_five_masters_processes_and_threads_never_overlap),
+		cmocka_unit_test(test_two_clients_racing_never_both_hold_and_always_get_it),
+		cmocka_unit_test(test_waiter_is_woken_by_the_release),
+		cmocka_unit_test(test_read_and_write_modes_are_refused_naming_redlock),
+		cmocka_unit_test(test_bad_master_timeout_is_a_config_error),
+		cmocka_unit_test(test_master_timeout_on_one_host_is_a_config_error),
+		cmocka_unit_test(test_no_key_of_this_suite_remains_on_any_master),
+	};
+
+	test_init(argv[0]);
+	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
+		return worker_main(argc, argv);
+	return test_finish(cmocka_run_group_tests_name("redis-redlock", tests, test_redlock_suite_setup,
+	                                               test_redlock_suite_teardown));
+}
