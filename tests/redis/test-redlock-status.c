@@ -13,30 +13,20 @@
 #include <glib.h>
 
 #include "dlock.h"
-#include "test-redis.h"
+#include "test-redlock.h"
 
 #define MASTERS 3
 
-static test_redis *masters[MASTERS];
-
-/* redis://127.0.0.1:P1,127.0.0.1:P2,...  plus suffix; g_free. */
-static char *redlock_uri(const char *suffix)
-{
-	GString *uri = g_string_new("redis://");
-
-	for (int i = 0; i < MASTERS; i++)
-		g_string_append_printf(uri, "%s127.0.0.1:%d", i ? "," : "", masters[i]->port);
-	g_string_append(uri, suffix ? suffix : "");
-	return g_string_free(uri, FALSE);
-}
+static test_redlock *rl;
+static test_redis **masters;
 
 static void open_lock(const char *resource, dlock_client **ret_client, dlock_lock **ret_lock)
 {
-	char *uri = redlock_uri("?master-timeout=300ms");
+	test_redlock_handle h;
 
-	assert_int_equal(dlock_client_new(uri, ret_client), DLOCK_OK);
-	assert_int_equal(dlock_lock_new(*ret_client, resource, ret_lock), DLOCK_OK);
-	g_free(uri);
+	test_redlock_open(rl, &h, MASTERS, "?master-timeout=300ms", resource);
+	*ret_client = h.client;
+	*ret_lock = h.lock;
 }
 
 static void test_query_gives_the_quorums_verdict_and_every_masters_view(void **state)
@@ -156,21 +146,19 @@ static void test_a_single_server_has_no_masters(void **state)
 
 static void test_no_lock_key_of_this_suite_remains(void **state)
 {
-	for (int i = 0; i < MASTERS; i++)
-		assert_int_equal(test_redis_leftover_keys(masters[i], "dlock:{rls/"), 0);
+	assert_int_equal(test_redlock_leftover_keys(rl, "dlock:{rls/"), 0);
 }
 
 static int setup(void **state)
 {
-	for (int i = 0; i < MASTERS; i++)
-		masters[i] = test_redis_start(NULL, NULL, false);
+	rl = test_redlock_start(MASTERS);
+	masters = rl->masters;
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	for (int i = 0; i < MASTERS; i++)
-		test_redis_stop(masters[i]);
+	test_redlock_stop(rl);
 	return 0;
 }
 
