@@ -360,5 +360,22 @@ check "ZooKeeper fencing tokens increase across runs ($t1 < $t2)" test "$t1" -lt
 busy=$("$dlock" run -c "$tmp/both.conf" strong/busy -- sh -c "$dlock run -c $tmp/both.conf -w 0 strong/busy -- true; echo \$?")
 check "-w 0 while another dlock run holds a ZooKeeper lock -> 75" test "$busy" = 75
 
+# ---- Redlock: three masters with the same password ----
+mapfile -t rl_ports < <(dlock_free_ports 2)
+dlock_redis_start redlock2 "${rl_ports[0]}" --requirepass s3cret &&
+	dlock_redis_start redlock3 "${rl_ports[1]}" --requirepass s3cret || { echo "Redlock masters did not start"; failed=$((failed + 1)); }
+rl_uri="redis://:s3cret@127.0.0.1:$port,127.0.0.1:${rl_ports[0]},127.0.0.1:${rl_ports[1]}"
+rl_json=$("$dlock" run -b "$rl_uri" cli/redlock -- sh -c "$dlock status -b '$rl_uri' --json cli/redlock; echo \$PPID")
+rl_pid=${rl_json##*$'\n'}
+check "Redlock status --json: held by the run, and each of the 3 masters names it" \
+	/usr/bin/python3 -c 'import json,sys; o=json.loads(sys.argv[1].splitlines()[0]); p=int(sys.argv[2]); assert o["held"] is True and o["holder_pid"]==p and len(o["masters"])==3 and all(m["reachable"] and "pid=%d " % p in m["holder"] and m["fencing_token"]==o["fencing_token"] for m in o["masters"]) and "s3cret" not in sys.argv[1]' "$rl_json" "$rl_pid"
+kill "${dlock_server_pid[redlock3]}"
+wait "${dlock_server_pid[redlock3]}" 2>/dev/null
+rl_text=$("$dlock" run -b "$rl_uri?master-timeout=300ms" cli/redlock -- sh -c "$dlock status -b '$rl_uri?master-timeout=300ms' cli/redlock")
+check "Redlock with one master down: held, and that master shown unreachable" \
+	bash -c 'grep -q "^held:     yes" <<<"$1" && grep -q "^master 127.0.0.1:$2: unreachable" <<<"$1"' _ "$rl_text" "${rl_ports[1]}"
+check "Redlock: nothing left on the masters still up" \
+	test "$(rcli exists 'dlock:{cli/redlock}')$(redis-cli -p "${rl_ports[0]}" -a s3cret --no-auth-warning exists 'dlock:{cli/redlock}')" = 00
+
 echo "${passed} passed, ${failed} failed"
 [[ "$failed" = 0 ]]
