@@ -8,6 +8,7 @@
  *   dlock-bench.c     main: options, usage, dispatch to a mode
  *   target.c          the backend under test, parsed from its dlock URI
  *   stats.c           samples, percentiles, result lines (text and JSON)
+ *   rounds.c          warm-up and interleaved rounds of uncontended pairs
  *   proc.c            clock, pipes with timeouts, worker processes
  *   floor.c           backend -> floor; clean-up of what dlock keeps
  *   floor-redis.c     bare hiredis: SET NX PX + compare-and-delete; PING;
@@ -153,6 +154,19 @@ void bench_result_emit(bench_result *r, const bench_opts *o);
 /* The human-readable table rows. */
 void bench_print_header(void);
 void bench_print_row(const char *name, const bench_summary *s);
+
+/* ---- interleaved rounds (rounds.c) ---- */
+
+/* One uncontended dlock acquire+release on lock; exits on failure. */
+void bench_dlock_pair(dlock_lock *lock);
+/* One operation of subject, measured by bench_rounds(). */
+typedef void (*bench_run_fn)(void *ctx, int subject);
+/* The warm-up (at least --warmup operations of each subject, and at least
+ * 2 s on ZooKeeper, 0.2 s elsewhere), then --rounds rounds of --count
+ * operations of each of the n subjects, the order reversed every other
+ * round; each duration goes to samples[subject]. */
+void bench_rounds(const bench_opts *o, const int *subjects, int n, bench_run_fn run, void *ctx,
+                  bench_samples *samples);
 
 /* ---- floors (floor-*.c) ---- */
 
