@@ -17,6 +17,8 @@
  *                     delete; exists; predecessor-watch handoff
  *   floor-file.c      bare fcntl(F_OFD_SETLK) lock and unlock;
  *                     F_OFD_SETLKW handoff
+ *   floor-redlock.c   bare hiredis on several masters at once: dlock's
+ *                     Redlock scripts, with and without the fencing round
  *   server-stats.c    server work: Redis INFO commandstats, ZooKeeper mntr
  *   mode-latency.c    uncontended acquire+release pairs
  *   mode-throughput.c acquisitions per second, threads x processes
@@ -220,6 +222,10 @@ void bench_floor_close(bench_floor *f);
 bench_floor *bench_floor_redis_open(const bench_target *t, int id, bool owner);
 bench_floor *bench_floor_zk_open(const bench_target *t, int id, bool owner);
 bench_floor *bench_floor_file_open(const bench_target *t, int id, bool owner);
+/* The floor of a Redlock URI (several Redis hosts): dlock's own Redlock
+ * scripts sent to every master at once by bare hiredis; pair leaves the
+ * fencing round out, pair_fenced has it (floor-redlock.c). */
+bench_floor *bench_floor_redlock_open(const bench_target *t, int id, bool owner);
 
 /* A printable holder-like token of the size dlock writes, so that the
  * floor moves as many bytes as dlock does. */
@@ -238,7 +244,16 @@ void bench_floor_redis_forget(const bench_target *t, const char *const *resource
  * dlock:{R}:released, on which a dlock without a queue waits (*how
  * "channel"); -1 on an unexpected reply. */
 struct redisContext;
+struct redisReply;
 int bench_redis_queued(struct redisContext *c, const char *resource, const char **how);
+/* A connection to t's host i (5 s to connect, 30 s per command); exits on
+ * failure. */
+struct redisContext *bench_redis_connect(const bench_target *t, int i);
+/* r, which must be a reply of type want; exits naming what otherwise. */
+struct redisReply *bench_redis_must(struct redisContext *c, int want, struct redisReply *r,
+                                    const char *what);
+/* SCRIPT LOAD body, its SHA1 into sha. */
+void bench_redis_load(struct redisContext *c, const char *body, char *sha, size_t len);
 
 /* ---- server work (server-stats.c) ---- */
 
