@@ -26,6 +26,7 @@
  *   mode-waiters.c    handoffs among 1..64 waiters, with server work
  *                     and client CPU time
  *   mode-fifo.c       grant order against arrival order
+ *   mode-redlock.c    Redlock beside one master and beside both floors
  *
  * Nothing here pins threads or processes: scripts/bench.sh does (taskset).
  */
@@ -289,6 +290,7 @@ int bench_handoff(const bench_opts *o);
 int bench_waiters(const bench_opts *o);
 int bench_fifo(const bench_opts *o);
 int bench_readers(const bench_opts *o);
+int bench_redlock(const bench_opts *o);
 /* A READ handle on resource, tried once (taken and released); NULL when
  * the backend has no shared holds. */
 dlock_lock *bench_read_handle(dlock_client *client, const char *resource);
