@@ -227,6 +227,10 @@ bench_floor *bench_floor_file_open(const bench_target *t, int id, bool owner);
  * scripts sent to every master at once by bare hiredis; pair leaves the
  * fencing round out, pair_fenced has it (floor-redlock.c). */
 bench_floor *bench_floor_redlock_open(const bench_target *t, int id, bool owner);
+/* Whether the floor's copies of dlock's Redlock scripts are the texts
+ * dlock loaded on t's first master (true only after dlock has acquired
+ * and released there). */
+bool bench_redlock_scripts_match(const bench_target *t);
 
 /* A printable holder-like token of the size dlock writes, so that the
  * floor moves as many bytes as dlock does. */

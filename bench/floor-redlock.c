@@ -309,6 +309,35 @@ static void close_floor(bench_floor *f)
 	free(rf);
 }
 
+/*
+ * The copies above are dlock's scripts only while their texts match, and
+ * nothing links the two: once dlock has run a Redlock acquire and release
+ * on t (its scripts are then in each master's cache), each copy's SHA1,
+ * computed by the server without loading it, must be among them.  Called
+ * before the floor loads its own.
+ */
+bool bench_redlock_scripts_match(const bench_target *t)
+{
+	const char *const texts[] = { rl_acquire_lua, rl_fence_lua, rl_release_lua };
+	redisContext *c = bench_redis_connect(t, 0);
+	bool all = true;
+
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		redisReply *sha = bench_redis_must(c, REDIS_REPLY_STRING,
+		                                   redisCommand(c, "EVAL %s 0 %s", "return redis.sha1hex(ARGV[1])",
+		                                                texts[i]),
+		                                   "sha1hex");
+		redisReply *r = bench_redis_must(c, REDIS_REPLY_ARRAY, redisCommand(c, "SCRIPT EXISTS %s", sha->str),
+		                                 "SCRIPT EXISTS");
+
+		all = all && r->elements == 1 && r->element[0]->integer == 1;
+		freeReplyObject(r);
+		freeReplyObject(sha);
+	}
+	redisFree(c);
+	return all;
+}
+
 bench_floor *bench_floor_redlock_open(const bench_target *t, int id, bool owner)
 {
 	redlock_floor *rf = calloc(1, sizeof(*rf));

@@ -154,6 +154,12 @@ int bench_redlock(const bench_opts *o)
 	bench_resource(single_resource, sizeof(single_resource), "redlock-single", getpid());
 	bench_lock_open(o->target.uri, resource, true, &client, &run.redlock);
 	bench_lock_open(single_uri, single_resource, true, &single_client, &run.single);
+	bench_dlock_pair(run.redlock);
+	if (!bench_redlock_scripts_match(&o->target)) {
+		bench_forget(&o->target, resources, 2);
+		bench_fail("redlock: the floor's copies of dlock's Redlock scripts (floor-redlock.c) are not "
+		           "the texts of src/redis/scripts.c");
+	}
 	/* Two floors on the first master: ids apart, so keys apart. */
 	run.floor = bench_floor_open(&o->target, (int)getpid(), true);
 	run.floor_single = bench_floor_open(&single, -(int)getpid(), true);
