@@ -105,6 +105,19 @@ static void free_replies(redlock_floor *rf, redisReply **replies)
 		freeReplyObject(replies[i]);
 }
 
+/* How many of a round's answers are the integer 1 (the fence and release
+ * scripts' "done, the key was ours"); frees them. */
+static int count_ones(redlock_floor *rf, redisReply **replies)
+{
+	int ones = 0;
+
+	for (int i = 0; i < rf->n; i++)
+		if (replies[i] && replies[i]->type == REDIS_REPLY_INTEGER && replies[i]->integer == 1)
+			ones++;
+	free_replies(rf, replies);
+	return ones;
+}
+
 /* Round 1; yes[i] for each master that set the key.  Returns how many did
  * and *ret_token, 1 + the largest of their counters. */
 static int acquire_round(redlock_floor *rf, bool *yes, uint64_t *ret_token)
@@ -137,15 +150,10 @@ static int fence_round(redlock_floor *rf, const bool *yes, uint64_t token)
 	char token_text[24];
 	const char *argv[] = { "EVALSHA", rf->sha_fence, "2", rf->key, rf->fence, rf->token, token_text };
 	redisReply *replies[BENCH_MAX_HOSTS];
-	int confirmed = 0;
 
 	snprintf(token_text, sizeof(token_text), "%" PRIu64, token);
 	round_trip(rf, yes, 7, argv, replies);
-	for (int i = 0; i < rf->n; i++)
-		if (replies[i] && replies[i]->type == REDIS_REPLY_INTEGER && replies[i]->integer == 1)
-			confirmed++;
-	free_replies(rf, replies);
-	return confirmed;
+	return count_ones(rf, replies);
 }
 
 /* The release round on the masters picked by only (NULL: all), publishing
@@ -154,14 +162,9 @@ static int release_round(redlock_floor *rf, const bool *only, const char *channe
 {
 	const char *argv[] = { "EVALSHA", rf->sha_release, "1", rf->key, rf->token, channel };
 	redisReply *replies[BENCH_MAX_HOSTS];
-	int ours = 0;
 
 	round_trip(rf, only, 6, argv, replies);
-	for (int i = 0; i < rf->n; i++)
-		if (replies[i] && replies[i]->type == REDIS_REPLY_INTEGER && replies[i]->integer == 1)
-			ours++;
-	free_replies(rf, replies);
-	return ours;
+	return count_ones(rf, replies);
 }
 
 /* One try at the lock, with or without the fencing round; a try short of
