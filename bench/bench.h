@@ -8,6 +8,7 @@
  *   dlock-bench.c     main: options, usage, dispatch to a mode
  *   target.c          the backend under test, parsed from its dlock URI
  *   stats.c           samples, percentiles, result lines (text and JSON)
+ *   rounds.c          warm-up and interleaved rounds of uncontended pairs
  *   proc.c            clock, pipes with timeouts, worker processes
  *   floor.c           backend -> floor; clean-up of what dlock keeps
  *   floor-redis.c     bare hiredis: SET NX PX + compare-and-delete; PING;
@@ -16,6 +17,8 @@
  *                     delete; exists; predecessor-watch handoff
  *   floor-file.c      bare fcntl(F_OFD_SETLK) lock and unlock;
  *                     F_OFD_SETLKW handoff
+ *   floor-redlock.c   bare hiredis on several masters at once: dlock's
+ *                     Redlock scripts, with and without the fencing round
  *   server-stats.c    server work: Redis INFO commandstats, ZooKeeper mntr
  *   mode-latency.c    uncontended acquire+release pairs
  *   mode-throughput.c acquisitions per second, threads x processes
@@ -23,6 +26,7 @@
  *   mode-waiters.c    handoffs among 1..64 waiters, with server work
  *                     and client CPU time
  *   mode-fifo.c       grant order against arrival order
+ *   mode-redlock.c    Redlock beside one master and beside both floors
  *
  * Nothing here pins threads or processes: scripts/bench.sh does (taskset).
  */
@@ -154,6 +158,19 @@ void bench_result_emit(bench_result *r, const bench_opts *o);
 void bench_print_header(void);
 void bench_print_row(const char *name, const bench_summary *s);
 
+/* ---- interleaved rounds (rounds.c) ---- */
+
+/* One uncontended dlock acquire+release on lock; exits on failure. */
+void bench_dlock_pair(dlock_lock *lock);
+/* One operation of subject, measured by bench_rounds(). */
+typedef void (*bench_run_fn)(void *ctx, int subject);
+/* The warm-up (at least --warmup operations of each subject, and at least
+ * 2 s on ZooKeeper, 0.2 s elsewhere), then --rounds rounds of --count
+ * operations of each of the n subjects, the order reversed every other
+ * round; each duration goes to samples[subject]. */
+void bench_rounds(const bench_opts *o, const int *subjects, int n, bench_run_fn run, void *ctx,
+                  bench_samples *samples);
+
 /* ---- floors (floor-*.c) ---- */
 
 /*
@@ -206,6 +223,14 @@ void bench_floor_close(bench_floor *f);
 bench_floor *bench_floor_redis_open(const bench_target *t, int id, bool owner);
 bench_floor *bench_floor_zk_open(const bench_target *t, int id, bool owner);
 bench_floor *bench_floor_file_open(const bench_target *t, int id, bool owner);
+/* The floor of a Redlock URI (several Redis hosts): dlock's own Redlock
+ * scripts sent to every master at once by bare hiredis; pair leaves the
+ * fencing round out, pair_fenced has it (floor-redlock.c). */
+bench_floor *bench_floor_redlock_open(const bench_target *t, int id, bool owner);
+/* Whether the floor's copies of dlock's Redlock scripts are the texts
+ * dlock loaded on t's first master (true only after dlock has acquired
+ * and released there). */
+bool bench_redlock_scripts_match(const bench_target *t);
 
 /* A printable holder-like token of the size dlock writes, so that the
  * floor moves as many bytes as dlock does. */
@@ -224,7 +249,16 @@ void bench_floor_redis_forget(const bench_target *t, const char *const *resource
  * dlock:{R}:released, on which a dlock without a queue waits (*how
  * "channel"); -1 on an unexpected reply. */
 struct redisContext;
+struct redisReply;
 int bench_redis_queued(struct redisContext *c, const char *resource, const char **how);
+/* A connection to t's host i (5 s to connect, 30 s per command); exits on
+ * failure. */
+struct redisContext *bench_redis_connect(const bench_target *t, int i);
+/* r, which must be a reply of type want; exits naming what otherwise. */
+struct redisReply *bench_redis_must(struct redisContext *c, int want, struct redisReply *r,
+                                    const char *what);
+/* SCRIPT LOAD body, its SHA1 into sha. */
+void bench_redis_load(struct redisContext *c, const char *body, char *sha, size_t len);
 
 /* ---- server work (server-stats.c) ---- */
 
@@ -260,6 +294,7 @@ int bench_handoff(const bench_opts *o);
 int bench_waiters(const bench_opts *o);
 int bench_fifo(const bench_opts *o);
 int bench_readers(const bench_opts *o);
+int bench_redlock(const bench_opts *o);
 /* A READ handle on resource, tried once (taken and released); NULL when
  * the backend has no shared holds. */
 dlock_lock *bench_read_handle(dlock_client *client, const char *resource);

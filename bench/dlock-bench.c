@@ -43,21 +43,28 @@ static void usage(FILE *out)
 	      "  readers     read-write locks, for each R of --waiters: the READ acquire+release of\n"
 	      "              one reader while R-1 others hold (latency, server work per pair), then\n"
 	      "              R readers and one writer looping for --seconds (reads/s, writes/s)\n"
+	      "  redlock     a Redlock URI only: uncontended pairs of dlock on it, dlock on its first\n"
+	      "              master alone, the Redlock floor with and without its fencing round,\n"
+	      "              the single-master floor and the round trips, interleaved as latency;\n"
+	      "              ratio redlock/single and the fencing round's cost\n"
 	      "\n"
 	      "URI (what dlock_client_new() gets; the floor follows from the scheme):\n"
 	      "  redis://HOST:PORT            floor: SET NX PX + compare-and-delete EVALSHA, and\n"
 	      "                               fenced (SET NX PX + INCR in one EVALSHA); PING\n"
+	      "  redis://HOST:PORT,HOST:PORT[,...]  (Redlock) floor: dlock's Redlock scripts sent to\n"
+	      "                               every master at once by bare hiredis, fenced (with the\n"
+	      "                               fencing round) and plain; PING to every master at once\n"
 	      "  zk://HOST:PORT[,HOST:PORT]   floor: create ephemeral-sequential + get_children +\n"
 	      "                               delete, each after the previous answer, and pipelined\n"
 	      "                               (create and get_children in flight together); exists\n"
 	      "  file:///DIR                  floor: fcntl(F_OFD_SETLK) lock + unlock; no round trip\n"
 	      "\n"
 	      "Options (defaults in brackets):\n"
-	      "  --rounds N      latency: rounds [10]\n"
-	      "  --count N       latency: pairs per round per subject [2000]; handoff: handoffs [200];\n"
+	      "  --rounds N      latency, redlock: rounds [10]\n"
+	      "  --count N       latency, redlock: pairs per round per subject [2000]; handoff: handoffs [200];\n"
 	      "                  waiters: handoffs per W [300]; fifo: trials per W [3];\n"
 	      "                  readers: read pairs per R [1000]\n"
-	      "  --warmup N      latency: pairs of each subject not measured; on ZooKeeper the\n"
+	      "  --warmup N      latency, redlock: pairs of each subject not measured; on ZooKeeper the\n"
 	      "                  warm-up also lasts at least 2 s [2000 on ZooKeeper, else 1000]\n"
 	      "  --threads T     throughput: threads per process [4]\n"
 	      "  --procs P       throughput: processes [1]\n"
@@ -207,6 +214,11 @@ int main(int argc, char **argv)
 		if (o.count < 0)
 			o.count = 2000;
 		return bench_latency(&o);
+	}
+	if (strcmp(o.mode, "redlock") == 0) {
+		if (o.count < 0)
+			o.count = 2000;
+		return bench_redlock(&o);
 	}
 	if (strcmp(o.mode, "throughput") == 0)
 		return bench_throughput(&o);

@@ -50,21 +50,26 @@ typedef struct redis_floor {
 	char token[160];
 } redis_floor;
 
-static redisContext *connect_to(const bench_target *t)
+redisContext *bench_redis_connect(const bench_target *t, int i)
 {
 	struct timeval timeout = { .tv_sec = 5 };
-	redisContext *c = redisConnectWithTimeout(t->host[0], t->port[0], timeout);
+	redisContext *c = redisConnectWithTimeout(t->host[i], t->port[i], timeout);
 
 	if (!c || c->err)
-		bench_fail("cannot connect to Redis at %s:%d: %s", t->host[0], t->port[0],
+		bench_fail("cannot connect to Redis at %s:%d: %s", t->host[i], t->port[i],
 		           c ? c->errstr : "out of memory");
 	timeout.tv_sec = 30;
 	redisSetTimeout(c, timeout);
 	return c;
 }
 
-/* A reply that must be of type want. */
-static redisReply *must(redisContext *c, int want, redisReply *r, const char *what)
+/* The single-master floor talks to the first host only. */
+static redisContext *connect_to(const bench_target *t)
+{
+	return bench_redis_connect(t, 0);
+}
+
+redisReply *bench_redis_must(redisContext *c, int want, redisReply *r, const char *what)
 {
 	if (!r)
 		bench_fail("Redis %s: %s", what, c->errstr);
@@ -83,7 +88,7 @@ static bool try_set(redis_floor *rf)
 	if (!r)
 		bench_fail("Redis floor SET NX PX: %s", rf->c->errstr);
 	if (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_NIL)
-		must(rf->c, REDIS_REPLY_STATUS, r, "floor SET NX PX");
+		bench_redis_must(rf->c, REDIS_REPLY_STATUS, r, "floor SET NX PX");
 	set = r->type == REDIS_REPLY_STATUS;
 	freeReplyObject(r);
 	return set;
@@ -97,7 +102,7 @@ static void release(redis_floor *rf, bool publish)
 		r = redisCommand(rf->c, "EVALSHA %s 1 %s %s %s", rf->sha_publish, rf->key, rf->token, rf->channel);
 	else
 		r = redisCommand(rf->c, "EVALSHA %s 1 %s %s", rf->sha, rf->key, rf->token);
-	must(rf->c, REDIS_REPLY_INTEGER, r, "floor release");
+	bench_redis_must(rf->c, REDIS_REPLY_INTEGER, r, "floor release");
 	if (r->integer != 1) {
 		redisReply *v = redisCommand(rf->c, "GET %s", rf->key);
 
@@ -122,7 +127,7 @@ static void pair_fenced(bench_floor *f)
 	redisReply *r = redisCommand(rf->c, "EVALSHA %s 2 %s %s %s 30000", rf->sha_fenced, rf->key, rf->fence,
 	                             rf->token);
 
-	must(rf->c, REDIS_REPLY_INTEGER, r, "floor fenced acquire");
+	bench_redis_must(rf->c, REDIS_REPLY_INTEGER, r, "floor fenced acquire");
 	if (r->integer <= 0)
 		bench_fail("Redis floor: %s is held", rf->key);
 	freeReplyObject(r);
@@ -133,7 +138,7 @@ static void rtt(bench_floor *f)
 {
 	redis_floor *rf = f->impl;
 
-	freeReplyObject(must(rf->c, REDIS_REPLY_STATUS, redisCommand(rf->c, "PING"), "PING"));
+	freeReplyObject(bench_redis_must(rf->c, REDIS_REPLY_STATUS, redisCommand(rf->c, "PING"), "PING"));
 }
 
 static void hold(bench_floor *f)
@@ -154,8 +159,8 @@ static int64_t wait_acquire(bench_floor *f)
 
 	if (!rf->sub) {
 		rf->sub = connect_to(rf->t);
-		freeReplyObject(must(rf->sub, REDIS_REPLY_ARRAY, redisCommand(rf->sub, "SUBSCRIBE %s", rf->channel),
-		                     "SUBSCRIBE"));
+		freeReplyObject(bench_redis_must(rf->sub, REDIS_REPLY_ARRAY,
+		                                 redisCommand(rf->sub, "SUBSCRIBE %s", rf->channel), "SUBSCRIBE"));
 	}
 	/* One try now that the subscription is confirmed, then one per
 	 * message (the holder publishes once per release). */
@@ -216,9 +221,10 @@ static void close_floor(bench_floor *f)
 	free(rf);
 }
 
-static void load(redisContext *c, const char *body, char *sha, size_t len)
+void bench_redis_load(redisContext *c, const char *body, char *sha, size_t len)
 {
-	redisReply *r = must(c, REDIS_REPLY_STRING, redisCommand(c, "SCRIPT LOAD %s", body), "SCRIPT LOAD");
+	redisReply *r = bench_redis_must(c, REDIS_REPLY_STRING, redisCommand(c, "SCRIPT LOAD %s", body),
+	                                 "SCRIPT LOAD");
 
 	snprintf(sha, len, "%s", r->str);
 	freeReplyObject(r);
@@ -233,9 +239,9 @@ bench_floor *bench_floor_redis_open(const bench_target *t, int id, bool owner)
 	rf->t = t;
 	rf->owner = owner;
 	rf->c = connect_to(t);
-	load(rf->c, release_lua, rf->sha, sizeof(rf->sha));
-	load(rf->c, release_publish_lua, rf->sha_publish, sizeof(rf->sha_publish));
-	load(rf->c, acquire_fenced_lua, rf->sha_fenced, sizeof(rf->sha_fenced));
+	bench_redis_load(rf->c, release_lua, rf->sha, sizeof(rf->sha));
+	bench_redis_load(rf->c, release_publish_lua, rf->sha_publish, sizeof(rf->sha_publish));
+	bench_redis_load(rf->c, acquire_fenced_lua, rf->sha_fenced, sizeof(rf->sha_fenced));
 	snprintf(rf->key, sizeof(rf->key), "dlock-bench:floor:%d", id);
 	snprintf(rf->fence, sizeof(rf->fence), "dlock-bench:floor:%d:fence", id);
 	snprintf(rf->channel, sizeof(rf->channel), "dlock-bench:floor:%d:released", id);
@@ -253,12 +259,16 @@ bench_floor *bench_floor_redis_open(const bench_target *t, int id, bool owner)
 }
 
 /* DEL the fencing counters dlock left for the bench's resources, in both
- * key formats (braced with the default prefix, and plain). */
+ * key formats (braced with the default prefix, and plain), on every
+ * master of a Redlock URI. */
 void bench_floor_redis_forget(const bench_target *t, const char *const *resources, int n)
 {
-	redisContext *c = connect_to(t);
+	for (int h = 0; h < t->n_hosts; h++) {
+		redisContext *c = bench_redis_connect(t, h);
 
-	for (int i = 0; i < n; i++)
-		freeReplyObject(redisCommand(c, "DEL dlock:{%s}:fence %s:fence", resources[i], resources[i]));
-	redisFree(c);
+		for (int i = 0; i < n; i++)
+			freeReplyObject(redisCommand(c, "DEL dlock:{%s}:fence %s:fence", resources[i],
+			                             resources[i]));
+		redisFree(c);
+	}
 }

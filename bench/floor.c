@@ -36,7 +36,10 @@ bench_floor *bench_floor_open(const bench_target *t, int id, bool owner)
 	}
 	switch (t->kind) {
 	case BENCH_REDIS:
-		f = bench_floor_redis_open(t, id, owner);
+		if (t->n_hosts > 1)
+			f = bench_floor_redlock_open(t, id, owner);
+		else
+			f = bench_floor_redis_open(t, id, owner);
 		break;
 	case BENCH_ZK:
 		f = bench_floor_zk_open(t, id, owner);

@@ -33,25 +33,17 @@ typedef struct latency_run {
 	bench_floor *floor;
 } latency_run;
 
-static void dlock_pair(dlock_lock *lock)
-{
-	int rc;
-
-	if ((rc = dlock_acquire(lock, BENCH_ACQUIRE_WAIT_MS)) != DLOCK_OK)
-		bench_fail_dlock("acquire", rc);
-	if ((rc = dlock_release(lock)) != DLOCK_OK)
-		bench_fail_dlock("release", rc);
-}
-
 /* One operation of a subject. */
-static void run_one(latency_run *run, int subject)
+static void run_one(void *ctx, int subject)
 {
+	latency_run *run = ctx;
+
 	switch (subject) {
 	case SUBJECT_DLOCK:
-		dlock_pair(run->lock);
+		bench_dlock_pair(run->lock);
 		break;
 	case SUBJECT_READ:
-		dlock_pair(run->read);
+		bench_dlock_pair(run->read);
 		break;
 	case SUBJECT_FLOOR:
 		run->floor->pair(run->floor);
@@ -65,20 +57,6 @@ static void run_one(latency_run *run, int subject)
 	default:
 		run->floor->rtt(run->floor);
 		break;
-	}
-}
-
-static void warm_up(latency_run *run, const bench_opts *o, const int *subjects, int n)
-{
-	int64_t min_ns = o->target.kind == BENCH_ZK ? 2000000000 : 200000000;
-	int64_t until = bench_now_ns() + min_ns;
-	int done = 0;
-
-	/* Bounded: the time floor ends, and the pair count is finite. */
-	while (done < o->warmup || bench_now_ns() < until) {
-		for (int k = 0; k < n; k++)
-			run_one(run, subjects[k]);
-		done++;
 	}
 }
 
@@ -131,19 +109,7 @@ int bench_latency(const bench_opts *o)
 	if (run.floor->rtt)
 		subjects[n++] = SUBJECT_RTT;
 
-	warm_up(&run, o, subjects, n);
-	for (int round = 0; round < o->rounds; round++) {
-		for (int k = 0; k < n; k++) {
-			int subject = subjects[round % 2 == 0 ? k : n - 1 - k];
-
-			for (int i = 0; i < o->count; i++) {
-				int64_t t0 = bench_now_ns();
-
-				run_one(&run, subject);
-				bench_samples_add(&samples[subject], bench_now_ns() - t0);
-			}
-		}
-	}
+	bench_rounds(o, subjects, n, run_one, &run, samples);
 	for (int k = 0; k < n; k++)
 		sum[subjects[k]] = bench_summarize(&samples[subjects[k]]);
 

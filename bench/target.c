@@ -49,7 +49,8 @@ static int parse_hosts(const char *p, bench_target *t)
 }
 
 /*
- * Fill *ret from uri: redis://host:port[/db][?...], zk://h:p[,h:p...][...]
+ * Fill *ret from uri: redis://h:p[,h:p...][/db][?...] (several hosts:
+ * Redlock), zk://h:p[,h:p...][...]
  * or file:///dir.  label NULL means the scheme's name.  Returns 0, or -1
  * after printing why on stderr.
  */
@@ -62,7 +63,7 @@ int bench_target_parse(const char *uri, const char *label, bench_target *ret)
 	if (strncmp(uri, "redis://", 8) == 0) {
 		t.kind = BENCH_REDIS;
 		t.label = "redis";
-		if (parse_hosts(uri + 8, &t) != 0 || t.n_hosts != 1)
+		if (parse_hosts(uri + 8, &t) != 0)
 			goto bad;
 	} else if (strncmp(uri, "zk://", 5) == 0) {
 		t.kind = BENCH_ZK;
@@ -88,8 +89,8 @@ int bench_target_parse(const char *uri, const char *label, bench_target *ret)
 	return 0;
 bad:
 	fprintf(stderr,
-	        "dlock-bench: '%s': expected redis://HOST:PORT, zk://HOST:PORT[,HOST:PORT...] or "
-	        "file:///DIR\n",
+	        "dlock-bench: '%s': expected redis://HOST:PORT[,HOST:PORT...], "
+	        "zk://HOST:PORT[,HOST:PORT...] or file:///DIR\n",
 	        uri);
 	return -1;
 }

@@ -47,6 +47,7 @@ from bench_results import (handoff, latency, num, ratio, select,  # noqa: E402
                            table, throughput, times, us, verdict, waiters)
 import bench_issue11  # noqa: E402
 import bench_issue12  # noqa: E402
+import bench_issue13  # noqa: E402
 
 BACKENDS = ["redis", "zk", "zk3", "file"]
 BACKEND_TITLES = {
@@ -550,6 +551,7 @@ def render(path):
 
     md += bench_issue11.section(res)
     md += bench_issue12.section(res)
+    md += bench_issue13.section(res)
 
     rows, why = targets(res, notes_by_peer)
     md.append("\n## Targets (issue #5)\n")

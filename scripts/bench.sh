@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 #
 # scripts/bench.sh [--quick] — dlock against the raw server floor and
-# against peer libraries, side by side in one run (issues #5 and #11).
+# against peer libraries, side by side in one run (issues #5, #11, #13).
 #
 # Builds dlock-bench, starts throwaway servers on free loopback ports — one
-# redis-server, one ZooKeeper server, one 3-node ZooKeeper ensemble — and a
-# file-backend directory, then runs every mode of dlock-bench (latency,
-# handoff, throughput, waiters, fifo, readers) on each, and the peer drivers of
+# redis-server, three more as Redlock masters, one ZooKeeper server, one
+# 3-node ZooKeeper ensemble — and a file-backend directory, then runs every
+# mode of dlock-bench (latency, handoff, throughput, waiters, fifo, readers)
+# on each (on Redlock: the redlock mode and handoff), and the peer drivers of
 # bench/peers/ (redis-py and tooz on Redis; kazoo and Curator on
 # ZooKeeper) on the same servers with the same counts.  Writes
 # docs/bench/results.json (machine, versions, every result),
@@ -34,7 +35,7 @@ for arg in "$@"; do
 	case $arg in
 	--quick) quick=1 ;;
 	-h | --help)
-		sed -n '3,25p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '3,26p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*)
@@ -122,8 +123,8 @@ note() {
 }
 
 # Free loopback ports, all different: Redis, ZooKeeper, 3 x (client, peer,
-# election) for the ensemble.
-mapfile -t ports < <(dlock_free_ports 11)
+# election) for the ensemble, 3 Redlock masters.
+mapfile -t ports < <(dlock_free_ports 14)
 
 # ---- servers -------------------------------------------------------------------
 # The JVMs first (they take longest), Redis while they start.
@@ -139,6 +140,10 @@ for i in 0 1 2; do
 	dlock_zk_start "zk3-$((i + 1))" "${zk3_ports[i]}" 2000 "$((i + 1))" "$zk3_servers"
 done
 dlock_redis_start redis "$redis_port" || fail "redis-server did not start"
+rl_ports=("${ports[11]}" "${ports[12]}" "${ports[13]}")
+for i in 0 1 2; do
+	dlock_redis_start "redlock-$((i + 1))" "${rl_ports[i]}" || fail "a Redlock master did not start"
+done
 dlock_zk_wait zk || fail "ZooKeeper did not start"
 dlock_zk_wait zk3-1 zk3-2 zk3-3 || fail "the ZooKeeper ensemble elected no leader"
 zk_version=$(dlock_zk_4lw "$zk_port" srvr | sed -n 's/^Zookeeper version: //p')
@@ -151,6 +156,7 @@ uri[redis]="redis://127.0.0.1:$redis_port"
 uri[zk]="zk://127.0.0.1:$zk_port"
 uri[zk3]="zk://127.0.0.1:${zk3_ports[0]},127.0.0.1:${zk3_ports[1]},127.0.0.1:${zk3_ports[2]}"
 uri[file]="file://$files"
+uri[redlock]="redis://127.0.0.1:${rl_ports[0]},127.0.0.1:${rl_ports[1]},127.0.0.1:${rl_ports[2]}"
 server[redis]="127.0.0.1:$redis_port"
 server[zk]="127.0.0.1:$zk_port"
 server[zk3]="127.0.0.1:${zk3_ports[0]},127.0.0.1:${zk3_ports[1]},127.0.0.1:${zk3_ports[2]}"
@@ -159,9 +165,10 @@ peers[redis]="redis-py tooz"
 peers[zk]="kazoo curator"
 peers[zk3]="kazoo curator"
 peers[file]=""
+peers[redlock]=""
 backends=(redis zk zk3 file)
 
-log "machine: $(uname -m), $cores cores; servers up: Redis $redis_port, ZooKeeper $zk_port, ensemble ${zk3_ports[*]}"
+log "machine: $(uname -m), $cores cores; servers up: Redis $redis_port, Redlock ${rl_ports[*]}, ZooKeeper $zk_port, ensemble ${zk3_ports[*]}"
 
 # ---- runs ------------------------------------------------------------------------
 results=$tmp/results.jsonl
@@ -243,8 +250,17 @@ for b in "${backends[@]}"; do
 	done
 done
 
-# Handoff: to a waiter in another process.
-for b in "${backends[@]}"; do
+# Redlock (issue #13): dlock on the Redlock URI beside dlock on its first
+# master, the Redlock floor with and without its fencing round, and the
+# single-master floor, interleaved in one process.
+read -r rounds count warmup <<<"$(latency_args redis)"
+for round in $(seq "$outer_rounds"); do
+	run_dlock "$round" redlock redlock --rounds "$rounds" --count "$count" --warmup "$warmup"
+done
+
+# Handoff: to a waiter in another process (on Redlock too, beside one
+# master).
+for b in "${backends[@]}" redlock; do
 	for round in $(seq "$outer_rounds"); do
 		run_dlock "$round" handoff "$b" --count "$handoffs"
 		for p in ${peers[$b]}; do
@@ -298,6 +314,7 @@ $PY "$report" build --lines "$results" --notes "$notes" --out "$out_dir" \
 	--setting "latency_zk=${lat_zk[0]} rounds x ${lat_zk[1]} pairs, warm-up ${lat_zk[2]} and >= 2 s" \
 	--setting "latency_file=${lat_file[0]} rounds x ${lat_file[1]} pairs, warm-up ${lat_file[2]}" \
 	--setting "handoffs=$handoffs" \
+	--setting "redlock=3 masters, rounds and pairs as latency_redis" \
 	--setting "throughput=$tp_rounds rounds of $tp_threads threads, $tp_resources resources, $tp_seconds s after 1 s warm-up" \
 	--setting "waiters=$waiter_list, $waiter_handoffs handoffs each, hold 1 ms" \
 	--setting "fifo=$fifo_waiters waiter processes, $fifo_trials trials" \
