@@ -369,6 +369,18 @@ rl_json=$("$dlock" run -b "$rl_uri" cli/redlock -- sh -c "$dlock status -b '$rl_
 rl_pid=${rl_json##*$'\n'}
 check "Redlock status --json: held by the run, and each of the 3 masters names it" \
 	/usr/bin/python3 -c 'import json,sys; o=json.loads(sys.argv[1].splitlines()[0]); p=int(sys.argv[2]); assert o["held"] is True and o["holder_pid"]==p and len(o["masters"])==3 and all(m["reachable"] and "pid=%d " % p in m["holder"] and m["fencing_token"]==o["fencing_token"] for m in o["masters"]) and "s3cret" not in sys.argv[1]' "$rl_json" "$rl_pid"
+cat >"$tmp/redlock.conf" <<CONF
+[backend quorum]
+url = $rl_uri
+ttl = 10s
+
+[route all]
+match = *
+backend = quorum
+CONF
+rl_keys=$("$dlock" run -c "$tmp/redlock.conf" cli/redlock-conf -- sh -c "for p in $port ${rl_ports[*]}; do redis-cli -p \$p -a s3cret --no-auth-warning pttl 'dlock:{cli/redlock-conf}'; done")
+check "a configuration file's url with several hosts locks all three masters, with its ttl" \
+	/usr/bin/python3 -c 'import sys; t=[int(x) for x in sys.argv[1].split()]; assert len(t)==3 and all(5000 < x <= 10000 for x in t)' "$rl_keys"
 kill "${dlock_server_pid[redlock3]}"
 wait "${dlock_server_pid[redlock3]}" 2>/dev/null
 rl_text=$("$dlock" run -b "$rl_uri?master-timeout=300ms" cli/redlock -- sh -c "$dlock status -b '$rl_uri?master-timeout=300ms' cli/redlock")
