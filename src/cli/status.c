@@ -76,7 +76,8 @@ static void text_masters(const dlock_info *info)
 			printf("free, fencing %" PRIu64 "\n", dlock_info_master_fencing_token_at(info, i));
 		else
 			printf("%s, expires in %" PRId64 " ms, fencing %" PRIu64 "\n",
-			       dlock_info_master_holder_at(info, i), dlock_info_master_expires_in_ms_at(info, i),
+			       dlock_info_master_holder_at(info, i),
+			       dlock_info_master_expires_in_ms_at(info, i),
 			       dlock_info_master_fencing_token_at(info, i));
 	}
 }

@@ -95,8 +95,9 @@ static GArray *masters_of(const dlock__server_info *server)
 	g_array_set_clear_func(masters, master_clear);
 	for (guint i = 0; server->masters && i < server->masters->len; i++) {
 		const dlock__master_view *v = &g_array_index(server->masters, dlock__master_view, i);
-		info_master m = { g_strdup(v->address), v->reachable, holder_of(v->holder_raw ? v->holder_raw : ""),
-		                  v->expires_in_ms, v->fencing_token };
+		info_master m = { g_strdup(v->address), v->reachable,
+		                  holder_of(v->holder_raw ? v->holder_raw : ""), v->expires_in_ms,
+		                  v->fencing_token };
 
 		g_array_append_val(masters, m);
 	}

@@ -89,7 +89,8 @@ static int64_t round_until(const rl_lease *lease, int64_t deadline_us)
  * sent_us (CLOCK_BOOTTIME); <= 0 when none. */
 static int64_t validity_left_us(const rl_lease *lease, int64_t sent_us)
 {
-	return lease->ttl_ms * 1000 - (dlock__boot_us() - sent_us) - dlock__redlock_drift_us(lease->ttl_ms);
+	return lease->ttl_ms * 1000 - (dlock__boot_us() - sent_us) -
+	       dlock__redlock_drift_us(lease->ttl_ms);
 }
 
 /* Master i's connections left unanswered go to its background release,
@@ -217,7 +218,8 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 	const char *resource = dlock__hold_resource(lease->hold);
 	char ttl[24];
 	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token, ttl };
-	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, 0, resource, lease->master_timeout_ms };
+	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, 0, resource,
+	                   lease->master_timeout_ms };
 	rl_call calls[RL_MASTERS_MAX];
 	bool yes[RL_MASTERS_MAX] = { false }, maybe[RL_MASTERS_MAX] = { false };
 	int64_t sent_us = dlock__boot_us();
@@ -413,24 +415,21 @@ int dlock__redlock_query(dlock__backend *rl, const char *resource, int64_t deadl
 	const char *words[2];
 	rl_request req = { SCRIPT_RL_QUERY, 2, 0, words, NULL, 0, resource, rl->command_timeout_ms };
 	rl_call calls[RL_MASTERS_MAX];
-	const redisReply *replies[RL_MASTERS_MAX];
+	int64_t until_us;
 	int answered, rc = DLOCK_OK;
 
 	dlock__redis_names_init(&names, rl, resource);
 	words[0] = names.key;
 	words[1] = names.fence;
-	answered = dlock__redlock_round(rl, &req, NULL,
-	                                MIN(deadline_us, dlock__mono_us() + rl->command_timeout_ms * 1000),
-	                                calls, NULL);
+	until_us = MIN(deadline_us, dlock__mono_us() + rl->command_timeout_ms * 1000);
+	answered = dlock__redlock_round(rl, &req, NULL, until_us, calls, NULL);
 	memset(ret, 0, sizeof(*ret));
 	ret->expires_in_ms = -1;
 	ret->masters = g_array_new(FALSE, TRUE, sizeof(dlock__master_view));
 	g_array_set_clear_func(ret->masters, dlock__master_view_clear);
 	for (int i = 0; i < rl->n_masters; i++) {
-		dlock__master_view v;
+		dlock__master_view v = master_view(rl->masters[i], query_reply(&calls[i]));
 
-		replies[i] = query_reply(&calls[i]);
-		v = master_view(rl->masters[i], replies[i]);
 		ret->fencing_token = MAX(ret->fencing_token, v.fencing_token);
 		g_array_append_val(ret->masters, v);
 	}

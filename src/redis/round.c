@@ -140,7 +140,8 @@ static bool enough(const rl_request *req, const rl_call *calls, int n)
 	int ones = 0;
 
 	for (int i = 0; req->enough_ones > 0 && i < n; i++)
-		if (calls[i].reply && calls[i].reply->type == REDIS_REPLY_INTEGER && calls[i].reply->integer == 1)
+		if (calls[i].reply && calls[i].reply->type == REDIS_REPLY_INTEGER &&
+		    calls[i].reply->integer == 1)
 			ones++;
 	return req->enough_ones > 0 && ones >= req->enough_ones;
 }

@@ -1,8 +1,8 @@
 /*
- * The Lua scripts of the lease protocol and its wait queue, and of Redlock, run by
- * EVALSHA.  Each is one atomic step on the server, so no other client can
- * slip between the comparison and the change, and a release hands the
- * lock to the next waiter with no moment at which it is free.
+ * The Lua scripts of the lease protocol and its wait queue, and Redlock's,
+ * run by EVALSHA.  Each is one atomic step on the server, so no other
+ * client can slip between the comparison and the change, and a release
+ * hands the lock to the next waiter with no moment at which it is free.
  */
 #include <string.h>
 
