@@ -39,6 +39,7 @@ typedef struct cli_options {
 	int busy_code;
 	bool on_lost_ignore;
 	bool shared;          /* -s: a READ hold; -x (the default): EXCLUSIVE */
+	uint32_t permits;     /* --permits N: a semaphore of N; 0 when not given */
 	bool json;
 	const char *resource;
 	char **command;

@@ -5,7 +5,7 @@
  * status.c (cli.h lists the files).
  *
  *   dlock run [-c CONFIG] [-b BACKEND|URI] [-w WAIT] [-t TTL] [-E CODE]
- *             [--on-lost=term|ignore] RESOURCE -- COMMAND [ARG...]
+ *             [-s|-x|--permits N] [--on-lost=term|ignore] RESOURCE -- COMMAND [ARG...]
  *   dlock status [-c CONFIG] [-b BACKEND|URI] [--json] RESOURCE
  */
 #include <errno.h>
@@ -19,7 +19,7 @@
 
 static const char usage_text[] =
 	"usage: dlock run [-c CONFIG] [-b BACKEND|URI] [-w WAIT] [-t TTL] [-E CODE]\n"
-	"                 [-s|-x] [--on-lost=term|ignore] RESOURCE -- COMMAND [ARG...]\n"
+	"                 [-s|-x|--permits N] [--on-lost=term|ignore] RESOURCE -- COMMAND [ARG...]\n"
 	"       dlock status [-c CONFIG] [-b BACKEND|URI] [--json] RESOURCE\n"
 	"       dlock --help | --version\n";
 
@@ -43,6 +43,8 @@ static const char help_text[] =
 	"  -s, --shared          a shared (read) hold: other -s runs share the lock,\n"
 	"                        -x runs wait for them all (as flock -s)\n"
 	"  -x, --exclusive       an exclusive hold (the default)\n"
+	"      --permits N       take one of N permits of a semaphore: up to N runs\n"
+	"                        at once; every run on RESOURCE must give the same N\n"
 	"      --on-lost=term|ignore  when the lock is lost while COMMAND runs: send it\n"
 	"                        SIGTERM, then SIGKILL after 10 s, and exit 70 (term,\n"
 	"                        the default), or only warn (ignore)\n"
@@ -61,6 +63,7 @@ static const char help_text[] =
 	"  dlock run nightly-report -- ./report.sh\n"
 	"  dlock run -w 0 -E 0 backup -- ./backup.sh       # skip if already running\n"
 	"  dlock run -s dataset -- ./read-dataset          # many readers at once\n"
+	"  dlock run --permits 4 ingest -- ./ingest        # at most 4 at once\n"
 	"  dlock run -b redis://127.0.0.1:6379 -t 10s jobs/import -- ./import\n"
 	"  dlock status --json nightly-report\n";
 
@@ -139,6 +142,7 @@ static void parse_args(int argc, char **argv, bool run, cli_options *o)
 		{ "on-lost", required_argument, NULL, 'L' },
 		{ "shared", no_argument, NULL, 's' },
 		{ "exclusive", no_argument, NULL, 'x' },
+		{ "permits", required_argument, NULL, 'P' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -182,6 +186,12 @@ static void parse_args(int argc, char **argv, bool run, cli_options *o)
 			if (!run)
 				die_usage("-%s: run only", c == 's' ? "s" : "x");
 			o->shared = c == 's';
+			break;
+		case 'P':
+			code = strtol(optarg, &end, 10);
+			if (!run || *end || end == optarg || code < 1 || code > (long)DLOCK_PERMITS_MAX)
+				die_usage("--permits: '%s' is not a number of permits (1-65536)", optarg);
+			o->permits = (uint32_t)code;
 			break;
 		case 'j':
 			if (run)
@@ -232,6 +242,8 @@ int cli_open_lock(const cli_options *o, dlock_client **ret_client, dlock_lock **
 		rc = dlock_lock_set_ttl(lock, o->ttl_ms);
 	if (rc == DLOCK_OK && o->shared)
 		rc = dlock_lock_set_mode(lock, DLOCK_MODE_READ);
+	if (rc == DLOCK_OK && o->permits > 0)
+		rc = dlock_lock_set_permits(lock, o->permits);
 	if (rc != DLOCK_OK) {
 		int code = cli_fail(rc, o->resource, o);
 

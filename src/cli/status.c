@@ -119,7 +119,10 @@ int cli_status(const cli_options *o)
 			}
 			printf("}");
 		}
-		printf("],\"expires_in_ms\":%" PRId64 ",\"fencing_token\":%" PRIu64 ",\"backend\":",
+		printf("]");
+		if (dlock_info_permits(info) > 0)
+			printf(",\"permits\":%" PRIu32, dlock_info_permits(info));
+		printf(",\"expires_in_ms\":%" PRId64 ",\"fencing_token\":%" PRIu64 ",\"backend\":",
 		       dlock_info_expires_in_ms(info), dlock_info_fencing_token(info));
 		json_string(dlock_info_backend(info));
 		if (dlock_info_masters(info) > 0)
@@ -132,6 +135,8 @@ int cli_status(const cli_options *o)
 		printf("held:     %s\n", locked ? (dlock_info_mode(info) == DLOCK_HELD_SHARED ? "yes, shared"
 		                                                                              : "yes, exclusive")
 		                              : "no");
+		if (dlock_info_permits(info) > 0)
+			printf("permits:  %zu of %" PRIu32 " taken\n", n, dlock_info_permits(info));
 		if (locked && n == 1)
 			printf("holder:   %s\n", dlock_info_holder(info));
 		for (size_t i = 0; locked && n > 1 && i < n; i++)

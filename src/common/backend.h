@@ -56,6 +56,8 @@ typedef struct dlock__server_info {
 	bool shared;            /* held by READ holds: readers lists them, holder_raw is unused */
 	GPtrArray *readers;     /* char *, each reader's record as stored; NULL when none */
 	GArray *masters;        /* dlock__master_view, a Redlock's masters; NULL otherwise */
+	uint32_t permits;       /* a semaphore's N as stored (SPEC §11), 0 when none: its
+	                         * permits' holders are then listed as readers, shared */
 } dlock__server_info;
 
 /* One master of a Redlock as it answered a query (strings g_free'd with

@@ -88,3 +88,10 @@ int dlock__error_prefix(int code, const char *prefix)
 	snprintf(last_message, sizeof(last_message), "%s%s", prefix, tmp);
 	return code;
 }
+
+int dlock__error_permits(const char *resource, uint32_t asked, uint32_t stored)
+{
+	return dlock__error(DLOCK_EINVAL, "semaphore '%s' is in use with %" PRIu32 " permits; this "
+	                    "handle asks for %" PRIu32 " (every holder and waiter must agree; a new "
+	                    "number takes effect once nobody holds or waits)", resource, stored, asked);
+}

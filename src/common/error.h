@@ -32,4 +32,12 @@ int dlock__error_busy(const char *resource);
 int dlock__error_timeout(const char *resource, int64_t wait_ms);
 int dlock__error_canceled(const char *resource);
 
+/*
+ * A semaphore's acquire that found the resource in use with another
+ * number of permits than it asks for (SPEC §11), worded once for every
+ * backend: DLOCK_EINVAL "semaphore 'R' is in use with S permits; this
+ * handle asks for A ...".
+ */
+int dlock__error_permits(const char *resource, uint32_t asked, uint32_t stored);
+
 #endif

@@ -18,6 +18,7 @@ struct dlock_info {
 	GArray *holders;      /* of info_holder; empty when free */
 	int64_t expires_in_ms;
 	uint64_t fencing_token;
+	uint32_t permits;     /* a semaphore's N; 0 when not one */
 	char *backend;
 	GArray *masters;      /* of info_master; empty unless a Redlock */
 };
@@ -106,7 +107,7 @@ static GArray *masters_of(const dlock__server_info *server)
 
 DLOCK_API int dlock_lock_query(dlock_lock *lock, dlock_info **ret_info)
 {
-	dlock__server_info server = { false, NULL, -1, 0, false, NULL, NULL };
+	dlock__server_info server = { .expires_in_ms = -1 };
 	dlock_info *info;
 	int rc;
 
@@ -127,6 +128,7 @@ DLOCK_API int dlock_lock_query(dlock_lock *lock, dlock_info **ret_info)
 	info->hold = dlock__lock_caller_hold(lock);
 	info->expires_in_ms = server.expires_in_ms;
 	info->fencing_token = server.fencing_token;
+	info->permits = server.permits;
 	info->backend = g_strdup(lock->slot->redacted);
 	info->masters = masters_of(&server);
 	info->holders = g_array_new(FALSE, TRUE, sizeof(info_holder));
@@ -178,6 +180,11 @@ DLOCK_API dlock_hold dlock_info_hold(const dlock_info *info)
 DLOCK_API dlock_held_as dlock_info_mode(const dlock_info *info)
 {
 	return info ? info->mode : DLOCK_HELD_FREE;
+}
+
+DLOCK_API uint32_t dlock_info_permits(const dlock_info *info)
+{
+	return info ? info->permits : 0;
 }
 
 DLOCK_API size_t dlock_info_holders(const dlock_info *info)

@@ -240,6 +240,10 @@ static int check_support(const dlock__slot *slot, const char *resource, dlock__m
 		return dlock__error(DLOCK_EINVAL, "lock '%s' asks for a %s hold, which backend '%s' "
 		                    "(%s) does not support: it has exclusive holds only",
 		                    resource, mode_name(mode), slot->name, slot->ops->type);
+	if (permits > 1 && mode != DLOCK__MODE_EXCLUSIVE)
+		return dlock__error(DLOCK_EINVAL, "lock '%s' asks for %" PRIu32 " permits and a %s hold: "
+		                    "a semaphore's holds have no mode (leave it EXCLUSIVE)",
+		                    resource, permits, mode_name(mode));
 	if (permits > 1 && !(slot->ops->caps & DLOCK__CAP_PERMITS))
 		return dlock__error(DLOCK_EINVAL, "lock '%s' asks for %" PRIu32 " permits, which backend "
 		                    "'%s' (%s) does not support: it has one permit per resource only",
@@ -302,6 +306,22 @@ DLOCK_API int dlock_lock_set_mode(dlock_lock *lock, dlock_mode mode)
 		                    "READ 1, WRITE 2)", (int)mode);
 	}
 	lock->mode = (dlock__mode)mode;
+	g_mutex_unlock(&lock->mu);
+	return DLOCK_OK;
+}
+
+DLOCK_API int dlock_lock_set_permits(dlock_lock *lock, uint32_t permits)
+{
+	int rc = option_begin(lock, "dlock_lock_set_permits");
+
+	if (rc != DLOCK_OK)
+		return rc;
+	if (permits < 1 || permits > DLOCK_PERMITS_MAX) {
+		g_mutex_unlock(&lock->mu);
+		return dlock__error(DLOCK_EINVAL, "dlock_lock_set_permits: %" PRIu32 " permits is outside "
+		                    "the range from 1 (a lock) to %u", permits, DLOCK_PERMITS_MAX);
+	}
+	lock->permits = permits;
 	g_mutex_unlock(&lock->mu);
 	return DLOCK_OK;
 }
@@ -416,6 +436,19 @@ static int canceled_failure(const dlock_lock *lock, int rc)
 	return rc;
 }
 
+/*
+ * The caller's owner holds the resource already, with another number of
+ * permits than the handle asks for (a semaphore and a lock, or two
+ * semaphores of different sizes): neither a re-entry nor a second hold
+ * would mean what the caller wants.
+ */
+static int permits_mismatch(const dlock_lock *lock, const dlock__hold *held)
+{
+	return dlock__error(DLOCK_EINVAL, "lock '%s': the caller holds it with %" PRIu32 " permit%s; "
+	                    "this handle asks for %" PRIu32, lock->resource, dlock__hold_permits(held),
+	                    dlock__hold_permits(held) == 1 ? " (a lock)" : "s", lock->permits);
+}
+
 DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 {
 	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
@@ -443,6 +476,12 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 	}
 
 	hold = dlock__hold_find(lock);
+	if (hold && dlock__hold_permits(hold) != lock->permits) {
+		rc = permits_mismatch(lock, hold);
+		dlock__hold_unref(hold);
+		dlock__lock_leave(lock);
+		return rc;
+	}
 	if (hold) {
 		rc = dlock__hold_reenter(hold, lock, deadline_us);
 		dlock__hold_unref(hold);
@@ -455,6 +494,12 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 	/* The owner's hold of the other class: an upgrade is refused, a
 	 * downgrade goes to the backend as one. */
 	other = dlock__hold_find_other(lock);
+	if (other && dlock__hold_permits(other) != lock->permits) {
+		rc = permits_mismatch(lock, other);
+		dlock__hold_unref(other);
+		dlock__lock_leave(lock);
+		return rc;
+	}
 	if (other && lock->mode != DLOCK__MODE_READ) {
 		dlock__hold_unref(other);
 		rc = dlock__error(DLOCK_EDEADLK, "lock '%s': the caller holds it for reading; a %s hold "
