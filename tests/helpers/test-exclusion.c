@@ -52,20 +52,6 @@ static bool bump(const char *path)
 	return fclose(f) == 0;
 }
 
-static bool append_token(const char *path, uint64_t token)
-{
-	char line[32];
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-	bool ok;
-
-	if (fd < 0)
-		return false;
-	snprintf(line, sizeof(line), "%" PRIu64 "\n", token);
-	ok = write(fd, line, strlen(line)) == (ssize_t)strlen(line);
-	close(fd);
-	return ok;
-}
-
 static void *counter_thread(void *data)
 {
 	counter_job *job = data;
@@ -81,7 +67,7 @@ static void *counter_thread(void *data)
 			continue;
 		}
 		/* Appended while holding: the file's order is the entry order. */
-		if (!bump(job->counter_path) || !append_token(job->tokens_path, dlock_fencing_token(lock)))
+		if (!bump(job->counter_path) || !test_append_token(job->tokens_path, dlock_fencing_token(lock)))
 			failed(job);
 		if (dlock_release(lock) != DLOCK_OK)
 			failed(job);

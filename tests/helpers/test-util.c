@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -205,6 +206,20 @@ bool test_read_line(int fd, char *buf, size_t len, int64_t timeout_ms)
 	}
 	buf[n] = '\0';
 	return true;
+}
+
+bool test_append_token(const char *path, uint64_t token)
+{
+	char line[32];
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	snprintf(line, sizeof(line), "%" PRIu64 "\n", token);
+	ok = write(fd, line, strlen(line)) == (ssize_t)strlen(line);
+	close(fd);
+	return ok;
 }
 
 bool test_write_str(int fd, const char *text)
