@@ -160,6 +160,29 @@ typedef int dlock__backend_query_fn(dlock__backend *backend, const char *resourc
  * one given (a default filled in); g_free. */
 typedef char *dlock__backend_describe_fn(const dlock__backend *backend);
 
+/*
+ * Watching who holds a resource, for leader elections' observers (SPEC
+ * §12).  watch arms the backend's notification -- a ZooKeeper watch, a
+ * channel subscription, an inotify watch -- so that a change of the
+ * resource's holder after it returns wakes waiter (dlock__waiter_wake());
+ * the caller then queries and sleeps on the waiter.  A spurious wake is
+ * harmless; a missed change is not.  *ret_watch is what unwatch needs.
+ * The core arms the next watch before it disarms the previous one, so a
+ * backend whose notifications are lasting (a subscription) may keep them
+ * while both overlap.  DLOCK_OK, or a failure code: the core then looks
+ * again after a backoff.  The core also looks again when a lease it saw
+ * ends, so a leader that dies without a word is noticed.
+ */
+typedef int dlock__backend_watch_fn(dlock__backend *backend, const char *resource,
+                                    dlock__waiter *waiter, void **ret_watch);
+typedef void dlock__backend_unwatch_fn(dlock__backend *backend, void *watch);
+
+/* Tell observers that participant id leads resource with token, where
+ * they would not notice otherwise (Redis: the elected channel).  Best
+ * effort, bounded by the backend's timeouts. */
+typedef void dlock__backend_announce_fn(dlock__backend *backend, const char *resource,
+                                        const char *id, uint64_t token);
+
 typedef struct dlock__backend_ops {
 	const char *type;   /* "redis" */
 	unsigned caps;      /* DLOCK__CAP_* bits */
@@ -180,6 +203,9 @@ typedef struct dlock__backend_ops {
 	dlock__backend_check_resource_fn *check_resource; /* may be NULL */
 	dlock__backend_query_fn *query;
 	dlock__backend_describe_fn *describe;             /* may be NULL */
+	dlock__backend_watch_fn *watch;                   /* NULL: observers poll the lease */
+	dlock__backend_unwatch_fn *unwatch;
+	dlock__backend_announce_fn *announce;             /* may be NULL */
 } dlock__backend_ops;
 
 void dlock__server_info_clear(dlock__server_info *info);
@@ -213,6 +239,11 @@ int64_t dlock__hold_ttl_ms(const dlock__hold *hold);
 bool dlock__hold_watchdog(const dlock__hold *hold);
 /* The record of who acquires (this thread, now), for tokens and node data. */
 const dlock__holder *dlock__hold_holder(const dlock__hold *hold);
+/* A leader election's hold (SPEC §12): the participant's id, which the
+ * holder record carries (dlock__token_new() writes it); NULL for a lock.
+ * A backend whose peers expect the id alone (ZooKeeper's LeaderSelector
+ * nodes) stores just that. */
+const char *dlock__hold_participant(const dlock__hold *hold);
 
 /* Store the backend's per-hold state (owned by the backend, which frees it
  * in release).  Set during acquire, read afterwards. */

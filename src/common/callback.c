@@ -8,7 +8,8 @@
 
 typedef struct event {
 	dlock_lock *lock; /* referenced; NULL is the stop sentinel */
-	dlock_state state;
+	int state;        /* a dlock_state, or an election's event (election.c) */
+	char *text;       /* an election's leader id, or NULL */
 } event;
 
 struct dlock__callbacks {
@@ -25,13 +26,18 @@ static gpointer callback_main(gpointer data)
 		dlock_state_fn fn;
 		void *user_data;
 
-		g_mutex_lock(&lock->mu);
-		fn = lock->freed ? NULL : lock->state_fn;
-		user_data = lock->state_user_data;
-		g_mutex_unlock(&lock->mu);
-		if (fn)
-			fn(lock, ev->state, user_data);
+		if (lock->election) {
+			dlock__election_dispatch(lock->election, ev->state, ev->text);
+		} else {
+			g_mutex_lock(&lock->mu);
+			fn = lock->freed ? NULL : lock->state_fn;
+			user_data = lock->state_user_data;
+			g_mutex_unlock(&lock->mu);
+			if (fn)
+				fn(lock, (dlock_state)ev->state, user_data);
+		}
 		dlock__lock_unref(lock);
+		g_free(ev->text);
 		g_free(ev);
 	}
 	g_free(ev);
@@ -55,13 +61,20 @@ static void callbacks_tell_stop(gpointer data)
 
 void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state state)
 {
+	dlock__callbacks_post_event(client, lock, (int)state, NULL);
+}
+
+void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, int state, const char *text)
+{
 	dlock__callbacks *cbs;
 	event *ev;
 	bool wanted;
 
 	g_mutex_lock(&client->mu);
 	g_mutex_lock(&lock->mu);
-	wanted = !lock->freed && lock->state_fn;
+	/* An election's handle posts every event: whether its callback is
+	 * set is for the election to say when the event runs. */
+	wanted = !lock->freed && (lock->state_fn || lock->election);
 	g_mutex_unlock(&lock->mu);
 	cbs = wanted ? dlock__lazy_thread_get_locked(&client->callbacks, "dlock-callback", callbacks_new,
 	                                             callback_main, NULL)
@@ -73,6 +86,7 @@ void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state s
 	ev = g_new0(event, 1);
 	ev->lock = dlock__lock_ref(lock);
 	ev->state = state;
+	ev->text = g_strdup(text);
 	g_async_queue_push(cbs->queue, ev);
 	g_mutex_unlock(&client->mu);
 }

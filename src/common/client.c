@@ -284,6 +284,23 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 	return DLOCK_OK;
 }
 
+static void stop_observers(dlock_client *client)
+{
+	GPtrArray *elections = g_ptr_array_new();
+	GHashTableIter iter;
+	gpointer key;
+
+	g_mutex_lock(&client->mu);
+	g_hash_table_iter_init(&iter, client->locks);
+	while (g_hash_table_iter_next(&iter, &key, NULL))
+		if (((dlock_lock *)key)->election)
+			g_ptr_array_add(elections, ((dlock_lock *)key)->election);
+	g_mutex_unlock(&client->mu);
+	for (guint i = 0; i < elections->len; i++)
+		dlock__election_observe_stop(elections->pdata[i]);
+	g_ptr_array_unref(elections);
+}
+
 DLOCK_API void dlock_client_free(dlock_client *client)
 {
 	GHashTableIter iter;
@@ -292,6 +309,9 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 
 	if (!client || dlock__client_forked(client))
 		return; /* in a forked child nothing of the parent's is touched */
+
+	/* Elections' observers query through the client: they stop first. */
+	stop_observers(client);
 
 	/* Stop new calls, wake every waiter, and wait for calls in flight. */
 	g_mutex_lock(&client->mu);

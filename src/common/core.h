@@ -85,6 +85,10 @@ struct dlock_lock {
 	                          * grant; the next release returns DLOCK_ELOST for it */
 	dlock_state_fn state_fn;
 	void *state_user_data;
+	/* fixed before the handle is shared */
+	dlock_election *election; /* the election this handle campaigns for, or NULL:
+	                           * its events go to the election's callback, and
+	                           * its holds record the participant id */
 };
 
 /* ---- client ---------------------------------------------------------- */
@@ -170,11 +174,26 @@ void dlock__lock_leave(dlock_lock *lock);
 dlock_hold dlock__lock_caller_hold(const dlock_lock *lock);
 void dlock__lock_unref(dlock_lock *lock);
 
+/* ---- elections (election.c) ----------------------------------------- */
+
+/* The participant id its handle's holds record. */
+const char *dlock__election_id(const dlock_election *election);
+/* Run the election's callback for an event of its handle (callback thread). */
+void dlock__election_dispatch(dlock_election *election, int state, const char *text);
+/* Stop and join the observer thread, if any (not from that thread). */
+void dlock__election_observe_stop(dlock_election *election);
+/* Free the election: its handle's last reference is going. */
+void dlock__election_destroy(dlock_election *election);
+
 /* ---- callbacks -------------------------------------------------------- */
 
 /* Queue a state change for lock's callback (if any) on the client's
  * callback thread, starting it if needed.  Called with hold->mu held. */
 void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state state);
+/* The same for any event of an election's handle (a dlock_state, or one
+ * of election.c's own), with a text that is copied (NULL: none). */
+void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, int state,
+                                 const char *text);
 void dlock__callbacks_stop(dlock_client *client);
 
 #endif

@@ -101,6 +101,8 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock)
 	}
 	if (lock->owner == DLOCK_OWNER_HANDLE)
 		hold->handle_owner = lock;
+	if (lock->election)
+		hold->holder.id = g_strdup(dlock__election_id(lock->election));
 	g_mutex_unlock(&lock->mu);
 	hold->client = client;
 	hold->phase = HOLD_ACQUIRING;
@@ -165,6 +167,11 @@ int64_t dlock__hold_ttl_ms(const dlock__hold *hold)
 bool dlock__hold_watchdog(const dlock__hold *hold)
 {
 	return hold->watchdog;
+}
+
+const char *dlock__hold_participant(const dlock__hold *hold)
+{
+	return hold->holder.id;
 }
 
 const dlock__holder *dlock__hold_holder(const dlock__hold *hold)

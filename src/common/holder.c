@@ -11,6 +11,7 @@
 
 #define TOKEN_MAGIC "dlock1:"
 #define TOKEN_RANDOM_BYTES 16
+#define ID_MARK " id="
 
 void dlock__holder_init_self(dlock__holder *holder)
 {
@@ -18,21 +19,25 @@ void dlock__holder_init_self(dlock__holder *holder)
 	holder->pid = dlock__self_pid();
 	holder->tid = dlock__self_tid();
 	holder->since_ms = dlock__wall_ms();
+	holder->id = NULL;
 }
 
 void dlock__holder_clear(dlock__holder *holder)
 {
 	g_free(holder->host);
 	holder->host = NULL;
+	g_free(holder->id);
+	holder->id = NULL;
 }
 
 char *dlock__holder_describe(const dlock__holder *holder)
 {
 	GDateTime *dt = g_date_time_new_from_unix_utc(holder->since_ms / 1000);
 	char *when = dt ? g_date_time_format(dt, "%Y-%m-%dT%H:%M:%S") : g_strdup("?");
-	char *text = g_strdup_printf("host=%s pid=%" PRId64 " tid=%" PRId64 " since=%s.%03dZ",
+	char *text = g_strdup_printf("host=%s pid=%" PRId64 " tid=%" PRId64 " since=%s.%03dZ%s%s",
 	                             holder->host, holder->pid, holder->tid, when,
-	                             (int)(holder->since_ms % 1000));
+	                             (int)(holder->since_ms % 1000), holder->id ? " id=" : "",
+	                             holder->id ? holder->id : "");
 
 	g_free(when);
 	if (dt)
@@ -52,8 +57,9 @@ char *dlock__token_new(const dlock__holder *holder)
 		hex[2 * i + 1] = digits[random[i] & 0xf];
 	}
 	hex[sizeof(hex) - 1] = '\0';
-	return g_strdup_printf(TOKEN_MAGIC "%s:%" PRId64 ":%" PRId64 ":%" PRId64 ":%s", hex,
-	                       holder->pid, holder->tid, holder->since_ms, holder->host);
+	return g_strdup_printf(TOKEN_MAGIC "%s:%" PRId64 ":%" PRId64 ":%" PRId64 ":%s%s%s", hex,
+	                       holder->pid, holder->tid, holder->since_ms, holder->host,
+	                       holder->id ? ID_MARK : "", holder->id ? holder->id : "");
 }
 
 /* A decimal field up to the next ':' that fits int64; advances *p past it. */
@@ -78,7 +84,7 @@ static bool parse_field(const char **p, int64_t *ret)
 
 bool dlock__token_parse(const char *token, dlock__holder *ret_holder)
 {
-	const char *p = token;
+	const char *p = token, *mark;
 	dlock__holder h = { 0 };
 
 	if (!token || strncmp(p, TOKEN_MAGIC, strlen(TOKEN_MAGIC)) != 0)
@@ -91,9 +97,15 @@ bool dlock__token_parse(const char *token, dlock__holder *ret_holder)
 		return false;
 	if (!parse_field(&p, &h.pid) || !parse_field(&p, &h.tid) || !parse_field(&p, &h.since_ms))
 		return false;
-	if (!*p)
+	mark = strstr(p, ID_MARK);
+	if (!*p || mark == p)
 		return false;
-	h.host = g_strdup(p);
+	if (mark) {
+		h.host = g_strndup(p, (gsize)(mark - p));
+		h.id = g_strdup(mark + strlen(ID_MARK));
+	} else {
+		h.host = g_strdup(p);
+	}
 	*ret_holder = h;
 	return true;
 }

@@ -314,3 +314,14 @@ DLOCK_API uint64_t dlock_info_master_fencing_token_at(const dlock_info *info, si
 
 	return m ? m->fencing_token : 0;
 }
+
+DLOCK_API const char *dlock_info_leader(const dlock_info *info)
+{
+	const info_holder *h = holder_at(info, 0);
+
+	if (!h || !info->locked || info->mode != DLOCK_HELD_EXCLUSIVE)
+		return NULL;
+	if (h->parsed_ok)
+		return h->parsed.id;
+	return *h->text ? h->text : NULL;
+}

@@ -27,6 +27,8 @@ void dlock__lock_unref(dlock_lock *lock)
 	g_ptr_array_unref(lock->waiters);
 	g_mutex_clear(&lock->mu);
 	g_cond_clear(&lock->idle);
+	if (lock->election)
+		dlock__election_destroy(lock->election);
 	g_free(lock);
 }
 

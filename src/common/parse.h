@@ -186,18 +186,21 @@ typedef struct dlock__holder {
 	int64_t pid;
 	int64_t tid;      /* kernel thread id (gettid) */
 	int64_t since_ms; /* wall clock, ms since the Unix epoch */
+	char *id;         /* a leader election participant's id (SPEC §12), else NULL */
 } dlock__holder;
 
 /* Describe the calling thread now.  Clear with dlock__holder_clear(). */
 void dlock__holder_init_self(dlock__holder *holder);
 void dlock__holder_clear(dlock__holder *holder);
 
-/* Human form: "host=H pid=P tid=T since=2026-11-22T14:00:00.123Z".
- * Caller frees with g_free(). */
+/* Human form: "host=H pid=P tid=T since=2026-11-22T14:00:00.123Z", then
+ * " id=ID" for an election participant.  Caller frees with g_free(). */
 char *dlock__holder_describe(const dlock__holder *holder);
 
 /*
- * Owner tokens: "dlock1:<32 lowercase hex random>:<pid>:<tid>:<since_ms>:<host>".
+ * Owner tokens: "dlock1:<32 lowercase hex random>:<pid>:<tid>:<since_ms>:<host>",
+ * then " id=<id>" for an election participant (host names have no spaces;
+ * the id runs to the end).
  * The random part is 128 bits from getrandom(); peers compare the whole
  * token for equality only.  dlock__token_new returns a new string (g_free).
  * dlock__token_parse fills *ret_holder from a token (or returns false for a

@@ -135,4 +135,7 @@ const dlock__backend_ops dlock__file_ops = {
 	.release = dlock__file_release,
 	.query = dlock__file_query,
 	.describe = describe,
+	.watch = dlock__file_watch,
+	.unwatch = dlock__file_unwatch,
+	.announce = dlock__file_announce,
 };

@@ -43,6 +43,14 @@ char *dlock__file_path(const dlock__backend *b, const char *resource);
 dlock__backend_acquire_fn dlock__file_acquire;
 dlock__backend_release_fn dlock__file_release;
 dlock__backend_query_fn dlock__file_query;
+/* elect.c: leader elections' observers and announcements. */
+dlock__backend_watch_fn dlock__file_watch;
+dlock__backend_unwatch_fn dlock__file_unwatch;
+dlock__backend_announce_fn dlock__file_announce;
+/* Whether a holder record names a process of this host that no longer
+ * runs: the record of a holder that died, not yet overwritten by the one
+ * that holds now. */
+bool dlock__file_record_stale(const char *record);
 
 /* Wake waiter whenever a descriptor opened for writing on path is closed
  * (a holder releasing, or dying).  Returns a handle for unwatch, or -1 if

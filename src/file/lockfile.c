@@ -482,7 +482,8 @@ int dlock__file_query(dlock__backend *b, const char *resource, int64_t deadline_
 		read_content(fd, &ret->fencing_token, &holder);
 		ret->locked = fl.l_type != F_UNLCK;
 		ret->shared = fl.l_type == F_RDLCK;
-		ret->holder_raw = ret->locked && !ret->shared ? holder : NULL;
+		ret->holder_raw = ret->locked && !ret->shared && !dlock__file_record_stale(holder) ? holder
+		                                                                                 : NULL;
 		if (!ret->holder_raw)
 			g_free(holder);
 		if (ret->shared)

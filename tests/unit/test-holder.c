@@ -77,11 +77,44 @@ static void test_token_parse_rejects_peer_values_and_malformed_tokens(void **sta
 
 static void test_holder_description_is_readable_utc(void **state)
 {
-	dlock__holder h = { (char *)"web-1", 42, 43, 1700000000123 };
+	dlock__holder h = { (char *)"web-1", 42, 43, 1700000000123, NULL };
 	char *text = dlock__holder_describe(&h);
 
 	assert_string_equal(text, "host=web-1 pid=42 tid=43 since=2023-11-14T22:13:20.123Z");
 	g_free(text);
+}
+
+/* An election participant's id rides after the host, spaces and all, and
+ * comes back from the token and in the description. */
+static void test_participant_id_round_trips_through_the_token(void **state)
+{
+	dlock__holder self, back;
+	char *token, *text;
+
+	dlock__holder_init_self(&self);
+	self.id = g_strdup("web 1 id=x");
+	g_free(self.host);
+	self.host = g_strdup("db:7");
+	token = dlock__token_new(&self);
+	assert_true(g_str_has_suffix(token, ":db:7 id=web 1 id=x"));
+	assert_true(dlock__token_parse(token, &back));
+	assert_string_equal(back.host, "db:7");
+	assert_string_equal(back.id, "web 1 id=x");
+	text = dlock__holder_describe(&back);
+	assert_true(g_str_has_suffix(text, "Z id=web 1 id=x"));
+	g_free(text);
+	dlock__holder_clear(&back);
+	g_free(token);
+	/* A lock's token has no id, and a host cannot be empty before one. */
+	g_free(self.id);
+	self.id = NULL;
+	token = dlock__token_new(&self);
+	assert_true(dlock__token_parse(token, &back));
+	assert_null(back.id);
+	dlock__holder_clear(&back);
+	g_free(token);
+	assert_false(dlock__token_parse("dlock1:0123456789abcdef0123456789abcdef:1:2:3: id=x", &back));
+	dlock__holder_clear(&self);
 }
 
 static void test_random_bytes_fill_the_buffer(void **state)
@@ -193,6 +226,7 @@ int main(void)
 		cmocka_unit_test(test_two_tokens_differ_in_their_random_part),
 		cmocka_unit_test(test_token_parse_rejects_peer_values_and_malformed_tokens),
 		cmocka_unit_test(test_holder_description_is_readable_utc),
+		cmocka_unit_test(test_participant_id_round_trips_through_the_token),
 		cmocka_unit_test(test_random_bytes_fill_the_buffer),
 		cmocka_unit_test(test_random_draws_across_refills_do_not_repeat),
 		cmocka_unit_test(test_forked_child_gets_its_own_ids_and_random_bytes),

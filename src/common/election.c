@@ -1,0 +1,383 @@
+/*
+ * Leader election (SPEC §12): a participant is a lock handle on the
+ * election's name whose holds carry the participant's id, owned by the
+ * handle so that any thread may resign.  Leading is holding; the hold's
+ * states are the leader's (SUSPENDED, RECONNECTED as ELECTED again, LOST),
+ * and they reach the election's callback through the handle's events on
+ * the callback thread, with the election's own events (ELECTED, RESIGNED,
+ * LEADER_CHANGED) queued the same way and in the same order.
+ *
+ * The election lives as long as its handle: the handle's last reference
+ * (the user's, or a queued event's) frees it, so a callback never sees it
+ * freed under it.
+ *
+ * Observing runs a thread ("dlock-observe") that queries who holds the
+ * name, reports a change, and sleeps until the backend's watch wakes it,
+ * the lease it saw ends, or a backoff after a failed query passes.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "core.h"
+#include "thread.h"
+
+/* The election's own events, queued after the hold states (1..3). */
+#define EVENT_BASE 100
+
+/* Observing: how long to trust a quiet backend, and the backoff after a
+ * failed query. */
+#define OBSERVE_QUIET_US (30 * G_USEC_PER_SEC)
+#define OBSERVE_BACKOFF_MIN_US (100 * 1000)
+#define OBSERVE_BACKOFF_MAX_US (5 * G_USEC_PER_SEC)
+/* A lease seen in a query is looked at again this long after its end. */
+#define OBSERVE_LEASE_SLACK_US (20 * 1000)
+
+#define PARTICIPANT_MAX 255
+
+struct dlock_election {
+	dlock_lock *lock;        /* owner DLOCK_OWNER_HANDLE; its end frees this */
+	char *id;
+	GMutex mu;               /* guards everything below */
+	dlock_election_fn fn;
+	void *user_data;
+	GThread *observer;       /* while observing */
+	dlock__waiter *observe_waiter;
+};
+
+const char *dlock__election_id(const dlock_election *election)
+{
+	return election->id;
+}
+
+void dlock__election_destroy(dlock_election *election)
+{
+	g_free(election->id);
+	g_mutex_clear(&election->mu);
+	g_free(election);
+}
+
+static void post(dlock_election *e, dlock_election_event event, const char *text)
+{
+	if (e->lock->client)
+		dlock__callbacks_post_event(e->lock->client, e->lock, EVENT_BASE + (int)event, text);
+}
+
+void dlock__election_dispatch(dlock_election *e, int state, const char *text)
+{
+	dlock_election_event event;
+	dlock_election_fn fn;
+	void *user_data;
+	bool freed;
+
+	switch (state) {
+	case DLOCK_STATE_SUSPENDED:
+		event = DLOCK_ELECTION_SUSPENDED;
+		break;
+	case DLOCK_STATE_RECONNECTED:
+		event = DLOCK_ELECTION_ELECTED;
+		break;
+	case DLOCK_STATE_LOST:
+		event = DLOCK_ELECTION_LOST;
+		break;
+	default:
+		event = (dlock_election_event)(state - EVENT_BASE);
+		break;
+	}
+	g_mutex_lock(&e->lock->mu);
+	freed = e->lock->freed;
+	g_mutex_unlock(&e->lock->mu);
+	g_mutex_lock(&e->mu);
+	fn = freed ? NULL : e->fn;
+	user_data = e->user_data;
+	g_mutex_unlock(&e->mu);
+	if (fn)
+		fn(e, event, event == DLOCK_ELECTION_LEADER_CHANGED ? text : e->id, user_data);
+}
+
+/* 1 to 255 bytes of UTF-8 without control characters: it travels in node
+ * data, holder records and channel messages. */
+static int check_participant(const char *id)
+{
+	if (!*id || strlen(id) > PARTICIPANT_MAX)
+		return dlock__error(DLOCK_EINVAL, "participant id must be 1 to %d bytes long",
+		                    PARTICIPANT_MAX);
+	if (!g_utf8_validate(id, -1, NULL))
+		return dlock__error(DLOCK_EINVAL, "participant id is not valid UTF-8");
+	for (const char *p = id; *p; p = g_utf8_next_char(p)) {
+		gunichar c = g_utf8_get_char(p);
+
+		if (c < 0x20 || (c >= 0x7f && c <= 0x9f))
+			return dlock__error(DLOCK_EINVAL, "participant id has a control character "
+			                    "(U+%04X)", c);
+	}
+	return DLOCK_OK;
+}
+
+DLOCK_API int dlock_election_new(dlock_client *client, const char *name,
+                                 const char *participant_id, dlock_election **ret_election)
+{
+	dlock_lock *lock = NULL;
+	dlock_election *e;
+	char *id;
+	int rc;
+
+	if (!ret_election)
+		return dlock__error(DLOCK_EINVAL, "dlock_election_new: ret_election is NULL");
+	id = participant_id ? g_strdup(participant_id)
+	                    : g_strdup_printf("%s-%d", g_get_host_name(), (int)getpid());
+	rc = check_participant(id);
+	if (rc == DLOCK_OK)
+		rc = dlock_lock_new(client, name, &lock);
+	if (rc == DLOCK_OK)
+		rc = dlock_lock_set_owner(lock, DLOCK_OWNER_HANDLE);
+	if (rc != DLOCK_OK) {
+		dlock_lock_free(lock);
+		g_free(id);
+		return rc;
+	}
+	e = g_new0(dlock_election, 1);
+	e->lock = lock;
+	e->id = id;
+	g_mutex_init(&e->mu);
+	/* Before the handle is shared: the callback thread reads it without
+	 * the handle's mutex. */
+	lock->election = e;
+	*ret_election = e;
+	return DLOCK_OK;
+}
+
+static int check_election(const dlock_election *e, const char *what)
+{
+	if (!e)
+		return dlock__error(DLOCK_EINVAL, "%s: election is NULL", what);
+	return DLOCK_OK;
+}
+
+void dlock__election_observe_stop(dlock_election *e)
+{
+	GThread *thread;
+	dlock__waiter *waiter;
+
+	g_mutex_lock(&e->mu);
+	thread = e->observer;
+	waiter = e->observe_waiter;
+	e->observer = NULL;
+	e->observe_waiter = NULL;
+	g_mutex_unlock(&e->mu);
+	if (!thread)
+		return;
+	dlock__waiter_cancel(waiter);
+	g_thread_join(thread);
+	dlock__waiter_free(waiter);
+}
+
+DLOCK_API void dlock_election_free(dlock_election *election)
+{
+	if (!election)
+		return;
+	if (election->lock->client && !dlock__client_forked(election->lock->client))
+		dlock__election_observe_stop(election);
+	/* Releases a leader's hold and cancels a campaign; the election goes
+	 * with the handle's last reference. */
+	dlock_lock_free(election->lock);
+}
+
+DLOCK_API int dlock_election_campaign(dlock_election *election, int64_t wait_ms)
+{
+	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
+	dlock_lock *lock;
+	dlock_hold now;
+	int rc;
+
+	if ((rc = check_election(election, "dlock_election_campaign")) != DLOCK_OK)
+		return rc;
+	lock = election->lock;
+	now = dlock__lock_caller_hold(lock);
+	if (now == DLOCK_HOLD_HELD)
+		return DLOCK_OK;
+	if (now == DLOCK_HOLD_SUSPENDED) {
+		/* A re-entry waits for the hold to be confirmed or lost; the
+		 * count it adds is given back at once (no I/O). */
+		rc = dlock_acquire(lock, wait_ms);
+		if (rc == DLOCK_OK) {
+			dlock_release(lock);
+			return DLOCK_OK;
+		}
+		if (rc != DLOCK_ELOST)
+			return rc;
+		if (wait_ms > 0)
+			wait_ms = MAX(dlock__remaining_us(deadline_us) / 1000, 1);
+	} else if (now == DLOCK_HOLD_LOST) {
+		dlock_release(lock); /* DLOCK_ELOST: clears the lost hold */
+	}
+	rc = dlock_acquire(lock, wait_ms);
+	if (rc != DLOCK_OK)
+		return rc;
+	if (lock->slot->ops->announce)
+		lock->slot->ops->announce(lock->slot->impl, lock->resource, election->id,
+		                          dlock_fencing_token(lock));
+	post(election, DLOCK_ELECTION_ELECTED, NULL);
+	return DLOCK_OK;
+}
+
+DLOCK_API int dlock_election_resign(dlock_election *election)
+{
+	int rc;
+
+	if ((rc = check_election(election, "dlock_election_resign")) != DLOCK_OK)
+		return rc;
+	rc = dlock_release(election->lock);
+	if (rc == DLOCK_OK)
+		post(election, DLOCK_ELECTION_RESIGNED, NULL);
+	return rc;
+}
+
+DLOCK_API int dlock_election_cancel(dlock_election *election)
+{
+	int rc;
+
+	if ((rc = check_election(election, "dlock_election_cancel")) != DLOCK_OK)
+		return rc;
+	return dlock_lock_cancel(election->lock);
+}
+
+DLOCK_API int dlock_election_is_leader(const dlock_election *election)
+{
+	return election ? dlock_held(election->lock) : 0;
+}
+
+DLOCK_API uint64_t dlock_election_fencing_token(const dlock_election *election)
+{
+	return election ? dlock_fencing_token(election->lock) : 0;
+}
+
+DLOCK_API const char *dlock_election_id(const dlock_election *election)
+{
+	return election ? election->id : NULL;
+}
+
+DLOCK_API const char *dlock_election_name(const dlock_election *election)
+{
+	return election ? election->lock->resource : NULL;
+}
+
+DLOCK_API int dlock_election_leader(dlock_election *election, char **ret_leader_id)
+{
+	const char *leader;
+	dlock_info *info;
+	int rc;
+
+	if ((rc = check_election(election, "dlock_election_leader")) != DLOCK_OK)
+		return rc;
+	if (!ret_leader_id)
+		return dlock__error(DLOCK_EINVAL, "dlock_election_leader: ret_leader_id is NULL");
+	rc = dlock_lock_query(election->lock, &info);
+	if (rc != DLOCK_OK)
+		return rc;
+	leader = dlock_info_leader(info);
+	*ret_leader_id = leader ? strdup(leader) : NULL;
+	dlock_info_free(info);
+	if (leader && !*ret_leader_id)
+		return dlock__error(DLOCK_EINVAL, "dlock_election_leader: out of memory");
+	return DLOCK_OK;
+}
+
+DLOCK_API int dlock_election_set_callback(dlock_election *election, dlock_election_fn fn,
+                                          void *user_data)
+{
+	int rc;
+
+	if ((rc = check_election(election, "dlock_election_set_callback")) != DLOCK_OK)
+		return rc;
+	g_mutex_lock(&election->mu);
+	election->fn = fn;
+	election->user_data = user_data;
+	g_mutex_unlock(&election->mu);
+	return DLOCK_OK;
+}
+
+/* The observer's sleep after a query: until the lease it saw ends, else
+ * as long as a quiet backend is trusted. */
+static int64_t observe_nap_us(const dlock_info *info)
+{
+	int64_t left_ms = dlock_info_expires_in_ms(info);
+
+	if (left_ms < 0)
+		return OBSERVE_QUIET_US;
+	return MIN(OBSERVE_QUIET_US, left_ms * 1000 + OBSERVE_LEASE_SLACK_US);
+}
+
+static gpointer observe_main(gpointer data)
+{
+	dlock_election *e = data;
+	dlock_lock *lock = e->lock;
+	const dlock__backend_ops *ops = lock->slot->ops;
+	dlock__waiter *waiter = e->observe_waiter;
+	int64_t backoff_us = OBSERVE_BACKOFF_MIN_US;
+	void *watch = NULL;
+	char *last = NULL;
+	bool first = true;
+
+	while (!dlock__waiter_canceled(waiter)) {
+		uint64_t seen = dlock__waiter_seq(waiter);
+		void *next = NULL;
+		dlock_info *info;
+		int64_t nap_us;
+
+		/* The next watch before the last one goes: a lasting
+		 * notification never lapses between them. */
+		if (ops->watch && ops->watch(lock->slot->impl, lock->resource, waiter, &next) != DLOCK_OK)
+			next = NULL;
+		if (watch)
+			ops->unwatch(lock->slot->impl, watch);
+		watch = next;
+		if (dlock_lock_query(lock, &info) == DLOCK_OK) {
+			const char *leader = dlock_info_leader(info);
+
+			if (first || g_strcmp0(leader, last) != 0) {
+				post(e, DLOCK_ELECTION_LEADER_CHANGED, leader);
+				g_free(last);
+				last = g_strdup(leader);
+				first = false;
+			}
+			nap_us = observe_nap_us(info);
+			dlock_info_free(info);
+			backoff_us = OBSERVE_BACKOFF_MIN_US;
+		} else {
+			nap_us = backoff_us;
+			backoff_us = MIN(backoff_us * 2, OBSERVE_BACKOFF_MAX_US);
+		}
+		if (!watch)
+			nap_us = MIN(nap_us, backoff_us);
+		if (dlock__waiter_sleep(waiter, seen, dlock__mono_us() + nap_us) == DLOCK_ECANCELED)
+			break;
+	}
+	if (watch)
+		ops->unwatch(lock->slot->impl, watch);
+	g_free(last);
+	return NULL;
+}
+
+DLOCK_API int dlock_election_observe(dlock_election *election, int enabled)
+{
+	int rc;
+
+	if ((rc = check_election(election, "dlock_election_observe")) != DLOCK_OK)
+		return rc;
+	if (!election->lock->client || dlock__client_forked(election->lock->client))
+		return dlock__error(DLOCK_ECANCELED, "dlock_election_observe: client was freed or "
+		                    "belongs to the parent process");
+	if (!enabled) {
+		dlock__election_observe_stop(election);
+		return DLOCK_OK;
+	}
+	g_mutex_lock(&election->mu);
+	if (!election->observer) {
+		election->observe_waiter = dlock__waiter_new();
+		election->observer = dlock__thread_new("dlock-observe", observe_main, election);
+	}
+	g_mutex_unlock(&election->mu);
+	return DLOCK_OK;
+}

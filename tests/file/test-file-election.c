@@ -1,0 +1,123 @@
+/*
+ * Leader election on the file backend: the shared checks
+ * (test-election.h) -- hand-over by resignation seen by an observer, a
+ * killed leader replaced at once (the kernel drops its lock) -- and what
+ * the lock file records of a leader.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-election.h"
+#include "test-util.h"
+
+static char *dir;
+static char *uri;
+
+static void test_resignation_hands_over_and_the_observer_sees_each_leader(void **state)
+{
+	test_election_handover(uri, "elect/handover", 1000);
+}
+
+static void test_killed_leader_is_replaced_at_once(void **state)
+{
+	test_election_failover(uri, "elect/failover", 2000);
+}
+
+/* dlock status shows the leader: the holder record carries its id, and
+ * a plain lock holder is no leader. */
+static void test_query_names_the_leader_and_a_lock_is_none(void **state)
+{
+	dlock_client *client;
+	dlock_election *e;
+	dlock_lock *lock;
+	dlock_info *info;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_election_new(client, "elect/query", "node 7 (east)", &e), DLOCK_OK);
+	assert_string_equal(dlock_election_id(e), "node 7 (east)");
+	assert_string_equal(dlock_election_name(e), "elect/query");
+	assert_int_equal(dlock_election_campaign(e, 0), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "elect/query", &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_query(lock, &info), DLOCK_OK);
+	assert_string_equal(dlock_info_leader(info), "node 7 (east)");
+	assert_non_null(strstr(dlock_info_holder(info), " id=node 7 (east)"));
+	dlock_info_free(info);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_EBUSY);
+	dlock_election_free(e); /* resigns */
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_lock_query(lock, &info), DLOCK_OK);
+	assert_null(dlock_info_leader(info));
+	dlock_info_free(info);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
+static void test_bad_participant_ids_are_refused(void **state)
+{
+	dlock_client *client;
+	dlock_election *e = NULL;
+	char *long_id = g_strnfill(256, 'x');
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_election_new(client, "elect/bad", "", &e), DLOCK_EINVAL);
+	assert_int_equal(dlock_election_new(client, "elect/bad", "a\nb", &e), DLOCK_EINVAL);
+	assert_non_null(strstr(dlock_last_error_message(), "control character"));
+	assert_int_equal(dlock_election_new(client, "elect/bad", "\xff", &e), DLOCK_EINVAL);
+	assert_int_equal(dlock_election_new(client, "elect/bad", long_id, &e), DLOCK_EINVAL);
+	assert_int_equal(dlock_election_new(client, "bad/../name", "x", &e), DLOCK_EINVAL);
+	assert_null(e);
+	long_id[255] = '\0';
+	assert_int_equal(dlock_election_new(client, "elect/bad", long_id, &e), DLOCK_OK);
+	dlock_election_free(e);
+	/* The default id is <host>-<pid>. */
+	assert_int_equal(dlock_election_new(client, "elect/bad", NULL, &e), DLOCK_OK);
+	assert_true(g_str_has_suffix(dlock_election_id(e), g_strdup_printf("-%d", (int)getpid())));
+	dlock_election_free(e);
+	g_free(long_id);
+	dlock_client_free(client);
+}
+
+static int worker_main(int argc, char **argv)
+{
+	if (argc >= 6 && strcmp(argv[2], "elect") == 0)
+		return test_election_worker(argv + 3);
+	return 2;
+}
+
+static int setup(void **state)
+{
+	test_file_dir_make("dlock-file-elect", &dir, &uri);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	test_file_dir_remove(dir);
+	g_free(dir);
+	g_free(uri);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_resignation_hands_over_and_the_observer_sees_each_leader),
+		cmocka_unit_test(test_killed_leader_is_replaced_at_once),
+		cmocka_unit_test(test_query_names_the_leader_and_a_lock_is_none),
+		cmocka_unit_test(test_bad_participant_ids_are_refused),
+	};
+
+	test_init(argv[0]);
+	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
+		return worker_main(argc, argv);
+	return cmocka_run_group_tests_name("file-election", tests, setup, teardown);
+}

@@ -1,0 +1,36 @@
+/*
+ * Leader election checks shared by the backend suites, run against the
+ * backend a URI names.
+ */
+#ifndef DLOCK_TEST_ELECTION_H
+#define DLOCK_TEST_ELECTION_H
+
+#include <stdint.h>
+
+/*
+ * The worker, run in a process started with the arguments
+ * "elect URI NAME ID" (argv points at URI): campaigns without limit,
+ * prints "leader TOKEN", then stays leader until its stdin closes, when
+ * it resigns and exits 0.  Exit 2 if the client cannot be built, 3 if a
+ * call fails.
+ */
+int test_election_worker(char **argv);
+
+/*
+ * Three participants, each with a client of its own, and an observer:
+ * the first leads, the others wait (a try is DLOCK_EBUSY); each
+ * resignation hands over to the next in line within hand_bound_ms;
+ * tokens increase; dlock_election_leader() names each leader; the
+ * participants' callbacks get ELECTED and RESIGNED; the observer sees
+ * every leader in turn and, at the end, nobody.
+ */
+void test_election_handover(const char *uri, const char *name, int64_t hand_bound_ms);
+
+/*
+ * A leader in another process is killed with SIGKILL while a participant
+ * here waits: the participant leads within bound_ms of the kill, with a
+ * larger token, and an observer sees it.  Returns the time it took, ms.
+ */
+int64_t test_election_failover(const char *uri, const char *name, int64_t bound_ms);
+
+#endif
