@@ -556,11 +556,24 @@ static void test_backend_with_the_capabilities_gets_mode_and_permits(void **stat
 	ops.caps = DLOCK__CAP_SHARED | DLOCK__CAP_PERMITS;
 	assert_int_equal(dlock__client_new_with_ops("fake://", &ops, &client), DLOCK_OK);
 	assert_int_equal(dlock_lock_new(client, "jobs/nightly", &lock), DLOCK_OK);
-	set_ask(lock, DLOCK__MODE_READ, 3);
+	set_ask(lock, DLOCK__MODE_EXCLUSIVE, 3);
 	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
-	assert_int_equal(fake->last_mode, DLOCK__MODE_READ);
+	assert_int_equal(fake->last_mode, DLOCK__MODE_EXCLUSIVE);
 	assert_int_equal(fake->last_permits, 3);
 	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	assert_int_equal(dlock_lock_new(client, "jobs/nightly", &lock), DLOCK_OK);
+	set_ask(lock, DLOCK__MODE_READ, 1);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	assert_int_equal(fake->last_mode, DLOCK__MODE_READ);
+	assert_int_equal(fake->last_permits, 1);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	/* A semaphore's holds have no mode. */
+	assert_int_equal(dlock_lock_new(client, "jobs/nightly", &lock), DLOCK_OK);
+	set_ask(lock, DLOCK__MODE_READ, 3);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_EINVAL);
+	assert_non_null(strstr(dlock_last_error_message(), "a semaphore's holds have no mode"));
 	dlock_lock_free(lock);
 	dlock_client_free(client);
 }
