@@ -184,6 +184,16 @@ DLOCK_API void dlock_election_free(dlock_election *election)
 	dlock_lock_free(election->lock);
 }
 
+/* The backend's word to observers: id leads (NULL: nobody, resigned). */
+static void announce(dlock_election *e, const char *id)
+{
+	dlock_lock *lock = e->lock;
+
+	if (lock->slot->ops->announce)
+		lock->slot->ops->announce(lock->slot->impl, lock->resource, id,
+		                          id ? dlock_fencing_token(lock) : 0);
+}
+
 DLOCK_API int dlock_election_campaign(dlock_election *election, int64_t wait_ms)
 {
 	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
@@ -215,9 +225,7 @@ DLOCK_API int dlock_election_campaign(dlock_election *election, int64_t wait_ms)
 	rc = dlock_acquire(lock, wait_ms);
 	if (rc != DLOCK_OK)
 		return rc;
-	if (lock->slot->ops->announce)
-		lock->slot->ops->announce(lock->slot->impl, lock->resource, election->id,
-		                          dlock_fencing_token(lock));
+	announce(election, election->id);
 	post(election, DLOCK_ELECTION_ELECTED, NULL);
 	return DLOCK_OK;
 }
@@ -229,9 +237,11 @@ DLOCK_API int dlock_election_resign(dlock_election *election)
 	if ((rc = check_election(election, "dlock_election_resign")) != DLOCK_OK)
 		return rc;
 	rc = dlock_release(election->lock);
-	if (rc == DLOCK_OK)
-		post(election, DLOCK_ELECTION_RESIGNED, NULL);
-	return rc;
+	if (rc != DLOCK_OK)
+		return rc;
+	announce(election, NULL);
+	post(election, DLOCK_ELECTION_RESIGNED, NULL);
+	return DLOCK_OK;
 }
 
 DLOCK_API int dlock_election_cancel(dlock_election *election)

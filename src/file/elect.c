@@ -75,7 +75,8 @@ void dlock__file_unwatch(dlock__backend *b, void *watch)
 
 void dlock__file_announce(dlock__backend *b, const char *resource, const char *id, uint64_t token)
 {
-	if (touch(b, resource) != DLOCK_OK)
+	/* A resignation closed the leader's descriptor: watchers woke. */
+	if (id && touch(b, resource) != DLOCK_OK)
 		dlock__log(b->logger, DLOCK_LOG_WARNING, "file backend: leader '%s' of '%s' (token %" G_GUINT64_FORMAT
 		           ") not announced: %s", id, resource, token, dlock_last_error_message());
 }

@@ -233,6 +233,9 @@ const dlock__backend_ops dlock__redis_ops = {
 	.release = dlock__redis_release,
 	.check_resource = check_resource,
 	.query = dlock__redis_query,
+	.watch = dlock__redis_observe,
+	.unwatch = dlock__redis_unobserve,
+	.announce = dlock__redis_announce,
 };
 
 const dlock__backend_ops dlock__redlock_ops = {

@@ -130,6 +130,11 @@ int dlock__redis_open_host(const dlock__backend_env *env, const dlock__uri *uri,
                            dlock__backend **ret);
 void dlock__redis_close_host(dlock__backend *b);
 
+/* ---- elect.c: leader elections' observers and announcements ---- */
+dlock__backend_watch_fn dlock__redis_observe;
+dlock__backend_unwatch_fn dlock__redis_unobserve;
+dlock__backend_announce_fn dlock__redis_announce;
+
 /* ---- keys.c ---- */
 char *dlock__redis_key(const dlock__backend *b, const char *resource);
 char *dlock__redis_fence_key(const dlock__backend *b, const char *resource);

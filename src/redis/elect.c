@@ -1,0 +1,118 @@
+/*
+ * What leader elections need of the Redis backend (SPEC §12): a new
+ * leader announces itself on "<prefix>{R}:elected" as "<id> <token>";
+ * observers listen there and on the release channel through the client's
+ * one subscriber connection.  A leader that dies says nothing: observers
+ * find its end when its lease runs out (the core sleeps until then), and
+ * the participant that takes over announces itself.  A resignation that
+ * hands over is announced by the next leader; one that leaves the lock
+ * free is announced on the release channel, which a release nobody waits
+ * for leaves silent.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "clock.h"
+#include "internal.h"
+
+/* How long an observer's watch waits for its subscriptions to be
+ * confirmed before it trusts them to be on the way. */
+#define CONFIRM_POLL_US 2000
+
+typedef struct redis_observer {
+	dlock__waiter *waiter;
+	char *released;
+	char *elected;
+} redis_observer;
+
+/* "<lock key>:elected": "<prefix>{R}:elected", or "R:elected" in the
+ * plain format, as every name of R is made. */
+static char *elected_channel(const dlock__backend *b, const char *resource)
+{
+	char *key = dlock__redis_key(b, resource);
+	char *channel = g_strconcat(key, ":elected", NULL);
+
+	g_free(key);
+	return channel;
+}
+
+int dlock__redis_observe(dlock__backend *b, const char *resource, dlock__waiter *waiter,
+                         void **ret_watch)
+{
+	redis_observer *o = g_new0(redis_observer, 1);
+	redis_names names;
+	int64_t until;
+
+	dlock__redis_names_init(&names, b, resource);
+	o->waiter = dlock__waiter_ref(waiter);
+	o->released = g_strdup(names.released);
+	o->elected = elected_channel(b, resource);
+	dlock__redis_names_clear(&names);
+	dlock__redis_sub_listen(b, o->released, waiter);
+	dlock__redis_sub_listen(b, o->elected, waiter);
+	/* A message published before the server confirms a subscription
+	 * is not delivered: wait for both, within the command timeout (an
+	 * existing subscription -- the previous watch's -- is confirmed). */
+	until = dlock__mono_us() + (b->connect_timeout_ms + b->command_timeout_ms) * 1000;
+	while (!(dlock__redis_sub_confirmed(b, o->released) && dlock__redis_sub_confirmed(b, o->elected)) &&
+	       dlock__mono_us() < until && !dlock__waiter_canceled(waiter))
+		g_usleep(CONFIRM_POLL_US);
+	*ret_watch = o;
+	return DLOCK_OK;
+}
+
+void dlock__redis_unobserve(dlock__backend *b, void *watch)
+{
+	redis_observer *o = watch;
+
+	dlock__redis_sub_unlisten(b, o->released, o->waiter);
+	dlock__redis_sub_unlisten(b, o->elected, o->waiter);
+	dlock__waiter_free(o->waiter);
+	g_free(o->released);
+	g_free(o->elected);
+	g_free(o);
+}
+
+/* A resignation's word, when the release left the lock free: the
+ * release itself publishes only to queued waiters. */
+static const char vacated_lua[] =
+	"if redis.call('EXISTS', KEYS[1]) == 0 then redis.pcall('PUBLISH', ARGV[1], 'released') end\n"
+	"return 0\n";
+
+void dlock__redis_announce(dlock__backend *b, const char *resource, const char *id, uint64_t token)
+{
+	redis_names names;
+	char *channel, *message;
+	redisReply *reply = NULL;
+	redis_conn *conn;
+	int rc;
+
+	dlock__redis_names_init(&names, b, resource);
+	channel = id ? elected_channel(b, resource) : g_strdup(names.released);
+	message = id ? g_strdup_printf("%s %" PRIu64, id, token) : NULL;
+	rc = dlock__redis_conn_get(b, NULL, dlock__mono_us() + b->command_timeout_ms * 1000, &conn);
+	if (rc == DLOCK_OK) {
+		const char *publish[] = { "PUBLISH", channel, message };
+		const char *vacated[] = { "EVAL", vacated_lua, "1", names.key, channel };
+		const char **argv = id ? publish : vacated;
+		int argc = id ? 3 : 5;
+		size_t lens[5];
+
+		for (int i = 0; i < argc; i++)
+			lens[i] = strlen(argv[i]);
+		rc = dlock__redis_command(b, conn, argc, argv, lens, &reply);
+		if (rc == DLOCK_OK)
+			rc = dlock__redis_reply_error(b, reply, "announce");
+		dlock__redis_conn_put(b, conn, rc == DLOCK_OK || rc == DLOCK_EBACKEND);
+	}
+	if (rc != DLOCK_OK)
+		dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: %s of '%s' not announced on %s: %s",
+		           b->label, id ? "new leader" : "resignation", resource, channel,
+		           dlock_last_error_message());
+	if (reply)
+		freeReplyObject(reply);
+	dlock__redis_names_clear(&names);
+	g_free(channel);
+	g_free(message);
+}

@@ -1,0 +1,113 @@
+/*
+ * Leader election on Redis (SPEC §12): the shared checks (test-election.h)
+ * -- resignation hands over at once through the wait queue, an observer
+ * sees every leader, a killed leader's lease runs out and the next
+ * participant leads -- and the elected channel: each new leader is
+ * announced on "<prefix>{R}:elected" as "<id> <token>".
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <cmocka.h>
+#include <glib.h>
+#include <hiredis/hiredis.h>
+
+#include "dlock.h"
+#include "test-election.h"
+#include "test-redis.h"
+#include "test-util.h"
+
+static test_redis *server;
+static char *uri;
+
+static void test_resignation_hands_over_and_the_observer_sees_each_leader(void **state)
+{
+	test_election_handover(uri, "elect/handover", 300);
+}
+
+/* A 1 s lease: the next participant leads once it runs out, plus a
+ * waiter's backoff (capped at 1 s), within generous slack. */
+static void test_killed_leader_is_replaced_after_its_lease(void **state)
+{
+	char *short_uri = test_redis_uri(server, "?ttl=1s");
+
+	test_election_failover(short_uri, "elect/failover", 1000 + 1000 + 1000);
+	g_free(short_uri);
+}
+
+static void test_each_leader_is_announced_on_the_elected_channel(void **state)
+{
+	struct timeval tv = { 10, 0 };
+	redisContext *sub = redisConnect("127.0.0.1", server->port);
+	redisReply *reply;
+	dlock_client *client;
+	dlock_election *e;
+	char *expected;
+
+	assert_non_null(sub);
+	assert_int_equal(sub->err, 0);
+	redisSetTimeout(sub, tv);
+	reply = redisCommand(sub, "SUBSCRIBE %s", "dlock:{elect/announce}:elected");
+	freeReplyObject(reply);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_election_new(client, "elect/announce", "node a", &e), DLOCK_OK);
+	assert_int_equal(dlock_election_campaign(e, 5000), DLOCK_OK);
+	expected = g_strdup_printf("node a %" PRIu64, dlock_election_fencing_token(e));
+	assert_int_equal(redisGetReply(sub, (void **)&reply), REDIS_OK);
+	assert_int_equal(reply->type, REDIS_REPLY_ARRAY);
+	assert_int_equal(reply->elements, 3);
+	assert_string_equal(reply->element[0]->str, "message");
+	assert_string_equal(reply->element[2]->str, expected);
+	freeReplyObject(reply);
+	g_free(expected);
+	dlock_election_free(e);
+	dlock_client_free(client);
+	redisFree(sub);
+}
+
+static void test_no_key_of_this_suite_remains(void **state)
+{
+	assert_int_equal(test_redis_leftover_keys(server, "dlock:{elect/"), 0);
+}
+
+static int worker_main(int argc, char **argv)
+{
+	if (argc >= 6 && strcmp(argv[2], "elect") == 0)
+		return test_election_worker(argv + 3);
+	return 2;
+}
+
+static int setup(void **state)
+{
+	server = test_redis_start(NULL, NULL, false);
+	uri = test_redis_uri(server, "");
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	g_free(uri);
+	test_redis_stop(server);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_resignation_hands_over_and_the_observer_sees_each_leader),
+		cmocka_unit_test(test_killed_leader_is_replaced_after_its_lease),
+		cmocka_unit_test(test_each_leader_is_announced_on_the_elected_channel),
+		cmocka_unit_test(test_no_key_of_this_suite_remains),
+	};
+
+	test_init(argv[0]);
+	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
+		return worker_main(argc, argv);
+	return test_finish(cmocka_run_group_tests_name("redis-election", tests, setup, teardown));
+}
