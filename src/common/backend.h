@@ -165,16 +165,17 @@ typedef char *dlock__backend_describe_fn(const dlock__backend *backend);
  * §12).  watch arms the backend's notification -- a ZooKeeper watch, a
  * channel subscription, an inotify watch -- so that a change of the
  * resource's holder after it returns wakes waiter (dlock__waiter_wake());
- * the caller then queries and sleeps on the waiter.  A spurious wake is
- * harmless; a missed change is not.  *ret_watch is what unwatch needs.
- * The core arms the next watch before it disarms the previous one, so a
- * backend whose notifications are lasting (a subscription) may keep them
- * while both overlap.  DLOCK_OK, or a failure code: the core then looks
- * again after a backoff.  The core also looks again when a lease it saw
- * ends, so a leader that dies without a word is noticed.
+ * the caller then queries and sleeps on the waiter, and calls watch again
+ * with the same *watch before its next query, to re-arm what a wake used
+ * up (a one-shot ZooKeeper watch; a session that ended).  *watch is NULL
+ * the first time; unwatch ends it.  A spurious wake is harmless; a missed
+ * change is not.  DLOCK_OK, or a failure code: the core then looks again
+ * after a backoff (and passes *watch as it was).  The core also looks
+ * again when a lease it saw ends, so a leader that dies without a word is
+ * noticed.
  */
 typedef int dlock__backend_watch_fn(dlock__backend *backend, const char *resource,
-                                    dlock__waiter *waiter, void **ret_watch);
+                                    dlock__waiter *waiter, void **watch);
 typedef void dlock__backend_unwatch_fn(dlock__backend *backend, void *watch);
 
 /* Tell observers that participant id leads resource with token -- or,

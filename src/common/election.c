@@ -332,17 +332,11 @@ static gpointer observe_main(gpointer data)
 
 	while (!dlock__waiter_canceled(waiter)) {
 		uint64_t seen = dlock__waiter_seq(waiter);
-		void *next = NULL;
+		bool armed = ops->watch &&
+		             ops->watch(lock->slot->impl, lock->resource, waiter, &watch) == DLOCK_OK;
 		dlock_info *info;
 		int64_t nap_us;
 
-		/* The next watch before the last one goes: a lasting
-		 * notification never lapses between them. */
-		if (ops->watch && ops->watch(lock->slot->impl, lock->resource, waiter, &next) != DLOCK_OK)
-			next = NULL;
-		if (watch)
-			ops->unwatch(lock->slot->impl, watch);
-		watch = next;
 		if (dlock_lock_query(lock, &info) == DLOCK_OK) {
 			const char *leader = dlock_info_leader(info);
 
@@ -359,7 +353,7 @@ static gpointer observe_main(gpointer data)
 			nap_us = backoff_us;
 			backoff_us = MIN(backoff_us * 2, OBSERVE_BACKOFF_MAX_US);
 		}
-		if (!watch)
+		if (!armed)
 			nap_us = MIN(nap_us, backoff_us);
 		if (dlock__waiter_sleep(waiter, seen, dlock__mono_us() + nap_us) == DLOCK_ECANCELED)
 			break;

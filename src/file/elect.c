@@ -41,12 +41,14 @@ static int touch(dlock__backend *b, const char *resource)
 }
 
 int dlock__file_watch(dlock__backend *b, const char *resource, dlock__waiter *waiter,
-                      void **ret_watch)
+                      void **watch)
 {
 	file_watch_handle *h;
 	char *path;
 	int wd, rc;
 
+	if (*watch)
+		return DLOCK_OK; /* an inotify watch lasts */
 	/* inotify watches a file that exists: a name nobody used yet gets
 	 * its lock file now, as its first acquire would make it. */
 	if ((rc = touch(b, resource)) != DLOCK_OK)
@@ -60,7 +62,7 @@ int dlock__file_watch(dlock__backend *b, const char *resource, dlock__waiter *wa
 	h = g_new(file_watch_handle, 1);
 	h->waiter = dlock__waiter_ref(waiter);
 	h->wd = wd;
-	*ret_watch = h;
+	*watch = h;
 	return DLOCK_OK;
 }
 

@@ -38,12 +38,17 @@ static char *elected_channel(const dlock__backend *b, const char *resource)
 }
 
 int dlock__redis_observe(dlock__backend *b, const char *resource, dlock__waiter *waiter,
-                         void **ret_watch)
+                         void **watch)
 {
-	redis_observer *o = g_new0(redis_observer, 1);
+	redis_observer *o;
 	redis_names names;
 	int64_t until;
 
+	/* The subscriptions last: the subscriber renews them after a
+	 * reconnect, and wakes its listeners then. */
+	if (*watch)
+		return DLOCK_OK;
+	o = g_new0(redis_observer, 1);
 	dlock__redis_names_init(&names, b, resource);
 	o->waiter = dlock__waiter_ref(waiter);
 	o->released = g_strdup(names.released);
@@ -52,13 +57,12 @@ int dlock__redis_observe(dlock__backend *b, const char *resource, dlock__waiter 
 	dlock__redis_sub_listen(b, o->released, waiter);
 	dlock__redis_sub_listen(b, o->elected, waiter);
 	/* A message published before the server confirms a subscription
-	 * is not delivered: wait for both, within the command timeout (an
-	 * existing subscription -- the previous watch's -- is confirmed). */
+	 * is not delivered: wait for both, within the timeouts. */
 	until = dlock__mono_us() + (b->connect_timeout_ms + b->command_timeout_ms) * 1000;
 	while (!(dlock__redis_sub_confirmed(b, o->released) && dlock__redis_sub_confirmed(b, o->elected)) &&
 	       dlock__mono_us() < until && !dlock__waiter_canceled(waiter))
 		g_usleep(CONFIRM_POLL_US);
-	*ret_watch = o;
+	*watch = o;
 	return DLOCK_OK;
 }
 

@@ -502,7 +502,10 @@ int dlock__zk_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waite
 	                    ? dlock__mono_us() + (b->connect_timeout_ms + b->session_timeout_ms) * 1000
 	                    : deadline_us;
 	a.dir = dlock__zk_dir(b, a.resource);
-	a.data = dlock__token_new(dlock__hold_holder(hold));
+	/* An election's node holds the participant id alone, as Curator's
+	 * LeaderSelector and kazoo's Election write and read it. */
+	a.data = dlock__hold_participant(hold) ? g_strdup(dlock__hold_participant(hold))
+	                                       : dlock__token_new(dlock__hold_holder(hold));
 	a.uuid = dlock__zk_uuid_new();
 
 	/* A downgrade is granted beside the owner's write node, or, if that

@@ -206,4 +206,6 @@ const dlock__backend_ops dlock__zk_ops = {
 	.release = dlock__zk_release,
 	.check_resource = check_resource,
 	.query = dlock__zk_query,
+	.watch = dlock__zk_observe,
+	.unwatch = dlock__zk_unobserve,
 };

@@ -183,6 +183,16 @@ void dlock__zk_exists(zk_call *call, const char *path)
 	SEND(call, zoo_aexists(s_->zh, path, 0, stat_done, ref_));
 }
 
+void dlock__zk_get_children_watch(zk_call *call, const char *path)
+{
+	SEND(call, zoo_awget_children(s_->zh, path, dlock__zk_watcher, s_, strings_done, ref_));
+}
+
+void dlock__zk_exists_watch(zk_call *call, const char *path)
+{
+	SEND(call, zoo_awexists(s_->zh, path, dlock__zk_watcher, s_, stat_done, ref_));
+}
+
 void dlock__zk_delete(zk_call *call, const char *path)
 {
 	SEND(call, zoo_adelete(s_->zh, path, -1, void_done, ref_));

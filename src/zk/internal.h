@@ -216,6 +216,14 @@ void dlock__zk_create(zk_call *call, const char *path, const char *data, int fla
 void dlock__zk_get_children(zk_call *call, const char *path);
 void dlock__zk_get(zk_call *call, const char *path, bool watch);
 void dlock__zk_exists(zk_call *call, const char *path);
+/* The same, leaving a child watch, an exists watch on path, which wakes
+ * the waiters registered for path (dlock__zk_watch_add()). */
+void dlock__zk_get_children_watch(zk_call *call, const char *path);
+void dlock__zk_exists_watch(zk_call *call, const char *path);
+
+/* ---- elect.c: leader elections' observers ---- */
+dlock__backend_watch_fn dlock__zk_observe;
+dlock__backend_unwatch_fn dlock__zk_unobserve;
 void dlock__zk_delete(zk_call *call, const char *path);
 /* Wait for completion through the call's waiter: DLOCK_OK (done: see
  * call->rc), DLOCK_ETIMEDOUT, DLOCK_ECANCELED, or DLOCK_ELOST if the
