@@ -5,9 +5,10 @@
  *
  *   main.c    arguments, building the client and the lock, the exit
  *             status of a library failure, dispatch to a subcommand
- *   run.c     dlock run: the wait that a signal can end, then COMMAND's
- *             supervision (fork and exec, descriptors, PR_SET_PDEATHSIG,
- *             signal forwarding, the lost lock, COMMAND's exit status)
+ *   run.c     dlock run and dlock elect: the wait that a signal can end,
+ *             then COMMAND's supervision (fork and exec, descriptors,
+ *             PR_SET_PDEATHSIG, signal forwarding, the lost lock or
+ *             leadership, COMMAND's exit status)
  *   status.c  dlock status: who holds the lock, as text or JSON
  */
 #ifndef DLOCK_CLI_H
@@ -41,6 +42,8 @@ typedef struct cli_options {
 	bool shared;          /* -s: a READ hold; -x (the default): EXCLUSIVE */
 	uint32_t permits;     /* --permits N: a semaphore of N; 0 when not given */
 	bool json;
+	const char *id;       /* elect --id: the participant id; NULL: <host>-<pid> */
+	bool elect;           /* dlock elect: campaign instead of acquiring */
 	const char *resource;
 	char **command;
 } cli_options;
@@ -51,6 +54,10 @@ int cli_fail(int rc, const char *what, const cli_options *o);
 /* Build the client and the lock as -c / -b / $DLOCK_CONFIG say.  Returns 0,
  * or the exit status after printing why (nothing is left to free). */
 int cli_open_lock(const cli_options *o, dlock_client **ret_client, dlock_lock **ret_lock);
+/* The same for dlock elect: the election, and its lock handle with the
+ * options applied. */
+int cli_open_election(const cli_options *o, dlock_client **ret_client,
+                      dlock_election **ret_election);
 
 /* The subcommands; each returns the command's exit status. */
 int cli_run(cli_options *o);

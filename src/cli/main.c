@@ -6,6 +6,8 @@
  *
  *   dlock run [-c CONFIG] [-b BACKEND|URI] [-w WAIT] [-t TTL] [-E CODE]
  *             [-s|-x|--permits N] [--on-lost=term|ignore] RESOURCE -- COMMAND [ARG...]
+ *   dlock elect [-c CONFIG] [-b BACKEND|URI] [-w WAIT] [-t TTL] [-E CODE]
+ *               [--id ID] [--on-lost=term|ignore] NAME -- COMMAND [ARG...]
  *   dlock status [-c CONFIG] [-b BACKEND|URI] [--json] RESOURCE
  */
 #include <errno.h>
@@ -20,6 +22,8 @@
 static const char usage_text[] =
 	"usage: dlock run [-c CONFIG] [-b BACKEND|URI] [-w WAIT] [-t TTL] [-E CODE]\n"
 	"                 [-s|-x|--permits N] [--on-lost=term|ignore] RESOURCE -- COMMAND [ARG...]\n"
+	"       dlock elect [-c CONFIG] [-b BACKEND|URI] [-w WAIT] [-t TTL] [-E CODE]\n"
+	"                   [--id ID] [--on-lost=term|ignore] NAME -- COMMAND [ARG...]\n"
 	"       dlock status [-c CONFIG] [-b BACKEND|URI] [--json] RESOURCE\n"
 	"       dlock --help | --version\n";
 
@@ -28,7 +32,10 @@ static const char help_text[] =
 	"\n"
 	"  run       acquire RESOURCE, run COMMAND while keeping the lock alive,\n"
 	"            release it when COMMAND exits, and exit with its status\n"
-	"  status    print whether RESOURCE is held and by whom (exit 0 free, 1 held)\n"
+	"  elect     campaign for leadership of NAME with the others that run\n"
+	"            dlock elect NAME; run COMMAND while this one leads\n"
+	"  status    print whether RESOURCE is held and by whom, and the leader\n"
+	"            of an election (exit 0 free, 1 held)\n"
 	"\n"
 	"Options:\n"
 	"  -c, --config FILE     configuration file (default: $DLOCK_CONFIG)\n"
@@ -45,6 +52,7 @@ static const char help_text[] =
 	"  -x, --exclusive       an exclusive hold (the default)\n"
 	"      --permits N       take one of N permits of a semaphore: up to N runs\n"
 	"                        at once; every run on RESOURCE must give the same N\n"
+	"      --id ID           elect: this participant's id (default <host>-<pid>)\n"
 	"      --on-lost=term|ignore  when the lock is lost while COMMAND runs: send it\n"
 	"                        SIGTERM, then SIGKILL after 10 s, and exit 70 (term,\n"
 	"                        the default), or only warn (ignore)\n"
@@ -54,6 +62,9 @@ static const char help_text[] =
 	"environment and no descriptor but 0, 1 and 2.  SIGINT, SIGTERM and SIGHUP\n"
 	"are passed on to it; if dlock dies, COMMAND gets SIGTERM.  Before the lock\n"
 	"is acquired they end the wait: dlock exits 128+N and COMMAND never runs.\n"
+	"\n"
+	"With elect, COMMAND also gets DLOCK_LEADER_ID, and leadership lost is lock\n"
+	"lost: COMMAND is stopped as --on-lost says and dlock exits 70.\n"
 	"\n"
 	"Exit status: COMMAND's (128+N if killed by signal N, or if signal N came\n"
 	"while waiting); 75 not acquired in time; 69 backend unavailable; 70 lock\n"
@@ -65,6 +76,7 @@ static const char help_text[] =
 	"  dlock run -s dataset -- ./read-dataset          # many readers at once\n"
 	"  dlock run --permits 4 ingest -- ./ingest        # at most 4 at once\n"
 	"  dlock run -b redis://127.0.0.1:6379 -t 10s jobs/import -- ./import\n"
+	"  dlock elect --id web-1 scheduler -- ./scheduler # one active scheduler\n"
 	"  dlock status --json nightly-report\n";
 
 static void die_usage(const char *fmt, const char *arg)
@@ -144,6 +156,7 @@ static void parse_args(int argc, char **argv, bool run, cli_options *o)
 		{ "exclusive", no_argument, NULL, 'x' },
 		{ "permits", required_argument, NULL, 'P' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "id", required_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -163,12 +176,12 @@ static void parse_args(int argc, char **argv, bool run, cli_options *o)
 			break;
 		case 'w':
 			if (!run || !parse_duration(optarg, &o->wait_ms))
-				die_usage(run ? "-w: '%s' is not a duration (250ms, 10s, 2m)" : "-w: '%s': run only", optarg);
+				die_usage(run ? "-w: '%s' is not a duration (250ms, 10s, 2m)" : "-w: '%s': run and elect only", optarg);
 			o->wait_given = true;
 			break;
 		case 't':
 			if (!run || !parse_duration(optarg, &o->ttl_ms))
-				die_usage(run ? "-t: '%s' is not a duration (250ms, 10s, 2m)" : "-t: '%s': run only", optarg);
+				die_usage(run ? "-t: '%s' is not a duration (250ms, 10s, 2m)" : "-t: '%s': run and elect only", optarg);
 			break;
 		case 'E':
 			code = strtol(optarg, &end, 10);
@@ -181,16 +194,22 @@ static void parse_args(int argc, char **argv, bool run, cli_options *o)
 				die_usage("--on-lost: '%s' is neither term nor ignore", optarg);
 			o->on_lost_ignore = strcmp(optarg, "ignore") == 0;
 			break;
+		case 'I':
+			if (!o->elect)
+				die_usage("--id %s: elect only", optarg);
+			o->id = optarg;
+			break;
 		case 's':
 		case 'x':
-			if (!run)
+			if (!run || o->elect)
 				die_usage("-%s: run only", c == 's' ? "s" : "x");
 			o->shared = c == 's';
 			break;
 		case 'P':
 			code = strtol(optarg, &end, 10);
-			if (!run || *end || end == optarg || code < 1 || code > (long)DLOCK_PERMITS_MAX)
-				die_usage("--permits: '%s' is not a number of permits (1-65536)", optarg);
+			if (!run || o->elect || *end || end == optarg || code < 1 || code > (long)DLOCK_PERMITS_MAX)
+				die_usage(o->elect ? "--permits %s: run only"
+				                   : "--permits: '%s' is not a number of permits (1-65536)", optarg);
 			o->permits = (uint32_t)code;
 			break;
 		case 'j':
@@ -256,6 +275,40 @@ int cli_open_lock(const cli_options *o, dlock_client **ret_client, dlock_lock **
 	return 0;
 }
 
+int cli_open_election(const cli_options *o, dlock_client **ret_client,
+                      dlock_election **ret_election)
+{
+	bool backend_is_uri = o->backend && strstr(o->backend, "://");
+	const char *spec = backend_is_uri ? o->backend : o->config;
+	dlock_election *election = NULL;
+	dlock_client *client;
+	dlock_lock *lock;
+	int rc;
+
+	rc = dlock_client_new(spec, &client);
+	if (rc != DLOCK_OK)
+		return cli_fail(rc, "configuration", o);
+	rc = dlock_election_new(client, o->resource, o->id, &election);
+	lock = dlock_election_lock(election);
+	if (rc == DLOCK_OK && o->backend && !backend_is_uri) {
+		rc = dlock_lock_set_backend(lock, o->backend);
+		if (rc == DLOCK_EINVAL)
+			rc = DLOCK_ECONFIG; /* an unknown backend name is a configuration error */
+	}
+	if (rc == DLOCK_OK && o->ttl_ms > 0)
+		rc = dlock_lock_set_ttl(lock, o->ttl_ms);
+	if (rc != DLOCK_OK) {
+		int code = cli_fail(rc, o->resource, o);
+
+		dlock_election_free(election);
+		dlock_client_free(client);
+		return code;
+	}
+	*ret_client = client;
+	*ret_election = election;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
@@ -266,9 +319,10 @@ int main(int argc, char **argv)
 		printf("%s\n%s", usage_text, help_text);
 		return 0;
 	}
-	if (argc >= 2 && (strcmp(argv[1], "run") == 0 || strcmp(argv[1], "status") == 0)) {
-		bool run = strcmp(argv[1], "run") == 0;
-		cli_options o = { .busy_code = EXIT_TEMPFAIL };
+	if (argc >= 2 && (strcmp(argv[1], "run") == 0 || strcmp(argv[1], "elect") == 0 ||
+	                  strcmp(argv[1], "status") == 0)) {
+		bool run = strcmp(argv[1], "status") != 0;
+		cli_options o = { .busy_code = EXIT_TEMPFAIL, .elect = strcmp(argv[1], "elect") == 0 };
 
 		parse_args(argc - 1, argv + 1, run, &o);
 		return run ? cli_run(&o) : cli_status(&o);

@@ -3,7 +3,8 @@
  * wait, then run COMMAND under the lock and supervise it: nothing but
  * descriptors 0-2 inherited, killed with dlock (PR_SET_PDEATHSIG), signals
  * passed on, stopped when the lock is lost, and its exit status made
- * dlock's.
+ * dlock's.  dlock elect is the same with a campaign for leadership of
+ * NAME in place of the acquire, and leadership lost in place of the lock.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,6 +29,13 @@
 
 static int lost_pipe[2] = { -1, -1 };
 
+/* What dlock run holds (lock), or dlock elect leads with (election, and
+ * lock its handle). */
+typedef struct held {
+	dlock_lock *lock;
+	dlock_election *election;
+} held;
+
 /* Runs on the library's callback thread: hand the news to the main loop. */
 static void on_state(dlock_lock *lock, dlock_state state, void *user_data)
 {
@@ -37,6 +45,34 @@ static void on_state(dlock_lock *lock, dlock_state state, void *user_data)
 	(void)user_data;
 	if (write(lost_pipe[1], &c, 1) < 0)
 		return;
+}
+
+/* The same for an election: leadership lost is the lock lost. */
+static void on_election(dlock_election *election, dlock_election_event event, const char *id,
+                        void *user_data)
+{
+	(void)id;
+	if (event == DLOCK_ELECTION_LOST)
+		on_state(dlock_election_lock(election), DLOCK_STATE_LOST, user_data);
+}
+
+static int held_acquire(const held *h, int64_t wait_ms)
+{
+	return h->election ? dlock_election_campaign(h->election, wait_ms) : dlock_acquire(h->lock, wait_ms);
+}
+
+static int held_release(const held *h)
+{
+	return h->election ? dlock_election_resign(h->election) : dlock_release(h->lock);
+}
+
+static void held_free(held *h, dlock_client *client)
+{
+	if (h->election)
+		dlock_election_free(h->election);
+	else
+		dlock_lock_free(h->lock);
+	dlock_client_free(client);
 }
 
 /* In the child, before exec: nothing but 0-2 stays open. */
@@ -59,9 +95,11 @@ static void close_other_descriptors(void)
 	closedir(dir);
 }
 
-static pid_t start_command(const cli_options *o, dlock_lock *lock, const sigset_t *saved_mask)
+static pid_t start_command(const cli_options *o, const held *h, const sigset_t *saved_mask)
 {
+	dlock_lock *lock = h->lock;
 	const char *backend = dlock_lock_backend_uri(lock);
+	const char *leader = h->election ? dlock_election_id(h->election) : NULL;
 	pid_t parent = getpid();
 	char token[32];
 	pid_t pid;
@@ -78,6 +116,8 @@ static pid_t start_command(const cli_options *o, dlock_lock *lock, const sigset_
 	setenv("DLOCK_RESOURCE", o->resource, 1);
 	setenv("DLOCK_FENCING_TOKEN", token, 1);
 	setenv("DLOCK_BACKEND", backend ? backend : "", 1);
+	if (leader)
+		setenv("DLOCK_LEADER_ID", leader, 1);
 	close_other_descriptors();
 	signal(SIGPIPE, SIG_DFL);
 	sigprocmask(SIG_SETMASK, saved_mask, NULL);
@@ -96,7 +136,7 @@ static pid_t start_command(const cli_options *o, dlock_lock *lock, const sigset_
 #define CANCEL_REPEAT_MS 50
 
 typedef struct wait_guard {
-	dlock_lock *lock;
+	dlock_lock *lock; /* canceled: an election's handle ends its campaign too */
 	int sfd;
 	int stop[2];
 	pthread_t thread;
@@ -134,10 +174,10 @@ static void *guard_main(void *data)
  * Without its guard thread no signal could stop the wait, so when that
  * cannot be started nothing is tried: *ret_errno says why (else 0).
  */
-static int acquire_interruptible(dlock_lock *lock, int sfd, int64_t wait_ms, int *ret_signo,
+static int acquire_interruptible(const held *h, int sfd, int64_t wait_ms, int *ret_signo,
                                  int *ret_errno)
 {
-	wait_guard g = { .lock = lock, .sfd = sfd };
+	wait_guard g = { .lock = h->lock, .sfd = sfd };
 	int rc;
 
 	*ret_signo = 0;
@@ -151,7 +191,7 @@ static int acquire_interruptible(dlock_lock *lock, int sfd, int64_t wait_ms, int
 		close(g.stop[1]);
 		return DLOCK_OK;
 	}
-	rc = dlock_acquire(lock, wait_ms);
+	rc = held_acquire(h, wait_ms);
 	if (write(g.stop[1], "x", 1) != 1)
 		pthread_cancel(g.thread);
 	pthread_join(g.thread, NULL);
@@ -199,10 +239,11 @@ static int supervise(const cli_options *o, int sfd, pid_t child, bool *ret_lost)
 			if (read(lost_pipe[0], &state, 1) == 1 && state == DLOCK_STATE_LOST && !lost) {
 				lost = true;
 				if (o->on_lost_ignore) {
-					fprintf(stderr, "dlock: warning: lock on %s was lost; %s keeps running\n",
-					        o->resource, o->command[0]);
+					fprintf(stderr, "dlock: warning: %s %s was lost; %s keeps running\n",
+					        o->elect ? "leadership of" : "lock on", o->resource, o->command[0]);
 				} else {
-					fprintf(stderr, "dlock: lock on %s was lost; stopping %s\n", o->resource, o->command[0]);
+					fprintf(stderr, "dlock: %s %s was lost; stopping %s\n",
+					        o->elect ? "leadership of" : "lock on", o->resource, o->command[0]);
 					kill(child, SIGTERM);
 					kill_at = now_ms() + KILL_GRACE_MS;
 				}
@@ -230,7 +271,7 @@ int cli_run(cli_options *o)
 {
 	sigset_t handled, saved;
 	dlock_client *client;
-	dlock_lock *lock;
+	held h = { NULL, NULL };
 	bool lost = false;
 	int status, rc, sfd, signo, err;
 	pid_t child;
@@ -248,17 +289,23 @@ int cli_run(cli_options *o)
 		return EXIT_SOFTWARE;
 	}
 
-	if ((rc = cli_open_lock(o, &client, &lock)) != 0)
-		return rc;
+	if (o->elect) {
+		if ((rc = cli_open_election(o, &client, &h.election)) != 0)
+			return rc;
+		h.lock = dlock_election_lock(h.election);
+		dlock_election_set_callback(h.election, on_election, NULL);
+	} else {
+		if ((rc = cli_open_lock(o, &client, &h.lock)) != 0)
+			return rc;
+		dlock_lock_set_state_callback(h.lock, on_state, NULL);
+	}
 	if (!o->wait_given)
 		o->wait_ms = dlock_client_default_wait_ms(client);
-	dlock_lock_set_state_callback(lock, on_state, NULL);
-	rc = acquire_interruptible(lock, sfd, o->wait_ms, &signo, &err);
+	rc = acquire_interruptible(&h, sfd, o->wait_ms, &signo, &err);
 	if (err != 0) {
 		fprintf(stderr, "dlock: %s: cannot watch for signals while waiting for the lock: %s\n",
 		        o->resource, strerror(err));
-		dlock_lock_free(lock);
-		dlock_client_free(client);
+		held_free(&h, client);
 		return EXIT_OSERR;
 	}
 	if (signo) {
@@ -266,34 +313,30 @@ int cli_run(cli_options *o)
 		fprintf(stderr, "dlock: %s: %s while waiting for the lock; not running %s\n", o->resource,
 		        strsignal(signo), o->command[0]);
 		if (rc == DLOCK_OK)
-			dlock_release(lock);
-		dlock_lock_free(lock);
-		dlock_client_free(client);
+			held_release(&h);
+		held_free(&h, client);
 		return 128 + signo;
 	}
 	if (rc != DLOCK_OK) {
 		rc = cli_fail(rc, o->resource, o);
-		dlock_lock_free(lock);
-		dlock_client_free(client);
+		held_free(&h, client);
 		return rc;
 	}
 
-	child = start_command(o, lock, &saved);
+	child = start_command(o, &h, &saved);
 	if (child < 0) {
 		fprintf(stderr, "dlock: fork: %s\n", strerror(errno));
-		dlock_release(lock);
-		dlock_lock_free(lock);
-		dlock_client_free(client);
+		held_release(&h);
+		held_free(&h, client);
 		return EXIT_SOFTWARE;
 	}
 
 	status = supervise(o, sfd, child, &lost);
 	/* COMMAND's status becomes dlock's, unless the lock was lost under it. */
-	rc = dlock_release(lock);
+	rc = held_release(&h);
 	if (rc == DLOCK_ELOST)
 		lost = true;
-	dlock_lock_free(lock);
-	dlock_client_free(client);
+	held_free(&h, client);
 	if (lost && !o->on_lost_ignore)
 		return EXIT_LOST;
 	if (WIFSIGNALED(status))

@@ -120,6 +120,10 @@ int cli_status(const cli_options *o)
 			printf("}");
 		}
 		printf("]");
+		if (dlock_info_leader(info)) {
+			printf(",\"leader\":");
+			json_string(dlock_info_leader(info));
+		}
 		if (dlock_info_permits(info) > 0)
 			printf(",\"permits\":%" PRIu32, dlock_info_permits(info));
 		printf(",\"expires_in_ms\":%" PRId64 ",\"fencing_token\":%" PRIu64 ",\"backend\":",
@@ -137,6 +141,8 @@ int cli_status(const cli_options *o)
 		                              : "no");
 		if (dlock_info_permits(info) > 0)
 			printf("permits:  %zu of %" PRIu32 " taken\n", n, dlock_info_permits(info));
+		if (dlock_info_leader(info))
+			printf("leader:   %s\n", dlock_info_leader(info));
 		if (locked && n == 1)
 			printf("holder:   %s\n", dlock_info_holder(info));
 		for (size_t i = 0; locked && n > 1 && i < n; i++)

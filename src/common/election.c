@@ -15,6 +15,7 @@
  * name, reports a change, and sleeps until the backend's watch wakes it,
  * the lease it saw ends, or a backoff after a failed query passes.
  */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -223,6 +224,12 @@ DLOCK_API int dlock_election_campaign(dlock_election *election, int64_t wait_ms)
 		dlock_release(lock); /* DLOCK_ELOST: clears the lost hold */
 	}
 	rc = dlock_acquire(lock, wait_ms);
+	if (rc == DLOCK_EBUSY)
+		return dlock__error(DLOCK_EBUSY, "election '%s': another participant leads",
+		                    lock->resource);
+	if (rc == DLOCK_ETIMEDOUT)
+		return dlock__error(DLOCK_ETIMEDOUT, "election '%s': not elected within %" PRId64 " ms",
+		                    lock->resource, wait_ms);
 	if (rc != DLOCK_OK)
 		return rc;
 	announce(election, election->id);
@@ -261,6 +268,11 @@ DLOCK_API int dlock_election_is_leader(const dlock_election *election)
 DLOCK_API uint64_t dlock_election_fencing_token(const dlock_election *election)
 {
 	return election ? dlock_fencing_token(election->lock) : 0;
+}
+
+DLOCK_API dlock_lock *dlock_election_lock(dlock_election *election)
+{
+	return election ? election->lock : NULL;
 }
 
 DLOCK_API const char *dlock_election_id(const dlock_election *election)

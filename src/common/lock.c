@@ -467,7 +467,11 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 	/* The first acquire freezes the options once they are found to fit
 	 * the backend; a refused handle may still be set right. */
 	g_mutex_lock(&lock->mu);
-	if (!lock->started)
+	if (!lock->started && lock->election &&
+	    (lock->mode != DLOCK__MODE_EXCLUSIVE || lock->permits != 1))
+		rc = dlock__error(DLOCK_EINVAL, "election '%s': its lock handle was given a mode or "
+		                  "permits; an election is an exclusive lock", lock->resource);
+	else if (!lock->started)
 		rc = check_support(lock->slot, lock->resource, lock->mode, lock->permits);
 	if (rc == DLOCK_OK)
 		lock->started = true;

@@ -389,5 +389,38 @@ check "Redlock with one master down: held, and that master shown unreachable" \
 check "Redlock: nothing left on the masters still up" \
 	test "$(rcli exists 'dlock:{cli/redlock}')$(redis-cli -p "${rl_ports[0]}" -a s3cret --no-auth-warning exists 'dlock:{cli/redlock}')" = 00
 
+# ---- dlock elect: one participant runs COMMAND while it leads ----
+"$dlock" elect -b "$uri" --id web-1 cli/elect -- sh -c "echo \"\$DLOCK_LEADER_ID \$DLOCK_FENCING_TOKEN\" >$tmp/leader1; sleep 30" 2>/dev/null &
+e1=$!
+for _ in $(seq 100); do [[ -s "$tmp/leader1" ]] && break; sleep 0.05; done
+check "elect runs COMMAND while leading, with DLOCK_LEADER_ID" grep -q "^web-1 [0-9]" "$tmp/leader1"
+check "status names the leader" grep -qx "leader:   web-1" <<<"$("$dlock" status -b "$uri" cli/elect)"
+check "status --json has the leader" \
+	/usr/bin/python3 -c 'import json,sys; assert json.loads(sys.argv[1])["leader"] == "web-1"' "$("$dlock" status -b "$uri" --json cli/elect)"
+check "another participant with -w 0 exits 75" \
+	test "$(status_of "$dlock" elect -b "$uri" -w 0 --id web-2 cli/elect -- true)" = 75
+"$dlock" elect -b "$uri" --id web-2 cli/elect -- sh -c "echo \"\$DLOCK_LEADER_ID \$DLOCK_FENCING_TOKEN\" >$tmp/leader2" &
+e2=$!
+for _ in $(seq 100); do [[ "$(rcli zcard 'dlock:{cli/elect}:q')" = 1 ]] && break; sleep 0.05; done
+kill -TERM "$e1"
+wait "$e1"
+wait "$e2"
+st=$?
+check "when the leader stops, the waiting participant leads and runs (status $st)" \
+	bash -c 'test "$1" = 0 && grep -q "^web-2 [0-9]" "$2"' _ "$st" "$tmp/leader2"
+read -r _ lt1 <"$tmp/leader1"
+read -r _ lt2 <"$tmp/leader2"
+check "the next leader's token is larger ($lt1 < $lt2)" test "$lt1" -lt "$lt2"
+check "--id outside elect is a usage error" test "$(status_of "$dlock" run --id x cli/elect -- true)" = 64
+"$dlock" elect -b "$uri" -t 1s --id web-3 cli/elect-lost -- sleep 30 2>"$tmp/elect-lost.err" &
+e3=$!
+for _ in $(seq 100); do [[ "$(rcli exists 'dlock:{cli/elect-lost}')" = 1 ]] && break; sleep 0.05; done
+rcli del 'dlock:{cli/elect-lost}' >/dev/null
+wait "$e3"
+st=$?
+check "leadership lost while COMMAND runs stops it and exits 70 (status $st)" test "$st" = 70
+check "and says leadership was lost" grep -q "leadership of cli/elect-lost was lost" "$tmp/elect-lost.err"
+check "elect leaves no key" test "$(rcli exists 'dlock:{cli/elect}' 'dlock:{cli/elect}:q' 'dlock:{cli/elect-lost}')" = 0
+
 echo "${passed} passed, ${failed} failed"
 [[ "$failed" = 0 ]]
