@@ -13,7 +13,8 @@
  *
  * Observing runs a thread ("dlock-observe") that queries who holds the
  * name, reports a change, and sleeps until the backend's watch wakes it,
- * the lease it saw ends, or a backoff after a failed query passes.
+ * the lease it saw ends, or a backoff after a failed query passes; a
+ * backend without a watch (a Redlock) is looked at every second.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -27,9 +28,11 @@
 /* The election's own events, queued after the hold states (1..3). */
 #define EVENT_BASE 100
 
-/* Observing: how long to trust a quiet backend, and the backoff after a
- * failed query. */
+/* Observing: how long to trust a quiet backend, how often to look at one
+ * that cannot notify (a Redlock; a watch that could not be set), and the
+ * backoff after a failed query. */
 #define OBSERVE_QUIET_US (30 * G_USEC_PER_SEC)
+#define OBSERVE_UNWATCHED_US (1 * G_USEC_PER_SEC)
 #define OBSERVE_BACKOFF_MIN_US (100 * 1000)
 #define OBSERVE_BACKOFF_MAX_US (5 * G_USEC_PER_SEC)
 /* A lease seen in a query is looked at again this long after its end. */
@@ -331,12 +334,20 @@ static int64_t observe_nap_us(const dlock_info *info)
 	return MIN(OBSERVE_QUIET_US, left_ms * 1000 + OBSERVE_LEASE_SLACK_US);
 }
 
+/* What an observer thread starts with: the waiter is its own reference,
+ * so a stop that comes before the thread runs finds it canceled. */
+typedef struct observer_start {
+	dlock_election *e;
+	dlock__waiter *waiter;
+} observer_start;
+
 static gpointer observe_main(gpointer data)
 {
-	dlock_election *e = data;
+	observer_start *start = data;
+	dlock_election *e = start->e;
 	dlock_lock *lock = e->lock;
 	const dlock__backend_ops *ops = lock->slot->ops;
-	dlock__waiter *waiter = e->observe_waiter;
+	dlock__waiter *waiter = start->waiter;
 	int64_t backoff_us = OBSERVE_BACKOFF_MIN_US;
 	void *watch = NULL;
 	char *last = NULL;
@@ -366,13 +377,15 @@ static gpointer observe_main(gpointer data)
 			backoff_us = MIN(backoff_us * 2, OBSERVE_BACKOFF_MAX_US);
 		}
 		if (!armed)
-			nap_us = MIN(nap_us, backoff_us);
+			nap_us = MIN(nap_us, OBSERVE_UNWATCHED_US);
 		if (dlock__waiter_sleep(waiter, seen, dlock__mono_us() + nap_us) == DLOCK_ECANCELED)
 			break;
 	}
 	if (watch)
 		ops->unwatch(lock->slot->impl, watch);
 	g_free(last);
+	dlock__waiter_free(waiter);
+	g_free(start);
 	return NULL;
 }
 
@@ -391,8 +404,12 @@ DLOCK_API int dlock_election_observe(dlock_election *election, int enabled)
 	}
 	g_mutex_lock(&election->mu);
 	if (!election->observer) {
+		observer_start *start = g_new(observer_start, 1);
+
 		election->observe_waiter = dlock__waiter_new();
-		election->observer = dlock__thread_new("dlock-observe", observe_main, election);
+		start->e = election;
+		start->waiter = dlock__waiter_ref(election->observe_waiter);
+		election->observer = dlock__thread_new("dlock-observe", observe_main, start);
 	}
 	g_mutex_unlock(&election->mu);
 	return DLOCK_OK;

@@ -86,6 +86,61 @@ static void test_bad_participant_ids_are_refused(void **state)
 	dlock_client_free(client);
 }
 
+/* Freeing the client stops the observer and resigns; the election is
+ * freed afterwards, as a lock handle may be. */
+static void test_client_freed_before_an_observing_leader(void **state)
+{
+	dlock_client *client, *other;
+	dlock_election *e;
+	dlock_lock *lock;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &other), DLOCK_OK);
+	assert_int_equal(dlock_election_new(client, "elect/teardown", "a", &e), DLOCK_OK);
+	assert_int_equal(dlock_election_observe(e, 1), DLOCK_OK);
+	assert_int_equal(dlock_election_campaign(e, 0), DLOCK_OK);
+	dlock_client_free(client);
+	assert_int_equal(dlock_lock_new(other, "elect/teardown", &lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	assert_false(dlock_election_is_leader(e));
+	assert_int_equal(dlock_election_campaign(e, 0), DLOCK_ECANCELED);
+	dlock_election_free(e);
+	dlock_lock_free(lock);
+	dlock_client_free(other);
+}
+
+typedef struct self_free {
+	GAsyncQueue *done;
+} self_free;
+
+static void free_on_resign(dlock_election *e, dlock_election_event event, const char *id, void *data)
+{
+	self_free *f = data;
+
+	if (event != DLOCK_ELECTION_RESIGNED)
+		return;
+	dlock_election_free(e);
+	g_async_queue_push(f->done, GINT_TO_POINTER(1));
+}
+
+/* An election may be freed from its own callback, observer and all. */
+static void test_election_freed_from_its_callback(void **state)
+{
+	self_free f = { g_async_queue_new() };
+	dlock_client *client;
+	dlock_election *e;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_election_new(client, "elect/self", "a", &e), DLOCK_OK);
+	assert_int_equal(dlock_election_set_callback(e, free_on_resign, &f), DLOCK_OK);
+	assert_int_equal(dlock_election_observe(e, 1), DLOCK_OK);
+	assert_int_equal(dlock_election_campaign(e, 0), DLOCK_OK);
+	assert_int_equal(dlock_election_resign(e), DLOCK_OK);
+	assert_non_null(g_async_queue_timeout_pop(f.done, 10 * G_USEC_PER_SEC));
+	dlock_client_free(client);
+	g_async_queue_unref(f.done);
+}
+
 static int worker_main(int argc, char **argv)
 {
 	if (argc >= 6 && strcmp(argv[2], "elect") == 0)
@@ -114,6 +169,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_killed_leader_is_replaced_at_once),
 		cmocka_unit_test(test_query_names_the_leader_and_a_lock_is_none),
 		cmocka_unit_test(test_bad_participant_ids_are_refused),
+		cmocka_unit_test(test_client_freed_before_an_observing_leader),
+		cmocka_unit_test(test_election_freed_from_its_callback),
 	};
 
 	test_init(argv[0]);
