@@ -51,13 +51,12 @@ typedef struct cli_options {
 /* Print "dlock: WHAT: error: detail" and return the exit status for rc. */
 int cli_fail(int rc, const char *what, const cli_options *o);
 
-/* Build the client and the lock as -c / -b / $DLOCK_CONFIG say.  Returns 0,
- * or the exit status after printing why (nothing is left to free). */
-int cli_open_lock(const cli_options *o, dlock_client **ret_client, dlock_lock **ret_lock);
-/* The same for dlock elect: the election, and its lock handle with the
- * options applied. */
-int cli_open_election(const cli_options *o, dlock_client **ret_client,
-                      dlock_election **ret_election);
+/* Build the client and the lock as -c / -b / $DLOCK_CONFIG say, with the
+ * options applied; for dlock elect the election (*ret_election) and its
+ * handle (*ret_lock).  Returns 0, or the exit status after printing why
+ * (nothing is left to free). */
+int cli_open(const cli_options *o, dlock_client **ret_client, dlock_lock **ret_lock,
+             dlock_election **ret_election);
 
 /* The subcommands; each returns the command's exit status. */
 int cli_run(cli_options *o);

@@ -240,10 +240,12 @@ static void parse_args(int argc, char **argv, bool run, cli_options *o)
 	o->command = argv + optind;
 }
 
-int cli_open_lock(const cli_options *o, dlock_client **ret_client, dlock_lock **ret_lock)
+int cli_open(const cli_options *o, dlock_client **ret_client, dlock_lock **ret_lock,
+             dlock_election **ret_election)
 {
 	bool backend_is_uri = o->backend && strstr(o->backend, "://");
 	const char *spec = backend_is_uri ? o->backend : o->config;
+	dlock_election *election = NULL;
 	dlock_client *client;
 	dlock_lock *lock = NULL; /* untouched by a failed dlock_lock_new() */
 	int rc;
@@ -251,7 +253,12 @@ int cli_open_lock(const cli_options *o, dlock_client **ret_client, dlock_lock **
 	rc = dlock_client_new(spec, &client);
 	if (rc != DLOCK_OK)
 		return cli_fail(rc, "configuration", o);
-	rc = dlock_lock_new(client, o->resource, &lock);
+	if (o->elect) {
+		rc = dlock_election_new(client, o->resource, o->id, &election);
+		lock = dlock_election_lock(election);
+	} else {
+		rc = dlock_lock_new(client, o->resource, &lock);
+	}
 	if (rc == DLOCK_OK && o->backend && !backend_is_uri) {
 		rc = dlock_lock_set_backend(lock, o->backend);
 		if (rc == DLOCK_EINVAL)
@@ -266,46 +273,17 @@ int cli_open_lock(const cli_options *o, dlock_client **ret_client, dlock_lock **
 	if (rc != DLOCK_OK) {
 		int code = cli_fail(rc, o->resource, o);
 
-		dlock_lock_free(lock);
+		if (election)
+			dlock_election_free(election);
+		else
+			dlock_lock_free(lock);
 		dlock_client_free(client);
 		return code;
 	}
 	*ret_client = client;
 	*ret_lock = lock;
-	return 0;
-}
-
-int cli_open_election(const cli_options *o, dlock_client **ret_client,
-                      dlock_election **ret_election)
-{
-	bool backend_is_uri = o->backend && strstr(o->backend, "://");
-	const char *spec = backend_is_uri ? o->backend : o->config;
-	dlock_election *election = NULL;
-	dlock_client *client;
-	dlock_lock *lock;
-	int rc;
-
-	rc = dlock_client_new(spec, &client);
-	if (rc != DLOCK_OK)
-		return cli_fail(rc, "configuration", o);
-	rc = dlock_election_new(client, o->resource, o->id, &election);
-	lock = dlock_election_lock(election);
-	if (rc == DLOCK_OK && o->backend && !backend_is_uri) {
-		rc = dlock_lock_set_backend(lock, o->backend);
-		if (rc == DLOCK_EINVAL)
-			rc = DLOCK_ECONFIG; /* an unknown backend name is a configuration error */
-	}
-	if (rc == DLOCK_OK && o->ttl_ms > 0)
-		rc = dlock_lock_set_ttl(lock, o->ttl_ms);
-	if (rc != DLOCK_OK) {
-		int code = cli_fail(rc, o->resource, o);
-
-		dlock_election_free(election);
-		dlock_client_free(client);
-		return code;
-	}
-	*ret_client = client;
-	*ret_election = election;
+	if (ret_election)
+		*ret_election = election;
 	return 0;
 }
 

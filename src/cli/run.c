@@ -289,16 +289,12 @@ int cli_run(cli_options *o)
 		return EXIT_SOFTWARE;
 	}
 
-	if (o->elect) {
-		if ((rc = cli_open_election(o, &client, &h.election)) != 0)
-			return rc;
-		h.lock = dlock_election_lock(h.election);
+	if ((rc = cli_open(o, &client, &h.lock, &h.election)) != 0)
+		return rc;
+	if (h.election)
 		dlock_election_set_callback(h.election, on_election, NULL);
-	} else {
-		if ((rc = cli_open_lock(o, &client, &h.lock)) != 0)
-			return rc;
+	else
 		dlock_lock_set_state_callback(h.lock, on_state, NULL);
-	}
 	if (!o->wait_given)
 		o->wait_ms = dlock_client_default_wait_ms(client);
 	rc = acquire_interruptible(&h, sfd, o->wait_ms, &signo, &err);

@@ -89,7 +89,7 @@ int cli_status(const cli_options *o)
 	dlock_info *info;
 	int rc, locked;
 
-	if ((rc = cli_open_lock(o, &client, &lock)) != 0)
+	if ((rc = cli_open(o, &client, &lock, NULL)) != 0)
 		return rc;
 	rc = dlock_lock_query(lock, &info);
 	if (rc != DLOCK_OK) {

@@ -80,16 +80,10 @@ int test_exclusion_worker(char **argv)
 {
 	counter_job job = { NULL, argv[1], argv[2], argv[3], atoi(argv[5]), 0 };
 	int threads = atoi(argv[4]);
-	pthread_t *tids;
 
 	if (threads <= 0 || job.rounds <= 0 || dlock_client_new(argv[0], &job.client) != DLOCK_OK)
 		return 2;
-	tids = g_new(pthread_t, threads);
-	for (int i = 0; i < threads; i++)
-		pthread_create(&tids[i], NULL, counter_thread, &job);
-	for (int i = 0; i < threads; i++)
-		pthread_join(tids[i], NULL);
-	g_free(tids);
+	test_run_threads(threads, counter_thread, &job);
 	dlock_client_free(job.client);
 	return job.failures ? 3 : 0;
 }

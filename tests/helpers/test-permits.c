@@ -126,16 +126,10 @@ int test_permits_worker(char **argv)
 {
 	permits_job job = { NULL, argv[1], (uint32_t)atoi(argv[2]), argv[3], argv[4], atoi(argv[6]), 0 };
 	int threads = atoi(argv[5]);
-	pthread_t *tids;
 
 	if (threads <= 0 || job.rounds <= 0 || dlock_client_new(argv[0], &job.client) != DLOCK_OK)
 		return 2;
-	tids = g_new(pthread_t, threads);
-	for (int i = 0; i < threads; i++)
-		pthread_create(&tids[i], NULL, permits_thread, &job);
-	for (int i = 0; i < threads; i++)
-		pthread_join(tids[i], NULL);
-	g_free(tids);
+	test_run_threads(threads, permits_thread, &job);
 	dlock_client_free(job.client);
 	return job.failures ? 3 : 0;
 }

@@ -208,6 +208,17 @@ bool test_read_line(int fd, char *buf, size_t len, int64_t timeout_ms)
 	return true;
 }
 
+void test_run_threads(int n, void *(*fn)(void *), void *arg)
+{
+	pthread_t *tids = g_new(pthread_t, n);
+
+	for (int i = 0; i < n; i++)
+		assert_int_equal(pthread_create(&tids[i], NULL, fn, arg), 0);
+	for (int i = 0; i < n; i++)
+		pthread_join(tids[i], NULL);
+	g_free(tids);
+}
+
 bool test_append_token(const char *path, uint64_t token)
 {
 	char line[32];

@@ -106,6 +106,8 @@ pid_t test_spawn_worker_io(const char *const *args, int *ret_in_fd, int *ret_out
 bool test_read_line(int fd, char *buf, size_t len, int64_t timeout_ms);
 /* Write a whole string to fd; false on error. */
 bool test_write_str(int fd, const char *text);
+/* Run fn(arg) on n threads at once and wait for them all. */
+void test_run_threads(int n, void *(*fn)(void *), void *arg);
 /* Append a fencing token as one line to the file at path (created if
  * missing), in one write(2), so lines of concurrent writers never mix. */
 bool test_append_token(const char *path, uint64_t token);
