@@ -23,6 +23,7 @@ typedef struct counter_job {
 	const char *counter_path;
 	const char *tokens_path;
 	int rounds;
+	bool elect;   /* leaders of an election rather than lock holders */
 	int failures; /* atomic */
 } counter_job;
 
@@ -52,6 +53,14 @@ static bool bump(const char *path)
 	return fclose(f) == 0;
 }
 
+/* One turn in the critical section: the count bumped and the token
+ * appended while holding (the file's order is the entry order). */
+static void turn(counter_job *job, uint64_t token)
+{
+	if (!bump(job->counter_path) || !test_append_token(job->tokens_path, token))
+		failed(job);
+}
+
 static void *counter_thread(void *data)
 {
 	counter_job *job = data;
@@ -66,9 +75,7 @@ static void *counter_thread(void *data)
 			failed(job);
 			continue;
 		}
-		/* Appended while holding: the file's order is the entry order. */
-		if (!bump(job->counter_path) || !test_append_token(job->tokens_path, dlock_fencing_token(lock)))
-			failed(job);
+		turn(job, dlock_fencing_token(lock));
 		if (dlock_release(lock) != DLOCK_OK)
 			failed(job);
 	}
@@ -76,19 +83,46 @@ static void *counter_thread(void *data)
 	return NULL;
 }
 
+/* The same with an election: a leader at a time, each with its id. */
+static void *leader_thread(void *data)
+{
+	counter_job *job = data;
+	dlock_election *e;
+	char id[64];
+
+	snprintf(id, sizeof(id), "p%d-t%p", (int)getpid(), (void *)&id);
+	if (dlock_election_new(job->client, job->resource, id, &e) != DLOCK_OK) {
+		failed(job);
+		return NULL;
+	}
+	for (int i = 0; i < job->rounds; i++) {
+		if (dlock_election_campaign(e, 60000) != DLOCK_OK) {
+			failed(job);
+			continue;
+		}
+		turn(job, dlock_election_fencing_token(e));
+		if (dlock_election_resign(e) != DLOCK_OK)
+			failed(job);
+	}
+	dlock_election_free(e);
+	return NULL;
+}
+
 int test_exclusion_worker(char **argv)
 {
-	counter_job job = { NULL, argv[1], argv[2], argv[3], atoi(argv[5]), 0 };
+	counter_job job = { NULL, argv[1], argv[2], argv[3], atoi(argv[5]),
+		            argv[6] && strcmp(argv[6], "elect") == 0, 0 };
 	int threads = atoi(argv[4]);
 
 	if (threads <= 0 || job.rounds <= 0 || dlock_client_new(argv[0], &job.client) != DLOCK_OK)
 		return 2;
-	test_run_threads(threads, counter_thread, &job);
+	test_run_threads(threads, job.elect ? leader_thread : counter_thread, &job);
 	dlock_client_free(job.client);
 	return job.failures ? 3 : 0;
 }
 
-void test_exclusion_run(const char *uri, const char *resource, int processes, int threads, int rounds)
+static void run(const char *uri, const char *resource, int processes, int threads, int rounds,
+                bool elect)
 {
 	char *dir = g_dir_make_tmp("dlock-excl-XXXXXX", NULL);
 	char *counter_path = g_build_filename(dir, "counter", NULL);
@@ -96,7 +130,7 @@ void test_exclusion_run(const char *uri, const char *resource, int processes, in
 	char *threads_text = g_strdup_printf("%d", threads);
 	char *rounds_text = g_strdup_printf("%d", rounds);
 	const char *args[] = { "counter", uri, resource, counter_path, tokens_path, threads_text, rounds_text,
-		               NULL };
+		               elect ? "elect" : NULL, NULL };
 	pid_t *pids = g_new(pid_t, processes);
 	int *fds = g_new(int, processes);
 	char *text = NULL;
@@ -123,8 +157,8 @@ void test_exclusion_run(const char *uri, const char *resource, int processes, in
 		last = token;
 	}
 	assert_int_equal(count, processes * threads * rounds);
-	print_message("%d processes x %d threads x %d rounds: count exact, %d increasing tokens\n",
-	              processes, threads, rounds, count);
+	print_message("%d processes x %d threads x %d rounds%s: count exact, %d increasing tokens\n",
+	              processes, threads, rounds, elect ? " of leaders" : "", count);
 	g_strfreev(lines);
 	g_free(text);
 	unlink(counter_path);
@@ -137,4 +171,15 @@ void test_exclusion_run(const char *uri, const char *resource, int processes, in
 	g_free(counter_path);
 	g_free(tokens_path);
 	g_free(dir);
+}
+
+void test_exclusion_run(const char *uri, const char *resource, int processes, int threads, int rounds)
+{
+	run(uri, resource, processes, threads, rounds, false);
+}
+
+void test_exclusion_run_elections(const char *uri, const char *name, int processes, int threads,
+                                  int rounds)
+{
+	run(uri, name, processes, threads, rounds, true);
 }

@@ -11,8 +11,8 @@
 
 /*
  * The worker, run in a process started with the arguments
- * "counter URI RESOURCE COUNTER-FILE TOKEN-FILE THREADS ROUNDS" (argv
- * points at URI): one client, THREADS threads with a handle each, ROUNDS
+ * "counter URI RESOURCE COUNTER-FILE TOKEN-FILE THREADS ROUNDS [elect]"
+ * (argv points at URI): one client, THREADS threads with a handle each, ROUNDS
  * increments per thread.  Returns the worker's exit status: 0, 2 if the
  * client could not be built, 3 if any call failed.
  */
@@ -24,5 +24,14 @@ int test_exclusion_worker(char **argv);
  * tokens.  Fails the test otherwise.
  */
 void test_exclusion_run(const char *uri, const char *resource, int processes, int threads, int rounds);
+
+/*
+ * The same with leaders of the election called name: each thread is a
+ * participant that campaigns, takes its turn while leading, and resigns,
+ * rounds times (the worker's arguments end with "elect").  One leader at
+ * a time, tokens increasing across leaders.
+ */
+void test_exclusion_run_elections(const char *uri, const char *name, int processes, int threads,
+                                  int rounds);
 
 #endif

@@ -20,11 +20,18 @@
 
 #include "dlock.h"
 #include "test-election.h"
+#include "test-exclusion.h"
 #include "test-redis.h"
 #include "test-util.h"
 
 static test_redis *server;
 static char *uri;
+
+/* Participants in 3 processes, 2 each, lead one at a time, 4 turns each. */
+static void test_one_leader_at_a_time_across_processes(void **state)
+{
+	test_exclusion_run_elections(uri, "elect/census", 3, 2, 4);
+}
 
 static void test_resignation_hands_over_and_the_observer_sees_each_leader(void **state)
 {
@@ -80,6 +87,8 @@ static int worker_main(int argc, char **argv)
 {
 	if (argc >= 6 && strcmp(argv[2], "elect") == 0)
 		return test_election_worker(argv + 3);
+	if (argc >= 9 && strcmp(argv[2], "counter") == 0)
+		return test_exclusion_worker(argv + 3);
 	return 2;
 }
 
@@ -100,6 +109,7 @@ static int teardown(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_one_leader_at_a_time_across_processes),
 		cmocka_unit_test(test_resignation_hands_over_and_the_observer_sees_each_leader),
 		cmocka_unit_test(test_killed_leader_is_replaced_after_its_lease),
 		cmocka_unit_test(test_each_leader_is_announced_on_the_elected_channel),
