@@ -87,7 +87,9 @@ static void test_bad_participant_ids_are_refused(void **state)
 	dlock_election_free(e);
 	/* The default id is <host>-<pid>. */
 	assert_int_equal(dlock_election_new(client, "elect/bad", NULL, &e), DLOCK_OK);
-	assert_true(g_str_has_suffix(dlock_election_id(e), g_strdup_printf("-%d", (int)getpid())));
+	g_free(long_id);
+	long_id = g_strdup_printf("-%d", (int)getpid());
+	assert_true(g_str_has_suffix(dlock_election_id(e), long_id));
 	dlock_election_free(e);
 	g_free(long_id);
 	dlock_client_free(client);
