@@ -48,6 +48,7 @@ struct dlock_election {
 	void *user_data;
 	GThread *observer;       /* while observing */
 	dlock__waiter *observe_waiter;
+	bool campaigning;        /* one campaign at a time */
 };
 
 const char *dlock__election_id(const dlock_election *election)
@@ -198,16 +199,38 @@ static void announce(dlock_election *e, const char *id)
 		                          id ? dlock_fencing_token(lock) : 0);
 }
 
+/* A campaign that is the election's only one: two at once through the
+ * one handle would be two contenders of one owner. */
+static int campaign(dlock_election *election, int64_t wait_ms);
+
 DLOCK_API int dlock_election_campaign(dlock_election *election, int64_t wait_ms)
 {
-	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
-	dlock_lock *lock;
-	dlock_hold now;
+	bool busy;
 	int rc;
 
 	if ((rc = check_election(election, "dlock_election_campaign")) != DLOCK_OK)
 		return rc;
-	lock = election->lock;
+	g_mutex_lock(&election->mu);
+	busy = election->campaigning;
+	election->campaigning = true;
+	g_mutex_unlock(&election->mu);
+	if (busy)
+		return dlock__error(DLOCK_EINVAL, "election '%s': a campaign is already under way for "
+		                    "this participant", election->lock->resource);
+	rc = campaign(election, wait_ms);
+	g_mutex_lock(&election->mu);
+	election->campaigning = false;
+	g_mutex_unlock(&election->mu);
+	return rc;
+}
+
+static int campaign(dlock_election *election, int64_t wait_ms)
+{
+	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
+	dlock_lock *lock = election->lock;
+	dlock_hold now;
+	int rc;
+
 	now = dlock__lock_caller_hold(lock);
 	if (now == DLOCK_HOLD_HELD)
 		return DLOCK_OK;

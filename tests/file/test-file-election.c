@@ -5,6 +5,7 @@
  * the lock file records of a leader.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -150,6 +151,53 @@ static void test_election_freed_from_its_callback(void **state)
 	g_async_queue_unref(f.done);
 }
 
+typedef struct waiting_campaign {
+	dlock_election *e;
+	int rc;
+} waiting_campaign;
+
+static void *campaign_main(void *data)
+{
+	waiting_campaign *w = data;
+
+	w->rc = dlock_election_campaign(w->e, 30000);
+	return NULL;
+}
+
+/* One campaign at a time per participant; cancel ends the one waiting. */
+static void test_second_campaign_is_refused_and_cancel_ends_the_first(void **state)
+{
+	dlock_client *client, *other;
+	dlock_election *leader, *e;
+	waiting_campaign w = { NULL, 1 };
+	pthread_t t;
+	int64_t t0;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &other), DLOCK_OK);
+	assert_int_equal(dlock_election_new(other, "elect/twice", "leader", &leader), DLOCK_OK);
+	assert_int_equal(dlock_election_campaign(leader, 0), DLOCK_OK);
+	assert_int_equal(dlock_election_new(client, "elect/twice", "waiter", &e), DLOCK_OK);
+	w.e = e;
+	pthread_create(&t, NULL, campaign_main, &w);
+	g_usleep(200 * 1000);
+	assert_int_equal(dlock_election_campaign(e, 0), DLOCK_EINVAL);
+	assert_non_null(strstr(dlock_last_error_message(), "already under way"));
+	t0 = test_now_ms();
+	assert_int_equal(dlock_election_cancel(e), DLOCK_OK);
+	pthread_join(t, NULL);
+	assert_int_equal(w.rc, DLOCK_ECANCELED);
+	assert_true(test_now_ms() - t0 < 1000 * test_slack_factor());
+	assert_false(dlock_election_is_leader(e));
+	/* The refused campaign left the next one free to run. */
+	assert_int_equal(dlock_election_campaign(e, 0), DLOCK_EBUSY);
+	assert_non_null(strstr(dlock_last_error_message(), "another participant leads"));
+	dlock_election_free(e);
+	dlock_election_free(leader);
+	dlock_client_free(client);
+	dlock_client_free(other);
+}
+
 static int worker_main(int argc, char **argv)
 {
 	if (argc >= 6 && strcmp(argv[2], "elect") == 0)
@@ -183,6 +231,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_bad_participant_ids_are_refused),
 		cmocka_unit_test(test_client_freed_before_an_observing_leader),
 		cmocka_unit_test(test_election_freed_from_its_callback),
+		cmocka_unit_test(test_second_campaign_is_refused_and_cancel_ends_the_first),
 	};
 
 	test_init(argv[0]);
