@@ -285,3 +285,36 @@ int64_t test_election_failover(const char *uri, const char *name, int64_t bound_
 	member_free(&obs);
 	return took;
 }
+
+void test_election_freeze(const char *uri, const char *name, void (*freeze)(void *),
+                          void (*thaw)(void *), void *arg, int64_t freeze_ms, bool expect_lost)
+{
+	member m;
+	uint64_t token;
+
+	member_new(&m, uri, name, "frozen");
+	assert_int_equal(dlock_election_campaign(m.e, 5000), DLOCK_OK);
+	expect_event(&m, "elected:frozen", false);
+	token = dlock_election_fencing_token(m.e);
+	freeze(arg);
+	expect_event(&m, "suspended:frozen", false);
+	assert_false(dlock_election_is_leader(m.e));
+	if (expect_lost)
+		expect_event(&m, "lost:frozen", false);
+	else
+		g_usleep((gulong)freeze_ms * 1000);
+	thaw(arg);
+	if (expect_lost) {
+		assert_false(dlock_election_is_leader(m.e));
+		assert_int_equal(dlock_election_campaign(m.e, 10000), DLOCK_OK);
+		assert_true(dlock_election_fencing_token(m.e) > token);
+	} else {
+		assert_true(dlock_election_fencing_token(m.e) == token);
+	}
+	/* Confirmed again, or elected afresh. */
+	expect_event(&m, "elected:frozen", false);
+	assert_true(dlock_election_is_leader(m.e));
+	assert_int_equal(dlock_election_resign(m.e), DLOCK_OK);
+	expect_event(&m, "resigned:frozen", false);
+	member_free(&m);
+}

@@ -5,6 +5,7 @@
 #ifndef DLOCK_TEST_ELECTION_H
 #define DLOCK_TEST_ELECTION_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /*
@@ -32,5 +33,15 @@ void test_election_handover(const char *uri, const char *name, int64_t hand_boun
  * larger token, and an observer sees it.  Returns the time it took, ms.
  */
 int64_t test_election_failover(const char *uri, const char *name, int64_t bound_ms);
+
+/*
+ * The leader's server is frozen (freeze(arg)) for freeze_ms, then thawed
+ * (thaw(arg)).  The leader's callback hears SUSPENDED, and then, if the
+ * hold outlived the freeze, ELECTED again (still leading), else LOST (not
+ * leading; a campaign after the thaw leads afresh with a larger token).
+ * expect_lost says which the caller's timing makes certain.
+ */
+void test_election_freeze(const char *uri, const char *name, void (*freeze)(void *),
+                          void (*thaw)(void *), void *arg, int64_t freeze_ms, bool expect_lost);
 
 #endif

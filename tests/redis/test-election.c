@@ -6,6 +6,7 @@
  * announced on "<prefix>{R}:elected" as "<id> <token>".
  */
 #include <inttypes.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -78,6 +79,36 @@ static void test_each_leader_is_announced_on_the_elected_channel(void **state)
 	redisFree(sub);
 }
 
+static void sig_stop(void *arg)
+{
+	test_redis_signal(arg, SIGSTOP);
+}
+
+static void sig_cont(void *arg)
+{
+	test_redis_signal(arg, SIGCONT);
+}
+
+/* A 6 s lease renewed every 2 s: a short freeze suspends leadership and
+ * the next renewal confirms it. */
+static void test_frozen_server_suspends_leadership_then_confirms_it(void **state)
+{
+	char *u = test_redis_uri(server, "?ttl=6s&command-timeout=500ms");
+
+	test_election_freeze(u, "elect/freeze", sig_stop, sig_cont, server, 500, false);
+	g_free(u);
+}
+
+/* A 2 s lease: a freeze past it loses leadership; a campaign after the
+ * thaw leads afresh. */
+static void test_frozen_server_past_the_lease_loses_leadership(void **state)
+{
+	char *u = test_redis_uri(server, "?ttl=2s&command-timeout=500ms");
+
+	test_election_freeze(u, "elect/freeze-lost", sig_stop, sig_cont, server, 0, true);
+	g_free(u);
+}
+
 static void test_no_key_of_this_suite_remains(void **state)
 {
 	assert_int_equal(test_redis_leftover_keys(server, "dlock:{elect/"), 0);
@@ -113,6 +144,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_resignation_hands_over_and_the_observer_sees_each_leader),
 		cmocka_unit_test(test_killed_leader_is_replaced_after_its_lease),
 		cmocka_unit_test(test_each_leader_is_announced_on_the_elected_channel),
+		cmocka_unit_test(test_frozen_server_suspends_leadership_then_confirms_it),
+		cmocka_unit_test(test_frozen_server_past_the_lease_loses_leadership),
 		cmocka_unit_test(test_no_key_of_this_suite_remains),
 	};
 

@@ -10,6 +10,7 @@
  * only its own nodes, so the other way round is kazoo's to honour).
  */
 #include <inttypes.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -184,6 +185,33 @@ static void test_kazoo_election_leader_keeps_dlock_waiting(void **state)
 	dlock_client_free(client);
 }
 
+static void sig_stop(void *arg)
+{
+	test_zk_signal(arg, 0, SIGSTOP);
+}
+
+static void sig_cont(void *arg)
+{
+	test_zk_signal(arg, 0, SIGCONT);
+}
+
+/* A 9 s session: a short freeze of the server suspends leadership, and
+ * the reconnection within the session confirms it. */
+static void test_frozen_server_suspends_leadership_then_confirms_it(void **state)
+{
+	char *u = test_zk_uri(zk, "?session-timeout=9s");
+
+	test_election_freeze(u, "elect/freeze", sig_stop, sig_cont, zk, 500, false);
+	g_free(u);
+}
+
+/* Past the session timeout the leadership is lost (the client's own
+ * timer); after the thaw a campaign leads afresh. */
+static void test_frozen_server_past_the_session_loses_leadership(void **state)
+{
+	test_election_freeze(uri, "elect/freeze-lost", sig_stop, sig_cont, zk, 0, true);
+}
+
 static void test_nothing_is_left_on_the_server(void **state)
 {
 	assert_int_equal(test_zk_leftover_nodes(zk, "/dlock"), 0);
@@ -224,6 +252,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_leader_node_holds_the_participant_id_alone),
 		cmocka_unit_test(test_curator_leader_selector_and_dlock_never_lead_at_once),
 		cmocka_unit_test(test_kazoo_election_leader_keeps_dlock_waiting),
+		cmocka_unit_test(test_frozen_server_suspends_leadership_then_confirms_it),
+		cmocka_unit_test(test_frozen_server_past_the_session_loses_leadership),
 		cmocka_unit_test(test_nothing_is_left_on_the_server),
 	};
 
