@@ -87,6 +87,7 @@ int cli_status(const cli_options *o)
 	dlock_client *client;
 	dlock_lock *lock;
 	dlock_info *info;
+	const char *leader;
 	int rc, locked;
 
 	if ((rc = cli_open(o, &client, &lock, NULL)) != 0)
@@ -99,6 +100,9 @@ int cli_status(const cli_options *o)
 		return rc;
 	}
 	locked = dlock_info_locked(info);
+	/* A dlock participant's id; a foreign holder's raw value (a Curator
+	 * participant's id, or any peer's lock) is shown as its holder. */
+	leader = dlock_info_holder_pid(info) > 0 ? dlock_info_leader(info) : NULL;
 	if (o->json) {
 		printf("{\"resource\":");
 		json_string(o->resource);
@@ -120,9 +124,9 @@ int cli_status(const cli_options *o)
 			printf("}");
 		}
 		printf("]");
-		if (dlock_info_leader(info)) {
+		if (leader) {
 			printf(",\"leader\":");
-			json_string(dlock_info_leader(info));
+			json_string(leader);
 		}
 		if (dlock_info_permits(info) > 0)
 			printf(",\"permits\":%" PRIu32, dlock_info_permits(info));
@@ -141,8 +145,8 @@ int cli_status(const cli_options *o)
 		                              : "no");
 		if (dlock_info_permits(info) > 0)
 			printf("permits:  %zu of %" PRIu32 " taken\n", n, dlock_info_permits(info));
-		if (dlock_info_leader(info))
-			printf("leader:   %s\n", dlock_info_leader(info));
+		if (leader)
+			printf("leader:   %s\n", leader);
 		if (locked && n == 1)
 			printf("holder:   %s\n", dlock_info_holder(info));
 		for (size_t i = 0; locked && n > 1 && i < n; i++)
