@@ -178,12 +178,13 @@ typedef int dlock__backend_watch_fn(dlock__backend *backend, const char *resourc
                                     dlock__waiter *waiter, void **watch);
 typedef void dlock__backend_unwatch_fn(dlock__backend *backend, void *watch);
 
-/* Tell observers that participant id leads resource with token -- or,
- * with id NULL, that the leader resigned -- where they would not notice
- * otherwise (Redis: the elected channel; a release that nobody waits for
- * publishes nothing).  Best effort, bounded by the backend's timeouts. */
+/* Tell observers that participant id leads resource with token, under a
+ * hold of ttl_ms (0 without a lease) -- or, with id NULL, that the leader
+ * resigned -- where they would not notice otherwise (Redis: the elected
+ * channel; a release that nobody waits for publishes nothing).  Best
+ * effort, bounded by the backend's timeouts. */
 typedef void dlock__backend_announce_fn(dlock__backend *backend, const char *resource,
-                                        const char *id, uint64_t token);
+                                        const char *id, uint64_t token, int64_t ttl_ms);
 
 typedef struct dlock__backend_ops {
 	const char *type;   /* "redis" */

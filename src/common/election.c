@@ -14,7 +14,7 @@
  * Observing runs a thread ("dlock-observe") that queries who holds the
  * name, reports a change, and sleeps until the backend's watch wakes it,
  * the lease it saw ends, or a backoff after a failed query passes; a
- * backend without a watch (a Redlock) is looked at every second.
+ * backend whose watch could not be set is looked at every second.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -29,8 +29,8 @@
 #define EVENT_BASE 100
 
 /* Observing: how long to trust a quiet backend, how often to look at one
- * that cannot notify (a Redlock; a watch that could not be set), and the
- * backoff after a failed query. */
+ * that cannot notify (a watch that could not be set), and the backoff
+ * after a failed query. */
 #define OBSERVE_QUIET_US (30 * G_USEC_PER_SEC)
 #define OBSERVE_UNWATCHED_US (1 * G_USEC_PER_SEC)
 #define OBSERVE_BACKOFF_MIN_US (100 * 1000)
@@ -193,10 +193,17 @@ DLOCK_API void dlock_election_free(dlock_election *election)
 static void announce(dlock_election *e, const char *id)
 {
 	dlock_lock *lock = e->lock;
+	dlock__hold *hold;
+	int64_t ttl_ms = 0;
 
-	if (lock->slot->ops->announce)
-		lock->slot->ops->announce(lock->slot->impl, lock->resource, id,
-		                          id ? dlock_fencing_token(lock) : 0);
+	if (!lock->slot->ops->announce)
+		return;
+	if (id && (hold = dlock__hold_find(lock))) {
+		ttl_ms = dlock__hold_ttl_ms(hold);
+		dlock__hold_unref(hold);
+	}
+	lock->slot->ops->announce(lock->slot->impl, lock->resource, id,
+	                          id ? dlock_fencing_token(lock) : 0, ttl_ms);
 }
 
 /* A campaign that is the election's only one: two at once through the

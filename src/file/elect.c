@@ -75,7 +75,8 @@ void dlock__file_unwatch(dlock__backend *b, void *watch)
 	g_free(h);
 }
 
-void dlock__file_announce(dlock__backend *b, const char *resource, const char *id, uint64_t token)
+void dlock__file_announce(dlock__backend *b, const char *resource, const char *id, uint64_t token,
+                          int64_t ttl_ms)
 {
 	/* A resignation closed the leader's descriptor: watchers woke. */
 	if (id && touch(b, resource) != DLOCK_OK)

@@ -249,4 +249,7 @@ const dlock__backend_ops dlock__redlock_ops = {
 	.release = dlock__redlock_release,
 	.check_resource = check_resource,
 	.query = dlock__redlock_query,
+	.watch = dlock__redlock_observe,
+	.unwatch = dlock__redlock_unobserve,
+	.announce = dlock__redlock_announce,
 };

@@ -7,7 +7,7 @@
  * the participant that takes over announces itself.  A resignation that
  * hands over is announced by the next leader; one that leaves the lock
  * free is announced on the release channel, which a release nobody waits
- * for leaves silent.
+ * for leaves silent.  A Redlock does all this on every master.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "internal.h"
+#include "redlock.h"
 
 /* How long an observer's watch waits for its subscriptions to be
  * confirmed before it trusts them to be on the way. */
@@ -84,7 +85,9 @@ static const char vacated_lua[] =
 	"if redis.call('EXISTS', KEYS[1]) == 0 then redis.pcall('PUBLISH', ARGV[1], 'released') end\n"
 	"return 0\n";
 
-void dlock__redis_announce(dlock__backend *b, const char *resource, const char *id, uint64_t token)
+/* The announcement on one server, bounded by until_us. */
+static void announce_until(dlock__backend *b, const char *resource, const char *id, uint64_t token,
+                           int64_t until_us)
 {
 	redis_names names;
 	char *channel, *message;
@@ -95,7 +98,7 @@ void dlock__redis_announce(dlock__backend *b, const char *resource, const char *
 	dlock__redis_names_init(&names, b, resource);
 	channel = id ? elected_channel(b, resource) : g_strdup(names.released);
 	message = id ? g_strdup_printf("%s %" PRIu64, id, token) : NULL;
-	rc = dlock__redis_conn_get(b, NULL, dlock__mono_us() + b->command_timeout_ms * 1000, &conn);
+	rc = dlock__redis_conn_get(b, NULL, until_us, &conn);
 	if (rc == DLOCK_OK) {
 		const char *publish[] = { "PUBLISH", channel, message };
 		const char *vacated[] = { "EVAL", vacated_lua, "1", names.key, channel };
@@ -105,6 +108,7 @@ void dlock__redis_announce(dlock__backend *b, const char *resource, const char *
 
 		for (int i = 0; i < argc; i++)
 			lens[i] = strlen(argv[i]);
+		dlock__redis_conn_timeout(conn, MAX(dlock__remaining_us(until_us), 1000));
 		rc = dlock__redis_command(b, conn, argc, argv, lens, &reply);
 		if (rc == DLOCK_OK)
 			rc = dlock__redis_reply_error(b, reply, "announce");
@@ -119,4 +123,58 @@ void dlock__redis_announce(dlock__backend *b, const char *resource, const char *
 	dlock__redis_names_clear(&names);
 	g_free(channel);
 	g_free(message);
+}
+
+void dlock__redis_announce(dlock__backend *b, const char *resource, const char *id, uint64_t token,
+                           int64_t ttl_ms)
+{
+	announce_until(b, resource, id, token, dlock__mono_us() + b->command_timeout_ms * 1000);
+}
+
+/* ---- a Redlock: the same on every master ------------------------------ */
+
+typedef struct redlock_observer {
+	int n;
+	void *masters[]; /* redis_observer *, one per master */
+} redlock_observer;
+
+int dlock__redlock_observe(dlock__backend *rl, const char *resource, dlock__waiter *waiter,
+                           void **watch)
+{
+	redlock_observer *o;
+
+	if (*watch)
+		return DLOCK_OK;
+	o = g_malloc0(sizeof(*o) + (size_t)rl->n_masters * sizeof(o->masters[0]));
+	o->n = rl->n_masters;
+	for (int i = 0; i < o->n; i++)
+		dlock__redis_observe(rl->masters[i], resource, waiter, &o->masters[i]);
+	*watch = o;
+	return DLOCK_OK;
+}
+
+void dlock__redlock_unobserve(dlock__backend *rl, void *watch)
+{
+	redlock_observer *o = watch;
+
+	for (int i = 0; i < o->n; i++)
+		dlock__redis_unobserve(rl->masters[i], o->masters[i]);
+	g_free(o);
+}
+
+/*
+ * A new leader is published on every master, one after the other, each
+ * bounded by the master timeout, so a master that does not answer delays
+ * the campaign by that much at most.  A resignation needs no word: a
+ * Redlock's release publishes on every master's release channel.
+ */
+void dlock__redlock_announce(dlock__backend *rl, const char *resource, const char *id,
+                             uint64_t token, int64_t ttl_ms)
+{
+	int64_t bound_us = dlock__redlock_master_timeout_ms(rl, ttl_ms) * 1000;
+
+	if (!id)
+		return;
+	for (int i = 0; i < rl->n_masters; i++)
+		announce_until(rl->masters[i], resource, id, token, dlock__mono_us() + bound_us);
 }

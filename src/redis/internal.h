@@ -134,6 +134,9 @@ void dlock__redis_close_host(dlock__backend *b);
 dlock__backend_watch_fn dlock__redis_observe;
 dlock__backend_unwatch_fn dlock__redis_unobserve;
 dlock__backend_announce_fn dlock__redis_announce;
+dlock__backend_watch_fn dlock__redlock_observe;
+dlock__backend_unwatch_fn dlock__redlock_unobserve;
+dlock__backend_announce_fn dlock__redlock_announce;
 
 /* ---- keys.c ---- */
 char *dlock__redis_key(const dlock__backend *b, const char *resource);

@@ -32,9 +32,7 @@ int64_t dlock__redlock_drift_us(int64_t ttl_ms)
 	return ttl_ms * 10 + 2000;
 }
 
-/* Each master's bound in a round: the option, else the smaller of the
- * command timeout and TTL/20. */
-static int64_t master_timeout_ms(const dlock__backend *rl, int64_t ttl_ms)
+int64_t dlock__redlock_master_timeout_ms(const dlock__backend *rl, int64_t ttl_ms)
 {
 	if (rl->master_timeout_ms > 0)
 		return rl->master_timeout_ms;
@@ -52,7 +50,7 @@ static rl_lease *lease_new(dlock__backend *rl, dlock__hold *hold)
 	lease->key.mode = "w";
 	lease->ttl_ms = dlock__hold_ttl_ms(hold);
 	lease->renew = dlock__hold_watchdog(hold);
-	lease->master_timeout_ms = master_timeout_ms(rl, lease->ttl_ms);
+	lease->master_timeout_ms = dlock__redlock_master_timeout_ms(rl, lease->ttl_ms);
 	for (int i = 0; i < rl->n_masters; i++)
 		lease->kept[i] = g_array_new(FALSE, FALSE, sizeof(int));
 	return lease;

@@ -67,6 +67,10 @@ typedef struct rl_lease {
 	bool released;
 } rl_lease;
 
+/* Each master's bound in a round for a hold of ttl_ms: the option
+ * master-timeout, else the smaller of the command timeout and TTL/20. */
+int64_t dlock__redlock_master_timeout_ms(const dlock__backend *rl, int64_t ttl_ms);
+
 /* The drift SPEC 10 allows for: 1% of the TTL plus 2 ms.  Microseconds. */
 int64_t dlock__redlock_drift_us(int64_t ttl_ms);
 

@@ -184,6 +184,9 @@ static member *hand_over(member *from, campaigner *c, int n, member *observer, u
 	changed = g_strdup_printf("changed:%s", dlock_election_id(to->e));
 	expect_event(to, elected, false);
 	expect_event(observer, changed, true);
+	/* Woken by the backend's word, not by a poll that happened to come. */
+	print_message("the observer saw it after %" PRId64 " ms\n", test_now_ms() - t0);
+	assert_true(test_now_ms() - t0 <= (bound_ms + 200) * test_slack_factor());
 	assert_leader(observer, dlock_election_id(to->e));
 	g_free(elected);
 	g_free(changed);

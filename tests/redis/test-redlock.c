@@ -18,6 +18,7 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-election.h"
 #include "test-exclusion.h"
 #include "test-redlock.h"
 
@@ -317,6 +318,25 @@ static void test_master_timeout_on_one_host_is_a_config_error(void **state)
 	g_free(uri);
 }
 
+/* Leader election on a Redlock: new leaders are announced on every
+ * master, resignations heard on every master's release channel. */
+static void test_election_hands_over_and_the_observer_sees_each_leader(void **state)
+{
+	char *uri = test_redlock_uri(rl, 3, "");
+
+	test_election_handover(uri, "rl/elect", 500);
+	g_free(uri);
+}
+
+/* A killed leader's lease (2 s) runs out on the quorum; the next leads. */
+static void test_election_killed_leader_is_replaced_after_its_lease(void **state)
+{
+	char *uri = test_redlock_uri(rl, 3, "?ttl=2s");
+
+	test_election_failover(uri, "rl/elect-failover", 2000 + 1000 + 1000);
+	g_free(uri);
+}
+
 static void test_no_key_of_this_suite_remains_on_any_master(void **state)
 {
 	assert_int_equal(test_redlock_leftover_keys(rl, "dlock:{rl/"), 0);
@@ -326,6 +346,8 @@ static int worker_main(int argc, char **argv)
 {
 	if (argc >= 9 && strcmp(argv[2], "counter") == 0)
 		return test_exclusion_worker(argv + 3);
+	if (argc >= 6 && strcmp(argv[2], "elect") == 0)
+		return test_election_worker(argv + 3);
 	return 64;
 }
 
@@ -338,6 +360,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_five_masters_tokens_increase_across_holders_and_clients),
 		cmocka_unit_test(test_query_shows_the_quorums_holder),
 		cmocka_unit_test(test_processes_and_threads_never_overlap_and_tokens_increase),
+		cmocka_unit_test(test_election_hands_over_and_the_observer_sees_each_leader),
+		cmocka_unit_test(test_election_killed_leader_is_replaced_after_its_lease),
 		cmocka_unit_test(test_five_masters_processes_and_threads_never_overlap),
 		cmocka_unit_test(test_two_clients_racing_never_both_hold_and_always_get_it),
 		cmocka_unit_test(test_waiter_is_woken_by_the_release),
