@@ -9,6 +9,12 @@
  * and a write is a 'W' line answered by the storage service on stdin with
  * "1" (accepted) or "0" (refused by the fencing check).
  *
+ * The last resource (when there are several) is taken as a leader
+ * election instead (campaign, leading, resign): an election is a lock
+ * whose holds carry the participant's id, so its leaders and the other
+ * workers' lock holders of that resource exclude each other, and the
+ * checker holds elections to the same rules under the same faults.
+ *
  * An honest worker writes only while dlock_held() says it holds, and
  * reports every state callback.  A rogue worker (the checker's
  * self-check) lets its lease run out without a watchdog, ignores LOST,
@@ -68,6 +74,44 @@ static void on_state(dlock_lock *lock, dlock_state state, void *user_data)
 	if (rogue)
 		return;
 	emit(EV_STATE, res, __atomic_load_n(&current_token[res], __ATOMIC_RELAXED), (int)state);
+}
+
+/* An election's events as the lock states they stand for: ELECTED after
+ * SUSPENDED is RECONNECTED; after a campaign it says nothing new. */
+static void on_election(dlock_election *e, dlock_election_event event, const char *id, void *data)
+{
+	static bool suspended[TORTURE_MAX_RESOURCES]; /* the callback thread's alone */
+	int res = GPOINTER_TO_INT(data);
+
+	(void)id;
+	if (event == DLOCK_ELECTION_SUSPENDED) {
+		suspended[res] = true;
+		on_state(dlock_election_lock(e), DLOCK_STATE_SUSPENDED, data);
+	} else if (event == DLOCK_ELECTION_ELECTED && suspended[res]) {
+		suspended[res] = false;
+		on_state(dlock_election_lock(e), DLOCK_STATE_RECONNECTED, data);
+	} else if (event == DLOCK_ELECTION_LOST) {
+		suspended[res] = false;
+		on_state(dlock_election_lock(e), DLOCK_STATE_LOST, data);
+	} else if (event == DLOCK_ELECTION_ELECTED || event == DLOCK_ELECTION_RESIGNED) {
+		suspended[res] = false;
+	}
+}
+
+/* A resource's handle: a lock, or an election and its handle. */
+typedef struct handle {
+	dlock_lock *lock;
+	dlock_election *election;
+} handle;
+
+static int take(const handle *h, int64_t wait_ms)
+{
+	return h->election ? dlock_election_campaign(h->election, wait_ms) : dlock_acquire(h->lock, wait_ms);
+}
+
+static int give_back(const handle *h)
+{
+	return h->election ? dlock_election_resign(h->election) : dlock_release(h->lock);
 }
 
 /* Send one write to the storage service; whether it was accepted. */
@@ -130,7 +174,7 @@ static void rogue_secret_hold(dlock_lock *lock)
 	(void)dlock_release(lock);
 }
 
-static void honest_round(GRand *rand, dlock_lock **locks, int nres)
+static void honest_round(GRand *rand, const handle *handles, int nres)
 {
 	int order[2], n = (nres > 1 && g_rand_int_range(rand, 0, 10) < 3) ? 2 : 1, got = 0;
 	int64_t wait = g_rand_int_range(rand, 300, 3000), hold;
@@ -150,12 +194,12 @@ static void honest_round(GRand *rand, dlock_lock **locks, int nres)
 		int r = order[i], rc;
 
 		emit(EV_TRY, r, 0, 0);
-		rc = dlock_acquire(locks[r], wait);
+		rc = take(&handles[r], wait);
 		if (rc != DLOCK_OK) {
 			emit(EV_FAILED, r, 0, rc);
 			break;
 		}
-		set_token(r, dlock_fencing_token(locks[r]));
+		set_token(r, dlock_fencing_token(handles[r].lock));
 		emit(EV_ACQUIRED, r, current_token[r], 0);
 		got++;
 	}
@@ -163,18 +207,18 @@ static void honest_round(GRand *rand, dlock_lock **locks, int nres)
 		int dice = g_rand_int_range(rand, 0, 100);
 
 		for (int i = 0; i < n; i++)
-			write_if_held(locks[order[i]], order[i]);
+			write_if_held(handles[order[i]].lock, order[i]);
 		hold = dice < 50 ? 0 : dice < 92 ? g_rand_int_range(rand, 1, 200) : g_rand_int_range(rand, 200, 1500);
 		if (hold > 0) {
 			hold_for(hold);
 			for (int i = 0; i < n; i++)
-				write_if_held(locks[order[i]], order[i]);
+				write_if_held(handles[order[i]].lock, order[i]);
 		}
 	}
 	for (int i = got - 1; i >= 0; i--) {
 		int r = order[i];
 		int64_t t0 = g_get_monotonic_time();
-		int rc = dlock_release(locks[r]);
+		int rc = give_back(&handles[r]);
 
 		emit_at(t0, EV_RELEASE, r, current_token[r], rc);
 		set_token(r, 0);
@@ -186,7 +230,8 @@ static void honest_round(GRand *rand, dlock_lock **locks, int nres)
 int torture_worker_main(int argc, char **argv)
 {
 	dlock_client *client = NULL;
-	dlock_lock *locks[TORTURE_MAX_RESOURCES] = { 0 };
+	handle handles[TORTURE_MAX_RESOURCES] = { { 0 } };
+	dlock_lock **lock;
 	struct sigaction sa = { .sa_handler = on_stop };
 	GRand *rand;
 	int nres, rc;
@@ -211,19 +256,30 @@ int torture_worker_main(int argc, char **argv)
 		char name[32];
 
 		g_snprintf(name, sizeof(name), "torture/r%d", r);
-		if (dlock_lock_new(client, name, &locks[r]) != DLOCK_OK)
-			return 2;
-		dlock_lock_set_state_callback(locks[r], on_state, GINT_TO_POINTER(r));
+		lock = &handles[r].lock;
+		if (!rogue && nres > 1 && r == nres - 1) {
+			char id[32];
+
+			g_snprintf(id, sizeof(id), "w%s.%s", argv[1], argv[2]);
+			if (dlock_election_new(client, name, id, &handles[r].election) != DLOCK_OK)
+				return 2;
+			*lock = dlock_election_lock(handles[r].election);
+			dlock_election_set_callback(handles[r].election, on_election, GINT_TO_POINTER(r));
+		} else {
+			if (dlock_lock_new(client, name, lock) != DLOCK_OK)
+				return 2;
+			dlock_lock_set_state_callback(*lock, on_state, GINT_TO_POINTER(r));
+		}
 		if (rogue) {
-			dlock_lock_set_ttl(locks[r], 500);
-			dlock_lock_set_watchdog(locks[r], 0);
+			dlock_lock_set_ttl(*lock, 500);
+			dlock_lock_set_watchdog(*lock, 0);
 		} else if (g_str_has_prefix(argv[0], "redis")) {
 			/* Leases of different lengths fall due at different times
 			 * in one watchdog (the URI's ttl is 1 s). */
 			if (r % 3 == 0)
-				dlock_lock_set_ttl(locks[r], 700);
+				dlock_lock_set_ttl(*lock, 700);
 			else if (r % 3 == 1)
-				dlock_lock_set_ttl(locks[r], 1500);
+				dlock_lock_set_ttl(*lock, 1500);
 		}
 	}
 	if (rogue) {
@@ -233,7 +289,7 @@ int torture_worker_main(int argc, char **argv)
 		g_snprintf(name, sizeof(name), "torture/r0");
 		if (dlock_lock_new(client, name, &secret) != DLOCK_OK)
 			return 2;
-		rogue_stale_writes(locks[0]);
+		rogue_stale_writes(handles[0].lock);
 		rogue_secret_hold(secret);
 		dlock_lock_free(secret);
 		/* And it dies of a signal nobody sent it (without a core). */
@@ -241,9 +297,13 @@ int torture_worker_main(int argc, char **argv)
 		abort();
 	}
 	while (!stopping)
-		honest_round(rand, locks, nres);
-	for (int r = 0; r < nres; r++)
-		dlock_lock_free(locks[r]);
+		honest_round(rand, handles, nres);
+	for (int r = 0; r < nres; r++) {
+		if (handles[r].election)
+			dlock_election_free(handles[r].election);
+		else
+			dlock_lock_free(handles[r].lock);
+	}
 	dlock_client_free(client);
 	emit(EV_EXIT, -1, 0, 0);
 	g_rand_free(rand);
