@@ -126,7 +126,7 @@ static char *describe(const dlock__backend *b)
 const dlock__backend_ops dlock__file_ops = {
 	.type = "file",
 	/* No lease: the kernel ends a hold when its holder dies. */
-	.caps = DLOCK__CAP_SHARED,
+	.caps = DLOCK__CAP_SHARED | DLOCK__CAP_PERMITS,
 	.options = options,
 	.options_size = sizeof(file_options),
 	.open = open_backend,

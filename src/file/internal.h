@@ -4,6 +4,8 @@
  *   names.c     the lock file name of a resource
  *   lockfile.c  acquire, release, query on one lock file
  *   readers.c   READ holds: the byte ranges, the readers' slots and records
+ *   permits.c   semaphores: N permits as N bytes of the main range
+ *   elect.c     leader elections: observers' watches, announcements
  *   wake.c      the futex in the lock file: a release wakes one waiter
  *   watch.c     the inotify thread: held files, and waiters without futex
  *   forkguard.c lock descriptors closed in a child after fork()
@@ -11,6 +13,9 @@
 #ifndef DLOCK_FILE_INTERNAL_H
 #define DLOCK_FILE_INTERNAL_H
 
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <glib.h>
@@ -36,6 +41,9 @@ struct dlock__backend {
 #define DLOCK__FILE_COUNTER_BYTE 4000
 #define DLOCK__FILE_SLOT_BASE 4096
 #define DLOCK__FILE_SLOT_SIZE 512
+
+/* A semaphore's permits are bytes of the main range (permits.c). */
+#define DLOCK__FILE_PERMITS_MAX DLOCK__FILE_READ_RANGE
 
 /* The lock file's path for a resource (g_free); names.c. */
 char *dlock__file_path(const dlock__backend *b, const char *resource);
@@ -63,6 +71,22 @@ void dlock__file_watch_remove(dlock__backend *b, int handle, dlock__waiter *wait
 int dlock__file_watch_hold(dlock__backend *b, const char *path, int fd, dlock__hold *hold);
 void dlock__file_unwatch_hold(dlock__backend *b, int handle, dlock__hold *hold);
 void dlock__file_watch_stop(dlock__backend *b);
+
+/* ---- permits.c: semaphores ---- */
+/* DLOCK_EINVAL for more permits than the file backend keeps. */
+int dlock__file_permits_check(const char *resource, uint32_t permits);
+/* The N stored in the file open on fd, 0 if none. */
+uint32_t dlock__file_permits_read(int fd);
+/* With the counter byte held: agree on permits with the file (the error
+ * of dlock__error_permits() if another N is in use) and take a free
+ * permit: 1 and *ret_permit, 0 if all are taken, or a negative code. */
+int dlock__file_permit_try(int fd, const char *path, const char *resource, uint32_t permits,
+                           int64_t *ret_permit);
+/* Let the permit go; the last holder clears the stored N. */
+void dlock__file_permit_release(int fd, int64_t permit);
+/* Whether found (an F_OFD_GETLK answer over the main range) is a permit
+ * of a semaphore of that many permits. */
+bool dlock__file_permits_held(uint32_t permits, const struct flock *found);
 
 /* fcntl() an OFD lock of type on [start, start + len) (len 0: to the end
  * of the file, and beyond); never F_OFD_SETLKW (lockfile.c says why). */

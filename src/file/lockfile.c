@@ -8,7 +8,8 @@
  *
  * A READ hold locks the file's main range shared, draws its token under
  * a lock of its own and keeps its holder record in a slot of its own
- * (readers.c).  A downgrade's read hold waits for its owner's write hold
+ * (readers.c); a semaphore's permit is one byte of that range, taken
+ * and recorded the same way (permits.c).  A downgrade's read hold waits for its owner's write hold
  * to be released, whose lock then turns into the reader's in place: no
  * other hold gets in between.
  *
@@ -34,6 +35,7 @@
 
 #define BACKOFF_FIRST_US (10 * 1000)
 #define BACKOFF_CAP_US (200 * 1000)
+#define PERMIT_SPIN_US (5 * 1000)
 #define CONTENT_MAX 1024
 
 typedef struct file_hold file_hold;
@@ -44,7 +46,8 @@ struct file_hold {
 	uint64_t fence;
 	char *token;     /* the holder's record */
 	bool read;
-	int64_t slot;    /* a reader's slot, -1 if it has none */
+	int64_t permit;  /* a semaphore's permit (its byte), -1 for a lock */
+	int64_t slot;    /* a reader's or permit's slot, -1 if it has none */
 	dlock__hold *hold; /* the hold this is the data of */
 	file_hold *peer; /* a write hold's pending downgrade, and that read hold's
 	                  * write hold, each the other's; under b->rw_mu */
@@ -193,28 +196,65 @@ static int take_counter(int fd, const char *path, dlock__waiter *waiter, const c
 	}
 }
 
+/*
+ * One try of a semaphore's permit on fd: as try_lock() says, with the
+ * counter byte held on success (1), for the token.  The byte is held for
+ * moments by other semaphore acquirers and for a whole hold by a writer:
+ * a short spin tells the two apart, and the writer's case is busy (0), so
+ * the caller waits for its release as for any.
+ */
+static int try_permit(int fd, const char *path, const char *resource, uint32_t permits,
+                      int64_t *ret_permit)
+{
+	gulong pause_us = 50;
+	int rc;
+
+	for (gulong spun_us = 0;; spun_us += pause_us, pause_us *= 2) {
+		if (dlock__file_lock_range(fd, F_WRLCK, F_OFD_SETLK, DLOCK__FILE_COUNTER_BYTE, 1) == 0)
+			break;
+		if (errno != EAGAIN && errno != EACCES && errno != EINTR)
+			return dlock__error(DLOCK_EBACKEND, "file %s: cannot lock the counter: %s", path,
+			                    g_strerror(errno));
+		if (spun_us >= PERMIT_SPIN_US)
+			return same_file(fd, path) ? 0 : 2;
+		g_usleep(pause_us);
+	}
+	rc = dlock__file_permit_try(fd, path, resource, permits, ret_permit);
+	if (rc == 1 && !same_file(fd, path)) {
+		dlock__file_lock_range(fd, F_UNLCK, F_OFD_SETLK, 0, 0);
+		return 2;
+	}
+	if (rc != 1)
+		dlock__file_lock_range(fd, F_UNLCK, F_OFD_SETLK, DLOCK__FILE_COUNTER_BYTE, 1);
+	if (rc == 0 && !same_file(fd, path))
+		return 2;
+	return rc;
+}
+
 /* Make hold's data of fd, locked for it (the main range shared for a
- * reader, who holds the counter byte too): draw the token, record the
- * holder, watch the file. */
-static void grant(dlock__backend *b, dlock__hold *hold, int fd, const char *path, bool read)
+ * reader, a permit's byte for a semaphore's holder, each with the counter
+ * byte too): draw the token, record the holder, watch the file. */
+static void grant(dlock__backend *b, dlock__hold *hold, int fd, const char *path, bool read,
+                  int64_t permit)
 {
 	file_hold *fh = g_new0(file_hold, 1);
 
 	fh->fd = fd;
 	fh->path = g_strdup(path);
 	fh->read = read;
+	fh->permit = permit;
 	fh->slot = -1;
 	fh->hold = hold;
 	fh->token = dlock__token_new(dlock__hold_holder(hold));
-	if (read) {
+	if (read || permit >= 0) {
 		fh->fence = next_fence(b, fd, path, NULL);
 		dlock__file_lock_range(fd, F_UNLCK, F_OFD_SETLK, DLOCK__FILE_COUNTER_BYTE, 1);
 		/* From a random slot of the first few hundred: readers rarely
 		 * try taken ones, and the file stays short for status to scan. */
 		fh->slot = dlock__file_slot_claim(fd, fh->token, g_random_int_range(0, 256));
 		if (fh->slot < 0)
-			dlock__log(b->logger, DLOCK_LOG_WARNING, "file %s: no reader slot for the holder record; "
-			           "dlock status will not list this reader", path);
+			dlock__log(b->logger, DLOCK_LOG_WARNING, "file %s: no slot for the holder record; "
+			           "dlock status will not list this %s", path, read ? "reader" : "permit's holder");
 	} else {
 		fh->fence = next_fence(b, fd, path, fh->token);
 	}
@@ -244,6 +284,7 @@ static int downgrade(dlock__backend *b, dlock__hold *hold, dlock__hold *write)
 	fr->path = g_strdup(fw->path);
 	fr->watch = -1;
 	fr->read = true;
+	fr->permit = -1;
 	fr->slot = -1;
 	fr->hold = hold;
 	fr->token = dlock__token_new(dlock__hold_holder(hold));
@@ -295,13 +336,16 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 {
 	const char *resource = dlock__hold_resource(hold);
 	bool read = dlock__hold_mode(hold) == DLOCK__MODE_READ;
-	int64_t backoff_us = BACKOFF_FIRST_US;
+	uint32_t permits = dlock__hold_permits(hold);
+	int64_t backoff_us = BACKOFF_FIRST_US, permit = -1;
 	int watch = -1, fd = -1, rc;
 	bool watch_tried = false, futex = true, futex_armed = false, woken = false;
 	char *path;
 
 	if (read && dlock__hold_downgrade_of(hold))
 		return downgrade(b, hold, dlock__hold_downgrade_of(hold));
+	if (permits > 1 && (rc = dlock__file_permits_check(resource, permits)) != DLOCK_OK)
+		return rc;
 	path = dlock__file_path(b, resource);
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
@@ -313,7 +357,7 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 		}
 		if (futex_armed)
 			word = dlock__file_wake_read(fd);
-		rc = try_lock(fd, path, read);
+		rc = permits > 1 ? try_permit(fd, path, resource, permits, &permit) : try_lock(fd, path, read);
 		if (rc == 1 && read) {
 			int taken = take_counter(fd, path, waiter, resource, wait_ms, deadline_us);
 
@@ -324,7 +368,7 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 			}
 		}
 		if (rc == 1) {
-			grant(b, hold, fd, path, read);
+			grant(b, hold, fd, path, read, permit);
 			/* A reader woken by a release passes the wake-up on: the
 			 * next waiter may be a reader too, who can share. */
 			if (read && woken)
@@ -448,10 +492,12 @@ int dlock__file_release(dlock__backend *b, dlock__hold *hold)
 	g_mutex_unlock(&b->rw_mu);
 	if (fh->fd >= 0) {
 		dlock__file_unwatch_hold(b, fh->watch, hold);
-		if (fh->read)
+		if (fh->read || fh->permit >= 0)
 			dlock__file_slot_clear(fh->fd, fh->slot);
 		else
 			write_content(fh->fd, fh->fence, NULL);
+		if (fh->permit >= 0)
+			dlock__file_permit_release(fh->fd, fh->permit);
 		dlock__file_lock_range(fh->fd, F_UNLCK, F_OFD_SETLK, 0, 0);
 		dlock__file_wake_next(b, fh->fd, fh->path, true);
 		dlock__file_close_guarded(fh->fd);
@@ -478,6 +524,12 @@ int dlock__file_query(dlock__backend *b, const char *resource, int64_t deadline_
 	}
 	if (fcntl(fd, F_OFD_GETLK, &fl) != 0) {
 		rc = dlock__error(DLOCK_EBACKEND, "file %s: cannot test the lock: %s", path, g_strerror(errno));
+	} else if (dlock__file_permits_held(dlock__file_permits_read(fd), &fl)) {
+		/* A semaphore: its permits' holders, each in a slot. */
+		read_content(fd, &ret->fencing_token, NULL);
+		ret->permits = dlock__file_permits_read(fd);
+		ret->locked = ret->shared = true;
+		ret->readers = dlock__file_readers(fd);
 	} else {
 		read_content(fd, &ret->fencing_token, &holder);
 		ret->locked = fl.l_type != F_UNLCK;

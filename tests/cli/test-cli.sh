@@ -389,6 +389,27 @@ check "Redlock with one master down: held, and that master shown unreachable" \
 check "Redlock: nothing left on the masters still up" \
 	test "$(rcli exists 'dlock:{cli/redlock}')$(redis-cli -p "${rl_ports[0]}" -a s3cret --no-auth-warning exists 'dlock:{cli/redlock}')" = 00
 
+# ---- dlock run --permits: a semaphore on the file backend ----
+"$dlock" run -b "$furi" --permits 2 cli/sem -- sh -c "touch $tmp/p1; sleep 30" &
+p1=$!
+"$dlock" run -b "$furi" --permits 2 cli/sem -- sh -c "touch $tmp/p2; sleep 30" &
+p2=$!
+for _ in $(seq 100); do [[ -e "$tmp/p1" && -e "$tmp/p2" ]] && break; sleep 0.05; done
+check "two dlock run --permits 2 run at once" test -e "$tmp/p1" -a -e "$tmp/p2"
+check "a third with -w 0 exits 75" test "$(status_of "$dlock" run -b "$furi" --permits 2 -w 0 cli/sem -- true)" = 75
+check "another number of permits while in use is a usage error, naming both" \
+	bash -c 'out=$("$@" 2>&1); test $? = 64 && grep -q "in use with 2 permits; this handle asks for 3" <<<"$out"' _ \
+	"$dlock" run -b "$furi" --permits 3 -w 0 cli/sem -- true
+sem_status=$("$dlock" status -b "$furi" cli/sem)
+check "status says 2 of 2 permits are taken and lists both holders" \
+	bash -c 'grep -q "^permits:  2 of 2 taken" <<<"$1" && grep -q "pid=$2 " <<<"$1" && grep -q "pid=$3 " <<<"$1"' _ "$sem_status" "$p1" "$p2"
+check "status --json has the permits" \
+	/usr/bin/python3 -c 'import json,sys; o=json.loads(sys.argv[1]); assert o["permits"] == 2 and o["mode"] == "shared" and len(o["holders"]) == 2' "$("$dlock" status -b "$furi" --json cli/sem)"
+kill "$p1" "$p2"
+wait "$p1" "$p2" 2>/dev/null
+check "--permits 0 is a usage error" test "$(status_of "$dlock" run -b "$furi" --permits 0 cli/sem -- true)" = 64
+check "--permits with -s is a usage error" test "$(status_of "$dlock" run -b "$furi" --permits 2 -s cli/sem -- true)" = 64
+
 # ---- dlock elect: one participant runs COMMAND while it leads ----
 "$dlock" elect -b "$uri" --id web-1 cli/elect -- sh -c "echo \"\$DLOCK_LEADER_ID \$DLOCK_FENCING_TOKEN\" >$tmp/leader1; sleep 30" 2>/dev/null &
 e1=$!

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -191,4 +192,190 @@ void test_permits_run(const char *uri, const char *resource, uint32_t permits, i
 	g_free(count_path);
 	g_free(tokens_path);
 	g_free(dir);
+}
+
+int test_permit_hold_worker(char **argv)
+{
+	dlock_client *client;
+	dlock_lock *lock;
+	char buf[16];
+
+	if (dlock_client_new(argv[0], &client) != DLOCK_OK || dlock_lock_new(client, argv[1], &lock) != DLOCK_OK ||
+	    dlock_lock_set_permits(lock, (uint32_t)atoi(argv[2])) != DLOCK_OK)
+		return 2;
+	if (dlock_acquire(lock, 30000) != DLOCK_OK)
+		return 3;
+	printf("held %" PRIu64 "\n", dlock_fencing_token(lock));
+	fflush(stdout);
+	while (fgets(buf, sizeof(buf), stdin))
+		;
+	dlock_release(lock);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	return 0;
+}
+
+/* One participant: a client and a handle of its own. */
+typedef struct permit_owner {
+	dlock_client *client;
+	dlock_lock *lock;
+	dlock_lock *lock_2;     /* a second handle of the same client, if any */
+	int rc;                 /* of a waiting acquire on a thread */
+	int64_t done_ms;
+} permit_owner;
+
+static void owner_open(permit_owner *o, const char *uri, const char *resource, uint32_t permits)
+{
+	memset(o, 0, sizeof(*o));
+	assert_int_equal(dlock_client_new(uri, &o->client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(o->client, resource, &o->lock), DLOCK_OK);
+	/* Acquired on a thread, looked at and released from the test's. */
+	assert_int_equal(dlock_lock_set_owner(o->lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	if (permits)
+		assert_int_equal(dlock_lock_set_permits(o->lock, permits), DLOCK_OK);
+}
+
+static void owner_close(permit_owner *o)
+{
+	dlock_lock_free(o->lock);
+	dlock_client_free(o->client);
+}
+
+static void *owner_wait(void *data)
+{
+	permit_owner *o = data;
+
+	o->rc = dlock_acquire(o->lock, 30000);
+	__atomic_store_n(&o->done_ms, test_now_ms(), __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+static void assert_taken(const permit_owner *o, size_t taken, uint32_t permits)
+{
+	dlock_info *info;
+
+	assert_int_equal(dlock_lock_query(o->lock, &info), DLOCK_OK);
+	assert_int_equal(dlock_info_locked(info), taken > 0);
+	assert_int_equal(dlock_info_holders(info), taken);
+	if (taken > 0) {
+		assert_int_equal(dlock_info_permits(info), permits);
+		assert_int_equal(dlock_info_mode(info), DLOCK_HELD_SHARED);
+		for (size_t i = 0; i < taken; i++)
+			assert_true(dlock_info_holder_pid_at(info, i) == getpid());
+	}
+	dlock_info_free(info);
+}
+
+void test_permits_basics(const char *uri, const char *resource, int64_t wake_bound_ms)
+{
+	permit_owner o[4], other, again, plain;
+	uint64_t last = 0;
+	pthread_t t;
+	int64_t t0;
+
+	for (int i = 0; i < 4; i++)
+		owner_open(&o[i], uri, resource, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(dlock_acquire(o[i].lock, 5000), DLOCK_OK);
+		assert_true(dlock_held(o[i].lock));
+		assert_true(dlock_fencing_token(o[i].lock) > last);
+		last = dlock_fencing_token(o[i].lock);
+	}
+	assert_int_equal(dlock_acquire(o[3].lock, 0), DLOCK_EBUSY);
+	assert_taken(&o[0], 3, 3);
+
+	/* Another N while in use: refused, naming both. */
+	owner_open(&other, uri, resource, 4);
+	assert_int_equal(dlock_acquire(other.lock, 0), DLOCK_EINVAL);
+	assert_non_null(strstr(dlock_last_error_message(), "3"));
+	assert_non_null(strstr(dlock_last_error_message(), "4"));
+	/* A lock on the resource is kept out while permits are taken. */
+	owner_open(&plain, uri, resource, 0);
+	assert_int_equal(dlock_acquire(plain.lock, 0), DLOCK_EBUSY);
+
+	/* A waiter gets a released permit, woken by the release. */
+	pthread_create(&t, NULL, owner_wait, &o[3]);
+	g_usleep(300 * 1000);
+	assert_int_equal(__atomic_load_n(&o[3].done_ms, __ATOMIC_SEQ_CST), 0);
+	t0 = test_now_ms();
+	assert_int_equal(dlock_release(o[1].lock), DLOCK_OK);
+	pthread_join(t, NULL);
+	assert_int_equal(o[3].rc, DLOCK_OK);
+	print_message("a waiter got the released permit after %" PRId64 " ms\n", o[3].done_ms - t0);
+	assert_true(o[3].done_ms - t0 <= wake_bound_ms * test_slack_factor());
+	assert_true(dlock_fencing_token(o[3].lock) > last);
+	assert_taken(&o[0], 3, 3);
+
+	/* A thread holding a permit through one handle and acquiring through
+	 * another of the same client: a re-entry, not a second permit. */
+	assert_int_equal(dlock_release(o[0].lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(o[0].client, resource, &again.lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_permits(again.lock, 3), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(o[0].client, resource, &again.lock_2), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_permits(again.lock_2, 3), DLOCK_OK);
+	assert_int_equal(dlock_acquire(again.lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(again.lock_2, 0), DLOCK_OK);
+	assert_int_equal(dlock_fencing_token(again.lock_2), dlock_fencing_token(again.lock));
+	assert_taken(&o[2], 3, 3);
+	assert_int_equal(dlock_release(again.lock_2), DLOCK_OK);
+	assert_int_equal(dlock_release(again.lock), DLOCK_OK);
+	dlock_lock_free(again.lock_2);
+	dlock_lock_free(again.lock);
+
+	assert_int_equal(dlock_release(o[2].lock), DLOCK_OK);
+	assert_int_equal(dlock_release(o[3].lock), DLOCK_OK);
+	assert_taken(&o[0], 0, 3);
+	/* Nobody holds: a new N is taken, and then holds. */
+	assert_int_equal(dlock_acquire(other.lock, 0), DLOCK_OK);
+	assert_taken(&other, 1, 4);
+	assert_int_equal(dlock_acquire(plain.lock, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_release(other.lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(plain.lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(o[0].lock, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_release(plain.lock), DLOCK_OK);
+	for (int i = 0; i < 4; i++)
+		owner_close(&o[i]);
+	owner_close(&other);
+	owner_close(&plain);
+}
+
+int64_t test_permits_killed_holder(const char *uri, const char *resource, int64_t bound_ms)
+{
+	const char *args[] = { "permit-hold", uri, resource, "2", NULL };
+	permit_owner mine, waiter;
+	char line[64];
+	uint64_t dead_token;
+	int in_fd, out_fd;
+	int64_t t0, took;
+	pthread_t t;
+	pid_t pid;
+
+	owner_open(&mine, uri, resource, 2);
+	owner_open(&waiter, uri, resource, 2);
+	pid = test_spawn_worker_io(args, &in_fd, &out_fd);
+	assert_true(test_read_line(out_fd, line, sizeof(line), 10000));
+	assert_true(g_str_has_prefix(line, "held "));
+	dead_token = g_ascii_strtoull(line + 5, NULL, 10);
+	assert_int_equal(dlock_acquire(mine.lock, 5000), DLOCK_OK);
+	assert_int_equal(dlock_acquire(waiter.lock, 0), DLOCK_EBUSY);
+	pthread_create(&t, NULL, owner_wait, &waiter);
+	g_usleep(300 * 1000);
+	t0 = test_now_ms();
+	kill(pid, SIGKILL);
+	assert_int_equal(test_wait_worker(pid), -1);
+	pthread_join(t, NULL);
+	took = waiter.done_ms - t0;
+	print_message("permit holder killed: its permit went to the waiter after %" PRId64 " ms (bound %"
+	              PRId64 " ms)\n", took, bound_ms);
+	assert_int_equal(waiter.rc, DLOCK_OK);
+	assert_true(took <= bound_ms * test_slack_factor());
+	assert_true(dlock_fencing_token(waiter.lock) > dead_token);
+	assert_taken(&mine, 2, 2);
+	assert_int_equal(dlock_release(waiter.lock), DLOCK_OK);
+	assert_int_equal(dlock_release(mine.lock), DLOCK_OK);
+	close(in_fd);
+	close(out_fd);
+	owner_close(&mine);
+	owner_close(&waiter);
+	return took;
 }

@@ -30,4 +30,32 @@ int test_permits_worker(char **argv);
 void test_permits_run(const char *uri, const char *resource, uint32_t permits, int processes,
                       int threads, int rounds);
 
+/*
+ * A worker that holds one permit: "permit-hold URI RESOURCE PERMITS"
+ * (argv points at URI).  Prints "held TOKEN" once it holds, then holds
+ * until its stdin ends or it is killed.  Exit 2 if the client cannot be
+ * built, 3 if the acquire fails.
+ */
+int test_permit_hold_worker(char **argv);
+
+/*
+ * The checks of a semaphore of 3 on resource, each participant with a
+ * client of its own: 3 hold at once and a 4th try is DLOCK_EBUSY; the
+ * query shows 3 of 3 taken with every holder; tokens increase in the
+ * order of the grants; a waiter is given a released permit within
+ * wake_bound_ms; another N is refused while the semaphore is in use,
+ * naming both numbers, and accepted once nobody holds; one owner's second
+ * acquire through another handle is a re-entry, not a second permit; a
+ * lock on the resource is kept out while permits are taken.
+ */
+void test_permits_basics(const char *uri, const char *resource, int64_t wake_bound_ms);
+
+/*
+ * A permit holder in another process is killed with SIGKILL while every
+ * permit (2) is taken and a waiter waits here: the waiter gets the permit
+ * within bound_ms of the kill (the lease, the session, the kernel).
+ * Returns the time it took, ms.
+ */
+int64_t test_permits_killed_holder(const char *uri, const char *resource, int64_t bound_ms);
+
 #endif
