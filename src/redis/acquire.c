@@ -83,8 +83,9 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
                            int *ret_rc)
 {
 	char ttl[24], ticket[24] = "", entry_lease[24];
-	const char *words[9] = { lease->names.key, lease->names.fence, lease->names.queue, lease->token,
-	                         ttl, place ? lease->id : "", ticket, entry_lease, lease->mode };
+	const char *words[10] = { lease->names.key, lease->names.fence, lease->names.queue,
+	                          lease->names.permits, lease->token, ttl, place ? lease->id : "",
+	                          ticket, entry_lease, lease->mode };
 	size_t want = place ? 4 : 2;
 	redisReply *reply;
 	bool uncertain = false;
@@ -96,7 +97,7 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 		g_snprintf(ticket, sizeof(ticket), "%" G_GINT64_FORMAT, place->ticket);
 	g_snprintf(entry_lease, sizeof(entry_lease), "%d", QUEUE_ENTRY_LEASE_MS);
 	ans->sent_us = dlock__boot_us();
-	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, 3, 6, words, &reply,
+	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, 4, 6, words, &reply,
 	                              &uncertain, lease->kept);
 	if (rc != DLOCK_OK) {
 		*ret_rc = rc;
@@ -107,6 +108,12 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 	if (!reply_is_integers(reply, 2) ||
 	    (reply->element[0]->integer == 0 && !reply_is_integers(reply, want))) {
 		*ret_rc = dlock__error(DLOCK_EBACKEND, "%s: unexpected reply to the acquire script", b->label);
+		result = TRY_FAILED;
+	} else if (reply->element[0]->integer == -1) {
+		/* A semaphore in use with another number of permits. */
+		*ret_rc = dlock__error_permits(dlock__hold_resource(lease->hold),
+		                               dlock__hold_permits(lease->hold),
+		                               (uint32_t)reply->element[1]->integer);
 		result = TRY_FAILED;
 	} else if (reply->element[0]->integer == 1) {
 		ans->token = (uint64_t)reply->element[1]->integer;
@@ -141,7 +148,11 @@ static redis_lease *lease_new(dlock__backend *b, dlock__hold *hold)
 	dlock__redis_names_init(&lease->names, b, dlock__hold_resource(hold));
 	lease->token = dlock__token_new(dlock__hold_holder(hold));
 	lease->id = wait_id(lease->token);
-	lease->mode = dlock__hold_mode(hold) == DLOCK__MODE_READ ? "r" : "w";
+	if (dlock__hold_permits(hold) > 1)
+		g_snprintf(lease->mode, sizeof(lease->mode), "s%" PRIu32, dlock__hold_permits(hold));
+	else
+		g_strlcpy(lease->mode, dlock__hold_mode(hold) == DLOCK__MODE_READ ? "r" : "w",
+		          sizeof(lease->mode));
 	lease->ttl_ms = dlock__hold_ttl_ms(hold);
 	lease->renew = dlock__hold_watchdog(hold);
 	lease->kept = g_array_new(FALSE, FALSE, sizeof(int));
@@ -406,14 +417,14 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 static int release_script(dlock__backend *b, redis_lease *lease, const char *ticket,
                           int *ret_deleted)
 {
-	const char *words[9];
+	const char *words[10];
 	int64_t deadline_us = dlock__mono_us() + b->command_timeout_ms * 1000;
 	redisReply *reply;
 	bool uncertain = false;
 	int rc;
 
 	dlock__redis_release_words(&lease->names, lease->token, ticket, lease->id, lease->mode, words);
-	rc = dlock__redis_eval_pooled(b, NULL, deadline_us, SCRIPT_RELEASE, 3, 6, words, &reply,
+	rc = dlock__redis_eval_pooled(b, NULL, deadline_us, SCRIPT_RELEASE, 4, 6, words, &reply,
 	                              &uncertain, NULL);
 	if (rc != DLOCK_OK)
 		return rc;

@@ -60,11 +60,12 @@ static int check_resource(const dlock__backend *b, const char *resource)
 {
 	if (b->plain_keys && (g_str_has_suffix(resource, ":fence") ||
 	                      g_str_has_suffix(resource, ":q") ||
+	                      g_str_has_suffix(resource, ":permits") ||
 	                      g_str_has_suffix(resource, ":released")))
 		return dlock__error(DLOCK_EINVAL,
 		                    "resource name '%s': with key-format=plain, names ending in "
-		                    "':fence', ':q' or ':released' would collide with dlock's own keys",
-		                    resource);
+		                    "':fence', ':q', ':permits' or ':released' would collide with dlock's "
+		                    "own keys", resource);
 	return DLOCK_OK;
 }
 
@@ -224,7 +225,7 @@ static int open_redlock(const dlock__backend_env *env, const dlock__uri *uri,
 
 const dlock__backend_ops dlock__redis_ops = {
 	.type = "redis",
-	.caps = DLOCK__CAP_LEASE | DLOCK__CAP_SHARED,
+	.caps = DLOCK__CAP_LEASE | DLOCK__CAP_SHARED | DLOCK__CAP_PERMITS,
 	.options = options,
 	.options_size = sizeof(redis_options),
 	.open = open_backend,

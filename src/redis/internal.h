@@ -33,6 +33,7 @@ typedef struct redis_names {
 	char *key;                /* the lock */
 	char *fence;              /* the fencing counter */
 	char *queue;              /* the wait queue */
+	char *permits;            /* a semaphore's number of permits */
 	char *released;           /* the release channel */
 	char *wait;               /* a wait's own channel, less the wait's id */
 } redis_names;
@@ -108,7 +109,8 @@ typedef struct redis_lease { /* a g_atomic_rc_box */
 	redis_names names;
 	char *token;
 	char *id;                 /* names this hold's wait: its channel, its queue entry */
-	const char *mode;         /* "r" for a READ hold, "w" for the others (scripts.c) */
+	char mode[16];            /* "r" for a READ hold, "s<N>" for a permit of a semaphore
+	                           * of N, "w" for the others (scripts.c) */
 	char *under;              /* a READ hold made by a downgrade: the write hold's
 	                           * token, which it renews through until the write's
 	                           * release makes it a reader; else NULL */
@@ -199,7 +201,7 @@ void dlock__redis_scripts_clear(dlock__backend *b);
 int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script, int nkeys,
                       int nargs, const char **words, redisReply **ret);
 const char *dlock__redis_script_body(const dlock__backend *b, redis_script script);
-/* The 3 keys and 6 arguments of the release script, into words. */
+/* The 4 keys and 6 arguments of the release script, into words. */
 void dlock__redis_release_words(const redis_names *names, const char *token, const char *ticket,
                                 const char *id, const char *mode, const char **words);
 /* The server does not have the script cached (flushed, or restarted). */

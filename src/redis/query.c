@@ -4,7 +4,9 @@
  * sorted set of readers (scripts.c); GET and ZRANGE are both sent, and
  * the one that does not fit the key's type answers WRONGTYPE, which here
  * only says which it is.  Readers whose lease has ended in the server's
- * time (TIME) but that no script has dropped yet are not listed.
+ * time (TIME) but that no script has dropped yet are not listed.  A set
+ * with a number of permits beside it is a semaphore's: its members are
+ * the permits' holders.
  */
 #include <string.h>
 
@@ -12,7 +14,7 @@
 #include "error.h"
 #include "internal.h"
 
-enum { R_GET, R_READERS, R_PTTL, R_FENCE, R_TIME, R_COUNT };
+enum { R_GET, R_READERS, R_PTTL, R_FENCE, R_TIME, R_PERMITS, R_COUNT };
 
 static bool wrong_type(const redisReply *reply)
 {
@@ -52,6 +54,7 @@ int dlock__redis_query(dlock__backend *b, const char *resource, int64_t deadline
 {
 	char *key = dlock__redis_key(b, resource);
 	char *fence_key = dlock__redis_fence_key(b, resource);
+	char *permits_key = g_strconcat(key, ":permits", NULL);
 	redisReply *replies[R_COUNT] = { NULL };
 	redis_conn *conn;
 	int rc;
@@ -67,6 +70,7 @@ int dlock__redis_query(dlock__backend *b, const char *resource, int64_t deadline
 	redisAppendCommand(conn->ctx, "PTTL %s", key);
 	redisAppendCommand(conn->ctx, "GET %s", fence_key);
 	redisAppendCommand(conn->ctx, "TIME");
+	redisAppendCommand(conn->ctx, "GET %s", permits_key);
 	if (dlock__redis_flush(conn->ctx) != REDIS_OK)
 		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label, conn->ctx->errstr);
 	for (int i = 0; i < R_COUNT && rc == DLOCK_OK; i++) {
@@ -83,6 +87,8 @@ int dlock__redis_query(dlock__backend *b, const char *resource, int64_t deadline
 		ret->holder_raw = g_strndup(replies[R_GET]->str, replies[R_GET]->len);
 	} else if (replies[R_READERS]->type == REDIS_REPLY_ARRAY) {
 		take_readers(replies[R_READERS], server_ms(replies[R_TIME]), ret);
+		if (ret->locked && replies[R_PERMITS]->type == REDIS_REPLY_STRING)
+			ret->permits = (uint32_t)g_ascii_strtoull(replies[R_PERMITS]->str, NULL, 10);
 	}
 	ret->expires_in_ms = replies[R_PTTL]->type == REDIS_REPLY_INTEGER && replies[R_PTTL]->integer >= 0
 	                         ? replies[R_PTTL]->integer : -1;
@@ -94,5 +100,6 @@ out:
 			freeReplyObject(replies[i]);
 	g_free(key);
 	g_free(fence_key);
+	g_free(permits_key);
 	return rc;
 }

@@ -47,7 +47,7 @@ static rl_lease *lease_new(dlock__backend *rl, dlock__hold *hold)
 	dlock__redis_names_init(&lease->key.names, rl, dlock__hold_resource(hold));
 	lease->key.token = dlock__token_new(dlock__hold_holder(hold));
 	lease->key.id = g_strdup("");
-	lease->key.mode = "w";
+	g_strlcpy(lease->key.mode, "w", sizeof(lease->key.mode));
 	lease->ttl_ms = dlock__hold_ttl_ms(hold);
 	lease->renew = dlock__hold_watchdog(hold);
 	lease->master_timeout_ms = dlock__redlock_master_timeout_ms(rl, lease->ttl_ms);

@@ -143,6 +143,7 @@ static const char grant_lua[] =
 	"    local live = token and tonumber(t) > now\n"
 	"    if mode == '' then mode = 'w' end\n"
 	"    if live and mode == 'w' and shared > 0 then break end\n"
+	"    if live and mode == 's' then break end\n"
 	"    redis.call('ZREM', KEYS[3], e[1])\n"
 	"    if live and mode == 'd' then\n"
 	"      add_reader(token, tonumber(t))\n"
@@ -172,12 +173,51 @@ static const char grant_lua[] =
 	"end\n";
 
 /*
+ * grant_permits(now, N): a semaphore's permit was given back: hand the
+ * free permits to the live semaphore waiters at the head of the queue, as
+ * grant() hands the lock (the same message, the same undo of a grant that
+ * nobody heard, up to 8).  A lock's waiter at the head stops it: it takes
+ * the resource by its own try once every permit is back, told by
+ * "released" on the release channel, which also goes out when free
+ * permits are left for waiters that were not served.
+ */
+static const char grant_permits_lua[] =
+	"local function grant_permits(now, sem)\n"
+	"  local tries = 0\n"
+	"  for _ = 1, 72 do\n"
+	"    if redis.call('ZCARD', KEYS[1]) >= sem then return end\n"
+	"    local e = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')\n"
+	"    if #e == 0 then return end\n"
+	"    local t, ttl, mode, id, token = string.match(e[1], '^(%d+)|(%d+)(%a?)|([^|]+)|(.*)$')\n"
+	"    local live = token and tonumber(t) > now\n"
+	"    if live and mode ~= 's' then break end\n"
+	"    redis.call('ZREM', KEYS[3], e[1])\n"
+	"    if live then\n"
+	"      add_reader(token, now + tonumber(ttl))\n"
+	"      local n = fence()\n"
+	"      local heard = redis.pcall('PUBLISH', ARGV[3] .. id,\n"
+	"                                string.format('%d %d', n, tonumber(e[2])))\n"
+	"      if not (type(heard) == 'number' and heard > 0) then\n"
+	"        redis.call('ZREM', KEYS[1], token)\n"
+	"        tries = tries + 1\n"
+	"        if tries == 8 then break end\n"
+	"      end\n"
+	"    end\n"
+	"  end\n"
+	"  redis.pcall('PUBLISH', ARGV[2], 'released')\n"
+	"end\n";
+
+/*
  * Acquire.  ARGV: token, TTL (ms), wait id ("" for a try that does not
  * queue), our ticket ("" when not queued), entry lease (ms), mode ('r'
  * for READ, 'w' otherwise).
  * Granted: {1, fencing token}.  Otherwise {0, PTTL of the lock}, and when
  * queueing also our ticket and 1 if our entry is the first live one, else
- * 0.
+ * 0.  A semaphore's permit (mode "s<N>"): a READ hold at the same key,
+ * granted while fewer than N are live, N kept in KEYS[4] with the set's
+ * expiry; {-1, the stored N} when the semaphore is in use (a holder, or a
+ * live waiter ahead) with another N.  A reader keeps away from a set that
+ * is a semaphore's (KEYS[4] present), as a permit does from readers.
  * With no queue the common paths run before the definitions: a writer's
  * SET NX and INCR, a reader's ZADD and INCR when the lock is free or
  * shared.  Over a queue the lock is taken only when it is free
@@ -192,17 +232,26 @@ static const char grant_lua[] =
  */
 static const char acquire_head[] =
 	"local token, ttl, mode = ARGV[1], ARGV[2], ARGV[6]\n"
+	"local sem = tonumber(string.match(mode, '^s(%d+)$'))\n"
 	"local unqueued = redis.call('EXISTS', KEYS[3]) == 0\n"
-	"local took = unqueued and mode ~= 'r' and redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)\n"
-	"if unqueued and mode == 'r' then\n"
+	"local took = unqueued and mode == 'w' and redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)\n"
+	"if unqueued and mode ~= 'w' then\n"
 	"  local kind = redis.call('TYPE', KEYS[1]).ok\n"
-	"  if kind == 'none' or kind == 'zset' then\n"
+	"  local stored = tonumber(redis.call('GET', KEYS[4]))\n"
+	"  if kind == 'none' or (kind == 'zset' and stored == sem) then\n"
 	"    local t = redis.call('TIME')\n"
 	"    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 	"    if kind == 'zset' then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) end\n"
-	"    redis.call('ZADD', KEYS[1], string.format('%d', now + tonumber(ttl)), token)\n"
-	"    redis.call('PEXPIREAT', KEYS[1], redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])\n"
-	"    took = true\n"
+	"    if not sem or redis.call('ZCARD', KEYS[1]) < sem then\n"
+	"      redis.call('ZADD', KEYS[1], string.format('%d', now + tonumber(ttl)), token)\n"
+	"      local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]\n"
+	"      redis.call('PEXPIREAT', KEYS[1], top)\n"
+	"      if sem then\n"
+	"        redis.call('SET', KEYS[4], sem)\n"
+	"        redis.call('PEXPIREAT', KEYS[4], top)\n"
+	"      end\n"
+	"      took = true\n"
+	"    end\n"
 	"  end\n"
 	"end\n"
 	"if took then\n"
@@ -222,12 +271,23 @@ static const char acquire_body[] =
 	"  if h ~= nil and h ~= m then first = 0 end\n"
 	"end\n"
 	"local held = readers(now)\n"
+	"local stored = tonumber(redis.call('GET', KEYS[4]))\n"
+	"if held == 0 and stored then redis.call('DEL', KEYS[4]) stored = nil end\n"
 	"local function granted()\n"
 	"  if m then redis.call('ZREM', KEYS[3], m) end\n"
 	"  return {1, fence()}\n"
 	"end\n"
-	"if mode == 'r' then\n"
-	"  if held >= 0 and (first == 1 or redis.call('ZSCORE', KEYS[1], token)) then\n"
+	"if sem then\n"
+	"  if held > 0 and not stored then held = -1 end\n"
+	"  if stored and stored ~= sem and (held ~= 0 or first == 0) then return {-1, stored} end\n"
+	"  if held >= 0 and (redis.call('ZSCORE', KEYS[1], token) or (held < sem and first == 1)) then\n"
+	"    add_reader(token, now + tonumber(ttl))\n"
+	"    redis.call('SET', KEYS[4], sem)\n"
+	"    redis.call('PEXPIREAT', KEYS[4], redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])\n"
+	"    return granted()\n"
+	"  end\n"
+	"elseif mode == 'r' then\n"
+	"  if held >= 0 and not stored and (first == 1 or redis.call('ZSCORE', KEYS[1], token)) then\n"
 	"    add_reader(token, now + tonumber(ttl))\n"
 	"    return granted()\n"
 	"  end\n"
@@ -248,7 +308,7 @@ static const char acquire_body[] =
 	"  ticket = fence()\n"
 	"end\n"
 	"local entry = string.format('%d|%d%s|%s|%s', now + tonumber(ARGV[5]), tonumber(ttl),\n"
-	"                            mode == 'r' and 'r' or '', ARGV[3], token)\n"
+	"                            sem and 's' or mode == 'r' and 'r' or '', ARGV[3], token)\n"
 	"redis.call('ZADD', KEYS[3], ticket, entry)\n"
 	"extend_queue(ARGV[5])\n"
 	"return {0, redis.call('PTTL', KEYS[1]), ticket, first}\n";
@@ -268,7 +328,7 @@ static const char acquire_body[] =
  */
 static const char release_head[] =
 	"if ARGV[4] == '' and redis.call('EXISTS', KEYS[3]) == 0 then\n"
-	"  if ARGV[6] ~= 'r' then\n"
+	"  if ARGV[6] == 'w' then\n"
 	"    if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
 	"    redis.call('DEL', KEYS[1])\n"
 	"    return 1\n"
@@ -279,7 +339,12 @@ static const char release_head[] =
 	"  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
 	"  if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end\n"
 	"  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]\n"
-	"  if top then redis.call('PEXPIREAT', KEYS[1], top) end\n"
+	"  if top then\n"
+	"    redis.call('PEXPIREAT', KEYS[1], top)\n"
+	"    redis.call('PEXPIREAT', KEYS[4], top)\n"
+	"  else\n"
+	"    redis.call('DEL', KEYS[4])\n"
+	"  end\n"
 	"  return 1\n"
 	"end\n";
 
@@ -290,6 +355,19 @@ static const char release_body[] =
 	"end\n"
 	"local now = now_ms()\n"
 	"local queued = redis.call('EXISTS', KEYS[3]) == 1\n"
+	"local sem = tonumber(string.match(ARGV[6], '^s(%d+)$'))\n"
+	"if sem then\n"
+	"  if readers(now) <= 0 or redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end\n"
+	"  if queued then grant_permits(now, sem) end\n"
+	"  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]\n"
+	"  if top then\n"
+	"    redis.call('PEXPIREAT', KEYS[1], top)\n"
+	"    redis.call('PEXPIREAT', KEYS[4], top)\n"
+	"  else\n"
+	"    redis.call('DEL', KEYS[4])\n"
+	"  end\n"
+	"  return 1\n"
+	"end\n"
 	"if ARGV[6] == 'r' then\n"
 	"  if queued then settle(now) end\n"
 	"  local held = readers(now)\n"
@@ -321,7 +399,7 @@ static const char release_body[] =
  * lock holds its write hold's token.
  */
 static const char renew_head[] =
-	"if ARGV[3] ~= 'r' then\n"
+	"if ARGV[3] == 'w' then\n"
 	"  if redis.pcall('GET', KEYS[1]) == ARGV[1] then\n"
 	"    return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
 	"  end\n"
@@ -335,7 +413,9 @@ static const char renew_body[] =
 	"if held > 0 then\n"
 	"  if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end\n"
 	"  redis.call('ZADD', KEYS[1], 'XX', string.format('%d', now + ttl), ARGV[1])\n"
-	"  redis.call('PEXPIREAT', KEYS[1], redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])\n"
+	"  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]\n"
+	"  redis.call('PEXPIREAT', KEYS[1], top)\n"
+	"  redis.call('PEXPIREAT', KEYS[4], top)\n"
 	"  return 1\n"
 	"end\n"
 	"if held < 0 and ARGV[4] ~= '' and redis.call('GET', KEYS[1]) == ARGV[4] then\n"
@@ -422,9 +502,9 @@ static const char rl_query[] =
 /* Each script's parts, in order, NULL-terminated: joined when the
  * backend opens (one string literal of them all would pass the 4095
  * characters C11 promises). */
-static const char *const parts[SCRIPT_COUNT][5] = {
+static const char *const parts[SCRIPT_COUNT][6] = {
 	[SCRIPT_ACQUIRE] = { acquire_head, queue_lua, acquire_body, NULL },
-	[SCRIPT_RELEASE] = { release_head, queue_lua, grant_lua, release_body, NULL },
+	[SCRIPT_RELEASE] = { release_head, queue_lua, grant_lua, grant_permits_lua, release_body, NULL },
 	[SCRIPT_RENEW] = { renew_head, queue_lua, renew_body, NULL },
 	[SCRIPT_DOWNGRADE] = { queue_lua, downgrade_body, NULL },
 	[SCRIPT_RL_ACQUIRE] = { rl_acquire, NULL },
@@ -445,12 +525,13 @@ void dlock__redis_release_words(const redis_names *names, const char *token, con
 	words[0] = names->key;
 	words[1] = names->fence;
 	words[2] = names->queue;
-	words[3] = token;
-	words[4] = names->released;
-	words[5] = names->wait;
-	words[6] = ticket;
-	words[7] = *ticket ? id : "";
-	words[8] = mode;
+	words[3] = names->permits;
+	words[4] = token;
+	words[5] = names->released;
+	words[6] = names->wait;
+	words[7] = ticket;
+	words[8] = *ticket ? id : "";
+	words[9] = mode;
 }
 
 void dlock__redis_scripts_init(dlock__backend *b)

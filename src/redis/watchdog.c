@@ -63,7 +63,7 @@ typedef struct deferred_release {
 	char *token;
 	char *ticket;         /* of the queue entry to remove, or "" */
 	char *id;
-	const char *mode;     /* static: the lease's */
+	char mode[16];        /* the lease's */
 	GArray *kept;         /* int, or NULL */
 } deferred_release;
 
@@ -190,10 +190,10 @@ static void append_renew(dlock__backend *b, redisContext *ctx, const redis_lease
 	char ttl[24];
 
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
-	redisAppendCommand(ctx, "%s %s 3 %s %s %s %s %s %s %s", by_body ? "EVAL" : "EVALSHA",
+	redisAppendCommand(ctx, "%s %s 4 %s %s %s %s %s %s %s %s", by_body ? "EVAL" : "EVALSHA",
 	                   by_body ? dlock__redis_script_body(b, SCRIPT_RENEW) : b->script_sha[SCRIPT_RENEW],
-	                   lease->names.key, lease->names.fence, lease->names.queue, lease->token, ttl,
-	                   lease->mode, lease->under ? lease->under : "");
+	                   lease->names.key, lease->names.fence, lease->names.queue, lease->names.permits,
+	                   lease->token, ttl, lease->mode, lease->under ? lease->under : "");
 }
 
 /* What one renewal reply says: 1 renewed, 0 not ours any more, -1 no
@@ -328,7 +328,7 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 	deferred_release *c = data;
 	redis_watchdog *wd = ctx;
 	dlock__backend *b = wd->b;
-	const char *argv[12] = { "EVAL", dlock__redis_script_body(b, SCRIPT_RELEASE), "3" };
+	const char *argv[13] = { "EVAL", dlock__redis_script_body(b, SCRIPT_RELEASE), "4" };
 	dlock__cleanup_result result = DLOCK__CLEANUP_RETRY;
 	redisReply *reply;
 
@@ -339,7 +339,7 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 		return DLOCK__CLEANUP_UNANSWERED;
 	set_timeout(wd->ctx, MIN(CLEANUP_TIMEOUT_US, b->command_timeout_ms * 1000));
 	dlock__redis_release_words(&c->names, c->token, c->ticket, c->id, c->mode, &argv[3]);
-	reply = dlock__redis_call(wd->ctx, 12, argv, NULL);
+	reply = dlock__redis_call(wd->ctx, 13, argv, NULL);
 	if (!reply) {
 		redisFree(wd->ctx);
 		wd->ctx = NULL;
@@ -532,7 +532,7 @@ void dlock__redis_cleanup_later(dlock__backend *b, const redis_lease *lease, con
 	c->token = g_strdup(lease->token);
 	c->ticket = g_strdup(ticket);
 	c->id = g_strdup(lease->id);
-	c->mode = lease->mode;
+	g_strlcpy(c->mode, lease->mode, sizeof(c->mode));
 	c->kept = kept;
 	g_mutex_lock(&wd->mu);
 	dlock__cleanups_add(wd->cleanups, &release_ops, c, expires_us, now);

@@ -184,6 +184,8 @@ static void test_plain_key_format_refuses_names_that_collide_with_its_keys(void 
 	assert_message_names(":q");
 	assert_int_equal(dlock_lock_new(client, "err/x:released", &lock), DLOCK_EINVAL);
 	assert_message_names(":released");
+	assert_int_equal(dlock_lock_new(client, "err/x:permits", &lock), DLOCK_EINVAL);
+	assert_message_names(":permits");
 	assert_int_equal(connections(), before);
 	dlock_client_free(client);
 	g_free(uri);

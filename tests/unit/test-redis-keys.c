@@ -17,13 +17,13 @@
 #include "redis/internal.h"
 
 
-/* Every name of resource: key, fence, queue, release channel, and the
- * prefix of the waits' channels, in that order (NULL-terminated). */
+/* Every name of resource: key, fence, queue, release channel, the prefix
+ * of the waits' channels and a semaphore's permits key, in that order. */
 static void names(const char *prefix, bool plain, const char *resource, const char *const *expected)
 {
 	dlock__backend b = { .prefix = (char *)prefix, .plain_keys = plain };
 	redis_names n;
-	const char *got[5];
+	const char *got[6];
 
 	dlock__redis_names_init(&n, &b, resource);
 	got[0] = n.key;
@@ -31,6 +31,7 @@ static void names(const char *prefix, bool plain, const char *resource, const ch
 	got[2] = n.queue;
 	got[3] = n.released;
 	got[4] = n.wait;
+	got[5] = n.permits;
 	for (size_t i = 0; i < G_N_ELEMENTS(got); i++)
 		assert_string_equal(got[i], expected[i]);
 	dlock__redis_names_clear(&n);
@@ -53,23 +54,25 @@ static void test_default_keys_are_braced_after_the_prefix(void **state)
 	names("dlock:", false, "jobs/nightly",
 	      (const char *const[]){ "dlock:{jobs/nightly}", "dlock:{jobs/nightly}:fence",
 	                              "dlock:{jobs/nightly}:q", "dlock:{jobs/nightly}:released",
-	                              "dlock:{jobs/nightly}:w:" });
+	                              "dlock:{jobs/nightly}:w:", "dlock:{jobs/nightly}:permits" });
 }
 
 static void test_prefix_replaces_dlock_before_the_braces(void **state)
 {
 	names("app:", false, "a",
 	      (const char *const[]){ "app:{a}", "app:{a}:fence", "app:{a}:q", "app:{a}:released",
-	                              "app:{a}:w:" });
-	names("", false, "a", (const char *const[]){ "{a}", "{a}:fence", "{a}:q", "{a}:released", "{a}:w:" });
+	                              "app:{a}:w:", "app:{a}:permits" });
+	names("", false, "a", (const char *const[]){ "{a}", "{a}:fence", "{a}:q", "{a}:released", "{a}:w:",
+	                                            "{a}:permits" });
 }
 
 static void test_plain_keys_are_the_bare_name_whatever_the_prefix(void **state)
 {
 	names("dlock:", true, "jobs/nightly",
 	      (const char *const[]){ "jobs/nightly", "jobs/nightly:fence", "jobs/nightly:q",
-	                              "jobs/nightly:released", "jobs/nightly:w:" });
-	names("app:", true, "a", (const char *const[]){ "a", "a:fence", "a:q", "a:released", "a:w:" });
+	                              "jobs/nightly:released", "jobs/nightly:w:", "jobs/nightly:permits" });
+	names("app:", true, "a",
+	      (const char *const[]){ "a", "a:fence", "a:q", "a:released", "a:w:", "a:permits" });
 }
 
 static void test_braced_keys_of_a_resource_share_one_cluster_slot(void **state)
@@ -82,7 +85,7 @@ static void test_braced_keys_of_a_resource_share_one_cluster_slot(void **state)
 
 		for (size_t r = 0; r < G_N_ELEMENTS(resources); r++) {
 			redis_names n;
-			const char *others[] = { NULL, NULL, NULL, NULL };
+			const char *others[] = { NULL, NULL, NULL, NULL, NULL };
 			char *tag;
 
 			dlock__redis_names_init(&n, &b, resources[r]);
@@ -90,6 +93,7 @@ static void test_braced_keys_of_a_resource_share_one_cluster_slot(void **state)
 			others[1] = n.queue;
 			others[2] = n.released;
 			others[3] = n.wait;
+			others[4] = n.permits;
 			tag = hash_tag(n.key);
 			for (size_t i = 0; i < G_N_ELEMENTS(others); i++) {
 				char *other_tag = hash_tag(others[i]);
