@@ -28,26 +28,7 @@
 #include "error.h"
 #include "internal.h"
 
-/* Internal result: the session ended under the attempt; start over. */
-#define AGAIN 1
-
-typedef struct attempt {
-	dlock__backend *b;
-	dlock__hold *hold;
-	dlock__waiter *waiter;
-	int64_t wait_ms;
-	int64_t deadline_us;
-	const char *resource;
-	char *dir;          /* <root>/<resource> */
-	char *data;         /* holder record stored in the node */
-	char *uuid;
-	char *path;         /* our node, once created */
-	const char *name;   /* its last segment */
-	int64_t czxid;
-	bool unsure;        /* a create with uuid may have made a node whose name we do not know */
-} attempt;
-
-static void attempt_forget_node(attempt *a)
+void dlock__zk_attempt_forget(zk_attempt *a)
 {
 	g_free(a->path);
 	a->path = NULL;
@@ -60,14 +41,14 @@ static void attempt_forget_node(attempt *a)
 /* Give up on a node that a create may have made under the current uuid
  * without our learning its name: the session finds and deletes it (after
  * the next reconnect if need be), and we go on with a new uuid. */
-static void attempt_sweep(attempt *a, zk_session *s)
+void dlock__zk_attempt_sweep(zk_attempt *a, zk_session *s)
 {
 	if (a->unsure && !a->path)
 		dlock__zk_sweep_later(s, a->dir, a->uuid);
-	attempt_forget_node(a);
+	dlock__zk_attempt_forget(a);
 }
 
-static void attempt_set_node(attempt *a, const char *path, int64_t czxid)
+static void attempt_set_node(zk_attempt *a, const char *path, int64_t czxid)
 {
 	g_free(a->path);
 	a->path = g_strdup(path);
@@ -77,7 +58,7 @@ static void attempt_set_node(attempt *a, const char *path, int64_t czxid)
 }
 
 /* Map a failed wait (not a ZooKeeper answer) to the acquire's result. */
-static int wait_failed(attempt *a, int rc)
+int dlock__zk_attempt_failed(zk_attempt *a, int rc)
 {
 	if (rc == DLOCK_ELOST)
 		return AGAIN;
@@ -88,26 +69,26 @@ static int wait_failed(attempt *a, int rc)
 
 /* Send call, wait for its answer.  DLOCK_OK with call->rc set, or the
  * failed wait mapped (the call is abandoned then). */
-static int await(attempt *a, zk_call *call)
+int dlock__zk_attempt_await(zk_attempt *a, zk_call *call)
 {
 	int rc = dlock__zk_call_wait(call, a->deadline_us);
 
 	if (rc != DLOCK_OK) {
 		dlock__zk_call_abandon(call);
-		return wait_failed(a, rc);
+		return dlock__zk_attempt_failed(a, rc);
 	}
 	return DLOCK_OK;
 }
 
 /* After a connection loss: wait for the session to come back. */
-static int reconnect(attempt *a, zk_session *s)
+int dlock__zk_attempt_reconnect(zk_attempt *a, zk_session *s)
 {
 	int rc = dlock__zk_session_wait_connected(s, a->waiter, a->deadline_us);
 
-	return rc == DLOCK_OK ? DLOCK_OK : wait_failed(a, rc);
+	return rc == DLOCK_OK ? DLOCK_OK : dlock__zk_attempt_failed(a, rc);
 }
 
-static int unexpected(attempt *a, int zrc, const char *what, const char *path)
+int dlock__zk_attempt_unexpected(zk_attempt *a, int zrc, const char *what, const char *path)
 {
 	if (zrc == ZNOAUTH)
 		return dlock__error(DLOCK_EBACKEND, "%s: not allowed to %s %s (ACL)", a->b->label, what, path);
@@ -116,7 +97,7 @@ static int unexpected(attempt *a, int zrc, const char *what, const char *path)
 }
 
 /* Create the resource's node and its parents as containers. */
-static int make_parents(attempt *a, zk_session *s)
+int dlock__zk_attempt_make_parents(zk_attempt *a, zk_session *s)
 {
 	char **parts = g_strsplit(a->dir + 1, "/", -1);
 	GString *path = g_string_new(NULL);
@@ -133,14 +114,14 @@ static int make_parents(attempt *a, zk_session *s)
 		 * identity (and lets everyone read); the nodes above stay open. */
 		dlock__zk_create(call, path->str, NULL, ZOO_CONTAINER,
 		                 parts[i + 1] ? &ZOO_OPEN_ACL_UNSAFE : &a->b->lock_acl);
-		if ((rc = await(a, call)) != DLOCK_OK)
+		if ((rc = dlock__zk_attempt_await(a, call)) != DLOCK_OK)
 			break;
 		zrc = call->rc;
 		dlock__zk_call_unref(call);
 		if (zrc == ZOK || zrc == ZNODEEXISTS)
 			continue;
 		if (dlock__zk_rc_connection(zrc))
-			rc = reconnect(a, s);
+			rc = dlock__zk_attempt_reconnect(a, s);
 		else if (dlock__zk_rc_session_ended(zrc))
 			rc = AGAIN;
 		else if (zrc == ZNONODE && i == 0)
@@ -148,7 +129,7 @@ static int make_parents(attempt *a, zk_session *s)
 		else if (zrc == ZNONODE)
 			i = (size_t)-1, g_string_truncate(path, 0); /* reaped meanwhile: from the top */
 		else
-			rc = unexpected(a, zrc, "create", path->str);
+			rc = dlock__zk_attempt_unexpected(a, zrc, "create", path->str);
 	}
 	g_string_free(path, TRUE);
 	g_strfreev(parts);
@@ -162,7 +143,7 @@ static int make_parents(attempt *a, zk_session *s)
  * NULL after a connection loss (list again once reconnected); AGAIN if
  * the session ended.
  */
-static int listing_answer(attempt *a, zk_call *call, char ***ret)
+static int listing_answer(zk_attempt *a, zk_call *call, char ***ret)
 {
 	int zrc = call->rc;
 	int rc = DLOCK_OK;
@@ -174,25 +155,25 @@ static int listing_answer(attempt *a, zk_call *call, char ***ret)
 	} else if (dlock__zk_rc_session_ended(zrc)) {
 		rc = AGAIN;
 	} else if (!dlock__zk_rc_connection(zrc)) {
-		rc = unexpected(a, zrc, "list", a->dir);
+		rc = dlock__zk_attempt_unexpected(a, zrc, "list", a->dir);
 	}
 	dlock__zk_call_unref(call);
 	return rc;
 }
 
 /* List the resource's children, retrying across connection losses. */
-static int list_children(attempt *a, zk_session *s, char ***ret)
+static int list_children(zk_attempt *a, zk_session *s, char ***ret)
 {
 	for (;;) {
 		zk_call *call = dlock__zk_call_new(s, CALL_CHILDREN, a->waiter);
 		int rc;
 
 		dlock__zk_get_children(call, a->dir);
-		if ((rc = await(a, call)) != DLOCK_OK)
+		if ((rc = dlock__zk_attempt_await(a, call)) != DLOCK_OK)
 			return rc;
 		if ((rc = listing_answer(a, call, ret)) != DLOCK_OK || *ret)
 			return rc;
-		if ((rc = reconnect(a, s)) != DLOCK_OK)
+		if ((rc = dlock__zk_attempt_reconnect(a, s)) != DLOCK_OK)
 			return rc;
 	}
 }
@@ -202,7 +183,7 @@ static int list_children(attempt *a, zk_session *s, char ***ret)
  * listing comes after the create on the session, so a uuid missing from it
  * was never created; a node seen but not confirmed leaves a->unsure set.
  */
-static int find_own_node(attempt *a, zk_session *s, bool *ret_found)
+static int find_own_node(zk_attempt *a, zk_session *s, bool *ret_found)
 {
 	char **children = NULL;
 	int rc = list_children(a, s, &children);
@@ -219,7 +200,7 @@ static int find_own_node(attempt *a, zk_session *s, bool *ret_found)
 		path = g_strconcat(a->dir, "/", children[i], NULL);
 		call = dlock__zk_call_new(s, CALL_EXISTS, a->waiter);
 		dlock__zk_exists(call, path);
-		if ((rc = await(a, call)) == DLOCK_OK) {
+		if ((rc = dlock__zk_attempt_await(a, call)) == DLOCK_OK) {
 			if (call->rc == ZOK) {
 				attempt_set_node(a, path, call->stat.czxid);
 				*ret_found = true;
@@ -249,7 +230,7 @@ static int find_own_node(attempt *a, zk_session *s, bool *ret_found)
  * a->path set and *ret_children that listing, or NULL when the children
  * are to be listed again.
  */
-static int create_node(attempt *a, zk_session *s, char ***ret_children)
+int dlock__zk_attempt_create(zk_attempt *a, zk_session *s, char ***ret_children)
 {
 	char *prefix = NULL;
 	int rc;
@@ -268,19 +249,20 @@ static int create_node(attempt *a, zk_session *s, char ***ret_children)
 		/* A node we may have made but could not find again: never two
 		 * nodes under one uuid, or one of them would be left behind. */
 		if (a->unsure)
-			attempt_sweep(a, s);
+			dlock__zk_attempt_sweep(a, s);
 		g_free(prefix);
-		prefix = dlock__zk_node_prefix(a->dir, a->uuid, dlock__hold_mode(a->hold));
+		prefix = a->lease ? dlock__zk_lease_prefix(a->dir, a->uuid)
+		                  : dlock__zk_node_prefix(a->dir, a->uuid, dlock__hold_mode(a->hold));
 		a->unsure = true;
 		dlock__zk_create(create, prefix, a->data, ZOO_EPHEMERAL_SEQUENTIAL, &a->b->lock_acl);
 		dlock__zk_get_children(list, a->dir);
-		if ((rc = await(a, list)) != DLOCK_OK) {
+		if ((rc = dlock__zk_attempt_await(a, list)) != DLOCK_OK) {
 			dlock__zk_call_abandon(create);
 			break;
 		}
 		/* Done by the client's ordering; were it not, it is waited for
 		 * as if sent alone. */
-		if (!dlock__zk_call_attach(create, a->waiter) && (rc = await(a, create)) != DLOCK_OK) {
+		if (!dlock__zk_call_attach(create, a->waiter) && (rc = dlock__zk_attempt_await(a, create)) != DLOCK_OK) {
 			dlock__zk_call_unref(list);
 			break;
 		}
@@ -300,15 +282,15 @@ static int create_node(attempt *a, zk_session *s, char ***ret_children)
 		 * meanwhile. */
 		dlock__zk_call_unref(list);
 		if (zrc == ZNONODE) {
-			rc = make_parents(a, s);
+			rc = dlock__zk_attempt_make_parents(a, s);
 		} else if (dlock__zk_rc_connection(zrc)) {
-			if ((rc = reconnect(a, s)) == DLOCK_OK && (rc = find_own_node(a, s, &found)) == DLOCK_OK &&
+			if ((rc = dlock__zk_attempt_reconnect(a, s)) == DLOCK_OK && (rc = find_own_node(a, s, &found)) == DLOCK_OK &&
 			    found)
 				break;
 		} else if (dlock__zk_rc_session_ended(zrc)) {
 			rc = AGAIN;
 		} else {
-			rc = unexpected(a, zrc, "create a lock node under", a->dir);
+			rc = dlock__zk_attempt_unexpected(a, zrc, "create a lock node under", a->dir);
 		}
 		if (rc != DLOCK_OK)
 			break;
@@ -322,7 +304,7 @@ static int create_node(attempt *a, zk_session *s, char ***ret_children)
  * until the watch fires, the connection changes, or the deadline passes.
  * DLOCK_OK means "look again".
  */
-static int wait_predecessor(attempt *a, zk_session *s, const char *name)
+static int wait_predecessor(zk_attempt *a, zk_session *s, const char *name)
 {
 	char *path = g_strconcat(a->dir, "/", name, NULL);
 	zk_call *call = dlock__zk_call_new(s, CALL_GET, a->waiter);
@@ -330,7 +312,7 @@ static int wait_predecessor(attempt *a, zk_session *s, const char *name)
 
 	dlock__zk_watch_add(s, path, a->waiter);
 	dlock__zk_get(call, path, true);
-	rc = await(a, call);
+	rc = dlock__zk_attempt_await(a, call);
 	if (rc != DLOCK_OK)
 		goto out;
 	zrc = call->rc;
@@ -342,7 +324,7 @@ static int wait_predecessor(attempt *a, zk_session *s, const char *name)
 		goto out;
 	}
 	if (zrc != ZOK && !dlock__zk_rc_connection(zrc)) {
-		rc = unexpected(a, zrc, "watch", path);
+		rc = dlock__zk_attempt_unexpected(a, zrc, "watch", path);
 		goto out;
 	}
 	while (zrc == ZOK) {
@@ -352,7 +334,7 @@ static int wait_predecessor(attempt *a, zk_session *s, const char *name)
 			break;
 		rc = dlock__waiter_sleep(a->waiter, seen, a->deadline_us);
 		if (rc != DLOCK_OK) {
-			rc = wait_failed(a, rc);
+			rc = dlock__zk_attempt_failed(a, rc);
 			goto out;
 		}
 	}
@@ -360,7 +342,7 @@ static int wait_predecessor(attempt *a, zk_session *s, const char *name)
 	case ZK_CONNECTED:
 		break;
 	case ZK_CONNECTING:
-		rc = reconnect(a, s);
+		rc = dlock__zk_attempt_reconnect(a, s);
 		break;
 	case ZK_ENDED:
 		rc = AGAIN;
@@ -373,12 +355,12 @@ out:
 }
 
 /* One attempt on one session: DLOCK_OK when our node comes first. */
-static int attempt_run(attempt *a, zk_session *s)
+int dlock__zk_attempt_run(zk_attempt *a, zk_session *s)
 {
 	char **children = NULL;
 	int rc;
 
-	if (!a->path && (rc = create_node(a, s, &children)) != DLOCK_OK)
+	if (!a->path && (rc = dlock__zk_attempt_create(a, s, &children)) != DLOCK_OK)
 		return rc;
 	for (;;) {
 		GArray *contenders;
@@ -402,8 +384,8 @@ static int attempt_run(attempt *a, zk_session *s)
 			/* Deleted by someone else while we waited: queue again. */
 			dlock__log(a->b->logger, DLOCK_LOG_WARNING, "%s: lock node %s vanished; queueing again",
 			           a->b->label, a->path);
-			attempt_forget_node(a);
-			if ((rc = create_node(a, s, &children)) != DLOCK_OK)
+			dlock__zk_attempt_forget(a);
+			if ((rc = dlock__zk_attempt_create(a, s, &children)) != DLOCK_OK)
 				return rc;
 			continue;
 		}
@@ -422,7 +404,7 @@ static int attempt_run(attempt *a, zk_session *s)
 
 /* Delete a node we will not use, waiting (bounded) so that a try-lock
  * leaves nothing behind when it returns; otherwise in the background. */
-static void delete_node(dlock__backend *b, zk_session *s, const char *path, bool wait)
+void dlock__zk_delete_node(dlock__backend *b, zk_session *s, const char *path, bool wait)
 {
 	dlock__waiter *w;
 	zk_call *call;
@@ -445,7 +427,7 @@ static void delete_node(dlock__backend *b, zk_session *s, const char *path, bool
 }
 
 /* Queue for the lock, on a new session whenever the one in use ends. */
-static int acquire_queued(attempt *a)
+static int acquire_queued(zk_attempt *a)
 {
 	dlock__backend *b = a->b;
 	bool first = true;
@@ -457,39 +439,45 @@ static int acquire_queued(attempt *a)
 		                      : a->deadline_us;
 
 		if (dlock__waiter_canceled(a->waiter))
-			return wait_failed(a, DLOCK_ECANCELED);
+			return dlock__zk_attempt_failed(a, DLOCK_ECANCELED);
 		rc = dlock__zk_session_get(b, a->waiter, until, &s);
 		if (rc == DLOCK_EUNAVAILABLE && !first && a->wait_ms != 0)
-			rc = wait_failed(a, DLOCK_ETIMEDOUT);
+			rc = dlock__zk_attempt_failed(a, DLOCK_ETIMEDOUT);
 		else if (rc == DLOCK_ECANCELED)
-			rc = wait_failed(a, rc); /* worded as every backend words it */
+			rc = dlock__zk_attempt_failed(a, rc); /* worded as every backend words it */
 		if (rc != DLOCK_OK)
 			return rc;
+		/* A lock among a semaphore's leases would count as one. */
+		if (first && g_str_has_suffix(a->resource, "/leases") &&
+		    (rc = dlock__zk_semaphore_guard(b, a, s)) != DLOCK_OK) {
+			dlock__zk_session_unref(s);
+			return rc == AGAIN ? dlock__zk_attempt_failed(a, DLOCK_ELOST) : rc;
+		}
 		first = false;
 		dlock__zk_session_add_waiter(s, a->waiter);
-		rc = attempt_run(a, s);
+		rc = dlock__zk_attempt_run(a, s);
 		dlock__zk_session_remove_waiter(s, a->waiter);
 		/* The session may have ended between the answer and the grant:
 		 * the node goes with it, and so does the grant. */
 		if (rc == DLOCK_OK && !dlock__zk_grant(a->hold, s, a->path, a->czxid))
 			rc = AGAIN;
 		if (a->path && rc != AGAIN && rc != DLOCK_OK)
-			delete_node(b, s, a->path, rc == DLOCK_EBUSY);
+			dlock__zk_delete_node(b, s, a->path, rc == DLOCK_EBUSY);
 		else if (a->unsure && rc != AGAIN && rc != DLOCK_OK)
-			attempt_sweep(a, s);
+			dlock__zk_attempt_sweep(a, s);
 		dlock__zk_session_unref(s);
 		if (rc != AGAIN)
 			return rc;
 		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: session ended while acquiring '%s'; retrying",
 		           b->label, a->resource);
-		attempt_forget_node(a);
+		dlock__zk_attempt_forget(a);
 	}
 }
 
 int dlock__zk_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
                       int64_t wait_ms, int64_t deadline_us)
 {
-	attempt a = { 0 };
+	zk_attempt a = { 0 };
 	int rc = DLOCK_ELOST;
 
 	a.b = b;
@@ -513,7 +501,9 @@ int dlock__zk_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waite
 	if (dlock__hold_downgrade_of(hold))
 		rc = dlock__zk_downgrade(b, hold, waiter, a.data, a.deadline_us);
 	if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_ECANCELED)
-		rc = wait_failed(&a, rc);
+		rc = dlock__zk_attempt_failed(&a, rc);
+	else if (rc == DLOCK_ELOST && dlock__hold_permits(hold) > 1)
+		rc = dlock__zk_semaphore_acquire(b, &a);
 	else if (rc == DLOCK_ELOST)
 		rc = acquire_queued(&a);
 	if (rc == DLOCK_ETIMEDOUT && wait_ms == 0)

@@ -197,7 +197,7 @@ static void close_backend(dlock__backend *b)
 
 const dlock__backend_ops dlock__zk_ops = {
 	.type = "zk",
-	.caps = DLOCK__CAP_SHARED, /* sessions, not leases: no TTL, no watchdog */
+	.caps = DLOCK__CAP_SHARED | DLOCK__CAP_PERMITS, /* sessions, not leases: no TTL, no watchdog */
 	.options = options,
 	.options_size = sizeof(zk_options),
 	.open = open_backend,

@@ -193,6 +193,11 @@ void dlock__zk_exists_watch(zk_call *call, const char *path)
 	SEND(call, zoo_awexists(s_->zh, path, dlock__zk_watcher, s_, stat_done, ref_));
 }
 
+void dlock__zk_set(zk_call *call, const char *path, const char *data, int version)
+{
+	SEND(call, zoo_aset(s_->zh, path, data, (int)strlen(data), version, stat_done, ref_));
+}
+
 void dlock__zk_delete(zk_call *call, const char *path)
 {
 	SEND(call, zoo_adelete(s_->zh, path, -1, void_done, ref_));

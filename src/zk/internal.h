@@ -219,6 +219,8 @@ void dlock__zk_exists(zk_call *call, const char *path);
 /* The same, leaving a child watch, an exists watch on path, which wakes
  * the waiters registered for path (dlock__zk_watch_add()). */
 void dlock__zk_get_children_watch(zk_call *call, const char *path);
+/* Set path's data if its version is still version (ZBADVERSION if not). */
+void dlock__zk_set(zk_call *call, const char *path, const char *data, int version);
 void dlock__zk_exists_watch(zk_call *call, const char *path);
 
 /* ---- elect.c: leader elections' observers ---- */
@@ -238,6 +240,55 @@ void dlock__zk_call_abandon(zk_call *call);
 /* ---- acquire.c ---- */
 dlock__backend_acquire_fn dlock__zk_acquire;
 dlock__backend_release_fn dlock__zk_release;
+
+/* Internal result: the session ended under the attempt; start over. */
+#define AGAIN 1
+
+/*
+ * One acquire's queueing in one node's children (a->dir), shared by a
+ * lock's acquire and a semaphore's, whose internal mutex and lease are
+ * each such a queue (semaphore.c).
+ */
+typedef struct zk_attempt {
+	dlock__backend *b;
+	dlock__hold *hold;
+	dlock__waiter *waiter;
+	int64_t wait_ms;
+	int64_t deadline_us;
+	const char *resource;
+	char *dir;          /* <root>/<resource>, or a semaphore's locks or leases */
+	char *data;         /* holder record stored in the node */
+	char *uuid;
+	char *path;         /* our node, once created */
+	const char *name;   /* its last segment */
+	int64_t czxid;
+	bool unsure;        /* a create with uuid may have made a node whose name we do not know */
+	bool lease;         /* the node is a semaphore's lease ("-lease-"), not a lock's */
+} zk_attempt;
+
+/* A failed wait (not a ZooKeeper answer) as the acquire's result. */
+int dlock__zk_attempt_failed(zk_attempt *a, int rc);
+/* Wait for call's answer: DLOCK_OK with call->rc set, or the failed
+ * wait (the call is abandoned). */
+int dlock__zk_attempt_await(zk_attempt *a, zk_call *call);
+/* After a connection loss: wait for the session to come back. */
+int dlock__zk_attempt_reconnect(zk_attempt *a, zk_session *s);
+int dlock__zk_attempt_unexpected(zk_attempt *a, int zrc, const char *what, const char *path);
+/* Create a->dir and its parents as containers. */
+int dlock__zk_attempt_make_parents(zk_attempt *a, zk_session *s);
+/* Create our node in a->dir, protected, with the children listed behind
+ * it (*ret_children, or NULL when they are to be listed again). */
+int dlock__zk_attempt_create(zk_attempt *a, zk_session *s, char ***ret_children);
+/* Queue in a->dir until our node comes first: DLOCK_OK, DLOCK_EBUSY for
+ * a try, AGAIN, or a failure. */
+int dlock__zk_attempt_run(zk_attempt *a, zk_session *s);
+/* Forget our node (a new uuid next); with sweep, have the session find
+ * and delete a node a lost create may have made. */
+void dlock__zk_attempt_forget(zk_attempt *a);
+void dlock__zk_attempt_sweep(zk_attempt *a, zk_session *s);
+/* Delete a node we will not use: waiting, bounded, when wait, so that a
+ * try leaves nothing behind when it returns; else in the background. */
+void dlock__zk_delete_node(dlock__backend *b, zk_session *s, const char *path, bool wait);
 /* Grant hold the node at path of session s: track it, set the hold's
  * token (its czxid) and backend data.  False, granting nothing, if s has
  * ended (the node went with it). */
@@ -253,6 +304,18 @@ void dlock__zk_node_unref(zk_node *node);
  */
 int dlock__zk_downgrade(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
                         const char *data, int64_t deadline_us);
+
+/* ---- semaphore.c ---- */
+/* The acquire of a semaphore's permit (dlock__hold_permits() > 1). */
+int dlock__zk_semaphore_acquire(dlock__backend *b, zk_attempt *a);
+/* A lock on a resource named "<R>/leases" while a semaphore on R keeps
+ * its leases there: DLOCK_EINVAL (its nodes would count as leases). */
+int dlock__zk_semaphore_guard(dlock__backend *b, zk_attempt *a, zk_session *s);
+/* The query of a semaphore on the resource at dir: DLOCK_OK with ret
+ * filled in when its leases node has leases or dir holds an N, else
+ * DLOCK_OK with ret untouched. */
+int dlock__zk_semaphore_query(dlock__backend *b, zk_session *s, dlock__waiter *w, const char *dir,
+                              int64_t deadline_us, dlock__server_info *ret);
 
 /* ---- query.c ---- */
 dlock__backend_query_fn dlock__zk_query;

@@ -13,6 +13,7 @@
 #define READ_MARK "__READ__"
 #define WRITE_MARK "__WRIT__"
 #define KAZOO_READ_MARK "__rlock__"
+#define LEASE_MARK "-lease-"
 
 /* The marks a wrapped (negative) sequence number may follow. */
 static const char *const marks[] = { NODE_MARK, KAZOO_MARK, READ_MARK, WRITE_MARK, KAZOO_READ_MARK };
@@ -36,6 +37,11 @@ char *dlock__zk_node_prefix(const char *dir, const char *uuid, dlock__mode mode)
 	                                               : NODE_MARK;
 
 	return g_strconcat(dir, "/" NODE_PREFIX, uuid, mark, NULL);
+}
+
+char *dlock__zk_lease_prefix(const char *dir, const char *uuid)
+{
+	return g_strconcat(dir, "/" NODE_PREFIX, uuid, LEASE_MARK, NULL);
 }
 
 char *dlock__zk_downgrade_path(const char *write_path, const char *uuid)

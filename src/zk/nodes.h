@@ -43,6 +43,9 @@ char *dlock__zk_uuid_new(void);
 /* The path given to the sequential create of a hold in mode:
  * "<dir>/_c_<uuid>-lock-", "-__READ__" or "-__WRIT__"; g_free. */
 char *dlock__zk_node_prefix(const char *dir, const char *uuid, dlock__mode mode);
+/* A semaphore's lease node to create: "<dir>/_c_<uuid>-lease-", as
+ * Curator's InterProcessSemaphoreV2 names its leases. */
+char *dlock__zk_lease_prefix(const char *dir, const char *uuid);
 
 /*
  * The path of the read node of a downgrade from the write hold whose node

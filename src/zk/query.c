@@ -125,6 +125,8 @@ int dlock__zk_query(dlock__backend *b, const char *resource, int64_t deadline_us
 		vacant = !names[0];
 		if (!vacant)
 			rc = read_holders(b, s, w, resource, dir, names, deadline_us, ret);
+		else
+			rc = dlock__zk_semaphore_query(b, s, w, dir, deadline_us, ret);
 		g_strfreev(names);
 		if (vacant || ret->locked)
 			break;

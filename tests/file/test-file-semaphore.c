@@ -30,7 +30,7 @@ static void test_never_more_than_n_and_n_reached_across_processes(void **state)
 
 static void test_permits_busy_wake_agreement_reentry_and_locks(void **state)
 {
-	test_permits_basics(uri, "sem/basics", 300);
+	test_permits_basics(uri, "sem/basics", 300, true);
 }
 
 /* The kernel drops a dead holder's lock: its permit is free at once (a

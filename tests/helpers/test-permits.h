@@ -9,6 +9,7 @@
 #ifndef DLOCK_TEST_PERMITS_H
 #define DLOCK_TEST_PERMITS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /*
@@ -45,10 +46,13 @@ int test_permit_hold_worker(char **argv);
  * order of the grants; a waiter is given a released permit within
  * wake_bound_ms; another N is refused while the semaphore is in use,
  * naming both numbers, and accepted once nobody holds; one owner's second
- * acquire through another handle is a re-entry, not a second permit; a
- * lock on the resource is kept out while permits are taken.
+ * acquire through another handle is a re-entry, not a second permit; with
+ * locks_excluded, a lock on the resource is kept out while permits are
+ * taken and keeps the permits out while held (Redis and the file backend
+ * keep both in one place; on ZooKeeper, as in Curator, they live apart).
  */
-void test_permits_basics(const char *uri, const char *resource, int64_t wake_bound_ms);
+void test_permits_basics(const char *uri, const char *resource, int64_t wake_bound_ms,
+                         bool locks_excluded);
 
 /*
  * A permit holder in another process is killed with SIGKILL while every

@@ -37,7 +37,7 @@ static void test_never_more_than_n_and_n_reached_across_processes(void **state)
 
 static void test_permits_busy_grant_agreement_reentry_and_locks(void **state)
 {
-	test_permits_basics(uri, "sem/basics", 300);
+	test_permits_basics(uri, "sem/basics", 300, true);
 }
 
 /* A 1 s lease: the dead holder's member expires, and the waiter's next

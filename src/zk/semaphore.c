@@ -1,0 +1,417 @@
+/*
+ * Semaphores on ZooKeeper (SPEC §11), in the layout of Curator's
+ * InterProcessSemaphoreV2 on <root>/<R>, so that Curator semaphores on the
+ * same path share the N permits with dlock's:
+ *
+ *   <root>/<R>/locks    an internal mutex, the lock nodes of §4
+ *   <root>/<R>/leases   one "_c_<uuid>-lease-<seq10>" node per permit taken,
+ *                       ephemeral, holding its holder's record
+ *   <root>/<R>          N as decimal text in its data (kazoo's max_leases)
+ *
+ * An acquire takes the internal mutex (zk_attempt on the locks node, as a
+ * lock's acquire queues), agrees on N, creates its lease, and lists the
+ * leases: if there are at most N it holds a permit; otherwise it waits
+ * for the leases to change (a child watch), still holding the mutex, and
+ * looks again.  Either way it gives the mutex up before returning.  So
+ * only the mutex holder watches the leases, and the others queue on the
+ * mutex, each watching its predecessor: a release wakes one acquirer.
+ * Like Curator, it counts every child of the leases node.
+ *
+ * The agreement on N (under the mutex): the number in <R>'s data, if
+ * any, must be ours while any lease exists or anyone else queues on the
+ * mutex (DLOCK_EINVAL naming both); otherwise ours is written, by a
+ * conditional set on the version read.  Curator with a plain maxLeases
+ * writes no number, and dlock takes one that is missing as agreement.
+ *
+ * The lease is the hold: its session's states are the hold's, its czxid
+ * the fencing token, and the release deletes it (acquire.c).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "clock.h"
+#include "error.h"
+#include "internal.h"
+#include "nodes.h"
+
+#define LOCKS "/locks"
+#define LEASES "/leases"
+
+/* N as <R>'s data holds it; 0 when none or not a number. */
+static uint32_t parse_permits(const char *data)
+{
+	uint64_t value;
+	char *end;
+
+	if (!data || !g_ascii_isdigit(*data))
+		return 0;
+	value = g_ascii_strtoull(data, &end, 10);
+	return *end == '\0' && value <= DLOCK_PERMITS_MAX ? (uint32_t)value : 0;
+}
+
+/* Send call and take its answer's code: DLOCK_OK with *ret_zrc, AGAIN
+ * when the session ended, or the failed wait; a connection loss is waited
+ * out and *ret_zrc is then ZCONNECTIONLOSS (the caller asks again). */
+static int answer(zk_attempt *a, zk_session *s, zk_call *call, int *ret_zrc)
+{
+	int rc = dlock__zk_attempt_await(a, call);
+
+	if (rc != DLOCK_OK)
+		return rc;
+	*ret_zrc = call->rc;
+	if (dlock__zk_rc_session_ended(call->rc))
+		return AGAIN;
+	if (dlock__zk_rc_connection(call->rc)) {
+		*ret_zrc = ZCONNECTIONLOSS;
+		return dlock__zk_attempt_reconnect(a, s);
+	}
+	return DLOCK_OK;
+}
+
+/* The children of path (ZNONODE: none), with a child watch when watch. */
+static int children_of(zk_attempt *a, zk_session *s, const char *path, bool watch, char ***ret)
+{
+	for (;;) {
+		zk_call *call = dlock__zk_call_new(s, CALL_CHILDREN, a->waiter);
+		int zrc = ZOK, rc;
+
+		if (watch)
+			dlock__zk_get_children_watch(call, path);
+		else
+			dlock__zk_get_children(call, path);
+		rc = answer(a, s, call, &zrc);
+		if (rc == DLOCK_OK && zrc == ZOK) {
+			*ret = call->children ? call->children : g_new0(char *, 1);
+			call->children = NULL;
+		} else if (rc == DLOCK_OK && zrc == ZNONODE) {
+			*ret = g_new0(char *, 1);
+		} else if (rc == DLOCK_OK && zrc != ZCONNECTIONLOSS) {
+			rc = dlock__zk_attempt_unexpected(a, zrc, "list", path);
+		}
+		dlock__zk_call_unref(call);
+		if (rc != DLOCK_OK || zrc != ZCONNECTIONLOSS)
+			return rc;
+	}
+}
+
+static guint count_of(char **names)
+{
+	return g_strv_length(names);
+}
+
+/* Under the internal mutex: agree on permits with <R>'s data (a->dir). */
+static int agree(zk_attempt *a, zk_session *s, uint32_t permits, const char *locks, const char *leases)
+{
+	char text[16];
+
+	g_snprintf(text, sizeof(text), "%" PRIu32, permits);
+	for (;;) {
+		zk_call *get = dlock__zk_call_new(s, CALL_GET, a->waiter);
+		char **held = NULL, **queued = NULL;
+		uint32_t stored = 0;
+		int32_t version = 0;
+		int zrc = ZOK, rc;
+		bool in_use;
+
+		dlock__zk_get(get, a->dir, false);
+		rc = answer(a, s, get, &zrc);
+		if (rc == DLOCK_OK && zrc == ZOK) {
+			stored = parse_permits(get->data);
+			version = get->stat.version;
+		} else if (rc == DLOCK_OK && zrc != ZCONNECTIONLOSS) {
+			rc = dlock__zk_attempt_unexpected(a, zrc, "read", a->dir);
+		}
+		dlock__zk_call_unref(get);
+		if (rc != DLOCK_OK)
+			return rc;
+		if (zrc == ZCONNECTIONLOSS)
+			continue;
+		if (stored == permits)
+			return DLOCK_OK;
+		if ((rc = children_of(a, s, leases, false, &held)) == DLOCK_OK)
+			rc = children_of(a, s, locks, false, &queued);
+		/* Anyone but us on the mutex waits with some N. */
+		in_use = rc == DLOCK_OK && (count_of(held) > 0 || count_of(queued) > 1);
+		g_strfreev(held);
+		g_strfreev(queued);
+		if (rc != DLOCK_OK)
+			return rc;
+		if (stored && in_use)
+			return dlock__error_permits(a->resource, permits, stored);
+		{
+			zk_call *set = dlock__zk_call_new(s, CALL_EXISTS, a->waiter);
+
+			dlock__zk_set(set, a->dir, text, version);
+			rc = answer(a, s, set, &zrc);
+			dlock__zk_call_unref(set);
+		}
+		if (rc != DLOCK_OK)
+			return rc;
+		if (zrc == ZOK)
+			return DLOCK_OK;
+		if (zrc != ZBADVERSION && zrc != ZCONNECTIONLOSS)
+			return dlock__zk_attempt_unexpected(a, zrc, "record the permits of", a->dir);
+		/* Changed meanwhile, or the answer lost: read again. */
+	}
+}
+
+/* Whether name is among names. */
+static bool listed(char **names, const char *name)
+{
+	for (size_t i = 0; names[i]; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* Sleep until the watch on path fires, the session's state changes, or
+ * the deadline passes.  DLOCK_OK means "look again". */
+static int await_change(zk_attempt *a, zk_session *s, const char *path)
+{
+	for (;;) {
+		uint64_t seen = dlock__waiter_seq(a->waiter);
+		int rc;
+
+		if (dlock__zk_watch_fired(s, path, a->waiter))
+			return DLOCK_OK;
+		switch (dlock__zk_session_phase(s)) {
+		case ZK_CONNECTED:
+			break;
+		case ZK_CONNECTING:
+			return dlock__zk_attempt_reconnect(a, s);
+		case ZK_ENDED:
+			return AGAIN;
+		}
+		rc = dlock__waiter_sleep(a->waiter, seen, a->deadline_us);
+		if (rc != DLOCK_OK)
+			return dlock__zk_attempt_failed(a, rc);
+	}
+}
+
+/* Holding the mutex: agree on N, make our lease (l), and wait until the
+ * leases are at most N. */
+static int take_lease(zk_attempt *a, zk_attempt *m, zk_attempt *l, zk_session *s, uint32_t permits)
+{
+	char **children = NULL;
+	int rc;
+
+	if ((rc = agree(a, s, permits, m->dir, l->dir)) != DLOCK_OK)
+		return rc;
+	if (!l->path && (rc = dlock__zk_attempt_create(l, s, &children)) != DLOCK_OK)
+		return rc;
+	for (;;) {
+		bool watching = false;
+
+		if (!children) {
+			/* The watch is set by the listing, so no change after it
+			 * is missed. */
+			dlock__zk_watch_add(s, l->dir, a->waiter);
+			watching = true;
+			rc = children_of(a, s, l->dir, true, &children);
+		}
+		if (rc == DLOCK_OK && !listed(children, l->name)) {
+			/* Deleted by someone else while we waited: lease again. */
+			dlock__log(a->b->logger, DLOCK_LOG_WARNING, "%s: lease node %s vanished; taking "
+			           "another", a->b->label, l->path);
+			g_strfreev(children);
+			children = NULL;
+			dlock__zk_attempt_forget(l);
+			rc = dlock__zk_attempt_create(l, s, &children);
+			if (watching)
+				dlock__zk_watch_remove(s, l->dir, a->waiter);
+			if (rc != DLOCK_OK)
+				return rc;
+			continue;
+		}
+		if (rc == DLOCK_OK && count_of(children) <= permits) {
+			g_strfreev(children);
+			if (watching)
+				dlock__zk_watch_remove(s, l->dir, a->waiter);
+			return DLOCK_OK;
+		}
+		g_strfreev(children);
+		children = NULL;
+		if (rc == DLOCK_OK && a->wait_ms == 0)
+			rc = dlock__error_busy(a->resource);
+		else if (rc == DLOCK_OK && watching)
+			rc = await_change(a, s, l->dir);
+		if (watching)
+			dlock__zk_watch_remove(s, l->dir, a->waiter);
+		if (rc != DLOCK_OK)
+			return rc;
+	}
+}
+
+/* A queue in dir/part (the mutex, or the leases), for the acquire a. */
+static void sub_attempt(const zk_attempt *a, const char *part, bool lease, zk_attempt *ret)
+{
+	*ret = *a;
+	ret->dir = g_strconcat(a->dir, part, NULL);
+	ret->uuid = dlock__zk_uuid_new();
+	ret->path = NULL;
+	ret->name = NULL;
+	ret->unsure = false;
+	ret->lease = lease;
+}
+
+static void sub_attempt_clear(zk_attempt *sub)
+{
+	g_free(sub->dir);
+	g_free(sub->uuid);
+	g_free(sub->path);
+}
+
+/* After one attempt on s: the mutex node goes in any case (waiting for
+ * the delete, bounded, so the next acquirer is not held up by our
+ * background); the lease stays only when granted. */
+static void finish_attempt(dlock__backend *b, zk_session *s, zk_attempt *m, zk_attempt *l, int rc)
+{
+	if (m->path)
+		dlock__zk_delete_node(b, s, m->path, true);
+	else if (m->unsure)
+		dlock__zk_attempt_sweep(m, s);
+	if (rc != DLOCK_OK && rc != AGAIN) {
+		if (l->path)
+			dlock__zk_delete_node(b, s, l->path, rc == DLOCK_EBUSY);
+		else if (l->unsure)
+			dlock__zk_attempt_sweep(l, s);
+	}
+	dlock__zk_attempt_forget(m);
+}
+
+int dlock__zk_semaphore_acquire(dlock__backend *b, zk_attempt *a)
+{
+	uint32_t permits = dlock__hold_permits(a->hold);
+	zk_attempt m, l;
+	bool first = true;
+	int rc;
+
+	sub_attempt(a, LOCKS, false, &m);
+	sub_attempt(a, LEASES, true, &l);
+	for (;;) {
+		int64_t until = first ? MIN(a->deadline_us, dlock__mono_us() + b->connect_timeout_ms * 1000)
+		                      : a->deadline_us;
+		zk_session *s;
+
+		if (dlock__waiter_canceled(a->waiter)) {
+			rc = dlock__zk_attempt_failed(a, DLOCK_ECANCELED);
+			break;
+		}
+		rc = dlock__zk_session_get(b, a->waiter, until, &s);
+		if (rc == DLOCK_EUNAVAILABLE && !first && a->wait_ms != 0)
+			rc = dlock__zk_attempt_failed(a, DLOCK_ETIMEDOUT);
+		else if (rc == DLOCK_ECANCELED)
+			rc = dlock__zk_attempt_failed(a, rc);
+		if (rc != DLOCK_OK)
+			break;
+		first = false;
+		dlock__zk_session_add_waiter(s, a->waiter);
+		rc = dlock__zk_attempt_run(&m, s);
+		if (rc == DLOCK_OK)
+			rc = take_lease(a, &m, &l, s, permits);
+		dlock__zk_session_remove_waiter(s, a->waiter);
+		if (rc == DLOCK_OK && !dlock__zk_grant(a->hold, s, l.path, l.czxid))
+			rc = AGAIN;
+		finish_attempt(b, s, &m, &l, rc);
+		dlock__zk_session_unref(s);
+		if (rc != AGAIN)
+			break;
+		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: session ended while acquiring a permit of '%s'; "
+		           "retrying", b->label, a->resource);
+		dlock__zk_attempt_forget(&l);
+	}
+	sub_attempt_clear(&m);
+	sub_attempt_clear(&l);
+	return rc;
+}
+
+int dlock__zk_semaphore_guard(dlock__backend *b, zk_attempt *a, zk_session *s)
+{
+	char *parent = g_strndup(a->dir, strlen(a->dir) - strlen(LEASES));
+	zk_call *get = dlock__zk_call_new(s, CALL_GET, a->waiter);
+	uint32_t stored = 0;
+	int zrc = ZOK, rc;
+
+	dlock__zk_get(get, parent, false);
+	rc = answer(a, s, get, &zrc);
+	if (rc == DLOCK_OK && zrc == ZOK)
+		stored = parse_permits(get->data);
+	dlock__zk_call_unref(get);
+	if (rc == DLOCK_OK && stored)
+		rc = dlock__error(DLOCK_EINVAL, "lock '%s' would sit among the leases of a semaphore of %"
+		                  PRIu32 " permits on '%.*s' (%s keeps them): use another name",
+		                  a->resource, stored, (int)(strlen(a->resource) - strlen(LEASES)),
+		                  a->resource, a->dir);
+	g_free(parent);
+	return rc;
+}
+
+/* Read the data of path into *ret (NULL when gone). */
+static int read_data(dlock__backend *b, zk_session *s, dlock__waiter *w, const char *path,
+                     int64_t deadline_us, char **ret, int64_t *ret_czxid)
+{
+	zk_call *call = dlock__zk_call_new(s, CALL_GET, w);
+	int rc = DLOCK_OK;
+
+	*ret = NULL;
+	dlock__zk_get(call, path, false);
+	if (dlock__zk_call_wait(call, deadline_us) != DLOCK_OK) {
+		dlock__zk_call_abandon(call);
+		return dlock__error(DLOCK_EUNAVAILABLE, "%s: no answer to the query of %s", b->label, path);
+	}
+	if (call->rc == ZOK) {
+		*ret = g_strdup(call->data);
+		if (ret_czxid)
+			*ret_czxid = call->stat.czxid;
+	} else if (call->rc != ZNONODE) {
+		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: query of %s: %s", b->label, path,
+		                  dlock__zk_strerror(call->rc));
+	}
+	dlock__zk_call_unref(call);
+	return rc;
+}
+
+int dlock__zk_semaphore_query(dlock__backend *b, zk_session *s, dlock__waiter *w, const char *dir,
+                              int64_t deadline_us, dlock__server_info *ret)
+{
+	char *leases = g_strconcat(dir, LEASES, NULL);
+	zk_call *call = dlock__zk_call_new(s, CALL_CHILDREN, w);
+	char *data = NULL;
+	char **names = NULL;
+	int rc;
+
+	dlock__zk_get_children(call, leases);
+	if (dlock__zk_call_wait(call, deadline_us) != DLOCK_OK) {
+		dlock__zk_call_abandon(call);
+		g_free(leases);
+		return dlock__error(DLOCK_EUNAVAILABLE, "%s: no answer to the query of %s", b->label, leases);
+	}
+	if (call->rc == ZOK && call->children) {
+		names = call->children;
+		call->children = NULL;
+	}
+	dlock__zk_call_unref(call);
+	rc = read_data(b, s, w, dir, deadline_us, &data, NULL);
+	if (rc == DLOCK_OK && names && names[0]) {
+		ret->permits = parse_permits(data);
+		ret->readers = g_ptr_array_new_with_free_func(g_free);
+		for (size_t i = 0; rc == DLOCK_OK && names[i]; i++) {
+			char *path = g_strconcat(leases, "/", names[i], NULL);
+			char *record = NULL;
+			int64_t czxid = 0;
+
+			rc = read_data(b, s, w, path, deadline_us, &record, &czxid);
+			if (record) {
+				g_ptr_array_add(ret->readers, record);
+				ret->fencing_token = MAX(ret->fencing_token, (uint64_t)czxid);
+			}
+			g_free(path);
+		}
+		ret->locked = ret->shared = ret->readers->len > 0;
+	}
+	g_strfreev(names);
+	g_free(data);
+	g_free(leases);
+	return rc;
+}
