@@ -27,6 +27,10 @@
  *                     and client CPU time
  *   mode-fifo.c       grant order against arrival order
  *   mode-redlock.c    Redlock beside one master and beside both floors
+ *   mode-semaphore.c  a semaphore's permit beside the mutex and its floor;
+ *                     N permits under 2N contenders
+ *   mode-failover.c   an election's leader killed, or resigning: the
+ *                     time without a leader
  *
  * Nothing here pins threads or processes: scripts/bench.sh does (taskset).
  */
@@ -295,6 +299,8 @@ int bench_waiters(const bench_opts *o);
 int bench_fifo(const bench_opts *o);
 int bench_readers(const bench_opts *o);
 int bench_redlock(const bench_opts *o);
+int bench_semaphore(const bench_opts *o);
+int bench_failover(const bench_opts *o);
 /* A READ handle on resource, tried once (taken and released); NULL when
  * the backend has no shared holds. */
 dlock_lock *bench_read_handle(dlock_client *client, const char *resource);
@@ -305,5 +311,6 @@ int bench_handoff_worker(int argc, char **argv);
 int bench_handoff_floor_worker(int argc, char **argv);
 int bench_waiters_worker(int argc, char **argv);
 int bench_fifo_worker(int argc, char **argv);
+int bench_failover_worker(int argc, char **argv);
 
 #endif /* DLOCK_BENCH_H */

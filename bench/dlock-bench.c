@@ -47,8 +47,14 @@ static void usage(FILE *out)
 	      "              master alone, the Redlock floor with and without its fencing round,\n"
 	      "              the single-master floor and the round trips, interleaved as latency;\n"
 	      "              ratio redlock/single and the fencing round's cost\n"
-	      "\n"
-	      "URI (what dlock_client_new() gets; the floor follows from the scheme):\n"
+	      "  semaphore   a permit of a semaphore of 4 beside the mutex and its floor, interleaved\n"
+	      "              as latency (ratio semaphore/mutex); then 4 permits under 8 threads for\n"
+	      "              --seconds holding --hold us: acquisitions/s, the most holders at once\n"
+	      "  failover    an election: its leader in another process killed (SIGKILL) while a\n"
+	      "              participant waits, and a leader resigning: time to the next leader,\n"
+	      "              --count rounds of each (default 5)\n"
+	      "\n", out);
+	fputs("URI (what dlock_client_new() gets; the floor follows from the scheme):\n"
 	      "  redis://HOST:PORT            floor: SET NX PX + compare-and-delete EVALSHA, and\n"
 	      "                               fenced (SET NX PX + INCR in one EVALSHA); PING\n"
 	      "  redis://HOST:PORT,HOST:PORT[,...]  (Redlock) floor: dlock's Redlock scripts sent to\n"
@@ -69,10 +75,10 @@ static void usage(FILE *out)
 	      "  --threads T     throughput: threads per process [4]\n"
 	      "  --procs P       throughput: processes [1]\n"
 	      "  --resources R   throughput: resources the threads spread over [4]\n"
-	      "  --seconds S     throughput: measured seconds, after a 1 s warm-up [5]\n"
+	      "  --seconds S     throughput, semaphore: measured seconds, after a 1 s warm-up [5]\n"
 	      "  --waiters LIST  waiters: comma-separated waiter counts [1,4,16,64]; fifo: [16];\n"
 	      "                  readers: reader counts [1,16,64]\n"
-	      "  --hold-us N     waiters: how long each holder keeps the lock [1000]\n"
+	      "  --hold-us N     waiters, semaphore: how long each holder keeps the lock [1000]\n"
 	      "  --label NAME    the backend's name in results [redis, zk or file]\n"
 	      "  --json FILE     append one JSON object per result to FILE (JSON Lines):\n"
 	      "                  {\"mode\":..,\"backend\":..,\"subject\":\"dlock|floor|rtt|...\",...}\n"
@@ -156,6 +162,8 @@ int main(int argc, char **argv)
 		return bench_waiters_worker(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "fifo-waiter") == 0)
 		return bench_fifo_worker(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "failover-leader") == 0)
+		return bench_failover_worker(argc - 1, argv + 1);
 	parse_waiters("1,4,16,64", &o);
 
 	while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1 || optind < argc) {
@@ -222,6 +230,16 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(o.mode, "throughput") == 0)
 		return bench_throughput(&o);
+	if (strcmp(o.mode, "semaphore") == 0) {
+		if (o.count < 0)
+			o.count = 1000;
+		return bench_semaphore(&o);
+	}
+	if (strcmp(o.mode, "failover") == 0) {
+		if (o.count < 0)
+			o.count = 5;
+		return bench_failover(&o);
+	}
 	if (strcmp(o.mode, "handoff") == 0) {
 		if (o.count < 0)
 			o.count = 200;

@@ -48,6 +48,7 @@ from bench_results import (handoff, latency, num, ratio, select,  # noqa: E402
 import bench_issue11  # noqa: E402
 import bench_issue12  # noqa: E402
 import bench_issue13  # noqa: E402
+import bench_issue14  # noqa: E402
 
 BACKENDS = ["redis", "zk", "zk3", "file"]
 BACKEND_TITLES = {
@@ -552,6 +553,7 @@ def render(path):
     md += bench_issue11.section(res)
     md += bench_issue12.section(res)
     md += bench_issue13.section(res)
+    md += bench_issue14.section(res)
 
     rows, why = targets(res, notes_by_peer)
     md.append("\n## Targets (issue #5)\n")

@@ -6,7 +6,8 @@
 # Builds dlock-bench, starts throwaway servers on free loopback ports — one
 # redis-server, three more as Redlock masters, one ZooKeeper server, one
 # 3-node ZooKeeper ensemble — and a file-backend directory, then runs every
-# mode of dlock-bench (latency, handoff, throughput, waiters, fifo, readers)
+# mode of dlock-bench (latency, handoff, throughput, waiters, fifo, readers,
+# semaphore, failover)
 # on each (on Redlock: the redlock mode and handoff), and the peer drivers of
 # bench/peers/ (redis-py and tooz on Redis; kazoo and Curator on
 # ZooKeeper) on the same servers with the same counts.  Writes
@@ -70,6 +71,7 @@ if ((quick)); then
 	waiter_handoffs=40
 	fifo_waiters=8 fifo_trials=1
 	reader_list=1,16 reader_pairs=100
+	failovers=1
 else
 	outer_rounds=2
 	lat_redis=(10 1000 1000) lat_zk=(5 300 1000) lat_file=(10 2000 1000)
@@ -80,6 +82,7 @@ else
 	waiter_handoffs=300
 	fifo_waiters=16 fifo_trials=3
 	reader_list=1,16,64 reader_pairs=1000
+	failovers=5
 fi
 waiter_list=1,4,16,64
 
@@ -157,6 +160,9 @@ uri[zk]="zk://127.0.0.1:$zk_port"
 uri[zk3]="zk://127.0.0.1:${zk3_ports[0]},127.0.0.1:${zk3_ports[1]},127.0.0.1:${zk3_ports[2]}"
 uri[file]="file://$files"
 uri[redlock]="redis://127.0.0.1:${rl_ports[0]},127.0.0.1:${rl_ports[1]},127.0.0.1:${rl_ports[2]}"
+# An election's failover waits out a lease or a session: short ones.
+uri[redis-ttl2s]="${uri[redis]}?ttl=2s"
+uri[zk-session4s]="${uri[zk]}?session-timeout=4s"
 server[redis]="127.0.0.1:$redis_port"
 server[zk]="127.0.0.1:$zk_port"
 server[zk3]="127.0.0.1:${zk3_ports[0]},127.0.0.1:${zk3_ports[1]},127.0.0.1:${zk3_ports[2]}"
@@ -302,6 +308,20 @@ for b in "${backends[@]}"; do
 	run_dlock 1 readers "$b" --waiters "$reader_list" --count "$reader_pairs" --seconds "$tp_seconds"
 done
 
+# Semaphores (issue #14): a permit of 4 beside the mutex and its floor,
+# interleaved; then 4 permits under 8 threads.
+for b in "${backends[@]}"; do
+	read -r rounds count warmup <<<"$(latency_args "$b")"
+	run_dlock 1 semaphore "$b" --rounds "$rounds" --count "$count" --warmup "$warmup" \
+		--seconds "$tp_seconds"
+done
+
+# Election failover (issue #14): a leader killed (lease, session, kernel)
+# and a leader resigning, to the next leader.
+for b in redis-ttl2s zk-session4s file; do
+	run_dlock 1 failover "$b" --count "$failovers"
+done
+
 log "measured in $((SECONDS - start_time)) s"
 
 # ---- report ------------------------------------------------------------------
@@ -319,6 +339,8 @@ $PY "$report" build --lines "$results" --notes "$notes" --out "$out_dir" \
 	--setting "waiters=$waiter_list, $waiter_handoffs handoffs each, hold 1 ms" \
 	--setting "fifo=$fifo_waiters waiter processes, $fifo_trials trials" \
 	--setting "readers=$reader_list readers, $reader_pairs read pairs each, mix $tp_seconds s" \
+	--setting "semaphore=4 permits, rounds and pairs as latency; 8 threads $tp_seconds s, hold 1 ms" \
+	--setting "failover=$failovers rounds each; Redis ttl 2 s, ZooKeeper session timeout 4 s" \
 	--setting "zookeeper=tickTime 2000, JVM -Xms32m -Xmx256m -XX:+UseSerialGC"
 log "wrote $out_dir/results.json, results.md and plots"
 exit "$failed"
