@@ -198,15 +198,6 @@ static void test_second_campaign_is_refused_and_cancel_ends_the_first(void **sta
 	dlock_client_free(other);
 }
 
-static int worker_main(int argc, char **argv)
-{
-	if (argc >= 6 && strcmp(argv[2], "elect") == 0)
-		return test_election_worker(argv + 3);
-	if (argc >= 9 && strcmp(argv[2], "counter") == 0)
-		return test_exclusion_worker(argv + 3);
-	return 2;
-}
-
 static int setup(void **state)
 {
 	test_file_dir_make("dlock-file-elect", &dir, &uri);
@@ -236,6 +227,6 @@ int main(int argc, char **argv)
 
 	test_init(argv[0]);
 	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
-		return worker_main(argc, argv);
+		return test_election_worker_main(argc, argv);
 	return cmocka_run_group_tests_name("file-election", tests, setup, teardown);
 }

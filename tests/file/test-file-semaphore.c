@@ -100,15 +100,6 @@ static void test_permits_setter_and_owner_checks(void **state)
 	dlock_client_free(client);
 }
 
-static int worker_main(int argc, char **argv)
-{
-	if (argc >= 10 && strcmp(argv[2], "permits") == 0)
-		return test_permits_worker(argv + 3);
-	if (argc >= 6 && strcmp(argv[2], "permit-hold") == 0)
-		return test_permit_hold_worker(argv + 3);
-	return 64;
-}
-
 static int setup(void **state)
 {
 	test_file_dir_make("dlock-file-sem", &dir, &uri);
@@ -135,6 +126,6 @@ int main(int argc, char **argv)
 
 	test_init(argv[0]);
 	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
-		return worker_main(argc, argv);
+		return test_permits_worker_main(argc, argv);
 	return cmocka_run_group_tests_name("file-semaphore", tests, setup, teardown);
 }

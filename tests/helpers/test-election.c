@@ -15,6 +15,7 @@
 
 #include "dlock.h"
 #include "test-election.h"
+#include "test-exclusion.h"
 #include "test-util.h"
 
 /* How long an expected event may take to arrive, before slack. */
@@ -320,4 +321,13 @@ void test_election_freeze(const char *uri, const char *name, void (*freeze)(void
 	assert_int_equal(dlock_election_resign(m.e), DLOCK_OK);
 	expect_event(&m, "resigned:frozen", false);
 	member_free(&m);
+}
+
+int test_election_worker_main(int argc, char **argv)
+{
+	if (argc >= 6 && strcmp(argv[2], "elect") == 0)
+		return test_election_worker(argv + 3);
+	if (argc >= 9 && strcmp(argv[2], "counter") == 0)
+		return test_exclusion_worker(argv + 3);
+	return 64;
 }

@@ -17,6 +17,11 @@
  */
 int test_election_worker(char **argv);
 
+/* The worker side of an election suite's main: "PROGRAM --worker KIND
+ * ARGS..." with KIND elect (test_election_worker) or counter (the
+ * exclusion check's, test-exclusion.h); 64 for anything else. */
+int test_election_worker_main(int argc, char **argv);
+
 /*
  * Three participants, each with a client of its own, and an observer:
  * the first leads, the others wait (a try is DLOCK_EBUSY); each

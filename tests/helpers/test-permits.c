@@ -385,3 +385,12 @@ int64_t test_permits_killed_holder(const char *uri, const char *resource, int64_
 	owner_close(&waiter);
 	return took;
 }
+
+int test_permits_worker_main(int argc, char **argv)
+{
+	if (argc >= 10 && strcmp(argv[2], "permits") == 0)
+		return test_permits_worker(argv + 3);
+	if (argc >= 6 && strcmp(argv[2], "permit-hold") == 0)
+		return test_permit_hold_worker(argv + 3);
+	return 64;
+}

@@ -39,6 +39,10 @@ void test_permits_run(const char *uri, const char *resource, uint32_t permits, i
  */
 int test_permit_hold_worker(char **argv);
 
+/* The worker side of a semaphore suite's main: "PROGRAM --worker KIND
+ * ARGS..." with KIND permits or permit-hold; 64 for anything else. */
+int test_permits_worker_main(int argc, char **argv);
+
 /*
  * The checks of a semaphore of 3 on resource, each participant with a
  * client of its own: 3 hold at once and a 4th try is DLOCK_EBUSY; the

@@ -114,15 +114,6 @@ static void test_no_key_of_this_suite_remains(void **state)
 	assert_int_equal(test_redis_leftover_keys(server, "dlock:{elect/"), 0);
 }
 
-static int worker_main(int argc, char **argv)
-{
-	if (argc >= 6 && strcmp(argv[2], "elect") == 0)
-		return test_election_worker(argv + 3);
-	if (argc >= 9 && strcmp(argv[2], "counter") == 0)
-		return test_exclusion_worker(argv + 3);
-	return 2;
-}
-
 static int setup(void **state)
 {
 	server = test_redis_start(NULL, NULL, false);
@@ -151,6 +142,6 @@ int main(int argc, char **argv)
 
 	test_init(argv[0]);
 	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
-		return worker_main(argc, argv);
+		return test_election_worker_main(argc, argv);
 	return test_finish(cmocka_run_group_tests_name("redis-election", tests, setup, teardown));
 }

@@ -342,15 +342,6 @@ static void test_no_key_of_this_suite_remains_on_any_master(void **state)
 	assert_int_equal(test_redlock_leftover_keys(rl, "dlock:{rl/"), 0);
 }
 
-static int worker_main(int argc, char **argv)
-{
-	if (argc >= 9 && strcmp(argv[2], "counter") == 0)
-		return test_exclusion_worker(argv + 3);
-	if (argc >= 6 && strcmp(argv[2], "elect") == 0)
-		return test_election_worker(argv + 3);
-	return 64;
-}
-
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -373,7 +364,7 @@ int main(int argc, char **argv)
 
 	test_init(argv[0]);
 	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
-		return worker_main(argc, argv);
+		return test_election_worker_main(argc, argv);
 	return test_finish(cmocka_run_group_tests_name("redis-redlock", tests, test_redlock_suite_setup,
 	                                               test_redlock_suite_teardown));
 }

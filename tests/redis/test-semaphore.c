@@ -125,15 +125,6 @@ static void test_no_key_of_this_suite_remains(void **state)
 	assert_int_equal(test_redis_leftover_keys(server, "dlock:{sem/"), 0);
 }
 
-static int worker_main(int argc, char **argv)
-{
-	if (argc >= 10 && strcmp(argv[2], "permits") == 0)
-		return test_permits_worker(argv + 3);
-	if (argc >= 6 && strcmp(argv[2], "permit-hold") == 0)
-		return test_permit_hold_worker(argv + 3);
-	return 64;
-}
-
 static int setup(void **state)
 {
 	server = test_redis_start(NULL, NULL, false);
@@ -161,6 +152,6 @@ int main(int argc, char **argv)
 
 	test_init(argv[0]);
 	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
-		return worker_main(argc, argv);
+		return test_permits_worker_main(argc, argv);
 	return test_finish(cmocka_run_group_tests_name("redis-semaphore", tests, setup, teardown));
 }

@@ -217,15 +217,6 @@ static void test_nothing_is_left_on_the_server(void **state)
 	assert_int_equal(test_zk_leftover_nodes(zk, "/dlock"), 0);
 }
 
-static int worker_main(int argc, char **argv)
-{
-	if (argc >= 6 && strcmp(argv[2], "elect") == 0)
-		return test_election_worker(argv + 3);
-	if (argc >= 9 && strcmp(argv[2], "counter") == 0)
-		return test_exclusion_worker(argv + 3);
-	return 2;
-}
-
 static int setup(void **state)
 {
 	char *suffix = g_strdup_printf("?session-timeout=%dms", SESSION_MS);
@@ -259,6 +250,6 @@ int main(int argc, char **argv)
 
 	test_init(argv[0]);
 	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
-		return worker_main(argc, argv);
+		return test_election_worker_main(argc, argv);
 	return test_zk_finish(cmocka_run_group_tests_name("zk-election", tests, setup, teardown));
 }

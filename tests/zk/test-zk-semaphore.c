@@ -191,15 +191,6 @@ static void test_nothing_is_left_on_the_server(void **state)
 	assert_int_equal(test_zk_leftover_nodes(zk, "/dlock"), 0);
 }
 
-static int worker_main(int argc, char **argv)
-{
-	if (argc >= 10 && strcmp(argv[2], "permits") == 0)
-		return test_permits_worker(argv + 3);
-	if (argc >= 6 && strcmp(argv[2], "permit-hold") == 0)
-		return test_permit_hold_worker(argv + 3);
-	return 64;
-}
-
 static int setup(void **state)
 {
 	char *suffix = g_strdup_printf("?session-timeout=%dms", SESSION_MS);
@@ -231,6 +222,6 @@ int main(int argc, char **argv)
 
 	test_init(argv[0]);
 	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
-		return worker_main(argc, argv);
+		return test_permits_worker_main(argc, argv);
 	return test_zk_finish(cmocka_run_group_tests_name("zk-semaphore", tests, setup, teardown));
 }
