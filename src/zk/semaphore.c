@@ -9,19 +9,21 @@
  *   <root>/<R>          N as decimal text in its data (kazoo's max_leases)
  *
  * An acquire takes the internal mutex (zk_attempt on the locks node, as a
- * lock's acquire queues), agrees on N, creates its lease, and lists the
- * leases: if there are at most N it holds a permit; otherwise it waits
- * for the leases to change (a child watch), still holding the mutex, and
- * looks again.  Either way it gives the mutex up before returning.  So
- * only the mutex holder watches the leases, and the others queue on the
- * mutex, each watching its predecessor: a release wakes one acquirer.
- * Like Curator, it counts every child of the leases node.
+ * lock's acquire queues), then creates its lease, lists the leases and
+ * reads N in one round trip, and agrees on N: if there are at most N
+ * leases it holds a permit; otherwise it waits for the leases to change
+ * (a child watch), still holding the mutex, and looks again.  Either way
+ * it gives the mutex up before returning.  So only the mutex holder
+ * watches the leases, and the others queue on the mutex, each watching
+ * its predecessor: a release wakes one acquirer.  Like Curator, it counts
+ * every child of the leases node.
  *
  * The agreement on N (under the mutex): the number in <R>'s data, if
- * any, must be ours while any lease exists or anyone else queues on the
- * mutex (DLOCK_EINVAL naming both); otherwise ours is written, by a
- * conditional set on the version read.  Curator with a plain maxLeases
- * writes no number, and dlock takes one that is missing as agreement.
+ * any, must be ours while any lease but ours exists or anyone else queues
+ * on the mutex (DLOCK_EINVAL naming both, and our lease is deleted);
+ * otherwise ours is written, by a conditional set on the version read.
+ * Curator with a plain maxLeases writes no number, and dlock takes one
+ * that is missing as agreement.
  *
  * The lease is the hold: its session's states are the hold's, its czxid
  * the fencing token, and the release deletes it (acquire.c).
@@ -50,15 +52,11 @@ static uint32_t parse_permits(const char *data)
 	return *end == '\0' && value <= DLOCK_PERMITS_MAX ? (uint32_t)value : 0;
 }
 
-/* Send call and take its answer's code: DLOCK_OK with *ret_zrc, AGAIN
- * when the session ended, or the failed wait; a connection loss is waited
+/* Take the code of call's answer, which has come: DLOCK_OK with
+ * *ret_zrc, or AGAIN when the session ended; a connection loss is waited
  * out and *ret_zrc is then ZCONNECTIONLOSS (the caller asks again). */
-static int answer(zk_attempt *a, zk_session *s, zk_call *call, int *ret_zrc)
+static int answered(zk_attempt *a, zk_session *s, zk_call *call, int *ret_zrc)
 {
-	int rc = dlock__zk_attempt_await(a, call);
-
-	if (rc != DLOCK_OK)
-		return rc;
 	*ret_zrc = call->rc;
 	if (dlock__zk_rc_session_ended(call->rc))
 		return AGAIN;
@@ -67,6 +65,15 @@ static int answer(zk_attempt *a, zk_session *s, zk_call *call, int *ret_zrc)
 		return dlock__zk_attempt_reconnect(a, s);
 	}
 	return DLOCK_OK;
+}
+
+/* Wait for call's answer and take its code, as answered(), or the failed
+ * wait. */
+static int answer(zk_attempt *a, zk_session *s, zk_call *call, int *ret_zrc)
+{
+	int rc = dlock__zk_attempt_await(a, call);
+
+	return rc == DLOCK_OK ? answered(a, s, call, ret_zrc) : rc;
 }
 
 /* The children of path (ZNONODE: none), with a child watch when watch. */
@@ -100,22 +107,42 @@ static guint count_of(char **names)
 	return g_strv_length(names);
 }
 
-/* Under the internal mutex: agree on permits with <R>'s data (a->dir). */
-static int agree(zk_attempt *a, zk_session *s, uint32_t permits, const char *locks, const char *leases)
+/* Whether name is among names. */
+static bool listed(char **names, const char *name)
+{
+	for (size_t i = 0; names[i]; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Under the internal mutex: agree on permits with <R>'s data (a->dir).
+ * get is a read of it already sent, or NULL; it is used up.  own is our
+ * lease's name when it exists already, which is not someone else's use.
+ */
+static int agree(zk_attempt *a, zk_session *s, uint32_t permits, const char *locks, const char *leases,
+                 zk_call *get, const char *own)
 {
 	char text[16];
 
 	g_snprintf(text, sizeof(text), "%" PRIu32, permits);
 	for (;;) {
-		zk_call *get = dlock__zk_call_new(s, CALL_GET, a->waiter);
 		char **held = NULL, **queued = NULL;
 		uint32_t stored = 0;
 		int32_t version = 0;
 		int zrc = ZOK, rc;
 		bool in_use;
 
-		dlock__zk_get(get, a->dir, false);
-		rc = answer(a, s, get, &zrc);
+		if (!get) {
+			get = dlock__zk_call_new(s, CALL_GET, a->waiter);
+			dlock__zk_get(get, a->dir, false);
+			rc = answer(a, s, get, &zrc);
+		} else if (dlock__zk_call_attach(get, a->waiter)) {
+			rc = answered(a, s, get, &zrc);
+		} else {
+			rc = answer(a, s, get, &zrc);
+		}
 		if (rc == DLOCK_OK && zrc == ZOK) {
 			stored = parse_permits(get->data);
 			version = get->stat.version;
@@ -123,6 +150,7 @@ static int agree(zk_attempt *a, zk_session *s, uint32_t permits, const char *loc
 			rc = dlock__zk_attempt_unexpected(a, zrc, "read", a->dir);
 		}
 		dlock__zk_call_unref(get);
+		get = NULL;
 		if (rc != DLOCK_OK)
 			return rc;
 		if (zrc == ZCONNECTIONLOSS)
@@ -132,7 +160,8 @@ static int agree(zk_attempt *a, zk_session *s, uint32_t permits, const char *loc
 		if ((rc = children_of(a, s, leases, false, &held)) == DLOCK_OK)
 			rc = children_of(a, s, locks, false, &queued);
 		/* Anyone but us on the mutex waits with some N. */
-		in_use = rc == DLOCK_OK && (count_of(held) > 0 || count_of(queued) > 1);
+		in_use = rc == DLOCK_OK &&
+		         (count_of(held) > (own && listed(held, own) ? 1u : 0u) || count_of(queued) > 1);
 		g_strfreev(held);
 		g_strfreev(queued);
 		if (rc != DLOCK_OK)
@@ -154,15 +183,6 @@ static int agree(zk_attempt *a, zk_session *s, uint32_t permits, const char *loc
 			return dlock__zk_attempt_unexpected(a, zrc, "record the permits of", a->dir);
 		/* Changed meanwhile, or the answer lost: read again. */
 	}
-}
-
-/* Whether name is among names. */
-static bool listed(char **names, const char *name)
-{
-	for (size_t i = 0; names[i]; i++)
-		if (strcmp(names[i], name) == 0)
-			return true;
-	return false;
 }
 
 /* Sleep until the watch on path fires, the session's state changes, or
@@ -189,17 +209,29 @@ static int await_change(zk_attempt *a, zk_session *s, const char *path)
 	}
 }
 
-/* Holding the mutex: agree on N, make our lease (l), and wait until the
- * leases are at most N. */
+/*
+ * Holding the mutex: make our lease (l), agree on N, and wait until the
+ * leases are at most N.  The read of N goes out just ahead of the
+ * lease's create and listing, all three answered in one round trip; a
+ * lease made and then refused for its N is deleted by the caller before
+ * anyone else holds the mutex to count it.
+ */
 static int take_lease(zk_attempt *a, zk_attempt *m, zk_attempt *l, zk_session *s, uint32_t permits)
 {
 	char **children = NULL;
+	zk_call *get = dlock__zk_call_new(s, CALL_GET, NULL);
 	int rc;
 
-	if ((rc = agree(a, s, permits, m->dir, l->dir)) != DLOCK_OK)
+	dlock__zk_get(get, a->dir, false);
+	if (!l->path && (rc = dlock__zk_attempt_create(l, s, &children)) != DLOCK_OK) {
+		dlock__zk_call_abandon(get);
+		dlock__zk_call_unref(get);
 		return rc;
-	if (!l->path && (rc = dlock__zk_attempt_create(l, s, &children)) != DLOCK_OK)
+	}
+	if ((rc = agree(a, s, permits, m->dir, l->dir, get, l->name)) != DLOCK_OK) {
+		g_strfreev(children);
 		return rc;
+	}
 	for (;;) {
 		bool watching = false;
 
@@ -262,21 +294,27 @@ static void sub_attempt_clear(zk_attempt *sub)
 	g_free(sub->path);
 }
 
-/* After one attempt on s: the mutex node goes in any case (waiting for
- * the delete, bounded, so the next acquirer is not held up by our
- * background); the lease stays only when granted. */
+/*
+ * After one attempt on s: the mutex node goes in any case, and the lease
+ * stays only when granted.  A failed attempt waits (bounded) for its
+ * deletes, so that it leaves nothing behind when it returns; a granted
+ * one does not wait for the mutex's: the delete is sent at once and
+ * retried across reconnects, the next acquirer is woken by it as soon as
+ * it lands, and anything this session sends later is applied after it.
+ */
 static void finish_attempt(dlock__backend *b, zk_session *s, zk_attempt *m, zk_attempt *l, int rc)
 {
-	if (m->path)
-		dlock__zk_delete_node(b, s, m->path, true);
-	else if (m->unsure)
-		dlock__zk_attempt_sweep(m, s);
+	/* The lease first, so that the next mutex holder does not count it. */
 	if (rc != DLOCK_OK && rc != AGAIN) {
 		if (l->path)
-			dlock__zk_delete_node(b, s, l->path, rc == DLOCK_EBUSY);
+			dlock__zk_delete_node(b, s, l->path, rc == DLOCK_EBUSY || rc == DLOCK_EINVAL);
 		else if (l->unsure)
 			dlock__zk_attempt_sweep(l, s);
 	}
+	if (m->path)
+		dlock__zk_delete_node(b, s, m->path, rc != DLOCK_OK);
+	else if (m->unsure)
+		dlock__zk_attempt_sweep(m, s);
 	dlock__zk_attempt_forget(m);
 }
 
