@@ -9,7 +9,8 @@ from bench_results import combine, num, ratio, select, table, times, us
 
 BACKENDS = ["redis", "zk", "zk3", "file"]
 FAILOVER = [("redis-ttl2s", "Redis, lease 2 s", "the lease (2 s) and a waiter's backoff (≤ 1 s)"),
-            ("zk-session4s", "ZooKeeper, session 4 s", "the session timeout (4 s)"),
+            ("zk-session4s", "ZooKeeper, session 4 s",
+             "the session timeout (4 s), which the server rounds up to its next tick (2 s)"),
             ("file", "file", "none: the kernel drops the lock; a waiter's nap (≤ 200 ms)")]
 
 
