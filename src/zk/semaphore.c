@@ -118,8 +118,8 @@ static bool listed(char **names, const char *name)
 
 /*
  * Under the internal mutex: agree on permits with <R>'s data (a->dir).
- * get is a read of it already sent, or NULL; it is used up.  own is our
- * lease's name when it exists already, which is not someone else's use.
+ * get is a read of it already sent; it is used up.  own is our lease's
+ * name, which is not someone else's use.
  */
 static int agree(zk_attempt *a, zk_session *s, uint32_t permits, const char *locks, const char *leases,
                  zk_call *get, const char *own)
@@ -161,7 +161,7 @@ static int agree(zk_attempt *a, zk_session *s, uint32_t permits, const char *loc
 			rc = children_of(a, s, locks, false, &queued);
 		/* Anyone but us on the mutex waits with some N. */
 		in_use = rc == DLOCK_OK &&
-		         (count_of(held) > (own && listed(held, own) ? 1u : 0u) || count_of(queued) > 1);
+		         (count_of(held) > (listed(held, own) ? 1u : 0u) || count_of(queued) > 1);
 		g_strfreev(held);
 		g_strfreev(queued);
 		if (rc != DLOCK_OK)
