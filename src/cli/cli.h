@@ -37,6 +37,8 @@ typedef struct cli_options {
 	int64_t wait_ms;
 	bool wait_given;
 	int64_t ttl_ms;
+	bool ttl_given;
+	const char *ttl_text; /* -t as given, for messages */
 	int busy_code;
 	bool on_lost_ignore;
 	bool shared;          /* -s: a READ hold; -x (the default): EXCLUSIVE */

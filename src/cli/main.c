@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +45,9 @@ static const char help_text[] =
 	"  -w, --wait DURATION   how long to wait for the lock: 250ms, 10s, 2m; a bare\n"
 	"                        number is seconds; 0 tries once (default: the\n"
 	"                        configuration's [defaults] wait, else forever)\n"
-	"  -t, --ttl DURATION    lease length on lease backends (Redis)\n"
+	"  -t, --ttl DURATION    lease length on Redis, 100ms to 7 days (default: the\n"
+	"                        backend's ttl, 30s); refused (78) on backends\n"
+	"                        without leases (ZooKeeper, file)\n"
 	"  -E, --busy-exit CODE  exit status when the lock is not acquired in time\n"
 	"                        (default 75)\n"
 	"  -s, --shared          a shared (read) hold: other -s runs share the lock,\n"
@@ -68,7 +71,8 @@ static const char help_text[] =
 	"\n"
 	"Exit status: COMMAND's (128+N if killed by signal N, or if signal N came\n"
 	"while waiting); 75 not acquired in time; 69 backend unavailable; 70 lock\n"
-	"lost; 78 configuration error; 64 usage error.\n"
+	"lost; 78 configuration error; 64 usage error (the message says what was\n"
+	"wrong).\n"
 	"\n"
 	"Examples:\n"
 	"  dlock run nightly-report -- ./report.sh\n"
@@ -79,10 +83,16 @@ static const char help_text[] =
 	"  dlock elect --id web-1 scheduler -- ./scheduler # one active scheduler\n"
 	"  dlock status --json nightly-report\n";
 
-static void die_usage(const char *fmt, const char *arg)
+/* Say what was wrong with the command line, then how it goes; exit 64. */
+__attribute__((format(printf, 1, 2), noreturn))
+static void die_usage(const char *fmt, ...)
 {
+	va_list ap;
+
 	fprintf(stderr, "dlock: ");
-	fprintf(stderr, fmt, arg);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
 	fprintf(stderr, "\n%s", usage_text);
 	exit(EXIT_USAGE);
 }
@@ -143,30 +153,114 @@ int cli_fail(int rc, const char *what, const cli_options *o)
 	return exit_for(rc, o);
 }
 
-static void parse_args(int argc, char **argv, bool run, cli_options *o)
+/* The subcommands an option belongs to. */
+enum {
+	FOR_RUN = 1 << 0,
+	FOR_ELECT = 1 << 1,
+	FOR_STATUS = 1 << 2,
+};
+
+static const struct option long_options[] = {
+	{ "config", required_argument, NULL, 'c' },
+	{ "backend", required_argument, NULL, 'b' },
+	{ "wait", required_argument, NULL, 'w' },
+	{ "ttl", required_argument, NULL, 't' },
+	{ "busy-exit", required_argument, NULL, 'E' },
+	{ "on-lost", required_argument, NULL, 'L' },
+	{ "shared", no_argument, NULL, 's' },
+	{ "exclusive", no_argument, NULL, 'x' },
+	{ "permits", required_argument, NULL, 'P' },
+	{ "json", no_argument, NULL, 'j' },
+	{ "id", required_argument, NULL, 'I' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* The option as the user should read its name, and where it applies. */
+static const struct {
+	int c;
+	const char *name;
+	unsigned where;
+	const char *where_text;
+} option_uses[] = {
+	{ 'w', "-w", FOR_RUN | FOR_ELECT, "run and elect" },
+	{ 't', "-t", FOR_RUN | FOR_ELECT, "run and elect" },
+	{ 'E', "-E", FOR_RUN | FOR_ELECT, "run and elect" },
+	{ 'L', "--on-lost", FOR_RUN | FOR_ELECT, "run and elect" },
+	{ 's', "-s", FOR_RUN, "run" },
+	{ 'x', "-x", FOR_RUN, "run" },
+	{ 'P', "--permits", FOR_RUN, "run" },
+	{ 'I', "--id", FOR_ELECT, "elect" },
+	{ 'j', "--json", FOR_STATUS, "status" },
+};
+
+/* Refuse option c in a subcommand it does not belong to. */
+static void check_applies(int c, unsigned subcommand)
 {
-	static const struct option long_options[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "backend", required_argument, NULL, 'b' },
-		{ "wait", required_argument, NULL, 'w' },
-		{ "ttl", required_argument, NULL, 't' },
-		{ "busy-exit", required_argument, NULL, 'E' },
-		{ "on-lost", required_argument, NULL, 'L' },
-		{ "shared", no_argument, NULL, 's' },
-		{ "exclusive", no_argument, NULL, 'x' },
-		{ "permits", required_argument, NULL, 'P' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "id", required_argument, NULL, 'I' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
+	for (size_t i = 0; i < sizeof(option_uses) / sizeof(option_uses[0]); i++)
+		if (option_uses[i].c == c && !(option_uses[i].where & subcommand))
+			die_usage("option %s applies to %s only", option_uses[i].name, option_uses[i].where_text);
+}
+
+/*
+ * What getopt_long() refused, said in the command's own words (its own
+ * messages would name "run" as the program).  arg is the element that
+ * held the option.
+ */
+static void die_bad_option(int c, const char *arg)
+{
+	bool is_long = strncmp(arg, "--", 2) == 0;
+	size_t name_len = is_long ? strcspn(arg, "=") : 0;
+
+	if (c == ':') {
+		if (is_long)
+			die_usage("option '%.*s' needs a value", (int)name_len, arg);
+		die_usage("option '-%c' needs a value", optopt);
+	}
+	if (!is_long)
+		die_usage("unknown option '-%c'", optopt);
+	for (const struct option *lo = long_options; lo->name; lo++) {
+		/* getopt takes an unambiguous prefix: --js for --json. */
+		if (strncmp(lo->name, arg + 2, name_len - 2) != 0)
+			continue;
+		if (lo->has_arg == no_argument && arg[name_len] == '=')
+			die_usage("option '--%s' takes no value", lo->name);
+		if (strlen(lo->name) != name_len - 2)
+			die_usage("option '%.*s' is ambiguous", (int)name_len, arg);
+	}
+	die_usage("unknown option '%.*s'", (int)name_len, arg);
+}
+
+/* A lease length: a duration above 0, which the library would take for
+ * "the backend's default"; the library checks the range. */
+static void parse_ttl(const char *text, cli_options *o)
+{
+	if (!parse_duration(text, &o->ttl_ms))
+		die_usage("-t: '%s' is not a duration (250ms, 10s, 2m)", text);
+	if (o->ttl_ms <= 0)
+		die_usage("-t: '%s' is not a lease length: leases last from 100ms to 7 days", text);
+	o->ttl_given = true;
+	o->ttl_text = text;
+}
+
+/* The options and operands of subcommand (FOR_RUN, _ELECT or _STATUS),
+ * from argv[1] on (argv[0] is the subcommand's name). */
+static void parse_args(int argc, char **argv, unsigned subcommand, cli_options *o)
+{
+	bool run = subcommand != FOR_STATUS;
 	int c;
 
-	/* '+': stop at the first non-option, so COMMAND's own options stay its. */
-	while ((c = getopt_long(argc, argv, "+c:b:w:t:E:sxh", long_options, NULL)) != -1) {
+	/* '+': stop at the first non-option, so COMMAND's own options stay its;
+	 * ':': a missing value comes back as ':', and opterr 0 keeps getopt's
+	 * own messages out (die_bad_option() says it). */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:c:b:w:t:E:sxh", long_options, NULL)) != -1) {
 		char *end;
 		long code;
 
+		if (c == '?' || c == ':')
+			die_bad_option(c, argv[optind - 1]);
+		check_applies(c, subcommand);
 		switch (c) {
 		case 'c':
 			o->config = optarg;
@@ -175,69 +269,92 @@ static void parse_args(int argc, char **argv, bool run, cli_options *o)
 			o->backend = optarg;
 			break;
 		case 'w':
-			if (!run || !parse_duration(optarg, &o->wait_ms))
-				die_usage(run ? "-w: '%s' is not a duration (250ms, 10s, 2m)" : "-w: '%s': run and elect only", optarg);
+			if (!parse_duration(optarg, &o->wait_ms))
+				die_usage("-w: '%s' is not a duration (250ms, 10s, 2m)", optarg);
 			o->wait_given = true;
 			break;
 		case 't':
-			if (!run || !parse_duration(optarg, &o->ttl_ms))
-				die_usage(run ? "-t: '%s' is not a duration (250ms, 10s, 2m)" : "-t: '%s': run and elect only", optarg);
+			parse_ttl(optarg, o);
 			break;
 		case 'E':
 			code = strtol(optarg, &end, 10);
-			if (!run || *end || end == optarg || code < 0 || code > 255)
+			if (*end || end == optarg || code < 0 || code > 255)
 				die_usage("-E: '%s' is not an exit status (0-255)", optarg);
 			o->busy_code = (int)code;
 			break;
 		case 'L':
-			if (!run || (strcmp(optarg, "term") != 0 && strcmp(optarg, "ignore") != 0))
+			if (strcmp(optarg, "term") != 0 && strcmp(optarg, "ignore") != 0)
 				die_usage("--on-lost: '%s' is neither term nor ignore", optarg);
 			o->on_lost_ignore = strcmp(optarg, "ignore") == 0;
 			break;
 		case 'I':
-			if (!o->elect)
-				die_usage("--id %s: elect only", optarg);
 			o->id = optarg;
 			break;
 		case 's':
 		case 'x':
-			if (!run || o->elect)
-				die_usage("-%s: run only", c == 's' ? "s" : "x");
 			o->shared = c == 's';
 			break;
 		case 'P':
 			code = strtol(optarg, &end, 10);
-			if (!run || o->elect || *end || end == optarg || code < 1 || code > (long)DLOCK_PERMITS_MAX)
-				die_usage(o->elect ? "--permits %s: run only"
-				                   : "--permits: '%s' is not a number of permits (1-65536)", optarg);
+			if (*end || end == optarg || code < 1 || code > (long)DLOCK_PERMITS_MAX)
+				die_usage("--permits: '%s' is not a number of permits (1-%u)", optarg,
+				          DLOCK_PERMITS_MAX);
 			o->permits = (uint32_t)code;
 			break;
 		case 'j':
-			if (run)
-				die_usage("--json%s: status only", "");
 			o->json = true;
 			break;
 		case 'h':
 			printf("%s\n%s", usage_text, help_text);
 			exit(0);
 		default:
-			fprintf(stderr, "%s", usage_text);
-			exit(EXIT_USAGE);
+			die_usage("option '%s' is not understood", argv[optind - 1]);
 		}
 	}
 	if (optind >= argc)
-		die_usage("no RESOURCE given%s", "");
+		die_usage("no RESOURCE given");
 	o->resource = argv[optind++];
 	if (!run) {
 		if (optind < argc)
-			die_usage("unexpected argument '%s'", argv[optind]);
+			die_usage("unexpected argument '%s' after RESOURCE '%s'", argv[optind], o->resource);
 		return;
 	}
-	if (optind >= argc || strcmp(argv[optind], "--") != 0)
-		die_usage("expected RESOURCE -- COMMAND [ARG...]%s", "");
+	if (optind >= argc)
+		die_usage("no -- COMMAND after RESOURCE '%s'", o->resource);
+	if (strcmp(argv[optind], "--") != 0)
+		die_usage("'%s' after RESOURCE '%s': expected -- and then COMMAND (options go before RESOURCE)",
+		          argv[optind], o->resource);
 	if (++optind >= argc)
-		die_usage("no COMMAND given after --%s", "");
+		die_usage("no COMMAND given after --");
+	if (!*argv[optind])
+		die_usage("COMMAND is an empty string");
 	o->command = argv + optind;
+}
+
+/*
+ * Whether the handle's backend keeps its holds as leases, which a TTL
+ * sets the length of: the Redis family (redis://, redis+unix:// and the
+ * like).  The library takes a TTL on every backend and ignores it where
+ * there are no leases, so that a program need not know where a resource
+ * is routed; the command refuses it there instead, as the backend
+ * refuses a ?ttl= in its URI, since a user who types -t expects it to
+ * mean something.
+ */
+static bool has_leases(const dlock_lock *lock)
+{
+	const char *uri = dlock_lock_backend_uri(lock);
+
+	return uri && strncmp(uri, "redis", 5) == 0;
+}
+
+/* Say that -t means nothing on the handle's backend; exit 78, as for a
+ * ?ttl= in its URI. */
+static int refuse_ttl(const dlock_lock *lock, const cli_options *o)
+{
+	fprintf(stderr, "dlock: %s: -t %s: backend '%s' (%s) has no leases: a hold there lasts "
+	        "until it is released or its holder is gone; -t applies to Redis backends only\n",
+	        o->resource, o->ttl_text, dlock_lock_backend_name(lock), dlock_lock_backend_uri(lock));
+	return EXIT_CONFIG;
 }
 
 int cli_open(const cli_options *o, dlock_client **ret_client, dlock_lock **ret_lock,
@@ -248,7 +365,7 @@ int cli_open(const cli_options *o, dlock_client **ret_client, dlock_lock **ret_l
 	dlock_election *election = NULL;
 	dlock_client *client;
 	dlock_lock *lock = NULL; /* untouched by a failed dlock_lock_new() */
-	int rc;
+	int rc, code = 0;
 
 	rc = dlock_client_new(spec, &client);
 	if (rc != DLOCK_OK)
@@ -264,15 +381,19 @@ int cli_open(const cli_options *o, dlock_client **ret_client, dlock_lock **ret_l
 		if (rc == DLOCK_EINVAL)
 			rc = DLOCK_ECONFIG; /* an unknown backend name is a configuration error */
 	}
-	if (rc == DLOCK_OK && o->ttl_ms > 0)
-		rc = dlock_lock_set_ttl(lock, o->ttl_ms);
-	if (rc == DLOCK_OK && o->shared)
+	if (rc == DLOCK_OK && o->ttl_given) {
+		if (has_leases(lock))
+			rc = dlock_lock_set_ttl(lock, o->ttl_ms);
+		else
+			code = refuse_ttl(lock, o);
+	}
+	if (rc == DLOCK_OK && !code && o->shared)
 		rc = dlock_lock_set_mode(lock, DLOCK_MODE_READ);
-	if (rc == DLOCK_OK && o->permits > 0)
+	if (rc == DLOCK_OK && !code && o->permits > 0)
 		rc = dlock_lock_set_permits(lock, o->permits);
-	if (rc != DLOCK_OK) {
-		int code = cli_fail(rc, o->resource, o);
-
+	if (rc != DLOCK_OK)
+		code = cli_fail(rc, o->resource, o);
+	if (code) {
 		if (election)
 			dlock_election_free(election);
 		else
@@ -287,24 +408,52 @@ int cli_open(const cli_options *o, dlock_client **ret_client, dlock_lock **ret_l
 	return 0;
 }
 
+/* Whether arg is one of the subcommands' options (-b, --wait=1s, ...). */
+static bool is_option(const char *arg)
+{
+	size_t len;
+
+	if (arg[0] != '-' || !arg[1])
+		return false;
+	if (arg[1] != '-')
+		return strchr("cbwtEsx", arg[1]) != NULL;
+	len = strcspn(arg + 2, "=");
+	for (const struct option *lo = long_options; lo->name; lo++)
+		if (strlen(lo->name) == len && strncmp(lo->name, arg + 2, len) == 0)
+			return true;
+	return false;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+	static const struct {
+		const char *name;
+		unsigned subcommand;
+	} subcommands[] = { { "run", FOR_RUN }, { "elect", FOR_ELECT }, { "status", FOR_STATUS } };
+	const char *name = argc >= 2 ? argv[1] : NULL;
+
+	if (!name)
+		die_usage("no subcommand given (run, elect or status)");
+	if (strcmp(name, "--version") == 0) {
 		printf("dlock %s\n", dlock_version());
 		return 0;
 	}
-	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+	if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
 		printf("%s\n%s", usage_text, help_text);
 		return 0;
 	}
-	if (argc >= 2 && (strcmp(argv[1], "run") == 0 || strcmp(argv[1], "elect") == 0 ||
-	                  strcmp(argv[1], "status") == 0)) {
-		bool run = strcmp(argv[1], "status") != 0;
-		cli_options o = { .busy_code = EXIT_TEMPFAIL, .elect = strcmp(argv[1], "elect") == 0 };
+	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++) {
+		unsigned subcommand = subcommands[i].subcommand;
+		cli_options o = { .busy_code = EXIT_TEMPFAIL, .elect = subcommand == FOR_ELECT };
 
-		parse_args(argc - 1, argv + 1, run, &o);
-		return run ? cli_run(&o) : cli_status(&o);
+		if (strcmp(name, subcommands[i].name) != 0)
+			continue;
+		parse_args(argc - 1, argv + 1, subcommand, &o);
+		return subcommand == FOR_STATUS ? cli_status(&o) : cli_run(&o);
 	}
-	fprintf(stderr, "%s", usage_text);
-	return EXIT_USAGE;
+	if (is_option(name))
+		die_usage("'%s' goes after the subcommand: dlock run|elect|status [OPTIONS] ...", name);
+	if (name[0] == '-')
+		die_usage("unknown option '%s'", name);
+	die_usage("unknown subcommand '%s' (run, elect or status)", name);
 }

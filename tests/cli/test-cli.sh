@@ -255,6 +255,66 @@ for _ in 1 2 3 4 5; do
 		test "$(status_of "$dlock" status -b "$uri" 'a/../b')" = 64
 done
 
+# ---- malformed command lines ----
+# Each exits 64 with a line naming what was wrong (then the usage).
+usage_case() { # PATTERN ARG... — exit 64 and a first line matching PATTERN
+	local pattern=$1 out st
+	shift
+	out=$("$dlock" "$@" 2>&1 >/dev/null)
+	st=$?
+	check "dlock $* -> 64, '$pattern' (status $st: $(head -n 1 <<<"$out"))" \
+		bash -c 'test "$1" = 64 && head -n 1 <<<"$2" | grep -q -- "$3"' _ "$st" "$out" "$pattern"
+}
+usage_case "no subcommand given"
+usage_case "unknown subcommand 'lock'" lock x -- true
+usage_case "unknown subcommand 'RUN'" RUN x -- true
+usage_case "'-b' goes after the subcommand" -b "$uri" run x -- true
+usage_case "unknown option '--bogus'" --bogus
+usage_case "no RESOURCE given" run
+usage_case "no RESOURCE given" status
+usage_case "no -- COMMAND after RESOURCE 'cli/x'" run cli/x
+usage_case "'true' after RESOURCE 'cli/x': expected --" run cli/x true
+usage_case "no COMMAND given after --" run cli/x --
+usage_case "COMMAND is an empty string" run cli/x -- ''
+usage_case "unknown option '--foo'" run --foo cli/x -- true
+usage_case "unknown option '-q'" run -q cli/x -- true
+usage_case "option '-w' needs a value" run -w
+usage_case "option '--wait' needs a value" elect --wait
+usage_case "option '--json' takes no value" status --json=1 cli/x
+usage_case "unexpected argument 'y' after RESOURCE 'x'" status x y
+usage_case "option -E applies to run and elect only" status -E 3 cli/x
+usage_case "option --on-lost applies to run and elect only" status --on-lost=term cli/x
+usage_case "option -w applies to run and elect only" status -w 1s cli/x
+usage_case "option --json applies to status only" run --json cli/x -- true
+usage_case "option --id applies to elect only" run --id a cli/x -- true
+usage_case "option --permits applies to run only" elect --permits 3 cli/x -- true
+usage_case "-E: '300' is not an exit status" run -E 300 cli/x -- true
+usage_case "--on-lost: 'kill' is neither term nor ignore" run --on-lost=kill cli/x -- true
+usage_case "-w: '-5' is not a duration" run -w -5 cli/x -- true
+usage_case "-w: '1.5s' is not a duration" run -w 1.5s cli/x -- true
+
+# ---- -t TTL: a lease length, on backends with leases only ----
+usage_case "-t: '0' is not a lease length" run -b "$uri" -t 0 cli/x -- true
+usage_case "-t: '0ms' is not a lease length" run -b "$uri" -t 0ms cli/x -- true
+usage_case "-t: 'forever' is not a duration" run -b "$uri" -t forever cli/x -- true
+usage_case "ttl 50 ms is outside the range" run -b "$uri" -t 50ms cli/x -- true
+ttl_case() { # LABEL PATTERN ARG... — a TTL for a backend without leases: exit 78,
+	# naming that backend, and COMMAND never runs
+	local label=$1 pattern=$2 out st
+	shift 2
+	rm -f "$tmp/ttl-marker"
+	out=$("$dlock" "$@" -- touch "$tmp/ttl-marker" 2>&1 >/dev/null)
+	st=$?
+	check "$label: -t refused with 78, naming the backend; COMMAND not run (status $st: $out)" \
+		bash -c 'test "$1" = 78 && grep -q "has no leases" <<<"$2" && grep -q -- "$3" <<<"$2" && test ! -e "$4"' \
+		_ "$st" "$out" "$pattern" "$tmp/ttl-marker"
+}
+mkdir -m 0700 "$tmp/ttl-locks"
+ttl_case "file, run" "file://$tmp/ttl-locks" run -b "file://$tmp/ttl-locks" -t 10s cli/ttl
+ttl_case "file, elect" "file://$tmp/ttl-locks" elect -b "file://$tmp/ttl-locks" -t 10s cli/ttl
+DLOCK_DIR=$tmp/ttl-locks ttl_case "the default file backend" "file://$tmp/ttl-locks" run -t 10s cli/ttl
+usage_case "option -t applies to run and elect only" status -t 10s cli/x
+
 # ---- routing by configuration ----
 cat >"$tmp/route.conf" <<CONF
 [defaults]
@@ -359,6 +419,13 @@ t2=$("$dlock" run -c "$tmp/both.conf" strong/tokens -- sh -c 'echo $DLOCK_FENCIN
 check "ZooKeeper fencing tokens increase across runs ($t1 < $t2)" test "$t1" -lt "$t2"
 busy=$("$dlock" run -c "$tmp/both.conf" strong/busy -- sh -c "$dlock run -c $tmp/both.conf -w 0 strong/busy -- true; echo \$?")
 check "-w 0 while another dlock run holds a ZooKeeper lock -> 75" test "$busy" = 75
+
+# ---- -t on ZooKeeper: no leases there ----
+ttl_case "ZooKeeper, a URI" "zk://127.0.0.1:$zk_port" run -b "zk://127.0.0.1:$zk_port" -t 10s cli/ttl
+ttl_case "ZooKeeper, routed by the configuration" "backend 'strong'" run -c "$tmp/both.conf" -t 10s strong/ttl
+ttl_case "ZooKeeper, elect" "zk://127.0.0.1:$zk_port" elect -b "zk://127.0.0.1:$zk_port" -t 10s cli/ttl
+check "-t on a route to Redis is taken: the key's lease is 5 s" \
+	test "$("$dlock" run -c "$tmp/both.conf" -t 5s fast/ttl -- redis-cli -p "$port" -a s3cret --no-auth-warning pttl 'dlock:{fast/ttl}' | awk '{print ($1 > 4000 && $1 <= 5000)}')" = 1
 
 # ---- Redlock: three masters with the same password ----
 mapfile -t rl_ports < <(dlock_free_ports 2)
