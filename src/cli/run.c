@@ -330,8 +330,18 @@ int cli_run(cli_options *o)
 	status = supervise(o, sfd, child, &lost);
 	/* COMMAND's status becomes dlock's, unless the lock was lost under it. */
 	rc = held_release(&h);
-	if (rc == DLOCK_ELOST)
+	if (rc == DLOCK_ELOST && !lost) {
+		/* Nothing told us before: the key or node went without a word
+		 * (COMMAND or an operator removed it, or it expired between
+		 * two renewals). */
 		lost = true;
+		fprintf(stderr, "dlock: %s%s %s was lost before %s exited (found at release: %s)\n",
+		        o->on_lost_ignore ? "warning: " : "", o->elect ? "leadership of" : "lock on",
+		        o->resource, o->command[0], dlock_last_error_message());
+	} else if (rc != DLOCK_OK && rc != DLOCK_ELOST) {
+		fprintf(stderr, "dlock: %s: release: %s: %s\n", o->resource, dlock_strerror(rc),
+		        dlock_last_error_message());
+	}
 	held_free(&h, client);
 	if (lost && !o->on_lost_ignore)
 		return EXIT_LOST;

@@ -233,6 +233,28 @@ st=$?
 check "a lock lost while the command runs stops it and exits 70 (status $st)" test "$st" = 70
 check "and says so on stderr" grep -q "lost" "$tmp/lost.err"
 
+# ---- a loss found only at release ----
+# COMMAND removes the key itself and exits at once: no renewal sees it,
+# the release finds another owner (none).  dlock exits 70 and says so.
+"$dlock" run -b "$uri" cli/lost-at-release -- \
+	redis-cli -p "$port" -a s3cret --no-auth-warning del 'dlock:{cli/lost-at-release}' >/dev/null 2>"$tmp/lost-release.err"
+st=$?
+check "a loss found at release exits 70 (status $st)" test "$st" = 70
+check "and says the lock was lost ($(head -c 300 "$tmp/lost-release.err"))" \
+	grep -q "lock on cli/lost-at-release was lost" "$tmp/lost-release.err"
+"$dlock" run -b "$uri" --on-lost=ignore cli/lost-at-release -- sh -c \
+	"redis-cli -p $port -a s3cret --no-auth-warning del 'dlock:{cli/lost-at-release}' >/dev/null; exit 5" 2>"$tmp/lost-release.err"
+st=$?
+check "with --on-lost=ignore: COMMAND's status (status $st)" test "$st" = 5
+check "and a warning that the lock was lost ($(head -c 300 "$tmp/lost-release.err"))" \
+	grep -q "warning: lock on cli/lost-at-release was lost" "$tmp/lost-release.err"
+"$dlock" elect -b "$uri" --id lost-1 cli/lost-at-release -- \
+	redis-cli -p "$port" -a s3cret --no-auth-warning del 'dlock:{cli/lost-at-release}' >/dev/null 2>"$tmp/lost-release.err"
+st=$?
+check "elect: leadership lost, found at the resignation, exits 70 (status $st)" test "$st" = 70
+check "and says leadership was lost ($(head -c 300 "$tmp/lost-release.err"))" \
+	grep -q "leadership of cli/lost-at-release was lost" "$tmp/lost-release.err"
+
 # ---- errors ----
 cat >"$tmp/bad.conf" <<CONF
 [backend cache]
