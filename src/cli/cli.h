@@ -9,13 +9,16 @@
  *             then COMMAND's supervision (fork and exec, descriptors,
  *             PR_SET_PDEATHSIG, signal forwarding, the lost lock or
  *             leadership, COMMAND's exit status)
+ *   signals.c which signals dlock takes, and what each one means
  *   status.c  dlock status: who holds the lock, as text or JSON
  */
 #ifndef DLOCK_CLI_H
 #define DLOCK_CLI_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/signalfd.h>
 
 #include "dlock.h"
 
@@ -59,6 +62,27 @@ int cli_fail(int rc, const char *what, const cli_options *o);
  * (nothing is left to free). */
 int cli_open(const cli_options *o, dlock_client **ret_client, dlock_lock **ret_lock,
              dlock_election **ret_election);
+
+/* What a signal means to dlock run (signals.c says more). */
+typedef enum cli_signal_kind {
+	CLI_SIGNAL_END,    /* its default action ends a process */
+	CLI_SIGNAL_STOP,   /* SIGTSTP, SIGTTIN, SIGTTOU: job control stops */
+	CLI_SIGNAL_NOTICE, /* its default action is none: SIGCONT, SIGWINCH, SIGURG */
+	CLI_SIGNAL_CHILD,  /* SIGCHLD: COMMAND stopped, continued or exited */
+} cli_signal_kind;
+
+/* Block every signal dlock handles (*ret_handled, for a signalfd) in the
+ * calling thread, before any other thread starts; *ret_saved gets the
+ * mask as it was, for COMMAND. */
+void cli_signals_block(sigset_t *ret_handled, sigset_t *ret_saved);
+cli_signal_kind cli_signal_kind_of(int signo);
+/* Sent by another process (kill, sigqueue), not by the kernel or dlock. */
+bool cli_signal_from_other(const struct signalfd_siginfo *si);
+/* Sent by the terminal to its foreground process group (^C, ^Z, ...). */
+bool cli_signal_from_terminal(const struct signalfd_siginfo *si);
+/* Stop the process as the default action of stop signal signo does;
+ * returns once it is continued. */
+void cli_stop_self(int signo);
 
 /* The subcommands; each returns the command's exit status. */
 int cli_run(cli_options *o);

@@ -1,10 +1,11 @@
 /*
- * dlock run: acquire RESOURCE, with SIGINT, SIGTERM and SIGHUP ending the
- * wait, then run COMMAND under the lock and supervise it: nothing but
- * descriptors 0-2 inherited, killed with dlock (PR_SET_PDEATHSIG), signals
- * passed on, stopped when the lock is lost, and its exit status made
- * dlock's.  dlock elect is the same with a campaign for leadership of
- * NAME in place of the acquire, and leadership lost in place of the lock.
+ * dlock run: acquire RESOURCE, with a signal able to end the wait, then
+ * run COMMAND under the lock and supervise it: nothing but descriptors
+ * 0-2 inherited, killed with dlock (PR_SET_PDEATHSIG), signals passed on
+ * (signals.c says which), stopped when the lock is lost, and its exit
+ * status made dlock's.  dlock elect is the same with a campaign for
+ * leadership of NAME in place of the acquire, and leadership lost in
+ * place of the lock.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -128,10 +129,12 @@ static pid_t start_command(const cli_options *o, const held *h, const sigset_t *
 
 /*
  * While dlock_acquire() waits, the main thread cannot read the signalfd:
- * this thread does, and turns SIGINT, SIGTERM or SIGHUP into a cancel of
- * the wait.  A cancel only ends acquires already waiting, and the signal
- * may come just before the main thread enters dlock_acquire(), so the
- * thread cancels again every CANCEL_REPEAT_MS until it is told to stop.
+ * this thread does, and turns a signal that would end dlock into a cancel
+ * of the wait (a stop signal stops dlock, as it would have; the others
+ * change nothing).  A cancel only ends acquires already waiting, and the
+ * signal may come just before the main thread enters dlock_acquire(), so
+ * the thread cancels again every CANCEL_REPEAT_MS until it is told to
+ * stop.
  */
 #define CANCEL_REPEAT_MS 50
 
@@ -161,18 +164,28 @@ static void *guard_main(void *data)
 		}
 		if (!(fds[0].revents & POLLIN) || read(g->sfd, &si, sizeof(si)) != sizeof(si))
 			continue;
-		if (si.ssi_signo == SIGCHLD)
-			continue; /* no child yet */
-		g->signo = (int)si.ssi_signo;
-		dlock_lock_cancel(g->lock);
+		switch (cli_signal_kind_of((int)si.ssi_signo)) {
+		case CLI_SIGNAL_STOP:
+			cli_stop_self((int)si.ssi_signo);
+			break;
+		case CLI_SIGNAL_END:
+			/* A SIGPIPE of dlock's own write ends nothing. */
+			if (si.ssi_code <= 0 && (pid_t)si.ssi_pid == getpid())
+				break;
+			g->signo = (int)si.ssi_signo;
+			dlock_lock_cancel(g->lock);
+			break;
+		default:
+			break; /* no child yet; nothing to continue or redraw */
+		}
 	}
 	return NULL;
 }
 
 /*
- * Acquire, canceled by SIGINT, SIGTERM or SIGHUP; *ret_signo says which.
- * Without its guard thread no signal could stop the wait, so when that
- * cannot be started nothing is tried: *ret_errno says why (else 0).
+ * Acquire, canceled by a signal that would end dlock; *ret_signo says
+ * which.  Without its guard thread no signal could stop the wait, so when
+ * that cannot be started nothing is tried: *ret_errno says why (else 0).
  */
 static int acquire_interruptible(const held *h, int sfd, int64_t wait_ms, int *ret_signo,
                                  int *ret_errno)
@@ -209,23 +222,76 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* COMMAND, as supervise() follows it. */
+typedef struct command {
+	pid_t pid;
+	bool stopped;   /* stopped, as SIGCHLD told */
+	int stop_asked; /* a stop signal dlock was sent too, 0 if none */
+	bool exited;
+	int status;     /* its wait status once exited */
+} command;
+
+/* What SIGCHLD announced: COMMAND stopped, continued or exited. */
+static void reap(command *c)
+{
+	pid_t pid;
+	int st;
+
+	while (!c->exited && (pid = waitpid(c->pid, &st, WNOHANG | WUNTRACED | WCONTINUED)) == c->pid) {
+		if (WIFSTOPPED(st)) {
+			c->stopped = true;
+		} else if (WIFCONTINUED(st)) {
+			c->stopped = false;
+		} else {
+			c->exited = true;
+			c->status = st;
+		}
+	}
+}
+
 /*
- * Wait for COMMAND to exit, passing on SIGINT, SIGTERM and SIGHUP.  When
- * the lock is lost, *ret_lost is set and COMMAND gets SIGTERM, then SIGKILL
- * if it has not exited KILL_GRACE_MS later (--on-lost=ignore only warns).
- * Returns COMMAND's wait status (0 if the wait itself failed).
+ * A signal to dlock while COMMAND runs (signals.c says why each is
+ * passed on or not).  A stop signal stops dlock once COMMAND has stopped,
+ * and not before: a COMMAND that goes on running needs the lease renewed.
+ */
+static void on_signal(command *c, const struct signalfd_siginfo *si)
+{
+	int signo = (int)si->ssi_signo;
+	cli_signal_kind kind = cli_signal_kind_of(signo);
+	bool from_other = cli_signal_from_other(si);
+
+	if (kind == CLI_SIGNAL_CHILD) {
+		reap(c);
+	} else if (from_other || (cli_signal_from_terminal(si) && getpgid(c->pid) != getpgrp())) {
+		/* (The terminal's reached COMMAND itself while it is in
+		 * dlock's process group.) */
+		kill(c->pid, signo);
+	}
+	if (kind == CLI_SIGNAL_STOP && (from_other || si->ssi_code > 0))
+		c->stop_asked = signo;
+	if (c->stop_asked && c->stopped && !c->exited) {
+		signo = c->stop_asked;
+		c->stop_asked = 0;
+		cli_stop_self(signo);
+	}
+}
+
+/*
+ * Wait for COMMAND to exit, passing signals on.  When the lock is lost,
+ * *ret_lost is set and COMMAND gets SIGTERM, then SIGKILL if it has not
+ * exited KILL_GRACE_MS later (--on-lost=ignore only warns).  Returns
+ * COMMAND's wait status (0 if the wait itself failed).
  */
 static int supervise(const cli_options *o, int sfd, pid_t child, bool *ret_lost)
 {
+	command c = { .pid = child };
 	int64_t kill_at = -1;
 	bool lost = false;
-	int status = 0;
 
-	for (;;) {
+	while (!c.exited) {
 		struct pollfd fds[2] = { { .fd = sfd, .events = POLLIN }, { .fd = lost_pipe[0], .events = POLLIN } };
 		int timeout = kill_at < 0 ? -1 : (int)(kill_at - now_ms() > 0 ? kill_at - now_ms() : 0);
 		struct signalfd_siginfo si;
-		bool done = false;
 
 		if (poll(fds, 2, timeout) < 0 && errno != EINTR)
 			break;
@@ -249,22 +315,11 @@ static int supervise(const cli_options *o, int sfd, pid_t child, bool *ret_lost)
 				}
 			}
 		}
-		if (!(fds[0].revents & POLLIN))
-			continue;
-		while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
-			if (si.ssi_signo == SIGCHLD) {
-				if (waitpid(child, &status, WNOHANG) == child)
-					done = true;
-			} else {
-				kill(child, (int)si.ssi_signo);
-			}
-			break;
-		}
-		if (done)
-			break;
+		if ((fds[0].revents & POLLIN) && read(sfd, &si, sizeof(si)) == sizeof(si))
+			on_signal(&c, &si);
 	}
 	*ret_lost = lost;
-	return status;
+	return c.status;
 }
 
 int cli_run(cli_options *o)
@@ -276,13 +331,9 @@ int cli_run(cli_options *o)
 	int status, rc, sfd, signo, err;
 	pid_t child;
 
-	/* Signals go through a signalfd; library threads block them all. */
-	sigemptyset(&handled);
-	sigaddset(&handled, SIGINT);
-	sigaddset(&handled, SIGTERM);
-	sigaddset(&handled, SIGHUP);
-	sigaddset(&handled, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &handled, &saved);
+	/* Signals go through a signalfd (signals.c); library threads block
+	 * them all. */
+	cli_signals_block(&handled, &saved);
 	sfd = signalfd(-1, &handled, SFD_CLOEXEC);
 	if (sfd < 0 || pipe2(lost_pipe, O_CLOEXEC) != 0) {
 		fprintf(stderr, "dlock: %s\n", strerror(errno));

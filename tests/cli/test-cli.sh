@@ -157,6 +157,175 @@ for _ in $(seq 100); do
 done
 check "kill -9 of dlock run makes the command exit" test "$gone" = yes
 
+# ---- every signal dlock can take reaches COMMAND; dlock keeps the lock ----
+# A COMMAND that notes each signal it gets (one name a line) and exits 3
+# on SIGTERM; it says it is ready once its handlers are in place.
+cat >"$tmp/sigrec.py" <<'PY'
+import os, signal, sys, time
+out = sys.argv[1]
+names = {int(s): s.name for s in signal.Signals}
+def name(n):
+    if signal.SIGRTMIN <= n <= signal.SIGRTMAX:
+        return "RTMIN+%d" % (n - signal.SIGRTMIN)
+    return names.get(n, str(n))[3:]
+def note(n, frame):
+    with open(out, "a") as f:
+        f.write(name(n) + "\n")
+for s in sys.argv[2:]:
+    n = signal.SIGRTMIN + int(s[6:]) if s.startswith("RTMIN+") else int(getattr(signal, "SIG" + s))
+    signal.signal(n, note)
+signal.signal(signal.SIGTERM, lambda n, f: sys.exit(3))
+open(out + ".ready", "w").close()
+while True:
+    time.sleep(0.02)
+PY
+proc_state() { # PID -> R, S, T, Z..., or nothing once gone
+	awk '{print $3}' "/proc/$1/stat" 2>/dev/null
+}
+child_of() { # PID -> its one child's PID
+	cat "/proc/$1/task/$1/children" 2>/dev/null | awk '{print $1}'
+}
+forwarded="USR1 QUIT USR2 ALRM HUP INT PIPE WINCH URG CONT VTALRM PROF IO PWR XCPU XFSZ STKFLT RTMIN+0 RTMIN+1 RTMIN+5"
+rm -f "$tmp/sigs" "$tmp/sigs.ready"
+# shellcheck disable=SC2086  # one argument per signal
+"$dlock" run -b "$uri" cli/signals -- /usr/bin/python3 "$tmp/sigrec.py" "$tmp/sigs" $forwarded &
+runner=$!
+for _ in $(seq 200); do [[ -e "$tmp/sigs.ready" ]] && break; sleep 0.05; done
+for sig in $forwarded; do
+	if [[ $sig = RTMIN+* ]]; then kill -s "$(( $(kill -l RTMIN) + ${sig#RTMIN+} ))" "$runner" 2>/dev/null || kill -"$sig" "$runner"
+	else kill -"$sig" "$runner"; fi
+	for _ in $(seq 60); do grep -qx "$sig" "$tmp/sigs" 2>/dev/null && break; sleep 0.05; done
+	state=$(proc_state "$runner")
+	check "SIG$sig to dlock run reaches COMMAND; dlock keeps running and the lock (dlock: ${state:-gone})" \
+		bash -c 'grep -qx "$1" "$2" && test "$3" = S -o "$3" = R && test "$4" = 1' _ \
+		"$sig" "$tmp/sigs" "$state" "$(rcli exists 'dlock:{cli/signals}')"
+done
+check "each signal reached COMMAND once ($(sort "$tmp/sigs" | uniq -d | tr '\n' ' '))" \
+	test -z "$(sort "$tmp/sigs" | uniq -d)"
+kill -TERM "$runner"
+wait "$runner"
+st=$?
+check "then SIGTERM: COMMAND's status (status $st), and the key is gone at once" \
+	test "$st" = 3 -a "$(rcli exists 'dlock:{cli/signals}')" = 0
+
+# A COMMAND that dies of SIGUSR1 (its default): dlock releases at once and
+# exits 128+10, instead of dying of it and leaving the key to its TTL.
+"$dlock" run -b "$uri" cli/usr1 -- sleep 30 &
+runner=$!
+for _ in $(seq 100); do [[ -n "$(child_of "$runner")" && "$(rcli exists 'dlock:{cli/usr1}')" = 1 ]] && break; sleep 0.05; done
+sleep 0.1
+kill -USR1 "$runner"
+wait "$runner"
+st=$?
+check "SIGUSR1 that kills COMMAND: exit 138 (status $st) and the key is gone at once (pttl $(rcli pttl 'dlock:{cli/usr1}'))" \
+	test "$st" = 138 -a "$(rcli exists 'dlock:{cli/usr1}')" = 0
+
+# Job control by kill: SIGTSTP stops COMMAND, then dlock (so a shell sees
+# the job stopped); SIGCONT continues both.  Monitor mode (set -m) puts
+# each job in a process group of its own whose parent, this shell, is in
+# the same session: in an orphaned process group (as a test runner may
+# start this script in) the kernel drops stop signals.
+set -m
+"$dlock" run -b "$uri" cli/tstp -- sh -c 'while :; do sleep 0.05; done' &
+runner=$!
+for _ in $(seq 100); do [[ -n "$(child_of "$runner")" ]] && break; sleep 0.05; done
+cmd=$(child_of "$runner")
+kill -TSTP "$runner"
+for _ in $(seq 100); do [[ "$(proc_state "$runner")$(proc_state "$cmd")" = TT ]] && break; sleep 0.05; done
+check "SIGTSTP to dlock stops COMMAND and dlock (states $(proc_state "$runner") $(proc_state "$cmd"))" \
+	test "$(proc_state "$runner")$(proc_state "$cmd")" = TT
+kill -CONT "$runner"
+for _ in $(seq 100); do [[ "$(proc_state "$runner")" != T && "$(proc_state "$cmd")" != T ]] && break; sleep 0.05; done
+check "SIGCONT to dlock continues both (states $(proc_state "$runner") $(proc_state "$cmd"))" \
+	bash -c 'test "$1" != T -a "$2" != T -a -n "$1" -a -n "$2"' _ "$(proc_state "$runner")" "$(proc_state "$cmd")"
+check "and the lock is still held" test "$(rcli exists 'dlock:{cli/tstp}')" = 1
+kill -TERM "$runner"
+wait "$runner"
+
+# A COMMAND that ignores SIGTSTP keeps running: dlock must not stop
+# either, or its lease (1 s here) would run out under COMMAND.
+"$dlock" run -b "$uri" -t 1s cli/tstp-ignored -- sh -c 'trap "" TSTP; while :; do sleep 0.05; done' &
+runner=$!
+for _ in $(seq 100); do [[ -n "$(child_of "$runner")" ]] && break; sleep 0.05; done
+cmd=$(child_of "$runner")
+kill -TSTP "$runner"
+sleep 2.5
+check "SIGTSTP ignored by COMMAND: dlock keeps running (state $(proc_state "$runner")) and renewing (key $(rcli exists 'dlock:{cli/tstp-ignored}'))" \
+	test "$(proc_state "$runner")" != T -a "$(rcli exists 'dlock:{cli/tstp-ignored}')" = 1
+kill -CONT "$runner" 2>/dev/null
+kill -TERM "$runner"
+wait "$runner"
+set +m
+
+# From a terminal: ^C reaches COMMAND once (the terminal signals the whole
+# foreground process group, so dlock does not send it again); ^Z stops
+# COMMAND and dlock, which the shell sees as a stopped job.  The shell is
+# a small one: session leader on a pty, dlock its foreground job.
+rm -f "$tmp/tty-sigs"*
+cat >"$tmp/minishell.py" <<'PY'
+import os, signal, sys, time
+out = sys.argv[1]
+pid = os.fork()
+if pid == 0:
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    os.tcsetpgrp(0, os.getpgrp())
+    signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+    os.execv(sys.argv[2], sys.argv[2:])
+os.setpgid(pid, pid)
+signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+os.tcsetpgrp(0, pid)
+_, st = os.waitpid(pid, os.WUNTRACED)
+with open(out + ".stopped", "w") as f:
+    f.write(str(os.WSTOPSIG(st)) if os.WIFSTOPPED(st) else "exited")
+while not os.path.exists(out + ".cont"):
+    time.sleep(0.02)
+os.tcsetpgrp(0, pid)
+os.killpg(pid, signal.SIGCONT)
+time.sleep(0.2)
+os.kill(pid, signal.SIGTERM)
+_, st = os.waitpid(pid, 0)
+with open(out + ".status", "w") as f:
+    f.write(str(os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st)))
+PY
+tty_out=$(/usr/bin/python3 - "$dlock" "$uri" "$tmp/sigrec.py" "$tmp/tty-sigs" "$tmp/minishell.py" <<'PY'
+import os, pty, signal, sys, time
+dlock, uri, rec, out, shell = sys.argv[1:6]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv("/usr/bin/python3", ["python3", shell, out, dlock, "run", "-b", uri, "cli/tty", "--",
+                                  "/usr/bin/python3", rec, out, "INT", "CONT"])
+def until(cond, secs=5):
+    end = time.time() + secs
+    while time.time() < end and not cond():
+        time.sleep(0.02)
+    return cond()
+def count(name):
+    try:
+        return open(out).read().split().count(name)
+    except FileNotFoundError:
+        return 0
+until(lambda: os.path.exists(out + ".ready"), 10)
+os.write(fd, b"\x03")
+until(lambda: count("INT") >= 1)
+time.sleep(0.5)
+print("ints=%d" % count("INT"))
+os.write(fd, b"\x1a")
+until(lambda: os.path.exists(out + ".stopped"))
+time.sleep(0.1)
+print("stopped=" + open(out + ".stopped").read())
+open(out + ".cont", "w").close()
+until(lambda: os.path.exists(out + ".status"), 10)
+time.sleep(0.1)
+print("status=" + open(out + ".status").read())
+os.waitpid(pid, 0)
+PY
+)
+check "terminal ^C reaches COMMAND once ($(echo $tty_out))" grep -qx "ints=1" <<<"$tty_out"
+check "terminal ^Z stops the job: the shell sees dlock stopped by SIGTSTP" grep -qx "stopped=$(kill -l TSTP)" <<<"$tty_out"
+check "then continued and SIGTERM: COMMAND's status" grep -qx "status=3" <<<"$tty_out"
+check "and the lock is released" test "$(rcli exists 'dlock:{cli/tty}')" = 0
+
 # ---- a signal while waiting ----
 # A waiter that gets SIGTERM or SIGINT before it has the lock stops
 # waiting, exits 128+N at once, and never runs COMMAND (even once the
@@ -203,6 +372,31 @@ signal_while_waiting file "file://$tmp/sigwait" TERM 143 watching_file
 signal_while_waiting file "file://$tmp/sigwait" INT 130 watching_file
 signal_while_waiting redis "$uri" TERM 143 subscribed
 signal_while_waiting redis "$uri" INT 130 subscribed
+
+# ---- other signals while waiting ----
+# Any signal whose default action would end dlock ends the wait the same
+# way; one that would not (SIGWINCH) leaves it waiting.
+signal_while_waiting redis "$uri" USR1 138 subscribed
+signal_while_waiting file "file://$tmp/sigwait" QUIT 131 watching_file
+signal_while_waiting redis "$uri" RTMIN+3 $((128 + $(kill -l RTMIN) + 3)) subscribed
+"$dlock" run -b "$uri" cli/winch-wait -- sleep 30 &
+holder=$!
+for _ in $(seq 100); do [[ "$(rcli exists 'dlock:{cli/winch-wait}')" = 1 ]] && break; sleep 0.05; done
+rm -f "$tmp/marker"
+"$dlock" run -b "$uri" -w 20s cli/winch-wait -- touch "$tmp/marker" &
+waiter=$!
+for _ in $(seq 100); do subscribed "$waiter" cli/winch-wait && break; sleep 0.05; done
+kill -WINCH "$waiter"
+kill -CONT "$waiter"
+sleep 0.5
+state=$(awk '{print $3}' "/proc/$waiter/stat" 2>/dev/null)
+check "SIGWINCH and SIGCONT while waiting change nothing (waiter: ${state:-gone})" \
+	test -n "$state" -a "$state" != Z -a "$state" != T
+kill -TERM "$holder"
+wait "$holder"
+wait "$waiter"
+st=$?
+check "and the waiter runs COMMAND once the holder is gone (status $st)" test "$st" = 0 -a -e "$tmp/marker"
 
 # No descriptor left for the thread that watches for signals while waiting
 # (only 0-2 open, at most 6 allowed: the signalfd and the loss pipe take
