@@ -3,14 +3,16 @@
  * The embedded default, so the dlock command works on a bare machine.
  *
  * Directory: the URI's path (file:///path, which must exist), or the
- * option dir, or else $DLOCK_DIR, or else /tmp/dlock-<uid> — the same for
- * a cron job and a login shell.  A default directory is created mode 0700
- * and refused if it is not a directory owned by the user, or is group or
- * world writable: another user could otherwise replace lock files.
+ * option dir (which must exist), or else $DLOCK_DIR, or else
+ * /tmp/dlock-<uid> — the same for a cron job and a login shell; the last
+ * two are created mode 0700.  Whichever it is, it is refused if it is a
+ * symbolic link, not a directory, not owned by the user, or group or world
+ * writable (check_dir()): another user could otherwise replace lock files.
  *
  * Lock file names: names.c.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -30,17 +32,30 @@ static const dlock__option options[] = {
 	{ .name = NULL },
 };
 
-/* A default directory: create it 0700 if missing, then insist that it is
- * ours and private. */
-static int check_default_dir(const char *dir, const char *source)
+/*
+ * The lock directory, however it was named (source says how): it must be
+ * a directory itself, not a symbolic link to one, owned by this user and
+ * writable by nobody else, or another user could replace or squat its
+ * lock files -- also with the sticky bit of /tmp, which only keeps others
+ * from removing our files.  Only the directory itself is checked, not the
+ * path to it.  A default directory ($DLOCK_DIR, /tmp/dlock-<uid>) is
+ * created 0700 if missing (create); a named one must exist.  dir has no
+ * trailing slash, so that lstat() sees a link rather than its target.
+ */
+static int check_dir(const char *dir, const char *source, bool create)
 {
 	struct stat st;
 
-	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+	if (dir[0] != '/')
+		return dlock__error(DLOCK_ECONFIG, "lock directory %s (%s): not an absolute path", dir, source);
+	if (create && mkdir(dir, 0700) != 0 && errno != EEXIST)
 		return dlock__error(DLOCK_ECONFIG, "lock directory %s (%s): cannot create: %s", dir, source,
 		                    g_strerror(errno));
 	if (lstat(dir, &st) != 0)
 		return dlock__error(DLOCK_ECONFIG, "lock directory %s (%s): %s", dir, source, g_strerror(errno));
+	if (S_ISLNK(st.st_mode))
+		return dlock__error(DLOCK_ECONFIG, "lock directory %s (%s): a symbolic link; name the "
+		                    "directory itself", dir, source);
 	if (!S_ISDIR(st.st_mode))
 		return dlock__error(DLOCK_ECONFIG, "lock directory %s (%s): not a directory", dir, source);
 	if (st.st_uid != geteuid())
@@ -50,21 +65,18 @@ static int check_default_dir(const char *dir, const char *source)
 		return dlock__error(DLOCK_ECONFIG,
 		                    "lock directory %s (%s): writable by group or others (mode %03o); "
 		                    "another user could replace its lock files", dir, source,
-		                    (unsigned)(st.st_mode & 0777));
+		                    (unsigned)(st.st_mode & 07777));
 	return DLOCK_OK;
 }
 
-static int check_given_dir(const char *dir)
+/* path without its trailing slashes ("/" stays "/"); g_free. */
+static char *without_trailing_slash(const char *path)
 {
-	struct stat st;
+	size_t len = strlen(path);
 
-	if (dir[0] != '/')
-		return dlock__error(DLOCK_ECONFIG, "lock directory %s: not an absolute path", dir);
-	if (stat(dir, &st) != 0)
-		return dlock__error(DLOCK_ECONFIG, "lock directory %s: %s", dir, g_strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return dlock__error(DLOCK_ECONFIG, "lock directory %s: not a directory", dir);
-	return DLOCK_OK;
+	while (len > 1 && path[len - 1] == '/')
+		len--;
+	return g_strndup(path, len);
 }
 
 static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
@@ -83,16 +95,18 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	if (given && o->dir)
 		return dlock__error(DLOCK_ECONFIG, "URI %s: the directory is given twice (path and option dir)",
 		                    uri->redacted);
-	if (given || o->dir) {
-		dir = g_strdup(given ? given : o->dir);
-		rc = check_given_dir(dir);
+	if (given) {
+		dir = without_trailing_slash(given);
+		rc = check_dir(dir, "the URI's path", false);
+	} else if (o->dir) {
+		dir = without_trailing_slash(o->dir);
+		rc = check_dir(dir, "option dir", false);
 	} else if (env_dir && *env_dir) {
-		dir = g_strdup(env_dir);
-		rc = dir[0] == '/' ? check_default_dir(dir, "$DLOCK_DIR")
-		                   : dlock__error(DLOCK_ECONFIG, "$DLOCK_DIR %s: not an absolute path", dir);
+		dir = without_trailing_slash(env_dir);
+		rc = check_dir(dir, "$DLOCK_DIR", true);
 	} else {
 		dir = g_strdup_printf("/tmp/dlock-%u", (unsigned)geteuid());
-		rc = check_default_dir(dir, "the default");
+		rc = check_dir(dir, "the default", true);
 	}
 	if (rc != DLOCK_OK) {
 		g_free(dir);

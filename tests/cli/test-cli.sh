@@ -77,7 +77,7 @@ check "the lock key is gone after run" test "$(rcli exists 'dlock:{cli/busy}')" 
 
 # ---- shared and exclusive runs (file backend) ----
 fdir="$tmp/rw-locks"
-mkdir -p "$fdir"
+mkdir -m 0700 "$fdir"
 furi="file://$fdir"
 "$dlock" run -b "$furi" -s cli/rw -- sh -c 'touch '"$tmp"'/r1; sleep 2' &
 r1=$!
@@ -403,7 +403,7 @@ check "and the waiter runs COMMAND once the holder is gone (status $st)" test "$
 # three): dlock must refuse to wait deaf to signals, exiting 71 (EX_OSERR).
 # (LeakSanitizer, in a sanitizer build, needs a descriptor of its own at exit.)
 rm -f "$tmp/marker"
-mkdir -p "$tmp/nofd"
+mkdir -m 0700 "$tmp/nofd"
 ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 /usr/bin/python3 -c '
 import os, resource, sys
 os.closerange(3, 65536)
