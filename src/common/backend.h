@@ -92,6 +92,11 @@ enum {
 	DLOCK__CAP_SHARED = 1u << 1,
 	/* Holds of a resource with more than one permit (SPEC §11). */
 	DLOCK__CAP_PERMITS = 1u << 2,
+	/* An election's hold stores the participant id alone, as peers'
+	 * participants do (ZooKeeper: Curator's LeaderSelector), so a holder
+	 * that is not a dlock record names a leader by its raw value.
+	 * Without it, such a holder is a peer's lock and names no leader. */
+	DLOCK__CAP_BARE_IDS = 1u << 3,
 };
 
 /*

@@ -19,6 +19,7 @@ struct dlock_info {
 	int64_t expires_in_ms;
 	uint64_t fencing_token;
 	uint32_t permits;     /* a semaphore's N; 0 when not one */
+	bool bare_ids;        /* a foreign holder's raw value is a participant id */
 	char *backend;
 	GArray *masters;      /* of info_master; empty unless a Redlock */
 };
@@ -129,6 +130,7 @@ DLOCK_API int dlock_lock_query(dlock_lock *lock, dlock_info **ret_info)
 	info->expires_in_ms = server.expires_in_ms;
 	info->fencing_token = server.fencing_token;
 	info->permits = server.permits;
+	info->bare_ids = (lock->slot->ops->caps & DLOCK__CAP_BARE_IDS) != 0;
 	info->backend = g_strdup(lock->slot->redacted);
 	info->masters = masters_of(&server);
 	info->holders = g_array_new(FALSE, TRUE, sizeof(info_holder));
@@ -323,5 +325,5 @@ DLOCK_API const char *dlock_info_leader(const dlock_info *info)
 		return NULL;
 	if (h->parsed_ok)
 		return h->parsed.id;
-	return *h->text ? h->text : NULL;
+	return info->bare_ids && *h->text ? h->text : NULL;
 }

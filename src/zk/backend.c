@@ -197,7 +197,9 @@ static void close_backend(dlock__backend *b)
 
 const dlock__backend_ops dlock__zk_ops = {
 	.type = "zk",
-	.caps = DLOCK__CAP_SHARED | DLOCK__CAP_PERMITS, /* sessions, not leases: no TTL, no watchdog */
+	/* Sessions, not leases: no TTL, no watchdog.  Election nodes hold
+	 * the bare participant id (Curator LeaderSelector's format). */
+	.caps = DLOCK__CAP_SHARED | DLOCK__CAP_PERMITS | DLOCK__CAP_BARE_IDS,
 	.options = options,
 	.options_size = sizeof(zk_options),
 	.open = open_backend,

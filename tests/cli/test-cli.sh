@@ -726,5 +726,70 @@ check "leadership lost while COMMAND runs stops it and exits 70 (status $st)" te
 check "and says leadership was lost" grep -q "leadership of cli/elect-lost was lost" "$tmp/elect-lost.err"
 check "elect leaves no key" test "$(rcli exists 'dlock:{cli/elect}' 'dlock:{cli/elect}:q' 'dlock:{cli/elect-lost}')" = 0
 
+# ---- dlock status --json: one shape on every backend ----
+# The same keys on file, Redis, Redlock and ZooKeeper, free, locked and
+# led, with null where a backend knows no value: a script reading .leader
+# or .holder_pid works whichever backend a route picks.
+dlock_redis_start redlock3-again "${rl_ports[1]}" --requirepass s3cret ||
+	{ echo "the third Redlock master did not start again"; failed=$((failed + 1)); }
+declare -A shape_uri=([file]="file://$tmp/locks" [redis]="$uri" [redlock]="$rl_uri"
+	[zk]="zk://127.0.0.1:$zk_port")
+for b in file redis redlock zk; do
+	u=${shape_uri[$b]}
+	"$dlock" status -b "$u" --json cli/shape-free >"$tmp/shape-$b-free.json"
+	"$dlock" run -b "$u" cli/shape-lock -- sh -c "'$dlock' status -b '$u' --json cli/shape-lock" \
+		>"$tmp/shape-$b-lock.json"
+	"$dlock" elect -b "$u" --id shape-1 cli/shape-elect -- sh -c "'$dlock' status -b '$u' --json cli/shape-elect" \
+		>"$tmp/shape-$b-elect.json"
+done
+shape_out=$(/usr/bin/python3 - "$tmp" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+backends = ["file", "redis", "redlock", "zk"]
+want_leader = {"free": None, "lock": None, "elect": "shape-1"}
+def shape(o):
+    """Its keys, and the keys of the elements of its arrays (holders,
+    masters), each array's only where it has elements."""
+    out = {"": set(o)}
+    for k, v in o.items():
+        if isinstance(v, list) and v:
+            out[k] = set().union(*(set(x) for x in v))
+    return out
+bad = []
+for state, leader in want_leader.items():
+    shapes = {}
+    for b in backends:
+        try:
+            o = json.load(open("%s/shape-%s-%s.json" % (tmp, b, state)))
+        except Exception as e:
+            bad.append("%s %s: not JSON (%s)" % (b, state, e))
+            continue
+        shapes[b] = shape(o)
+        if o.get("leader", "missing") != leader:
+            bad.append("%s %s: leader %r, want %r" % (b, state, o.get("leader", "missing"), leader))
+        if state != "free" and not isinstance(o.get("holder_pid"), int) and (b, state) != ("zk", "elect"):
+            bad.append("%s %s: holder_pid %r" % (b, state, o.get("holder_pid")))
+    for level in set().union(*shapes.values()):
+        union = set().union(*(sh.get(level, set()) for sh in shapes.values()))
+        for b, sh in shapes.items():
+            if level in sh and sh[level] != union:
+                bad.append("%s %s lacks %s%s" % (b, state, level + "[]." if level else "",
+                                                 sorted(union - sh[level])))
+print("\n".join(bad) if bad else "same")
+PY
+)
+check "status --json has the same keys on every backend, and .leader ($(echo $shape_out))" \
+	test "$shape_out" = same
+# A peer's lock on Redis (redis-py's SET NX PX value) is its holder, not a
+# leader: only ZooKeeper's elections store bare ids.
+rcli set 'dlock:{cli/shape-peer}' peer-token px 10000 >/dev/null
+check "a peer's lock on Redis: holder is its value, leader and holder_pid are null" \
+	/usr/bin/python3 -c 'import json,sys; o=json.loads(sys.argv[1]); assert o["holder"]=="peer-token" and o["leader"] is None and o["holder_pid"] is None, o' \
+	"$("$dlock" status -b "$uri" --json cli/shape-peer)"
+check "and the text names no leader" \
+	bash -c '! grep -q "^leader:" <<<"$1" && grep -qx "holder:   peer-token" <<<"$1"' _ "$("$dlock" status -b "$uri" cli/shape-peer)"
+check "status of a ZooKeeper election names the leader" \
+	grep -qx "leader:   shape-1" <<<"$("$dlock" elect -b "zk://127.0.0.1:$zk_port" --id shape-1 cli/shape-elect -- "$dlock" status -b "zk://127.0.0.1:$zk_port" cli/shape-elect)"
+
 echo "${passed} passed, ${failed} failed"
 [[ "$failed" = 0 ]]
