@@ -7,11 +7,16 @@
  *
  * The pid is read once; the thread id once per thread; random bytes come
  * from a per-thread pool refilled from getrandom() a block at a time.  A
- * fork handler, registered on first use, refreshes all three in the
- * child, whose one thread would otherwise carry its parent's ids and the
- * same unused random bytes as the parent.  A child made by a raw clone()
- * system call, bypassing the C library's fork, is not seen: it would keep
- * its parent's ids.
+ * fork handler, registered on first use, reads the pid again in the child
+ * and counts a new generation, which makes the one thread there read its
+ * id again and drop its pool: it would otherwise carry its parent's ids
+ * and the same unused random bytes as the parent.  The handler does only
+ * that (getpid() and two stores), since until it execs, the child of a
+ * multithreaded process may call only async-signal-safe functions; even
+ * the forking thread's thread-local variables are left alone there, as a
+ * library's may be allocated on first touch.  A child made by a raw
+ * clone() system call, bypassing the C library's fork, is not seen: it
+ * would keep its parent's ids.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -26,19 +31,24 @@
 
 typedef struct random_pool {
 	unsigned char bytes[POOL_BYTES];
-	size_t left; /* unused bytes, at the end of bytes[] */
+	size_t left;         /* unused bytes, at the end of bytes[] */
+	unsigned generation; /* of the process the bytes were drawn in */
 } random_pool;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pid_t self_pid;
+/* Bumped in each child of fork(): thread-local values of an older
+ * generation are the parent's.  Written only there, where one thread
+ * runs, and read by threads started after it. */
+static unsigned generation;
 static __thread pid_t self_tid;
+static __thread unsigned tid_generation;
 static __thread random_pool pool;
 
 static void forked_child(void)
 {
 	self_pid = getpid();
-	self_tid = 0;
-	explicit_bzero(&pool, sizeof(pool));
+	generation++;
 }
 
 static void init_once(void)
@@ -55,9 +65,10 @@ pid_t dlock__self_pid(void)
 
 pid_t dlock__self_tid(void)
 {
-	if (!self_tid) {
+	if (!self_tid || tid_generation != generation) {
 		pthread_once(&once, init_once);
 		self_tid = gettid();
+		tid_generation = generation;
 	}
 	return self_tid;
 }
@@ -82,6 +93,12 @@ void dlock__random_bytes(void *buf, size_t len)
 	unsigned char *out = buf;
 
 	pthread_once(&once, init_once);
+	if (pool.generation != generation) {
+		/* The parent's bytes: it hands them out itself. */
+		explicit_bzero(pool.bytes, sizeof(pool.bytes));
+		pool.left = 0;
+		pool.generation = generation;
+	}
 	while (len > 0) {
 		size_t n;
 
