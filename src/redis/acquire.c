@@ -383,8 +383,10 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 		}
 		if (result != TRY_BUSY) {
 			/* A first try that cannot reach the server fails fast; once
-			 * waiting, a dropped connection is retried until the deadline. */
-			if (first || rc == DLOCK_EBACKEND || rc == DLOCK_ETIMEDOUT)
+			 * waiting, a dropped connection is retried until the deadline.
+			 * What the server refuses is final. */
+			if (first || rc == DLOCK_EBACKEND || rc == DLOCK_ETIMEDOUT || rc == DLOCK_EACCES ||
+			    rc == DLOCK_ECONFIG)
 				break;
 		}
 		first = false;

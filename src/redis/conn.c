@@ -61,10 +61,47 @@ void dlock__redis_conn_timeout(redis_conn *conn, int64_t timeout_us)
 	}
 }
 
+static bool error_starts(const redisReply *reply, const char *prefix)
+{
+	return strncmp(reply->str, prefix, strlen(prefix)) == 0;
+}
+
+/*
+ * Error replies that say the credentials or the configuration are wrong,
+ * each as its own code and in words a user can act on: a refused
+ * password or ACL is a permission error (DLOCK_EACCES), a database the
+ * server does not have a configuration error.  Redis 7 answers a client
+ * that has not authenticated with NOAUTH, or, for a command of more than
+ * ten arguments (every dlock script), with "Protocol error:
+ * unauthenticated multibulk length" and closes the connection; older
+ * servers word a bad password "invalid password".
+ */
 int dlock__redis_reply_error(dlock__backend *b, const redisReply *reply, const char *what)
 {
+	const char *user = b->user ? b->user : "default";
+
 	if (reply->type != REDIS_REPLY_ERROR)
 		return DLOCK_OK;
+	if (error_starts(reply, "NOAUTH") || strstr(reply->str, "Protocol error: unauthenticated"))
+		return dlock__error(DLOCK_EACCES, "%s: the server requires a password and the URI gives "
+		                    "none (redis://:password@host, or redis://user:password@host for an "
+		                    "ACL user)", b->label);
+	if (error_starts(reply, "WRONGPASS") || error_starts(reply, "ERR invalid password"))
+		return b->user ? dlock__error(DLOCK_EACCES, "%s: the server refused user '%s' with the "
+		                              "password given: wrong user name or password, or the "
+		                              "user is disabled", b->label, b->user)
+		               : dlock__error(DLOCK_EACCES, "%s: the server refused the password given: "
+		                              "wrong password", b->label);
+	if (strstr(reply->str, "without any password configured") ||
+	    strstr(reply->str, "no password is set"))
+		return dlock__error(DLOCK_EACCES, "%s: the URI gives a password, but the server has no "
+		                    "password set for user '%s'", b->label, user);
+	if (error_starts(reply, "NOPERM"))
+		return dlock__error(DLOCK_EACCES, "%s: %s: the server's ACL refuses user '%s': %.*s",
+		                    b->label, what, user, (int)reply->len, reply->str);
+	if (strstr(reply->str, "DB index is out of range") || error_starts(reply, "ERR invalid DB index"))
+		return dlock__error(DLOCK_ECONFIG, "%s: the server has no database %d (fewer are set by "
+		                    "its 'databases' setting)", b->label, b->db);
 	return dlock__error(DLOCK_EBACKEND, "%s: %s: %.*s", b->label, what, (int)reply->len, reply->str);
 }
 
@@ -297,14 +334,14 @@ static redisContext *connect_for(dlock__backend *b, dlock__waiter *waiter, int64
 	if (rc == DLOCK_OK && b->password) {
 		const char *argv[3] = { "AUTH", b->user ? b->user : b->password, b->password };
 
-		rc = setup_command(b, ctx, deadline_us, "authentication failed", b->user ? 3 : 2, argv);
+		rc = setup_command(b, ctx, deadline_us, "AUTH", b->user ? 3 : 2, argv);
 	}
 	if (rc == DLOCK_OK && select && b->db != 0) {
 		char db[16];
 		const char *argv[2] = { "SELECT", db };
 
 		g_snprintf(db, sizeof(db), "%d", b->db);
-		rc = setup_command(b, ctx, deadline_us, "SELECT failed", 2, argv);
+		rc = setup_command(b, ctx, deadline_us, "SELECT", 2, argv);
 	}
 	if (dlock__waiter_io_end(waiter))
 		rc = canceled_error(b); /* the socket may have been shut down */
