@@ -101,7 +101,7 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 	                              &uncertain, lease->kept);
 	if (rc != DLOCK_OK) {
 		*ret_rc = rc;
-		if (uncertain && (rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ECANCELED))
+		if (uncertain && (rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ECANCELED))
 			return TRY_UNCERTAIN;
 		return TRY_FAILED;
 	}
@@ -128,6 +128,21 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 	}
 	freeReplyObject(reply);
 	return result;
+}
+
+/*
+ * A step of a try (connect, AUTH, the script's answer) ran out of time.
+ * If the caller's deadline is what ended it, the wait timed out: the
+ * server may be healthy and only slower than a short wait, and whether it
+ * is reachable was never found out.  Otherwise the backend's own connect
+ * or command timeout passed first, and the server is unavailable (the
+ * message, "no answer within N ms", stays).
+ */
+static int out_of_time(const char *resource, int64_t wait_ms, int64_t deadline_us)
+{
+	if (deadline_us != INT64_MAX && dlock__remaining_us(deadline_us) == 0)
+		return dlock__error_timeout(resource, wait_ms);
+	return dlock__error_prefix(DLOCK_EUNAVAILABLE, "");
 }
 
 /* The wait id: the random part of the owner token ("dlock1:<32 hex>:..."),
@@ -262,7 +277,7 @@ static void give_up(dlock__backend *b, redis_lease *lease, const queue_place *pl
  * through it.
  */
 static int downgrade(dlock__backend *b, redis_lease *lease, const redis_lease *write,
-                     dlock__waiter *waiter, int64_t deadline_us)
+                     dlock__waiter *waiter, int64_t wait_ms, int64_t deadline_us)
 {
 	char ttl[24];
 	const char *words[7] = { lease->names.key, lease->names.fence, lease->names.queue,
@@ -276,6 +291,8 @@ static int downgrade(dlock__backend *b, redis_lease *lease, const redis_lease *w
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
 	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_DOWNGRADE, 3, 4, words, &reply,
 	                              &uncertain, lease->kept);
+	if (rc == DLOCK_ETIMEDOUT)
+		rc = out_of_time(dlock__hold_resource(lease->hold), wait_ms, deadline_us);
 	if (rc == DLOCK_OK) {
 		if (!reply_is_integers(reply, 1) ||
 		    (reply->element[0]->integer == 1 && !reply_is_integers(reply, 2)))
@@ -320,7 +337,7 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 	int rc = DLOCK_OK;
 
 	if (write && dlock__hold_backend_data(write))
-		return downgrade(b, lease, dlock__hold_backend_data(write), waiter, deadline_us);
+		return downgrade(b, lease, dlock__hold_backend_data(write), waiter, wait_ms, deadline_us);
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
 		try_answer ans = { .pttl = -1 };
@@ -352,6 +369,8 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 		if (queue)
 			place.queued = true;
 		result = try_once(b, lease, waiter, queue ? &place : NULL, deadline_us, &ans, &rc);
+		if (rc == DLOCK_ETIMEDOUT)
+			rc = out_of_time(resource, wait_ms, deadline_us);
 		if (result == TRY_GRANTED && !grant_alive(lease, ans.sent_us)) {
 			/* Not a grant.  Our token may still be in the key: a later
 			 * try renews it from its own send, a failure deletes it. */
@@ -482,7 +501,7 @@ int dlock__redis_release(dlock__backend *b, dlock__hold *hold)
 	} else if ((rc = release_script(b, lease, "", &deleted)) != DLOCK_OK) {
 		dlock__log(b->logger, DLOCK_LOG_WARNING, "release of '%s' deferred: %s", lease->names.key,
 		           dlock_last_error_message());
-		if (rc == DLOCK_EUNAVAILABLE) {
+		if (rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ETIMEDOUT) {
 			g_mutex_lock(&b->pool_mu);
 			b->release_defer_until_us = dlock__mono_us() + RELEASE_DEFER_US;
 			g_mutex_unlock(&b->pool_mu);

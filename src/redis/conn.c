@@ -156,7 +156,7 @@ static int setup_command(dlock__backend *b, redisContext *ctx, int64_t deadline_
 	errno = 0;
 	reply = dlock__redis_call(ctx, argc, argv, NULL);
 	if (!reply && (errno == EAGAIN || errno == EWOULDBLOCK))
-		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: no answer within %" G_GINT64_FORMAT " ms",
+		return dlock__error(DLOCK_ETIMEDOUT, "%s: %s: no answer within %" G_GINT64_FORMAT " ms",
 		                    b->label, what, MIN(left, b->command_timeout_ms * 1000) / 1000);
 	if (!reply)
 		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: %s", b->label, what,
@@ -258,6 +258,7 @@ static int canceled_error(dlock__backend *b)
 static redisContext *connect_tcp(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
                                  int *ret_rc)
 {
+	int64_t timeout_ms = dlock__remaining_us(deadline_us) / 1000;
 	redisContext *ctx;
 	char **addrs;
 	int rc, fd = -1, err = ETIMEDOUT;
@@ -266,6 +267,9 @@ static redisContext *connect_tcp(dlock__backend *b, dlock__waiter *waiter, int64
 	if (rc != DLOCK_OK) {
 		char *why = g_strdup(dlock_last_error_message());
 
+		/* A lookup still unanswered when the time ran out. */
+		if (rc == DLOCK_EUNAVAILABLE && dlock__remaining_us(deadline_us) == 0)
+			rc = DLOCK_ETIMEDOUT;
 		*ret_rc = dlock__error(rc, "%s: %s", b->label, why);
 		g_free(why);
 		return NULL;
@@ -278,6 +282,11 @@ static redisContext *connect_tcp(dlock__backend *b, dlock__waiter *waiter, int64
 	g_strfreev(addrs);
 	if (fd < 0 && err == ECANCELED) {
 		*ret_rc = canceled_error(b);
+		return NULL;
+	}
+	if (fd < 0 && err == ETIMEDOUT) {
+		*ret_rc = dlock__error(DLOCK_ETIMEDOUT, "%s: cannot connect: no connection within %"
+		                       G_GINT64_FORMAT " ms", b->label, timeout_ms);
 		return NULL;
 	}
 	if (fd < 0) {
@@ -472,6 +481,17 @@ void dlock__redis_pool_clear(dlock__backend *b)
 	g_mutex_unlock(&b->pool_mu);
 }
 
+int dlock__redis_io_error(dlock__backend *b, redisContext *ctx, bool timed_out, int64_t timeout_us)
+{
+	if (timed_out && timeout_us > 0)
+		return dlock__error(DLOCK_ETIMEDOUT, "%s: no answer within %" G_GINT64_FORMAT " ms",
+		                    b->label, MAX(timeout_us / 1000, 1));
+	if (timed_out)
+		return dlock__error(DLOCK_ETIMEDOUT, "%s: no answer within the command timeout", b->label);
+	return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label,
+	                    ctx->errstr[0] ? ctx->errstr : "connection closed without an answer");
+}
+
 int dlock__redis_command(dlock__backend *b, redis_conn *conn, int argc, const char **argv,
                          const size_t *lens, redisReply **ret)
 {
@@ -482,8 +502,7 @@ int dlock__redis_command(dlock__backend *b, redis_conn *conn, int argc, const ch
 	reply = dlock__redis_call(conn->ctx, argc, argv, lens);
 	conn->timed_out = !reply && (errno == EAGAIN || errno == EWOULDBLOCK);
 	if (!reply)
-		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label,
-		                    conn->ctx->errstr[0] ? conn->ctx->errstr : "no reply");
+		return dlock__redis_io_error(b, conn->ctx, conn->timed_out, conn->timeout_us);
 	*ret = reply;
 	return DLOCK_OK;
 }

@@ -609,7 +609,7 @@ int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t d
 
 	for (int attempt = 0; attempt < 2; attempt++) {
 		redis_conn *conn;
-		bool reused, timed_out, canceled;
+		bool reused, timed_out, canceled, unanswered;
 
 		rc = dlock__redis_conn_get(b, waiter, deadline_us, &conn);
 		if (rc != DLOCK_OK)
@@ -626,15 +626,17 @@ int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t d
 		rc = dlock__redis_eval(b, conn, script, nkeys, nargs, words, ret);
 		timed_out = conn->timed_out;
 		canceled = dlock__waiter_io_end(waiter);
-		if (rc == DLOCK_EUNAVAILABLE && kept) {
+		unanswered = rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ETIMEDOUT;
+		if (unanswered && kept) {
 			int fd = dlock__redis_conn_keep(conn);
 
 			if (fd >= 0)
 				g_array_append_val(kept, fd);
 		}
-		/* A canceled connection may have been shut down: never pool it. */
-		dlock__redis_conn_put(b, conn, rc != DLOCK_EUNAVAILABLE && !canceled);
-		if (rc != DLOCK_EUNAVAILABLE)
+		/* A canceled connection may have been shut down, and an
+		 * unanswered one may still get its answer: never pool either. */
+		dlock__redis_conn_put(b, conn, !unanswered && !canceled);
+		if (!unanswered)
 			return rc;
 		*ret_uncertain = true;
 		if (canceled)
