@@ -234,15 +234,23 @@ static void stop_listening(dlock__backend *b, redis_lease *lease, queue_place *p
 }
 
 static int release_script(dlock__backend *b, redis_lease *lease, const char *ticket,
-                          int *ret_deleted);
+                          int64_t until_us, int *ret_deleted);
 
 /*
  * The wait ended without the lock: leave the queue, and release the lock
- * if a release handed it to us meanwhile (the next waiter gets it).  If
- * the server does not answer, or a try may still set our key, the
- * background cleanup does it.
+ * if a release handed it to us meanwhile (the next waiter gets it).  That
+ * is a round trip, and the caller's deadline bounds it: only what is left
+ * of it by until_us is spent here (after a cancel or a deadline, nothing),
+ * and whatever is not done by then -- no time, no answer, or a try that
+ * may still set our key or queue us -- the background cleanup does, on
+ * the watchdog's connection, as soon as the server is done with our
+ * unanswered tries.  Until it has, a release may still grant the lock to
+ * our entry: that grant holds our token and the cleanup's release hands
+ * it on, so the cleanup lasts as long as such a grant could (the entry's
+ * lease, then the hold's).
  */
-static void give_up(dlock__backend *b, redis_lease *lease, const queue_place *place, bool uncertain)
+static void give_up(dlock__backend *b, redis_lease *lease, const queue_place *place, bool uncertain,
+                    int64_t until_us)
 {
 	char ticket[24] = "";
 	int deleted = 0;
@@ -258,14 +266,16 @@ static void give_up(dlock__backend *b, redis_lease *lease, const queue_place *pl
 			g_snprintf(ticket, sizeof(ticket), "%" G_GINT64_FORMAT, place->ticket);
 		else
 			g_strlcpy(ticket, "?", sizeof(ticket));
-		done = release_script(b, lease, ticket, &deleted) == DLOCK_OK;
+		done = dlock__remaining_us(until_us) > 0 &&
+		       release_script(b, lease, ticket, until_us, &deleted) == DLOCK_OK;
 		if (done && deleted)
 			dlock__log(b->logger, DLOCK_LOG_DEBUG, "%s: %s was handed to a wait that had ended: "
 			           "released", b->label, lease->names.key);
 	}
 	if (!done || uncertain || lease->kept->len > 0) {
-		dlock__redis_cleanup_later(b, lease, ticket, dlock__boot_us() + lease->ttl_ms * 1000,
-		                           lease->kept);
+		int64_t grant_ms = (place->queued ? QUEUE_ENTRY_LEASE_MS : 0) + lease->ttl_ms;
+
+		dlock__redis_cleanup_later(b, lease, ticket, dlock__boot_us() + grant_ms * 1000, lease->kept);
 		lease->kept = NULL;
 	}
 }
@@ -426,26 +436,29 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 		/* Leave the queue; a try whose answer never came may have set our
 		 * key (later tries with the same token would have found it ours),
 		 * or may still: make sure it goes, once the server is done with
-		 * that try. */
-		give_up(b, lease, &place, uncertain);
+		 * that try.  A cancel wants the caller back now. */
+		int64_t until_us = rc == DLOCK_ECANCELED
+		                           ? 0
+		                           : MIN(deadline_us, dlock__mono_us() + b->command_timeout_ms * 1000);
+
+		give_up(b, lease, &place, uncertain, until_us);
 		dlock__redis_lease_unref(lease);
 	}
 	return rc;
 }
 
-/* The release script for lease, bounded by one command timeout: a
+/* The release script for lease, bounded by until_us (monotonic): a
  * reconnect included.  *ret_deleted: whether it deleted our lock. */
 static int release_script(dlock__backend *b, redis_lease *lease, const char *ticket,
-                          int *ret_deleted)
+                          int64_t until_us, int *ret_deleted)
 {
 	const char *words[10];
-	int64_t deadline_us = dlock__mono_us() + b->command_timeout_ms * 1000;
 	redisReply *reply;
 	bool uncertain = false;
 	int rc;
 
 	dlock__redis_release_words(&lease->names, lease->token, ticket, lease->id, lease->mode, words);
-	rc = dlock__redis_eval_pooled(b, NULL, deadline_us, SCRIPT_RELEASE, 4, 6, words, &reply,
+	rc = dlock__redis_eval_pooled(b, NULL, until_us, SCRIPT_RELEASE, 4, 6, words, &reply,
 	                              &uncertain, NULL);
 	if (rc != DLOCK_OK)
 		return rc;
@@ -498,7 +511,8 @@ int dlock__redis_release(dlock__backend *b, dlock__hold *hold)
 		dlock__redis_cleanup_later(b, lease, "", dlock__boot_us() + lease->ttl_ms * 1000,
 		                           take_kept(lease));
 		rc = lost ? DLOCK_ELOST : DLOCK_OK;
-	} else if ((rc = release_script(b, lease, "", &deleted)) != DLOCK_OK) {
+	} else if ((rc = release_script(b, lease, "", dlock__mono_us() + b->command_timeout_ms * 1000,
+	                                &deleted)) != DLOCK_OK) {
 		dlock__log(b->logger, DLOCK_LOG_WARNING, "release of '%s' deferred: %s", lease->names.key,
 		           dlock_last_error_message());
 		if (rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ETIMEDOUT) {

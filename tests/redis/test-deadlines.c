@@ -1,6 +1,15 @@
 /*
  * The caller's deadline on Redis: a wait that is too short for the server
- * to answer is a timeout, not an unreachable server.
+ * to answer is a timeout, not an unreachable server; and a queued waiter
+ * that gives up (deadline, cancel) returns by its deadline even when the
+ * server stalls at that moment, while what it leaves on the server -- its
+ * queue entry, a grant that reached it too late -- is cleaned up behind
+ * it: the next waiter gets the lock, never two holders at once, and only
+ * the fencing counter is left.
+ *
+ * Waiters are worker processes (test-waiters.h) and threads of this
+ * process; faults are a proxy that stalls one client's connections and
+ * CLIENT PAUSE of the server.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -17,15 +26,70 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-proxy.h"
 #include "test-redis.h"
 #include "test-waiters.h"
 
-/* A command timeout far longer than the waits. */
+/* The next waiter must get the lock well within this once it is free. */
+#define HANDOFF_BOUND_MS 2000
+/* The clients that give up talk to the server through a proxy, with this
+ * command timeout: a give-up that waited for it would be seen. */
 #define SLOW_COMMAND_TIMEOUT "3s"
 
 static test_redis *server;
 static char *uri;
 static char *marker;
+
+/* ---- an acquire on a thread of its own, timed ---------------------------- */
+
+typedef struct timed_acquire {
+	dlock_lock *lock;
+	int64_t wait_ms;
+	int64_t started_ms;
+	gint returned_ms; /* 0 until it returns; then test_now_ms() - started_ms + 1 */
+	int rc;
+	GThread *thread;
+} timed_acquire;
+
+static gpointer timed_acquire_main(gpointer data)
+{
+	timed_acquire *t = data;
+
+	t->rc = dlock_acquire(t->lock, t->wait_ms);
+	g_atomic_int_set(&t->returned_ms, (gint)(test_now_ms() - t->started_ms + 1));
+	return NULL;
+}
+
+static timed_acquire *timed_acquire_start(dlock_lock *lock, int64_t wait_ms)
+{
+	timed_acquire *t = g_new0(timed_acquire, 1);
+
+	t->lock = lock;
+	t->wait_ms = wait_ms;
+	t->started_ms = test_now_ms();
+	t->thread = g_thread_new("timed-acquire", timed_acquire_main, t);
+	return t;
+}
+
+static bool timed_acquire_returned(void *arg)
+{
+	return g_atomic_int_get(&((timed_acquire *)arg)->returned_ms) != 0;
+}
+
+/* Its result once it returns within timeout_ms; *ret_elapsed_ms: how long
+ * dlock_acquire took. */
+static int timed_acquire_join(timed_acquire *t, int64_t timeout_ms, int64_t *ret_elapsed_ms)
+{
+	int rc;
+
+	if (!test_wait_until(timed_acquire_returned, t, timeout_ms))
+		fail_msg("dlock_acquire has not returned after %" PRId64 " ms", test_now_ms() - t->started_ms);
+	g_thread_join(t->thread);
+	*ret_elapsed_ms = g_atomic_int_get(&t->returned_ms) - 1;
+	rc = t->rc;
+	g_free(t);
+	return rc;
+}
 
 /* ---- short waits --------------------------------------------------------- */
 
@@ -205,6 +269,159 @@ static void test_short_waits_on_a_closed_port_are_unavailable(void **state)
 	g_free(closed);
 }
 
+/* ---- giving up while the server stalls ----------------------------------- */
+
+/* A client whose connections go through a proxy of its own. */
+typedef struct proxied {
+	test_proxy *proxy;
+	dlock_client *client;
+	dlock_lock *lock;
+} proxied;
+
+static void proxied_open(proxied *p, const char *resource)
+{
+	char *spec;
+
+	p->proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
+	spec = g_strdup_printf("redis://127.0.0.1:%d?command-timeout=" SLOW_COMMAND_TIMEOUT,
+	                       test_proxy_port(p->proxy));
+	assert_int_equal(dlock_client_new(spec, &p->client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(p->client, resource, &p->lock), DLOCK_OK);
+	g_free(spec);
+}
+
+static void proxied_close(proxied *p)
+{
+	dlock_lock_free(p->lock);
+	dlock_client_free(p->client);
+	test_proxy_stop(p->proxy);
+}
+
+typedef struct entry_gone {
+	const char *key;
+	char *id;
+} entry_gone;
+
+/* Whether the queue of the lock at key has no entry with that wait id. */
+static bool queue_lacks(void *arg)
+{
+	entry_gone *g = arg;
+	redisReply *reply = test_redis_cmd(server, "ZRANGE %s:q 0 -1", g->key);
+	bool found = false;
+
+	assert_non_null(reply);
+	for (size_t i = 0; i < reply->elements; i++)
+		found = found || strstr(reply->element[i]->str, g->id) != NULL;
+	freeReplyObject(reply);
+	return !found;
+}
+
+typedef enum give_up_how {
+	GIVE_UP_BY_DEADLINE,
+	GIVE_UP_BY_CANCEL
+} give_up_how;
+
+/*
+ * The head of the queue, behind a proxy, gives up while its connections
+ * are stalled: it must return by its deadline (a cancel: at once), not a
+ * command timeout later.  Its entry, still on the server meanwhile, goes
+ * once the link is back; with granted_meanwhile, the holder releases
+ * while the link is down, which hands the lock to that entry (its channel
+ * is still subscribed on the server): the grant must be handed on to the
+ * next waiter once the link is back.  Either way the next waiter gets the
+ * lock, never together with anyone, and only the counter is left.
+ */
+static void check_give_up_on_a_stalled_link(const char *resource, give_up_how how,
+                                            bool granted_meanwhile)
+{
+	const int64_t wait_ms = 1500;
+	char *key = g_strdup_printf("dlock:{%s}", resource);
+	entry_gone gone = { key, NULL };
+	test_holder h;
+	test_waiter b;
+	proxied w;
+	timed_acquire *t;
+	int64_t elapsed_ms, bound_ms;
+	int rc;
+
+	test_holder_open(&h, uri, resource, marker);
+	test_holder_take(&h);
+	proxied_open(&w, resource);
+	t = timed_acquire_start(w.lock, how == GIVE_UP_BY_DEADLINE ? wait_ms : 30000);
+	test_queue_wait_len(server, key, 1, 1000);
+	gone.id = test_queue_entry_id(server, key, getpid());
+	assert_non_null(gone.id);
+	test_queue_waiter_start(server, &b, key, uri, resource, 30000, 2, marker);
+
+	test_proxy_stall(w.proxy, TEST_PROXY_BOTH);
+	if (how == GIVE_UP_BY_CANCEL) {
+		int64_t at = test_now_ms();
+
+		assert_int_equal(dlock_lock_cancel(w.lock), DLOCK_OK);
+		bound_ms = at - t->started_ms + test_slack(300);
+	} else {
+		bound_ms = wait_ms + test_slack(300);
+	}
+	rc = timed_acquire_join(t, 10000, &elapsed_ms);
+	print_message("%s: gave up (%s) after %" PRId64 " ms, bound %" PRId64 " ms\n", resource,
+	              dlock_code_name(rc), elapsed_ms, bound_ms);
+	assert_int_equal(rc, how == GIVE_UP_BY_DEADLINE ? DLOCK_ETIMEDOUT : DLOCK_ECANCELED);
+	assert_true(elapsed_ms <= bound_ms);
+	assert_false(dlock_held(w.lock));
+	/* Still queued on the server: nothing got through the stalled link. */
+	assert_false(queue_lacks(&gone));
+
+	if (granted_meanwhile) {
+		int64_t back_ms;
+
+		test_holder_release(&h, DLOCK_OK);
+		/* Handed to the entry of the wait that ended. */
+		assert_int_equal(test_lock_holder_pid(server, key), getpid());
+		assert_false(test_waiter_spoke(&b));
+		back_ms = test_now_ms();
+		test_proxy_unstall(w.proxy, TEST_PROXY_BOTH);
+		test_waiter_granted(&b, HANDOFF_BOUND_MS);
+		print_message("the grant was handed on %" PRId64 " ms after the link came back\n",
+		              b.at_ms - back_ms);
+		assert_true(queue_lacks(&gone));
+	} else {
+		test_proxy_unstall(w.proxy, TEST_PROXY_BOTH);
+		/* Gone well before the entry's own 5 s lease would end it. */
+		if (!test_wait_until(queue_lacks, &gone, 1000))
+			fail_msg("the entry of the wait that ended is still queued 1 s after the link came back");
+		test_queue_release_to(server, &h, &b, key, HANDOFF_BOUND_MS);
+	}
+	if (granted_meanwhile) {
+		test_waiter_release(&b);
+		test_waiter_finish(&b);
+	}
+	proxied_close(&w);
+	test_holder_close(&h);
+	test_queue_assert_only_fence(server, key);
+	g_free(gone.id);
+	g_free(key);
+}
+
+static void test_queued_waiter_times_out_by_its_deadline_on_a_stalled_link(void **state)
+{
+	check_give_up_on_a_stalled_link("deadline/stall-timeout", GIVE_UP_BY_DEADLINE, false);
+}
+
+static void test_queued_waiter_canceled_on_a_stalled_link_returns_at_once(void **state)
+{
+	check_give_up_on_a_stalled_link("deadline/stall-cancel", GIVE_UP_BY_CANCEL, false);
+}
+
+static void test_grant_to_a_waiter_that_timed_out_on_a_stalled_link_is_handed_on(void **state)
+{
+	check_give_up_on_a_stalled_link("deadline/stall-granted", GIVE_UP_BY_DEADLINE, true);
+}
+
+static void test_grant_to_a_waiter_canceled_on_a_stalled_link_is_handed_on(void **state)
+{
+	check_give_up_on_a_stalled_link("deadline/stall-granted-cancel", GIVE_UP_BY_CANCEL, true);
+}
+
 static void test_no_lock_key_of_this_suite_remains(void **state)
 {
 	assert_int_equal(test_redis_leftover_keys(server, "dlock:{deadline/"), 0);
@@ -218,6 +435,14 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_short_waits_on_a_paused_server_time_out_never_unavailable,
 		                       test_queue_reset),
 		cmocka_unit_test_setup(test_short_waits_on_a_closed_port_are_unavailable, test_queue_reset),
+		cmocka_unit_test_setup(test_queued_waiter_times_out_by_its_deadline_on_a_stalled_link,
+		                       test_queue_reset),
+		cmocka_unit_test_setup(test_queued_waiter_canceled_on_a_stalled_link_returns_at_once,
+		                       test_queue_reset),
+		cmocka_unit_test_setup(test_grant_to_a_waiter_that_timed_out_on_a_stalled_link_is_handed_on,
+		                       test_queue_reset),
+		cmocka_unit_test_setup(test_grant_to_a_waiter_canceled_on_a_stalled_link_is_handed_on,
+		                       test_queue_reset),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 
