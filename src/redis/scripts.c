@@ -52,9 +52,15 @@
  * readers (0: free).
  * add_reader(token, lease end): add or re-score a reader; the set expires
  * with its latest lease.
- * downgrade(): the downgrade entry, and its lease end and token.
- * settle(now): a downgrade whose write hold is gone (released in the
- * background, or expired) becomes the reader it stands for.
+ * downgrade(): the downgrade entry, and its lease end, token and the
+ * write hold's wait id (the random part of the write's token).
+ * settle(now): a downgrade whose write hold is gone becomes the reader it
+ * stands for if the lock is free (the write released in the background,
+ * or expired) or shared; if someone else's string holds it (the write
+ * expired and a peer that does not queue took it), the read hold it
+ * stands for can no longer be granted in order, and the entry goes: it
+ * would otherwise block the queue, and become a reader when the peer
+ * lets go.  The read hold's next renewal then reports it LOST.
  * grant(now): the lock is free: hand it to the head writer, or to every
  * reader at the head up to the next writer (a downgrade without a
  * message: its owner knows).  A grant is published on the waiter's own
@@ -118,15 +124,17 @@ static const char queue_lua[] =
 	"local function downgrade()\n"
 	"  local d = redis.call('ZRANGEBYSCORE', KEYS[3], 0, 0)[1]\n"
 	"  if not d then return nil end\n"
-	"  local t, token = string.match(d, '^(%d+)|%d+d|[^|]+|(.*)$')\n"
-	"  return d, tonumber(t), token\n"
+	"  local t, id, token = string.match(d, '^(%d+)|%d+d|([^|]+)|(.*)$')\n"
+	"  return d, tonumber(t), token, id\n"
 	"end\n"
 	"local function settle(now)\n"
-	"  if redis.call('EXISTS', KEYS[1]) == 1 then return end\n"
-	"  local d, t, token = downgrade()\n"
+	"  local d, t, token, id = downgrade()\n"
 	"  if not d then return end\n"
+	"  local kind = redis.call('TYPE', KEYS[1]).ok\n"
+	"  if kind == 'string' and\n"
+	"     string.match(redis.call('GET', KEYS[1]), '^[^:]*:([^:]*)') == id then return end\n"
 	"  redis.call('ZREM', KEYS[3], d)\n"
-	"  if token and t > now then add_reader(token, t) end\n"
+	"  if (kind == 'none' or kind == 'zset') and token and t > now then add_reader(token, t) end\n"
 	"end\n"
 	"local function extend_queue(ms)\n"
 	"  if redis.call('PTTL', KEYS[3]) < tonumber(ms) then redis.call('PEXPIRE', KEYS[3], ms) end\n"
