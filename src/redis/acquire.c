@@ -33,6 +33,9 @@
 /* After a release found the server unreachable, later releases within this
  * time defer at once instead of each waiting out its own timeout. */
 #define RELEASE_DEFER_US (1000 * 1000)
+/* How often a wait at the head of the queue that no message can reach
+ * (its channel refused) tries: a grant to it stays unused until then. */
+#define POLL_US (200 * 1000)
 
 typedef enum try_result {
 	TRY_GRANTED,
@@ -49,6 +52,9 @@ typedef struct queue_place {
 	bool queued;              /* an entry may exist: leave the queue on failure */
 	int64_t ticket;           /* our entry, 0 when not known to be queued */
 	bool at_head;             /* our entry was the first live one at the last try */
+	bool polls;               /* the server refused our channel (ACL): the entry
+	                           * says so, a grant is not published to it, and our
+	                           * own tries find it */
 	int64_t queued_sent_us;   /* CLOCK_BOOTTIME send of the last try that found
 	                           * us queued under ticket: a grant came later */
 } queue_place;
@@ -83,9 +89,9 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
                            int *ret_rc)
 {
 	char ttl[24], ticket[24] = "", entry_lease[24];
-	const char *words[10] = { lease->names.key, lease->names.fence, lease->names.queue,
+	const char *words[11] = { lease->names.key, lease->names.fence, lease->names.queue,
 	                          lease->names.permits, lease->token, ttl, place ? lease->id : "",
-	                          ticket, entry_lease, lease->mode };
+	                          ticket, entry_lease, lease->mode, place && place->polls ? "~" : "" };
 	size_t want = place ? 4 : 2;
 	redisReply *reply;
 	bool uncertain = false;
@@ -97,7 +103,7 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 		g_snprintf(ticket, sizeof(ticket), "%" G_GINT64_FORMAT, place->ticket);
 	g_snprintf(entry_lease, sizeof(entry_lease), "%d", QUEUE_ENTRY_LEASE_MS);
 	ans->sent_us = dlock__boot_us();
-	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, 4, 6, words, &reply,
+	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, 4, 7, words, &reply,
 	                              &uncertain, lease->kept);
 	if (rc != DLOCK_OK) {
 		*ret_rc = rc;
@@ -193,10 +199,18 @@ static bool grant_alive(const redis_lease *lease, int64_t sent_us)
  * set any expiry Redis takes (up to about 9.2e18 ms), so the PTTL is
  * compared before it is turned into microseconds.  Behind the head of the
  * queue only the entry's renewal is due. */
-static int64_t next_sleep_us(const queue_place *place, int64_t pttl_ms, int64_t backoff_us)
+static int64_t next_sleep_us(const queue_place *place, int64_t ttl_ms, int64_t pttl_ms,
+                             int64_t backoff_us)
 {
+	/* A wait no message reaches finds its grant by its own tries: often
+	 * enough to use a grant long before the lease it came with (counted
+	 * from the grant) runs out, and at the head more often still. */
+	int64_t cap_us = place->polls ? MIN(BACKOFF_CAP_US, ttl_ms * 1000 / 3) : BACKOFF_CAP_US;
+
 	if (place->ticket > 0 && !place->at_head)
-		return BACKOFF_CAP_US;
+		return cap_us;
+	if (place->ticket > 0 && place->polls)
+		backoff_us = MIN(backoff_us, MIN(POLL_US, cap_us));
 	if (pttl_ms >= 0 && pttl_ms < backoff_us / 1000)
 		return MIN(pttl_ms * 1000 + 1000, backoff_us);
 	return backoff_us;
@@ -351,6 +365,7 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
 		try_answer ans = { .pttl = -1 };
+		int64_t nap_us;
 		bool queue;
 		try_result result;
 
@@ -374,8 +389,12 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 			rc = dlock__error_timeout(resource, wait_ms);
 			break;
 		}
-		/* Queue only once the server will tell us of a grant. */
+		/* Queue only once the server will tell us of a grant, or has
+		 * refused to (an ACL without channel rights): then the entry
+		 * says so, and our own tries find the grant. */
 		queue = place.listening && dlock__redis_sub_confirmed(b, place.channel);
+		place.polls = place.listening && !queue && dlock__redis_sub_refused(b, place.channel);
+		queue = queue || place.polls;
 		if (queue)
 			place.queued = true;
 		result = try_once(b, lease, waiter, queue ? &place : NULL, deadline_us, &ans, &rc);
@@ -425,8 +444,8 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 		}
 		if (!place.listening)
 			start_listening(b, lease, &place, waiter);
-		rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us,
-		                        next_sleep_us(&place, ans.pttl, backoff_us), &backoff_us,
+		nap_us = next_sleep_us(&place, lease->ttl_ms, ans.pttl, backoff_us);
+		rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us, nap_us, &backoff_us,
 		                        BACKOFF_CAP_US);
 		if (rc != DLOCK_OK)
 			break;

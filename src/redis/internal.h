@@ -268,6 +268,9 @@ void dlock__redis_sub_listen(dlock__backend *b, const char *channel, dlock__wait
 void dlock__redis_sub_unlisten(dlock__backend *b, const char *channel, dlock__waiter *waiter);
 /* Whether the server has confirmed the subscription to channel. */
 bool dlock__redis_sub_confirmed(dlock__backend *b, const char *channel);
+/* Whether the server's ACL refused it on the current connection (the
+ * user has no rights on that channel, or may not SUBSCRIBE at all). */
+bool dlock__redis_sub_refused(dlock__backend *b, const char *channel);
 /* Take the grant left in box if it is for ticket (an older one is dropped). */
 bool dlock__redis_sub_take_grant(dlock__backend *b, redis_grant *box, int64_t ticket,
                                  uint64_t *ret_token);
