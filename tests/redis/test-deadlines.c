@@ -243,6 +243,46 @@ static void test_short_waits_on_a_paused_server_time_out_never_unavailable(void 
 	}
 }
 
+static bool key_gone(void *arg)
+{
+	return test_redis_int(server, "EXISTS %s", (const char *)arg) == 0;
+}
+
+/*
+ * A short wait on a free lock whose answer is held back (the proxy stalls
+ * the server's replies): the try takes the lock on the server, and the
+ * caller is told it timed out.  That key must go at once, not stay for
+ * its 30 s lease.
+ */
+static void test_short_wait_whose_answer_came_late_leaves_no_key(void **state)
+{
+	const char *key = "dlock:{deadline/late-answer}";
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
+	char *proxied = g_strdup_printf("redis://127.0.0.1:%d", test_proxy_port(proxy));
+	dlock_client *client;
+	dlock_lock *lock;
+	int64_t back_ms;
+
+	assert_int_equal(dlock_client_new(proxied, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "deadline/late-answer", &lock), DLOCK_OK);
+	for (int i = 0; i < 3; i++) {
+		test_proxy_stall(proxy, TEST_PROXY_DOWN);
+		assert_int_equal(dlock_acquire(lock, 20), DLOCK_ETIMEDOUT);
+		back_ms = test_now_ms();
+		assert_false(dlock_held(lock));
+		if (!test_wait_until(key_gone, (void *)key, 2000))
+			fail_msg("the key a timed-out try set is still there 2 s later");
+		print_message("the late try's key went %" PRId64 " ms after the acquire returned\n",
+		              test_now_ms() - back_ms);
+		test_proxy_unstall(proxy, TEST_PROXY_DOWN);
+	}
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	test_proxy_stop(proxy);
+	g_free(proxied);
+	test_queue_assert_only_fence(server, key);
+}
+
 /* Nothing listens on the port: that is known at once, whatever the wait. */
 static void test_short_waits_on_a_closed_port_are_unavailable(void **state)
 {
@@ -422,6 +462,55 @@ static void test_grant_to_a_waiter_canceled_on_a_stalled_link_is_handed_on(void 
 	check_give_up_on_a_stalled_link("deadline/stall-granted-cancel", GIVE_UP_BY_CANCEL, true);
 }
 
+/*
+ * The server itself stops (SIGSTOP) as the head of the queue reaches its
+ * deadline, with a try of that waiter in flight or not: it returns by its
+ * deadline; once the server runs again, its entry goes (the cleanup waits
+ * until the server has answered the try, which could otherwise queue it
+ * again after the cleanup ran), and a release made at once then -- which
+ * may still find the entry and grant it -- reaches the next waiter.
+ */
+static void test_queued_waiter_times_out_by_its_deadline_on_a_stopped_server(void **state)
+{
+	const char *resource = "deadline/sigstop";
+	const int64_t wait_ms = 1500;
+	char *key = g_strdup_printf("dlock:{%s}", resource);
+	char *slow = test_redis_uri(server, "?command-timeout=" SLOW_COMMAND_TIMEOUT);
+	dlock_client *client;
+	dlock_lock *lock;
+	timed_acquire *t;
+	test_holder h;
+	test_waiter b;
+	int64_t elapsed_ms;
+	int rc;
+
+	test_holder_open(&h, uri, resource, marker);
+	test_holder_take(&h);
+	assert_int_equal(dlock_client_new(slow, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
+	t = timed_acquire_start(lock, wait_ms);
+	test_queue_wait_len(server, key, 1, 1000);
+	test_queue_waiter_start(server, &b, key, uri, resource, 30000, 2, marker);
+	/* Stop it a little before the deadline: the head tries often. */
+	g_usleep((guint64)MAX(wait_ms - 200 - (test_now_ms() - t->started_ms), 0) * 1000);
+	test_redis_signal(server, SIGSTOP);
+	rc = timed_acquire_join(t, 10000, &elapsed_ms);
+	print_message("gave up (%s) after %" PRId64 " ms with the server stopped\n", dlock_code_name(rc),
+	              elapsed_ms);
+	g_usleep(300 * 1000);
+	test_redis_signal(server, SIGCONT);
+	assert_int_equal(rc, DLOCK_ETIMEDOUT);
+	assert_true(elapsed_ms <= wait_ms + test_slack(300));
+	assert_false(dlock_held(lock));
+	test_queue_release_to(server, &h, &b, key, HANDOFF_BOUND_MS);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	test_holder_close(&h);
+	test_queue_assert_only_fence(server, key);
+	g_free(slow);
+	g_free(key);
+}
+
 static void test_no_lock_key_of_this_suite_remains(void **state)
 {
 	assert_int_equal(test_redis_leftover_keys(server, "dlock:{deadline/"), 0);
@@ -434,6 +523,8 @@ int main(int argc, char **argv)
 		                       test_queue_reset),
 		cmocka_unit_test_setup(test_short_waits_on_a_paused_server_time_out_never_unavailable,
 		                       test_queue_reset),
+		cmocka_unit_test_setup(test_short_wait_whose_answer_came_late_leaves_no_key,
+		                       test_queue_reset),
 		cmocka_unit_test_setup(test_short_waits_on_a_closed_port_are_unavailable, test_queue_reset),
 		cmocka_unit_test_setup(test_queued_waiter_times_out_by_its_deadline_on_a_stalled_link,
 		                       test_queue_reset),
@@ -442,6 +533,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_grant_to_a_waiter_that_timed_out_on_a_stalled_link_is_handed_on,
 		                       test_queue_reset),
 		cmocka_unit_test_setup(test_grant_to_a_waiter_canceled_on_a_stalled_link_is_handed_on,
+		                       test_queue_reset),
+		cmocka_unit_test_setup(test_queued_waiter_times_out_by_its_deadline_on_a_stopped_server,
 		                       test_queue_reset),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
