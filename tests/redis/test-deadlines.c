@@ -318,12 +318,13 @@ typedef struct proxied {
 	dlock_lock *lock;
 } proxied;
 
-static void proxied_open(proxied *p, const char *resource)
+/* userinfo: "user:password@", or "". */
+static void proxied_open(proxied *p, const char *resource, const char *userinfo)
 {
 	char *spec;
 
 	p->proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
-	spec = g_strdup_printf("redis://127.0.0.1:%d?command-timeout=" SLOW_COMMAND_TIMEOUT,
+	spec = g_strdup_printf("redis://%s127.0.0.1:%d?command-timeout=" SLOW_COMMAND_TIMEOUT, userinfo,
 	                       test_proxy_port(p->proxy));
 	assert_int_equal(dlock_client_new(spec, &p->client), DLOCK_OK);
 	assert_int_equal(dlock_lock_new(p->client, resource, &p->lock), DLOCK_OK);
@@ -372,7 +373,7 @@ typedef enum give_up_how {
  * lock, never together with anyone, and only the counter is left.
  */
 static void check_give_up_on_a_stalled_link(const char *resource, give_up_how how,
-                                            bool granted_meanwhile)
+                                            bool granted_meanwhile, const char *userinfo)
 {
 	const int64_t wait_ms = 1500;
 	char *key = g_strdup_printf("dlock:{%s}", resource);
@@ -386,7 +387,7 @@ static void check_give_up_on_a_stalled_link(const char *resource, give_up_how ho
 
 	test_holder_open(&h, uri, resource, marker);
 	test_holder_take(&h);
-	proxied_open(&w, resource);
+	proxied_open(&w, resource, userinfo);
 	t = timed_acquire_start(w.lock, how == GIVE_UP_BY_DEADLINE ? wait_ms : 30000);
 	test_queue_wait_len(server, key, 1, 1000);
 	gone.id = test_queue_entry_id(server, key, getpid());
@@ -444,22 +445,34 @@ static void check_give_up_on_a_stalled_link(const char *resource, give_up_how ho
 
 static void test_queued_waiter_times_out_by_its_deadline_on_a_stalled_link(void **state)
 {
-	check_give_up_on_a_stalled_link("deadline/stall-timeout", GIVE_UP_BY_DEADLINE, false);
+	check_give_up_on_a_stalled_link("deadline/stall-timeout", GIVE_UP_BY_DEADLINE, false, "");
 }
 
 static void test_queued_waiter_canceled_on_a_stalled_link_returns_at_once(void **state)
 {
-	check_give_up_on_a_stalled_link("deadline/stall-cancel", GIVE_UP_BY_CANCEL, false);
+	check_give_up_on_a_stalled_link("deadline/stall-cancel", GIVE_UP_BY_CANCEL, false, "");
 }
 
 static void test_grant_to_a_waiter_that_timed_out_on_a_stalled_link_is_handed_on(void **state)
 {
-	check_give_up_on_a_stalled_link("deadline/stall-granted", GIVE_UP_BY_DEADLINE, true);
+	check_give_up_on_a_stalled_link("deadline/stall-granted", GIVE_UP_BY_DEADLINE, true, "");
 }
 
 static void test_grant_to_a_waiter_canceled_on_a_stalled_link_is_handed_on(void **state)
 {
-	check_give_up_on_a_stalled_link("deadline/stall-granted-cancel", GIVE_UP_BY_CANCEL, true);
+	check_give_up_on_a_stalled_link("deadline/stall-granted-cancel", GIVE_UP_BY_CANCEL, true, "");
+}
+
+/* The same for a waiter whose ACL user has no channel rights: its entry
+ * is mute, so the grant stands whether or not anything listens. */
+static void test_grant_to_a_mute_waiter_that_timed_out_on_a_stalled_link_is_handed_on(void **state)
+{
+	redisReply *reply = test_redis_cmd(server, "ACL SETUSER mute on >mute-pw ~* +@all resetchannels");
+
+	assert_non_null(reply);
+	assert_int_equal(reply->type, REDIS_REPLY_STATUS);
+	freeReplyObject(reply);
+	check_give_up_on_a_stalled_link("deadline/stall-mute", GIVE_UP_BY_DEADLINE, true, "mute:mute-pw@");
 }
 
 /*
@@ -533,6 +546,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_grant_to_a_waiter_that_timed_out_on_a_stalled_link_is_handed_on,
 		                       test_queue_reset),
 		cmocka_unit_test_setup(test_grant_to_a_waiter_canceled_on_a_stalled_link_is_handed_on,
+		                       test_queue_reset),
+		cmocka_unit_test_setup(test_grant_to_a_mute_waiter_that_timed_out_on_a_stalled_link_is_handed_on,
 		                       test_queue_reset),
 		cmocka_unit_test_setup(test_queued_waiter_times_out_by_its_deadline_on_a_stopped_server,
 		                       test_queue_reset),
