@@ -74,8 +74,8 @@ static const char help_text[] =
 	"\n"
 	"Exit status: COMMAND's (128+N if killed by signal N, or if signal N came\n"
 	"while waiting); 75 not acquired in time; 69 backend unavailable; 70 lock\n"
-	"lost; 78 configuration error; 64 usage error (the message says what was\n"
-	"wrong).\n"
+	"lost; 77 credentials or permission refused by the backend; 78\n"
+	"configuration error; 64 usage error (the message says what was wrong).\n"
 	"\n"
 	"Examples:\n"
 	"  dlock run nightly-report -- ./report.sh\n"
@@ -139,6 +139,8 @@ static int exit_for(int rc, const cli_options *o)
 	case DLOCK_EUNAVAILABLE:
 	case DLOCK_EBACKEND:
 		return EXIT_UNAVAILABLE;
+	case DLOCK_EACCES:
+		return EXIT_NOPERM;
 	case DLOCK_ECONFIG:
 		return EXIT_CONFIG;
 	case DLOCK_EINVAL:

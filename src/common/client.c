@@ -133,8 +133,16 @@ static int slot_new(dlock_client *client, const char *name, const char *spec, GP
 	slot->redacted = g_strdup(uri->redacted);
 	slot->ops = ops;
 	slot_lease_defaults(slot, &opts);
-	if (rc == DLOCK_OK)
+	if (rc == DLOCK_OK) {
 		rc = ops->open(&env, uri, &opts, &slot->impl);
+		/* What the backend found wrong with the URI: say where it came from. */
+		if (rc == DLOCK_ECONFIG && extra_where) {
+			char *prefix = g_strconcat(extra_where, ", key url: ", NULL);
+
+			dlock__error_prefix(rc, prefix);
+			g_free(prefix);
+		}
+	}
 	if (rc == DLOCK_OK && ops->describe) {
 		g_free(slot->redacted);
 		slot->redacted = ops->describe(slot->impl);

@@ -31,6 +31,7 @@ static const struct {
 	{ DLOCK_ECONFIG, "DLOCK_ECONFIG", "invalid configuration" },
 	{ DLOCK_ECANCELED, "DLOCK_ECANCELED", "operation canceled" },
 	{ DLOCK_EDEADLK, "DLOCK_EDEADLK", "upgrade from a read hold would deadlock" },
+	{ DLOCK_EACCES, "DLOCK_EACCES", "backend refused the credentials or the operation" },
 };
 
 DLOCK_API const char *dlock_strerror(int code)

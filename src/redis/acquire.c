@@ -33,6 +33,9 @@
 /* After a release found the server unreachable, later releases within this
  * time defer at once instead of each waiting out its own timeout. */
 #define RELEASE_DEFER_US (1000 * 1000)
+/* How often a wait at the head of the queue that no message can reach
+ * (its channel refused) tries: a grant to it stays unused until then. */
+#define POLL_US (200 * 1000)
 
 typedef enum try_result {
 	TRY_GRANTED,
@@ -49,6 +52,9 @@ typedef struct queue_place {
 	bool queued;              /* an entry may exist: leave the queue on failure */
 	int64_t ticket;           /* our entry, 0 when not known to be queued */
 	bool at_head;             /* our entry was the first live one at the last try */
+	bool polls;               /* the server refused our channel (ACL): the entry
+	                           * says so, a grant is not published to it, and our
+	                           * own tries find it */
 	int64_t queued_sent_us;   /* CLOCK_BOOTTIME send of the last try that found
 	                           * us queued under ticket: a grant came later */
 } queue_place;
@@ -83,9 +89,9 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
                            int *ret_rc)
 {
 	char ttl[24], ticket[24] = "", entry_lease[24];
-	const char *words[10] = { lease->names.key, lease->names.fence, lease->names.queue,
+	const char *words[11] = { lease->names.key, lease->names.fence, lease->names.queue,
 	                          lease->names.permits, lease->token, ttl, place ? lease->id : "",
-	                          ticket, entry_lease, lease->mode };
+	                          ticket, entry_lease, lease->mode, place && place->polls ? "~" : "" };
 	size_t want = place ? 4 : 2;
 	redisReply *reply;
 	bool uncertain = false;
@@ -97,11 +103,11 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 		g_snprintf(ticket, sizeof(ticket), "%" G_GINT64_FORMAT, place->ticket);
 	g_snprintf(entry_lease, sizeof(entry_lease), "%d", QUEUE_ENTRY_LEASE_MS);
 	ans->sent_us = dlock__boot_us();
-	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, 4, 6, words, &reply,
+	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, 4, 7, words, &reply,
 	                              &uncertain, lease->kept);
 	if (rc != DLOCK_OK) {
 		*ret_rc = rc;
-		if (uncertain && (rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ECANCELED))
+		if (uncertain && (rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ECANCELED))
 			return TRY_UNCERTAIN;
 		return TRY_FAILED;
 	}
@@ -128,6 +134,21 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 	}
 	freeReplyObject(reply);
 	return result;
+}
+
+/*
+ * A step of a try (connect, AUTH, the script's answer) ran out of time.
+ * If the caller's deadline is what ended it, the wait timed out: the
+ * server may be healthy and only slower than a short wait, and whether it
+ * is reachable was never found out.  Otherwise the backend's own connect
+ * or command timeout passed first, and the server is unavailable (the
+ * message, "no answer within N ms", stays).
+ */
+static int out_of_time(const char *resource, int64_t wait_ms, int64_t deadline_us)
+{
+	if (deadline_us != INT64_MAX && dlock__remaining_us(deadline_us) == 0)
+		return dlock__error_timeout(resource, wait_ms);
+	return dlock__error_prefix(DLOCK_EUNAVAILABLE, "");
 }
 
 /* The wait id: the random part of the owner token ("dlock1:<32 hex>:..."),
@@ -178,10 +199,18 @@ static bool grant_alive(const redis_lease *lease, int64_t sent_us)
  * set any expiry Redis takes (up to about 9.2e18 ms), so the PTTL is
  * compared before it is turned into microseconds.  Behind the head of the
  * queue only the entry's renewal is due. */
-static int64_t next_sleep_us(const queue_place *place, int64_t pttl_ms, int64_t backoff_us)
+static int64_t next_sleep_us(const queue_place *place, int64_t ttl_ms, int64_t pttl_ms,
+                             int64_t backoff_us)
 {
+	/* A wait no message reaches finds its grant by its own tries: often
+	 * enough to use a grant long before the lease it came with (counted
+	 * from the grant) runs out, and at the head more often still. */
+	int64_t cap_us = place->polls ? MIN(BACKOFF_CAP_US, ttl_ms * 1000 / 3) : BACKOFF_CAP_US;
+
 	if (place->ticket > 0 && !place->at_head)
-		return BACKOFF_CAP_US;
+		return cap_us;
+	if (place->ticket > 0 && place->polls)
+		backoff_us = MIN(backoff_us, MIN(POLL_US, cap_us));
 	if (pttl_ms >= 0 && pttl_ms < backoff_us / 1000)
 		return MIN(pttl_ms * 1000 + 1000, backoff_us);
 	return backoff_us;
@@ -219,15 +248,23 @@ static void stop_listening(dlock__backend *b, redis_lease *lease, queue_place *p
 }
 
 static int release_script(dlock__backend *b, redis_lease *lease, const char *ticket,
-                          int *ret_deleted);
+                          int64_t until_us, int *ret_deleted);
 
 /*
  * The wait ended without the lock: leave the queue, and release the lock
- * if a release handed it to us meanwhile (the next waiter gets it).  If
- * the server does not answer, or a try may still set our key, the
- * background cleanup does it.
+ * if a release handed it to us meanwhile (the next waiter gets it).  That
+ * is a round trip, and the caller's deadline bounds it: only what is left
+ * of it by until_us is spent here (after a cancel or a deadline, nothing),
+ * and whatever is not done by then -- no time, no answer, or a try that
+ * may still set our key or queue us -- the background cleanup does, on
+ * the watchdog's connection, as soon as the server is done with our
+ * unanswered tries.  Until it has, a release may still grant the lock to
+ * our entry: that grant holds our token and the cleanup's release hands
+ * it on, so the cleanup lasts as long as such a grant could (the entry's
+ * lease, then the hold's).
  */
-static void give_up(dlock__backend *b, redis_lease *lease, const queue_place *place, bool uncertain)
+static void give_up(dlock__backend *b, redis_lease *lease, const queue_place *place, bool uncertain,
+                    int64_t until_us)
 {
 	char ticket[24] = "";
 	int deleted = 0;
@@ -243,14 +280,16 @@ static void give_up(dlock__backend *b, redis_lease *lease, const queue_place *pl
 			g_snprintf(ticket, sizeof(ticket), "%" G_GINT64_FORMAT, place->ticket);
 		else
 			g_strlcpy(ticket, "?", sizeof(ticket));
-		done = release_script(b, lease, ticket, &deleted) == DLOCK_OK;
+		done = dlock__remaining_us(until_us) > 0 &&
+		       release_script(b, lease, ticket, until_us, &deleted) == DLOCK_OK;
 		if (done && deleted)
 			dlock__log(b->logger, DLOCK_LOG_DEBUG, "%s: %s was handed to a wait that had ended: "
 			           "released", b->label, lease->names.key);
 	}
 	if (!done || uncertain || lease->kept->len > 0) {
-		dlock__redis_cleanup_later(b, lease, ticket, dlock__boot_us() + lease->ttl_ms * 1000,
-		                           lease->kept);
+		int64_t grant_ms = (place->queued ? QUEUE_ENTRY_LEASE_MS : 0) + lease->ttl_ms;
+
+		dlock__redis_cleanup_later(b, lease, ticket, dlock__boot_us() + grant_ms * 1000, lease->kept);
 		lease->kept = NULL;
 	}
 }
@@ -262,7 +301,7 @@ static void give_up(dlock__backend *b, redis_lease *lease, const queue_place *pl
  * through it.
  */
 static int downgrade(dlock__backend *b, redis_lease *lease, const redis_lease *write,
-                     dlock__waiter *waiter, int64_t deadline_us)
+                     dlock__waiter *waiter, int64_t wait_ms, int64_t deadline_us)
 {
 	char ttl[24];
 	const char *words[7] = { lease->names.key, lease->names.fence, lease->names.queue,
@@ -276,6 +315,8 @@ static int downgrade(dlock__backend *b, redis_lease *lease, const redis_lease *w
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
 	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_DOWNGRADE, 3, 4, words, &reply,
 	                              &uncertain, lease->kept);
+	if (rc == DLOCK_ETIMEDOUT)
+		rc = out_of_time(dlock__hold_resource(lease->hold), wait_ms, deadline_us);
 	if (rc == DLOCK_OK) {
 		if (!reply_is_integers(reply, 1) ||
 		    (reply->element[0]->integer == 1 && !reply_is_integers(reply, 2)))
@@ -320,10 +361,11 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 	int rc = DLOCK_OK;
 
 	if (write && dlock__hold_backend_data(write))
-		return downgrade(b, lease, dlock__hold_backend_data(write), waiter, deadline_us);
+		return downgrade(b, lease, dlock__hold_backend_data(write), waiter, wait_ms, deadline_us);
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
 		try_answer ans = { .pttl = -1 };
+		int64_t nap_us;
 		bool queue;
 		try_result result;
 
@@ -347,11 +389,17 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 			rc = dlock__error_timeout(resource, wait_ms);
 			break;
 		}
-		/* Queue only once the server will tell us of a grant. */
+		/* Queue only once the server will tell us of a grant, or has
+		 * refused to (an ACL without channel rights): then the entry
+		 * says so, and our own tries find the grant. */
 		queue = place.listening && dlock__redis_sub_confirmed(b, place.channel);
+		place.polls = place.listening && !queue && dlock__redis_sub_refused(b, place.channel);
+		queue = queue || place.polls;
 		if (queue)
 			place.queued = true;
 		result = try_once(b, lease, waiter, queue ? &place : NULL, deadline_us, &ans, &rc);
+		if (rc == DLOCK_ETIMEDOUT)
+			rc = out_of_time(resource, wait_ms, deadline_us);
 		if (result == TRY_GRANTED && !grant_alive(lease, ans.sent_us)) {
 			/* Not a grant.  Our token may still be in the key: a later
 			 * try renews it from its own send, a failure deletes it. */
@@ -383,8 +431,10 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 		}
 		if (result != TRY_BUSY) {
 			/* A first try that cannot reach the server fails fast; once
-			 * waiting, a dropped connection is retried until the deadline. */
-			if (first || rc == DLOCK_EBACKEND || rc == DLOCK_ETIMEDOUT)
+			 * waiting, a dropped connection is retried until the deadline.
+			 * What the server refuses is final. */
+			if (first || rc == DLOCK_EBACKEND || rc == DLOCK_ETIMEDOUT || rc == DLOCK_EACCES ||
+			    rc == DLOCK_ECONFIG)
 				break;
 		}
 		first = false;
@@ -394,8 +444,8 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 		}
 		if (!place.listening)
 			start_listening(b, lease, &place, waiter);
-		rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us,
-		                        next_sleep_us(&place, ans.pttl, backoff_us), &backoff_us,
+		nap_us = next_sleep_us(&place, lease->ttl_ms, ans.pttl, backoff_us);
+		rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us, nap_us, &backoff_us,
 		                        BACKOFF_CAP_US);
 		if (rc != DLOCK_OK)
 			break;
@@ -405,26 +455,29 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 		/* Leave the queue; a try whose answer never came may have set our
 		 * key (later tries with the same token would have found it ours),
 		 * or may still: make sure it goes, once the server is done with
-		 * that try. */
-		give_up(b, lease, &place, uncertain);
+		 * that try.  A cancel wants the caller back now. */
+		int64_t until_us = rc == DLOCK_ECANCELED
+		                           ? 0
+		                           : MIN(deadline_us, dlock__mono_us() + b->command_timeout_ms * 1000);
+
+		give_up(b, lease, &place, uncertain, until_us);
 		dlock__redis_lease_unref(lease);
 	}
 	return rc;
 }
 
-/* The release script for lease, bounded by one command timeout: a
+/* The release script for lease, bounded by until_us (monotonic): a
  * reconnect included.  *ret_deleted: whether it deleted our lock. */
 static int release_script(dlock__backend *b, redis_lease *lease, const char *ticket,
-                          int *ret_deleted)
+                          int64_t until_us, int *ret_deleted)
 {
 	const char *words[10];
-	int64_t deadline_us = dlock__mono_us() + b->command_timeout_ms * 1000;
 	redisReply *reply;
 	bool uncertain = false;
 	int rc;
 
 	dlock__redis_release_words(&lease->names, lease->token, ticket, lease->id, lease->mode, words);
-	rc = dlock__redis_eval_pooled(b, NULL, deadline_us, SCRIPT_RELEASE, 4, 6, words, &reply,
+	rc = dlock__redis_eval_pooled(b, NULL, until_us, SCRIPT_RELEASE, 4, 6, words, &reply,
 	                              &uncertain, NULL);
 	if (rc != DLOCK_OK)
 		return rc;
@@ -477,10 +530,11 @@ int dlock__redis_release(dlock__backend *b, dlock__hold *hold)
 		dlock__redis_cleanup_later(b, lease, "", dlock__boot_us() + lease->ttl_ms * 1000,
 		                           take_kept(lease));
 		rc = lost ? DLOCK_ELOST : DLOCK_OK;
-	} else if ((rc = release_script(b, lease, "", &deleted)) != DLOCK_OK) {
+	} else if ((rc = release_script(b, lease, "", dlock__mono_us() + b->command_timeout_ms * 1000,
+	                                &deleted)) != DLOCK_OK) {
 		dlock__log(b->logger, DLOCK_LOG_WARNING, "release of '%s' deferred: %s", lease->names.key,
 		           dlock_last_error_message());
-		if (rc == DLOCK_EUNAVAILABLE) {
+		if (rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ETIMEDOUT) {
 			g_mutex_lock(&b->pool_mu);
 			b->release_defer_until_us = dlock__mono_us() + RELEASE_DEFER_US;
 			g_mutex_unlock(&b->pool_mu);

@@ -102,7 +102,8 @@ static int check_uri(const dlock__uri *uri, const dlock__options *opts, int *ret
 			return dlock__error(DLOCK_ECONFIG, "URI %s: no socket path", uri->redacted);
 	} else {
 		if (uri->hosts->len == 0)
-			return dlock__error(DLOCK_ECONFIG, "URI %s: no host:port", uri->redacted);
+			return dlock__error(DLOCK_ECONFIG, "URI %s: no host given (redis://host:6379)",
+			                    uri->redacted);
 		if (parse_db(uri, ret_db) != DLOCK_OK)
 			return DLOCK_ECONFIG;
 	}
@@ -160,6 +161,11 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	if (!is_unix && uri->hosts->len > 1)
 		return dlock__error(DLOCK_ECONFIG, "URI %s: several hosts make a Redlock, which "
 		                    "redis+unix cannot be", uri->redacted);
+	/* "redis://" alone, or "redis://${HOST}" with the variable unset:
+	 * said here, before anything reads a host that is not there. */
+	if (!is_unix && uri->hosts->len == 0)
+		return dlock__error(DLOCK_ECONFIG, "URI %s: no host given (redis://host:6379)",
+		                    uri->redacted);
 	return dlock__redis_open_host(env, uri, is_unix ? NULL : uri->hosts->pdata[0], opts, ret);
 }
 

@@ -61,10 +61,47 @@ void dlock__redis_conn_timeout(redis_conn *conn, int64_t timeout_us)
 	}
 }
 
+static bool error_starts(const redisReply *reply, const char *prefix)
+{
+	return strncmp(reply->str, prefix, strlen(prefix)) == 0;
+}
+
+/*
+ * Error replies that say the credentials or the configuration are wrong,
+ * each as its own code and in words a user can act on: a refused
+ * password or ACL is a permission error (DLOCK_EACCES), a database the
+ * server does not have a configuration error.  Redis 7 answers a client
+ * that has not authenticated with NOAUTH, or, for a command of more than
+ * ten arguments (every dlock script), with "Protocol error:
+ * unauthenticated multibulk length" and closes the connection; older
+ * servers word a bad password "invalid password".
+ */
 int dlock__redis_reply_error(dlock__backend *b, const redisReply *reply, const char *what)
 {
+	const char *user = b->user ? b->user : "default";
+
 	if (reply->type != REDIS_REPLY_ERROR)
 		return DLOCK_OK;
+	if (error_starts(reply, "NOAUTH") || strstr(reply->str, "Protocol error: unauthenticated"))
+		return dlock__error(DLOCK_EACCES, "%s: the server requires a password and the URI gives "
+		                    "none (redis://:password@host, or redis://user:password@host for an "
+		                    "ACL user)", b->label);
+	if (error_starts(reply, "WRONGPASS") || error_starts(reply, "ERR invalid password"))
+		return b->user ? dlock__error(DLOCK_EACCES, "%s: the server refused user '%s' with the "
+		                              "password given: wrong user name or password, or the "
+		                              "user is disabled", b->label, b->user)
+		               : dlock__error(DLOCK_EACCES, "%s: the server refused the password given: "
+		                              "wrong password", b->label);
+	if (strstr(reply->str, "without any password configured") ||
+	    strstr(reply->str, "no password is set"))
+		return dlock__error(DLOCK_EACCES, "%s: the URI gives a password, but the server has no "
+		                    "password set for user '%s'", b->label, user);
+	if (error_starts(reply, "NOPERM"))
+		return dlock__error(DLOCK_EACCES, "%s: %s: the server's ACL refuses user '%s': %.*s",
+		                    b->label, what, user, (int)reply->len, reply->str);
+	if (strstr(reply->str, "DB index is out of range") || error_starts(reply, "ERR invalid DB index"))
+		return dlock__error(DLOCK_ECONFIG, "%s: the server has no database %d (fewer are set by "
+		                    "its 'databases' setting)", b->label, b->db);
 	return dlock__error(DLOCK_EBACKEND, "%s: %s: %.*s", b->label, what, (int)reply->len, reply->str);
 }
 
@@ -119,7 +156,7 @@ static int setup_command(dlock__backend *b, redisContext *ctx, int64_t deadline_
 	errno = 0;
 	reply = dlock__redis_call(ctx, argc, argv, NULL);
 	if (!reply && (errno == EAGAIN || errno == EWOULDBLOCK))
-		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: no answer within %" G_GINT64_FORMAT " ms",
+		return dlock__error(DLOCK_ETIMEDOUT, "%s: %s: no answer within %" G_GINT64_FORMAT " ms",
 		                    b->label, what, MIN(left, b->command_timeout_ms * 1000) / 1000);
 	if (!reply)
 		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: %s", b->label, what,
@@ -221,6 +258,7 @@ static int canceled_error(dlock__backend *b)
 static redisContext *connect_tcp(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
                                  int *ret_rc)
 {
+	int64_t timeout_ms = dlock__remaining_us(deadline_us) / 1000;
 	redisContext *ctx;
 	char **addrs;
 	int rc, fd = -1, err = ETIMEDOUT;
@@ -229,6 +267,9 @@ static redisContext *connect_tcp(dlock__backend *b, dlock__waiter *waiter, int64
 	if (rc != DLOCK_OK) {
 		char *why = g_strdup(dlock_last_error_message());
 
+		/* A lookup still unanswered when the time ran out. */
+		if (rc == DLOCK_EUNAVAILABLE && dlock__remaining_us(deadline_us) == 0)
+			rc = DLOCK_ETIMEDOUT;
 		*ret_rc = dlock__error(rc, "%s: %s", b->label, why);
 		g_free(why);
 		return NULL;
@@ -241,6 +282,11 @@ static redisContext *connect_tcp(dlock__backend *b, dlock__waiter *waiter, int64
 	g_strfreev(addrs);
 	if (fd < 0 && err == ECANCELED) {
 		*ret_rc = canceled_error(b);
+		return NULL;
+	}
+	if (fd < 0 && err == ETIMEDOUT) {
+		*ret_rc = dlock__error(DLOCK_ETIMEDOUT, "%s: cannot connect: no connection within %"
+		                       G_GINT64_FORMAT " ms", b->label, timeout_ms);
 		return NULL;
 	}
 	if (fd < 0) {
@@ -297,14 +343,14 @@ static redisContext *connect_for(dlock__backend *b, dlock__waiter *waiter, int64
 	if (rc == DLOCK_OK && b->password) {
 		const char *argv[3] = { "AUTH", b->user ? b->user : b->password, b->password };
 
-		rc = setup_command(b, ctx, deadline_us, "authentication failed", b->user ? 3 : 2, argv);
+		rc = setup_command(b, ctx, deadline_us, "AUTH", b->user ? 3 : 2, argv);
 	}
 	if (rc == DLOCK_OK && select && b->db != 0) {
 		char db[16];
 		const char *argv[2] = { "SELECT", db };
 
 		g_snprintf(db, sizeof(db), "%d", b->db);
-		rc = setup_command(b, ctx, deadline_us, "SELECT failed", 2, argv);
+		rc = setup_command(b, ctx, deadline_us, "SELECT", 2, argv);
 	}
 	if (dlock__waiter_io_end(waiter))
 		rc = canceled_error(b); /* the socket may have been shut down */
@@ -435,6 +481,17 @@ void dlock__redis_pool_clear(dlock__backend *b)
 	g_mutex_unlock(&b->pool_mu);
 }
 
+int dlock__redis_io_error(dlock__backend *b, redisContext *ctx, bool timed_out, int64_t timeout_us)
+{
+	if (timed_out && timeout_us > 0)
+		return dlock__error(DLOCK_ETIMEDOUT, "%s: no answer within %" G_GINT64_FORMAT " ms",
+		                    b->label, MAX(timeout_us / 1000, 1));
+	if (timed_out)
+		return dlock__error(DLOCK_ETIMEDOUT, "%s: no answer within the command timeout", b->label);
+	return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label,
+	                    ctx->errstr[0] ? ctx->errstr : "connection closed without an answer");
+}
+
 int dlock__redis_command(dlock__backend *b, redis_conn *conn, int argc, const char **argv,
                          const size_t *lens, redisReply **ret)
 {
@@ -445,8 +502,7 @@ int dlock__redis_command(dlock__backend *b, redis_conn *conn, int argc, const ch
 	reply = dlock__redis_call(conn->ctx, argc, argv, lens);
 	conn->timed_out = !reply && (errno == EAGAIN || errno == EWOULDBLOCK);
 	if (!reply)
-		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label,
-		                    conn->ctx->errstr[0] ? conn->ctx->errstr : "no reply");
+		return dlock__redis_io_error(b, conn->ctx, conn->timed_out, conn->timeout_us);
 	*ret = reply;
 	return DLOCK_OK;
 }

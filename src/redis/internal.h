@@ -152,7 +152,9 @@ void dlock__redis_names_clear(redis_names *names);
  * Bounded by timeout_us.  NULL with the message recorded on failure. */
 redisContext *dlock__redis_connect(dlock__backend *b, int64_t timeout_us, bool select, int *ret_rc);
 /* A pooled connection (or a new one), bounded by deadline_us.  A cancel of
- * waiter (may be NULL) interrupts the setup of a new one: DLOCK_ECANCELED. */
+ * waiter (may be NULL) interrupts the setup of a new one: DLOCK_ECANCELED.
+ * DLOCK_ETIMEDOUT when the connect or its setup ran out of time (see
+ * dlock__redis_command). */
 int dlock__redis_conn_get(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
                           redis_conn **ret);
 /* Return a connection; broken ones (ok false or ctx->err) are closed. */
@@ -185,10 +187,24 @@ void dlock__redis_conn_timeout(redis_conn *conn, int64_t timeout_us);
 int dlock__redis_flush(redisContext *ctx);
 /* Append, flush, read one reply.  NULL on I/O failure (ctx->err set). */
 redisReply *dlock__redis_call(redisContext *ctx, int argc, const char **argv, const size_t *lens);
-/* Send one command and read its reply.  Returns
- * DLOCK_OK and the reply (freeReplyObject), or DLOCK_EUNAVAILABLE. */
+/*
+ * Send one command and read its reply.  Returns DLOCK_OK and the reply
+ * (freeReplyObject), DLOCK_ETIMEDOUT when no answer came within the
+ * socket's timeout, or DLOCK_EUNAVAILABLE (the connection failed).
+ *
+ * Connections and commands say DLOCK_ETIMEDOUT when a step ran out of
+ * time -- whichever bound it had, the caller's deadline or the backend's
+ * own connect or command timeout -- and DLOCK_EUNAVAILABLE for a definite
+ * failure (refused, reset, closed).  The caller decides what running out
+ * of time means for it: an acquire whose deadline has passed timed out;
+ * anything else found the server unavailable.
+ */
 int dlock__redis_command(dlock__backend *b, redis_conn *conn, int argc, const char **argv,
                          const size_t *lens, redisReply **ret);
+/* The failure of I/O on ctx, worded: DLOCK_ETIMEDOUT "no answer within N
+ * ms" when timed_out (timeout_us: the bound it had, or <= 0 if unknown),
+ * else DLOCK_EUNAVAILABLE with hiredis's reason. */
+int dlock__redis_io_error(dlock__backend *b, redisContext *ctx, bool timed_out, int64_t timeout_us);
 /* DLOCK_EBACKEND with the server's message if reply is an error reply. */
 int dlock__redis_reply_error(dlock__backend *b, const redisReply *reply, const char *what);
 
@@ -217,6 +233,8 @@ bool dlock__redis_is_noscript(const redisReply *reply);
  * at once (the connection is then closed): DLOCK_ECANCELED.  With kept
  * (may be NULL), the connection of each attempt left without an answer
  * is kept there (dlock__redis_conn_keep()) for the cleanup to wait on.
+ * DLOCK_ETIMEDOUT when the connect or the answer ran out of time (see
+ * dlock__redis_command).
  */
 int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
                              redis_script script, int nkeys, int nargs, const char **words,
@@ -250,6 +268,9 @@ void dlock__redis_sub_listen(dlock__backend *b, const char *channel, dlock__wait
 void dlock__redis_sub_unlisten(dlock__backend *b, const char *channel, dlock__waiter *waiter);
 /* Whether the server has confirmed the subscription to channel. */
 bool dlock__redis_sub_confirmed(dlock__backend *b, const char *channel);
+/* Whether the server's ACL refused it on the current connection (the
+ * user has no rights on that channel, or may not SUBSCRIBE at all). */
+bool dlock__redis_sub_refused(dlock__backend *b, const char *channel);
 /* Take the grant left in box if it is for ticket (an older one is dropped). */
 bool dlock__redis_sub_take_grant(dlock__backend *b, redis_grant *box, int64_t ticket,
                                  uint64_t *ret_token);

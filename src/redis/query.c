@@ -8,6 +8,7 @@
  * with a number of permits beside it is a semaphore's: its members are
  * the permits' holders.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "clock.h"
@@ -62,6 +63,8 @@ int dlock__redis_query(dlock__backend *b, const char *resource, int64_t deadline
 	if (deadline_us == INT64_MAX)
 		deadline_us = dlock__mono_us() + b->command_timeout_ms * 1000;
 	rc = dlock__redis_conn_get(b, NULL, deadline_us, &conn);
+	if (rc == DLOCK_ETIMEDOUT)
+		rc = dlock__error_prefix(DLOCK_EUNAVAILABLE, ""); /* its own bound: the server is silent */
 	if (rc != DLOCK_OK)
 		goto out;
 	dlock__redis_conn_timeout(conn, MAX(dlock__remaining_us(deadline_us), 1000));
@@ -74,9 +77,12 @@ int dlock__redis_query(dlock__backend *b, const char *resource, int64_t deadline
 	if (dlock__redis_flush(conn->ctx) != REDIS_OK)
 		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label, conn->ctx->errstr);
 	for (int i = 0; i < R_COUNT && rc == DLOCK_OK; i++) {
-		if (redisGetReply(conn->ctx, (void **)&replies[i]) != REDIS_OK)
-			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label, conn->ctx->errstr);
-		else if (!wrong_type(replies[i]) || i > R_READERS)
+		errno = 0;
+		if (redisGetReply(conn->ctx, (void **)&replies[i]) != REDIS_OK) {
+			dlock__redis_io_error(b, conn->ctx, errno == EAGAIN || errno == EWOULDBLOCK,
+			                      conn->timeout_us);
+			rc = dlock__error_prefix(DLOCK_EUNAVAILABLE, "");
+		} else if (!wrong_type(replies[i]) || i > R_READERS)
 			rc = dlock__redis_reply_error(b, replies[i], "query");
 	}
 	dlock__redis_conn_put(b, conn, rc == DLOCK_OK);

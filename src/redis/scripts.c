@@ -22,11 +22,14 @@
  *
  * The queue is a sorted set scored by arrival ticket (an INCR of the
  * counter: unique and increasing), each member
- * "<entry lease end, server ms>|<hold TTL ms><mode>|<wait id>|<owner token>",
+ * "<entry lease end, server ms>|<hold TTL ms><mode><mute>|<wait id>|<owner token>",
  * mode "" for a writer (EXCLUSIVE or WRITE), "r" for a reader: a writer's
  * entry is the one dlock wrote before read-write locks, and such a
  * dlock's release skips a reader's entry as malformed (dead) rather than
- * grant it as a writer.  An entry
+ * grant it as a writer.  mute "~" marks a waiter that no message can
+ * reach (the server's ACL refused its channel): its grant is neither
+ * published nor undone, and its own next try finds the lock its own (a
+ * dlock without this skips such an entry as malformed).  An entry
  * whose lease has run out is a waiter that stopped renewing it (its
  * process died, or lost the server): head() drops such entries as it meets
  * them, a bounded number per call.  One more kind of entry, mode "d", at
@@ -52,9 +55,18 @@
  * readers (0: free).
  * add_reader(token, lease end): add or re-score a reader; the set expires
  * with its latest lease.
- * downgrade(): the downgrade entry, and its lease end and token.
- * settle(now): a downgrade whose write hold is gone (released in the
- * background, or expired) becomes the reader it stands for.
+ * downgrade(): the downgrade entry, and its lease end, token and the
+ * write hold's wait id (the random part of the write's token).
+ * settle(now): a downgrade whose write hold is gone becomes the reader it
+ * stands for if the lock is free (the write released in the background,
+ * or expired) or shared; if someone else's string holds it (the write
+ * expired and a peer that does not queue took it), the read hold it
+ * stands for can no longer be granted in order, and the entry goes: it
+ * would otherwise block the queue, and become a reader when the peer
+ * lets go.  The read hold's next renewal then reports it LOST.
+ * heard(id, mute, n, ticket): tell a waiter of its grant, fencing token
+ * n, on its own channel; whether it heard (a mute waiter counts as
+ * heard: it finds the grant by its own try).
  * grant(now): the lock is free: hand it to the head writer, or to every
  * reader at the head up to the next writer (a downgrade without a
  * message: its owner knows).  A grant is published on the waiter's own
@@ -94,14 +106,14 @@ static const char queue_lua[] =
 	"  if ticket == '?' then\n"
 	"    local found\n"
 	"    for _, e in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do\n"
-	"      if string.match(e, '^%d+|%d+%a?|([^|]+)|') == id then\n"
+	"      if string.match(e, '^%d+|%d+%a?~?|([^|]+)|') == id then\n"
 	"        if found then redis.call('ZREM', KEYS[3], e) else found = e end\n"
 	"      end\n"
 	"    end\n"
 	"    return found\n"
 	"  end\n"
 	"  local m = redis.call('ZRANGEBYSCORE', KEYS[3], ticket, ticket)[1]\n"
-	"  if m and string.match(m, '^%d+|%d+%a?|([^|]+)|') == id then return m end\n"
+	"  if m and string.match(m, '^%d+|%d+%a?~?|([^|]+)|') == id then return m end\n"
 	"  return nil\n"
 	"end\n"
 	"local function readers(now)\n"
@@ -118,28 +130,36 @@ static const char queue_lua[] =
 	"local function downgrade()\n"
 	"  local d = redis.call('ZRANGEBYSCORE', KEYS[3], 0, 0)[1]\n"
 	"  if not d then return nil end\n"
-	"  local t, token = string.match(d, '^(%d+)|%d+d|[^|]+|(.*)$')\n"
-	"  return d, tonumber(t), token\n"
+	"  local t, id, token = string.match(d, '^(%d+)|%d+d|([^|]+)|(.*)$')\n"
+	"  return d, tonumber(t), token, id\n"
 	"end\n"
 	"local function settle(now)\n"
-	"  if redis.call('EXISTS', KEYS[1]) == 1 then return end\n"
-	"  local d, t, token = downgrade()\n"
+	"  local d, t, token, id = downgrade()\n"
 	"  if not d then return end\n"
+	"  local kind = redis.call('TYPE', KEYS[1]).ok\n"
+	"  if kind == 'string' and\n"
+	"     string.match(redis.call('GET', KEYS[1]), '^[^:]*:([^:]*)') == id then return end\n"
 	"  redis.call('ZREM', KEYS[3], d)\n"
-	"  if token and t > now then add_reader(token, t) end\n"
+	"  if (kind == 'none' or kind == 'zset') and token and t > now then add_reader(token, t) end\n"
 	"end\n"
 	"local function extend_queue(ms)\n"
 	"  if redis.call('PTTL', KEYS[3]) < tonumber(ms) then redis.call('PEXPIRE', KEYS[3], ms) end\n"
 	"end\n";
 
 static const char grant_lua[] =
-"local function grant(now)\n"
+	"local function heard(id, mute, n, ticket)\n"
+	"  if mute == '~' then return true end\n"
+	"  local r = redis.pcall('PUBLISH', ARGV[3] .. id, string.format('%d %d', n, tonumber(ticket)))\n"
+	"  return type(r) == 'number' and r > 0\n"
+	"end\n"
+	"local function grant(now)\n"
 	"  redis.call('DEL', KEYS[1])\n"
 	"  local tries, shared = 0, 0\n"
 	"  for _ = 1, 72 do\n"
 	"    local e = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')\n"
 	"    if #e == 0 then break end\n"
-	"    local t, ttl, mode, id, token = string.match(e[1], '^(%d+)|(%d+)(%a?)|([^|]+)|(.*)$')\n"
+	"    local t, ttl, mode, mute, id, token =\n"
+	"      string.match(e[1], '^(%d+)|(%d+)(%a?)(~?)|([^|]+)|(.*)$')\n"
 	"    local live = token and tonumber(t) > now\n"
 	"    if mode == '' then mode = 'w' end\n"
 	"    if live and mode == 'w' and shared > 0 then break end\n"
@@ -154,10 +174,7 @@ static const char grant_lua[] =
 	"      else\n"
 	"        add_reader(token, now + tonumber(ttl))\n"
 	"      end\n"
-	"      local n = fence()\n"
-	"      local heard = redis.pcall('PUBLISH', ARGV[3] .. id,\n"
-	"                                string.format('%d %d', n, tonumber(e[2])))\n"
-	"      if type(heard) == 'number' and heard > 0 then\n"
+	"      if heard(id, mute, fence(), e[2]) then\n"
 	"        if mode == 'w' then return end\n"
 	"        shared = shared + 1\n"
 	"      else\n"
@@ -188,16 +205,14 @@ static const char grant_permits_lua[] =
 	"    if redis.call('ZCARD', KEYS[1]) >= sem then return end\n"
 	"    local e = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')\n"
 	"    if #e == 0 then return end\n"
-	"    local t, ttl, mode, id, token = string.match(e[1], '^(%d+)|(%d+)(%a?)|([^|]+)|(.*)$')\n"
+	"    local t, ttl, mode, mute, id, token =\n"
+	"      string.match(e[1], '^(%d+)|(%d+)(%a?)(~?)|([^|]+)|(.*)$')\n"
 	"    local live = token and tonumber(t) > now\n"
 	"    if live and mode ~= 's' then break end\n"
 	"    redis.call('ZREM', KEYS[3], e[1])\n"
 	"    if live then\n"
 	"      add_reader(token, now + tonumber(ttl))\n"
-	"      local n = fence()\n"
-	"      local heard = redis.pcall('PUBLISH', ARGV[3] .. id,\n"
-	"                                string.format('%d %d', n, tonumber(e[2])))\n"
-	"      if not (type(heard) == 'number' and heard > 0) then\n"
+	"      if not heard(id, mute, fence(), e[2]) then\n"
 	"        redis.call('ZREM', KEYS[1], token)\n"
 	"        tries = tries + 1\n"
 	"        if tries == 8 then break end\n"
@@ -210,7 +225,8 @@ static const char grant_permits_lua[] =
 /*
  * Acquire.  ARGV: token, TTL (ms), wait id ("" for a try that does not
  * queue), our ticket ("" when not queued), entry lease (ms), mode ('r'
- * for READ, 'w' otherwise).
+ * for READ, 'w' otherwise), "~" for a waiter no grant message can reach
+ * (else "").
  * Granted: {1, fencing token}.  Otherwise {0, PTTL of the lock}, and when
  * queueing also our ticket and 1 if our entry is the first live one, else
  * 0.  A semaphore's permit (mode "s<N>"): a READ hold at the same key,
@@ -307,8 +323,8 @@ static const char acquire_body[] =
 	"else\n"
 	"  ticket = fence()\n"
 	"end\n"
-	"local entry = string.format('%d|%d%s|%s|%s', now + tonumber(ARGV[5]), tonumber(ttl),\n"
-	"                            sem and 's' or mode == 'r' and 'r' or '', ARGV[3], token)\n"
+	"local entry = string.format('%d|%d%s%s|%s|%s', now + tonumber(ARGV[5]), tonumber(ttl),\n"
+	"                            sem and 's' or mode == 'r' and 'r' or '', ARGV[7], ARGV[3], token)\n"
 	"redis.call('ZADD', KEYS[3], ticket, entry)\n"
 	"extend_queue(ARGV[5])\n"
 	"return {0, redis.call('PTTL', KEYS[1]), ticket, first}\n";
@@ -563,13 +579,13 @@ bool dlock__redis_is_noscript(const redisReply *reply)
 int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script, int nkeys,
                       int nargs, const char **words, redisReply **ret)
 {
-	const char *argv[3 + 10];
+	const char *argv[3 + 11];
 	char nkeys_text[8];
 	redisReply *reply;
 	int argc = 3 + nkeys + nargs;
 	int rc;
 
-	g_assert(nkeys + nargs <= 10);
+	g_assert(nkeys + nargs <= 11);
 	g_snprintf(nkeys_text, sizeof(nkeys_text), "%d", nkeys);
 	argv[0] = "EVALSHA";
 	argv[1] = b->script_sha[script];
@@ -609,7 +625,7 @@ int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t d
 
 	for (int attempt = 0; attempt < 2; attempt++) {
 		redis_conn *conn;
-		bool reused, timed_out, canceled;
+		bool reused, timed_out, canceled, unanswered;
 
 		rc = dlock__redis_conn_get(b, waiter, deadline_us, &conn);
 		if (rc != DLOCK_OK)
@@ -626,15 +642,17 @@ int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t d
 		rc = dlock__redis_eval(b, conn, script, nkeys, nargs, words, ret);
 		timed_out = conn->timed_out;
 		canceled = dlock__waiter_io_end(waiter);
-		if (rc == DLOCK_EUNAVAILABLE && kept) {
+		unanswered = rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ETIMEDOUT;
+		if (unanswered && kept) {
 			int fd = dlock__redis_conn_keep(conn);
 
 			if (fd >= 0)
 				g_array_append_val(kept, fd);
 		}
-		/* A canceled connection may have been shut down: never pool it. */
-		dlock__redis_conn_put(b, conn, rc != DLOCK_EUNAVAILABLE && !canceled);
-		if (rc != DLOCK_EUNAVAILABLE)
+		/* A canceled connection may have been shut down, and an
+		 * unanswered one may still get its answer: never pool either. */
+		dlock__redis_conn_put(b, conn, !unanswered && !canceled);
+		if (!unanswered)
 			return rc;
 		*ret_uncertain = true;
 		if (canceled)

@@ -14,6 +14,14 @@
  * Other threads never touch the connection: they change the table and
  * poke an eventfd; the thread then sends SUBSCRIBE/UNSUBSCRIBE for the
  * channels whose wanted state differs from what the server has.
+ *
+ * An ACL user without channel rights (-subscribe, resetchannels) gets
+ * NOPERM for a SUBSCRIBE.  The error names no channel, but the server
+ * answers a connection's commands in order: the thread keeps the channel
+ * of every command it sent, in order, and the error belongs to the oldest
+ * one unanswered.  Such a channel is marked refused and its waiters woken:
+ * a wait whose channel is refused queues all the same, as a wait the
+ * server cannot tell of its grant (acquire.c).
  */
 #include <errno.h>
 #include <poll.h>
@@ -41,6 +49,8 @@
 enum {
 	SUBSCRIBED = 1u << 0, /* confirmed by the server on this connection */
 	PENDING = 1u << 1,    /* a SUBSCRIBE or UNSUBSCRIBE is on its way */
+	REFUSED = 1u << 2,    /* the server's ACL refused the SUBSCRIBE (NOPERM) on
+	                       * this connection: not asked again on it */
 };
 
 struct redis_sub {
@@ -60,8 +70,13 @@ static void poke(redis_sub *sub)
 		;
 }
 
-/* Queue the commands that bring the server in line with the table. */
-static void sync_channels(redis_sub *sub, redisContext *ctx)
+/*
+ * Queue the commands that bring the server in line with the table; the
+ * channel of each goes to the end of sent (owned copies), the record of
+ * what the server's next answers are for.  A refused channel is not asked
+ * again on this connection, and is forgotten once nobody waits on it.
+ */
+static void sync_channels(redis_sub *sub, redisContext *ctx, GQueue *sent)
 {
 	dlock__waketable_iter iter;
 
@@ -72,12 +87,36 @@ static void sync_channels(redis_sub *sub, redisContext *ctx)
 		bool wanted = dlock__waketable_iter_count(&iter) > 0;
 		const char *name = dlock__waketable_iter_key(&iter);
 
+		if (state & REFUSED) {
+			if (!wanted)
+				dlock__waketable_iter_set_data(&iter, NULL); /* frees it */
+			continue;
+		}
 		if ((state & PENDING) || wanted == !!(state & SUBSCRIBED))
 			continue;
 		redisAppendCommand(ctx, wanted ? "SUBSCRIBE %s" : "UNSUBSCRIBE %s", name);
+		g_queue_push_tail(sent, g_strdup(name));
 		dlock__waketable_iter_set_data(&iter, GUINT_TO_POINTER(state | PENDING));
 	}
 	g_mutex_unlock(&sub->mu);
+}
+
+/* The server refused the SUBSCRIBE of name (sub->mu held): say so to its
+ * waiters, once per connection. */
+static void refuse_locked(redis_sub *sub, const char *name, const char *why)
+{
+	unsigned state = GPOINTER_TO_UINT(dlock__waketable_data(sub->channels, name));
+
+	if (!(state & PENDING) || (state & SUBSCRIBED))
+		return;
+	if (dlock__waketable_count(sub->channels, name) == 0) {
+		dlock__waketable_set_data(sub->channels, name, NULL);
+		return;
+	}
+	dlock__waketable_set_data(sub->channels, name, GUINT_TO_POINTER(REFUSED));
+	dlock__log(sub->b->logger, DLOCK_LOG_INFO, "%s: subscribing to %s refused (%s): its waits are "
+	           "told of their grants by their own tries", sub->b->label, name, why);
+	dlock__waketable_wake(sub->channels, name);
 }
 
 /* Leave a grant in the mailbox of the wait that listens on name, if any.
@@ -101,21 +140,35 @@ static void post_grant(redis_sub *sub, const char *name, const char *text)
 	box->ticket = ticket;
 }
 
-/* Handle one reply from the server: subscribe, unsubscribe, message, pong. */
-static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_us)
+/*
+ * Handle one reply from the server: subscribe, unsubscribe, message,
+ * pong, or an error.  Every reply but a message answers the oldest
+ * command in sent (a PING's entry is NULL), which it takes off.
+ */
+static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_us, GQueue *sent)
 {
 	const char *kind, *name;
 	bool known;
 
 	if (reply->type == REDIS_REPLY_ERROR) {
-		/* e.g. an ACL user without channel rights: waiters fall back on
-		 * their backoff, so say why wake-ups are slow. */
-		dlock__log(sub->b->logger, DLOCK_LOG_WARNING, "%s: subscriber: %s", sub->b->label, reply->str);
+		char *channel = g_queue_pop_head(sent);
+
+		/* An ACL user without channel rights: that channel's waits
+		 * queue without it.  Anything else is only logged. */
+		g_mutex_lock(&sub->mu);
+		if (channel && strncmp(reply->str, "NOPERM", 6) == 0)
+			refuse_locked(sub, channel, reply->str);
+		g_mutex_unlock(&sub->mu);
+		if (!channel || strncmp(reply->str, "NOPERM", 6) != 0)
+			dlock__log(sub->b->logger, DLOCK_LOG_WARNING, "%s: subscriber: %s", sub->b->label,
+			           reply->str);
+		g_free(channel);
 		return;
 	}
 	/* PING is answered ["pong", ""] in subscribed mode, but +PONG once the
 	 * connection has no channel left (every waiter has gone). */
 	if (reply->type == REDIS_REPLY_STATUS && strcmp(reply->str, "PONG") == 0) {
+		g_free(g_queue_pop_head(sent));
 		*ping_sent_us = 0;
 		return;
 	}
@@ -124,9 +177,12 @@ static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_u
 		return;
 	kind = reply->element[0]->str;
 	if (strcmp(kind, "pong") == 0) {
+		g_free(g_queue_pop_head(sent));
 		*ping_sent_us = 0;
 		return;
 	}
+	if (strcmp(kind, "subscribe") == 0 || strcmp(kind, "unsubscribe") == 0)
+		g_free(g_queue_pop_head(sent));
 	if (reply->element[1]->type != REDIS_REPLY_STRING)
 		return;
 	name = reply->element[1]->str;
@@ -197,6 +253,7 @@ static bool serve(redis_sub *sub, redisContext *ctx)
 	int64_t last_input_us = dlock__mono_us();
 	int64_t ping_sent_us = 0;
 	bool answered = false;
+	GQueue sent = G_QUEUE_INIT; /* the channel of each command unanswered, NULL for a PING */
 
 	for (;;) {
 		struct pollfd fds[2] = {
@@ -208,11 +265,12 @@ static bool serve(redis_sub *sub, redisContext *ctx)
 		redisReply *reply;
 
 		if (stopping(sub))
-			return answered;
+			break;
 
-		sync_channels(sub, ctx);
+		sync_channels(sub, ctx, &sent);
 		if (!ping_sent_us && now - last_input_us > PING_IDLE_US) {
 			redisAppendCommand(ctx, "PING");
+			g_queue_push_tail(&sent, NULL);
 			ping_sent_us = now;
 		}
 		if (dlock__redis_flush(ctx) != REDIS_OK)
@@ -236,12 +294,15 @@ static bool serve(redis_sub *sub, redisContext *ctx)
 			/* Not an error: a server at maxclients says so and closes. */
 			if (reply->type != REDIS_REPLY_ERROR)
 				answered = true;
-			handle_reply(sub, reply, &ping_sent_us);
+			handle_reply(sub, reply, &ping_sent_us, &sent);
 			freeReplyObject(reply);
 		}
 		if (ctx->err)
 			break;
 	}
+	g_queue_clear_full(&sent, g_free);
+	if (stopping(sub))
+		return answered;
 	dlock__log(b->logger, DLOCK_LOG_INFO, "%s: subscriber connection ended: %s", b->label,
 	           ctx->errstr[0] ? ctx->errstr : "no answer");
 	return answered;
@@ -376,6 +437,19 @@ void dlock__redis_sub_unlisten(dlock__backend *b, const char *channel, dlock__wa
 	g_mutex_lock(&sub->mu);
 	dlock__waketable_remove(sub->channels, channel, waiter);
 	g_mutex_unlock(&sub->mu);
+}
+
+bool dlock__redis_sub_refused(dlock__backend *b, const char *name)
+{
+	redis_sub *sub = dlock__lazy_thread_peek(&b->sub);
+	bool refused;
+
+	if (!sub)
+		return false;
+	g_mutex_lock(&sub->mu);
+	refused = GPOINTER_TO_UINT(dlock__waketable_data(sub->channels, name)) & REFUSED;
+	g_mutex_unlock(&sub->mu);
+	return refused;
 }
 
 bool dlock__redis_sub_confirmed(dlock__backend *b, const char *name)

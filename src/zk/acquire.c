@@ -91,7 +91,8 @@ int dlock__zk_attempt_reconnect(zk_attempt *a, zk_session *s)
 int dlock__zk_attempt_unexpected(zk_attempt *a, int zrc, const char *what, const char *path)
 {
 	if (zrc == ZNOAUTH)
-		return dlock__error(DLOCK_EBACKEND, "%s: not allowed to %s %s (ACL)", a->b->label, what, path);
+		return dlock__error(DLOCK_EACCES, "%s: not allowed to %s %s: its ACL does not admit these "
+		                    "credentials (another user or password made it)", a->b->label, what, path);
 	return dlock__error(DLOCK_EBACKEND, "%s: %s %s: %s", a->b->label, what, path,
 	                    dlock__zk_strerror(zrc));
 }
@@ -125,7 +126,8 @@ int dlock__zk_attempt_make_parents(zk_attempt *a, zk_session *s)
 		else if (dlock__zk_rc_session_ended(zrc))
 			rc = AGAIN;
 		else if (zrc == ZNONODE && i == 0)
-			rc = dlock__error(DLOCK_EBACKEND, "%s: the chroot node does not exist", a->b->label);
+			rc = dlock__error(DLOCK_ECONFIG, "%s: the chroot '%s' does not exist on the servers",
+			                  a->b->label, a->b->chroot);
 		else if (zrc == ZNONODE)
 			i = (size_t)-1, g_string_truncate(path, 0); /* reaped meanwhile: from the top */
 		else

@@ -470,7 +470,7 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 		if (rc != DLOCK_ELOST)
 			return dlock__error(rc, "%s: wait for a session was canceled", b->label);
 		if (reason && strcmp(reason, "authentication refused") == 0)
-			return dlock__error(DLOCK_EBACKEND, "%s: the servers refused the credentials", b->label);
+			return dlock__error(DLOCK_EACCES, "%s: the servers refused the credentials", b->label);
 		/* The session ended while connecting: open another. */
 	}
 }

@@ -643,6 +643,35 @@ ttl_case "ZooKeeper, elect" "zk://127.0.0.1:$zk_port" elect -b "zk://127.0.0.1:$
 check "-t on a route to Redis is taken: the key's lease is 5 s" \
 	test "$("$dlock" run -c "$tmp/both.conf" -t 5s fast/ttl -- redis-cli -p "$port" -a s3cret --no-auth-warning pttl 'dlock:{fast/ttl}' | awk '{print ($1 > 4000 && $1 <= 5000)}')" = 1
 
+# ---- what the servers refuse: credentials (77) and settings (78) ----
+refused() { # LABEL STATUS WORD CMD... : the exit status, and WORD in the message
+	local label=$1 want=$2 word=$3 st
+	shift 3
+	"$@" >/dev/null 2>"$tmp/refused.err"
+	st=$?
+	check "$label exits $want (status $st)" test "$st" = "$want"
+	check "$label: the message says '$word'" grep -qi "$word" "$tmp/refused.err"
+	check "$label: the message has no password" bash -c '! grep -q "s3cret\|wr0ng" "$1"' _ "$tmp/refused.err"
+}
+rcli acl setuser cli-noscript on '>cli-pw' '~*' '&*' '+@all' -eval -evalsha >/dev/null
+refused "no password for a server that needs one" 77 "password" \
+	"$dlock" run -w 0 -b "redis://127.0.0.1:$port" cli/refused -- true
+refused "status without a password" 77 "password" "$dlock" status -b "redis://127.0.0.1:$port" cli/refused
+refused "a wrong password" 77 "password" "$dlock" run -w 0 -b "redis://:wr0ng@127.0.0.1:$port" cli/refused -- true
+refused "a wrong ACL password" 77 "cli-noscript" \
+	"$dlock" run -w 0 -b "redis://cli-noscript:wr0ng@127.0.0.1:$port" cli/refused -- true
+refused "an ACL user refused the scripts" 77 "evalsha" \
+	"$dlock" run -w 0 -b "redis://cli-noscript:cli-pw@127.0.0.1:$port" cli/refused -- true
+refused "a database the server does not have" 78 "database 99" \
+	"$dlock" run -w 0 -b "redis://:s3cret@127.0.0.1:$port/99" cli/refused -- true
+if [[ "$zk_up" = yes ]]; then
+	refused "a ZooKeeper chroot that does not exist" 78 "chroot" \
+		"$dlock" run -w 0 -b "zk://127.0.0.1:$zk_port/no-such-chroot" cli/refused -- true
+fi
+check "no URI without a host crashes: redis:// exits 78" \
+	test "$(status_of "$dlock" run -b "redis://" cli/refused -- true)" = 78
+check "a refused run leaves no key" test "$(rcli exists 'dlock:{cli/refused}')" = 0
+
 # ---- Redlock: three masters with the same password ----
 mapfile -t rl_ports < <(dlock_free_ports 2)
 dlock_redis_start redlock2 "${rl_ports[0]}" --requirepass s3cret &&

@@ -212,6 +212,71 @@ static void test_waiting_readers_all_get_in_when_the_writer_goes(void **state)
 	}
 }
 
+/* One handle-owned handle of a fresh client on resource, in mode or as a
+ * permit of a semaphore of permits (> 1). */
+static dlock_lock *short_wait_handle(dlock_client **ret_client, const char *resource, dlock_mode mode,
+                                     uint32_t permits)
+{
+	dlock_lock *lock;
+
+	assert_int_equal(dlock_client_new(uri, ret_client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(*ret_client, resource, &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_owner(lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	if (permits > 1)
+		assert_int_equal(dlock_lock_set_permits(lock, permits), DLOCK_OK);
+	else
+		assert_int_equal(dlock_lock_set_mode(lock, mode), DLOCK_OK);
+	return lock;
+}
+
+/*
+ * Waits of 1 to 20 ms while another owner holds, in every mode, each on a
+ * fresh client: always a timeout, however little of the wait the opening
+ * of the lock file leaves, never "unavailable".
+ */
+static void test_short_waits_time_out_in_every_mode(void **state)
+{
+	static const struct {
+		dlock_mode holder, waiter;
+		uint32_t permits;
+	} cases[] = {
+		{ DLOCK_MODE_EXCLUSIVE, DLOCK_MODE_EXCLUSIVE, 1 },
+		{ DLOCK_MODE_WRITE, DLOCK_MODE_READ, 1 },
+		{ DLOCK_MODE_READ, DLOCK_MODE_WRITE, 1 },
+		{ DLOCK_MODE_EXCLUSIVE, DLOCK_MODE_EXCLUSIVE, 2 },
+	};
+	static const int64_t waits[] = { 1, 2, 3, 5, 8, 13, 20 };
+
+	for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+		char *resource = g_strdup_printf("rw/short-%zu", c);
+		dlock_client *holder_clients[2];
+		dlock_lock *holders[2];
+		uint32_t n = cases[c].permits;
+
+		for (uint32_t i = 0; i < n; i++) {
+			holders[i] = short_wait_handle(&holder_clients[i], resource, cases[c].holder, n);
+			assert_int_equal(dlock_acquire(holders[i], 1000), DLOCK_OK);
+		}
+		for (size_t w = 0; w < G_N_ELEMENTS(waits); w++) {
+			dlock_client *client;
+			dlock_lock *lock = short_wait_handle(&client, resource, cases[c].waiter, n);
+			int rc = dlock_acquire(lock, waits[w]);
+
+			if (rc != DLOCK_ETIMEDOUT)
+				fail_msg("case %zu, wait %" PRId64 " ms: %s: %s", c, waits[w], dlock_code_name(rc),
+				         dlock_last_error_message());
+			dlock_lock_free(lock);
+			dlock_client_free(client);
+		}
+		for (uint32_t i = 0; i < n; i++) {
+			assert_int_equal(dlock_release(holders[i]), DLOCK_OK);
+			dlock_lock_free(holders[i]);
+			dlock_client_free(holder_clients[i]);
+		}
+		g_free(resource);
+	}
+}
+
 static int setup(void **state)
 {
 	test_file_dir_make("dlock-file-rw", &dir, &uri);
@@ -236,6 +301,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_waiting_readers_all_get_in_when_the_writer_goes),
 		cmocka_unit_test(test_killed_reader_with_a_live_child_frees_the_lock),
 		cmocka_unit_test(test_client_free_releases_a_downgrade_pair),
+		cmocka_unit_test(test_short_waits_time_out_in_every_mode),
 	};
 
 	test_init(argv[0]);

@@ -19,8 +19,8 @@
 
 #define PASSWORD "s3cret-pw"
 
-/* requirepass, plus ACL users alice (everything) and bob (no channels);
- * a unix socket. */
+/* requirepass, plus ACL users alice (everything), bob (no channels) and
+ * carol (no scripts); a unix socket. */
 static test_redis *secured;
 /* No password; a unix socket. */
 static test_redis *open_server;
@@ -53,24 +53,34 @@ static void lock_round_trip(test_redis *inspect, const char *uri, const char *re
 	dlock_client_free(client);
 }
 
-/* An acquire that must fail for lack of valid credentials. */
-static void assert_refused(const char *uri, const char *resource)
+/*
+ * An acquire that the server must refuse with code, the message
+ * containing each of the words (NULL-terminated), never the password.
+ */
+static void assert_refused(const char *uri, const char *resource, int code, ...)
 {
 	dlock_client *client;
 	dlock_lock *lock;
+	const char *word;
 	char *lower;
+	va_list ap;
 	int rc;
 
 	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
 	assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
 	rc = dlock_acquire(lock, 1000);
 	print_message("%s: %s: %s\n", uri, dlock_code_name(rc), dlock_last_error_message());
-	assert_true(rc == DLOCK_EBACKEND || rc == DLOCK_EUNAVAILABLE);
+	if (rc != code)
+		fail_msg("%s instead of %s", dlock_code_name(rc), dlock_code_name(code));
 	lower = g_ascii_strdown(dlock_last_error_message(), -1);
-	if (!strstr(lower, "auth") && !strstr(lower, "wrongpass"))
-		fail_msg("message does not mention authentication: %s", dlock_last_error_message());
+	va_start(ap, code);
+	while ((word = va_arg(ap, const char *)))
+		if (!strstr(lower, word))
+			fail_msg("message does not say '%s': %s", word, dlock_last_error_message());
+	va_end(ap);
 	/* The password never shows in a message. */
 	assert_null(strstr(dlock_last_error_message(), PASSWORD));
+	assert_null(strstr(dlock_last_error_message(), "wrong-pw"));
 	g_free(lower);
 	assert_false(dlock_held(lock));
 	assert_int_equal(test_redis_int(secured, "EXISTS dlock:{%s}", resource), 0);
@@ -104,27 +114,99 @@ static void test_acl_user_without_channel_rights_still_releases(void **state)
 	g_free(uri);
 }
 
-static void test_missing_password_fails_mentioning_authentication(void **state)
+/*
+ * A server that needs a password, given none: the first command is
+ * refused (NOAUTH, or for a script of many arguments "Protocol error:
+ * unauthenticated multibulk length"); either way the caller is told a
+ * password is needed, with a permission error (exit 77), not "the
+ * backend returned an error".
+ */
+static void test_missing_password_is_eacces_saying_a_password_is_needed(void **state)
 {
 	char *uri = g_strdup_printf("redis://127.0.0.1:%d", secured->port);
+	dlock_client *client;
+	dlock_lock *lock;
+	dlock_info *info = NULL;
 
-	assert_refused(uri, "auth/none");
+	assert_refused(uri, "auth/none", DLOCK_EACCES, "password", "requires", NULL);
+	/* A query (a GET, not a script) says the same. */
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "auth/none", &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_query(lock, &info), DLOCK_EACCES);
+	assert_null(info);
+	assert_non_null(strstr(dlock_last_error_message(), "password"));
+	dlock_lock_free(lock);
+	dlock_client_free(client);
 	g_free(uri);
 }
 
-static void test_wrong_password_fails_mentioning_authentication(void **state)
+static void test_wrong_password_is_eacces(void **state)
 {
 	char *uri = secured_uri(":wrong-pw", NULL);
 
-	assert_refused(uri, "auth/wrong");
+	assert_refused(uri, "auth/wrong", DLOCK_EACCES, "password", NULL);
 	g_free(uri);
 }
 
-static void test_wrong_acl_password_fails_mentioning_authentication(void **state)
+static void test_wrong_acl_password_is_eacces_naming_the_user(void **state)
 {
 	char *uri = secured_uri("alice:" PASSWORD, NULL);
 
-	assert_refused(uri, "auth/wrong-user");
+	assert_refused(uri, "auth/wrong-user", DLOCK_EACCES, "alice", "password", NULL);
+	g_free(uri);
+}
+
+/* An ACL user that may not run scripts: refused, naming the user and
+ * what it may not do. */
+static void test_acl_refusal_is_eacces_naming_the_user_and_the_command(void **state)
+{
+	char *uri = secured_uri("carol:carol-pw", NULL);
+
+	assert_refused(uri, "auth/carol", DLOCK_EACCES, "carol", "evalsha", NULL);
+	g_free(uri);
+}
+
+/* A password for a server that has none is refused by the server: said
+ * so, as a refused credential. */
+static void test_password_for_a_server_without_one_is_eacces(void **state)
+{
+	char *uri = g_strdup_printf("redis://:wrong-pw@127.0.0.1:%d", open_server->port);
+	dlock_client *client;
+	dlock_lock *lock;
+	int rc;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "auth/extra-password", &lock), DLOCK_OK);
+	rc = dlock_acquire(lock, 1000);
+	print_message("%s: %s\n", dlock_code_name(rc), dlock_last_error_message());
+	assert_int_equal(rc, DLOCK_EACCES);
+	assert_non_null(strstr(dlock_last_error_message(), "no password"));
+	assert_null(strstr(dlock_last_error_message(), "wrong-pw"));
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(uri);
+}
+
+/* A database the server does not have is a configuration error naming
+ * the number, on every path that connects (acquire and query). */
+static void test_database_out_of_range_is_econfig_naming_it(void **state)
+{
+	char *uri = test_redis_uri(open_server, "/99");
+	dlock_client *client;
+	dlock_lock *lock;
+	dlock_info *info = NULL;
+	int rc;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "auth/db99", &lock), DLOCK_OK);
+	rc = dlock_acquire(lock, 1000);
+	print_message("%s: %s\n", dlock_code_name(rc), dlock_last_error_message());
+	assert_int_equal(rc, DLOCK_ECONFIG);
+	assert_non_null(strstr(dlock_last_error_message(), "99"));
+	assert_int_equal(dlock_lock_query(lock, &info), DLOCK_ECONFIG);
+	assert_null(info);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
 	g_free(uri);
 }
 
@@ -224,6 +306,10 @@ static int setup(void **state)
 	assert_non_null(reply);
 	assert_int_equal(reply->type, REDIS_REPLY_STATUS);
 	freeReplyObject(reply);
+	reply = test_redis_cmd(secured, "ACL SETUSER carol on >carol-pw ~* &* +@all -eval -evalsha");
+	assert_non_null(reply);
+	assert_int_equal(reply->type, REDIS_REPLY_STATUS);
+	freeReplyObject(reply);
 	open_server = test_redis_start(NULL, NULL, true);
 	return 0;
 }
@@ -241,9 +327,12 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_password_in_uri_authenticates),
 		cmocka_unit_test(test_acl_user_in_uri_authenticates),
 		cmocka_unit_test(test_acl_user_without_channel_rights_still_releases),
-		cmocka_unit_test(test_missing_password_fails_mentioning_authentication),
-		cmocka_unit_test(test_wrong_password_fails_mentioning_authentication),
-		cmocka_unit_test(test_wrong_acl_password_fails_mentioning_authentication),
+		cmocka_unit_test(test_missing_password_is_eacces_saying_a_password_is_needed),
+		cmocka_unit_test(test_wrong_password_is_eacces),
+		cmocka_unit_test(test_wrong_acl_password_is_eacces_naming_the_user),
+		cmocka_unit_test(test_acl_refusal_is_eacces_naming_the_user_and_the_command),
+		cmocka_unit_test(test_password_for_a_server_without_one_is_eacces),
+		cmocka_unit_test(test_database_out_of_range_is_econfig_naming_it),
 		cmocka_unit_test(test_unix_socket_with_password_authenticates),
 		cmocka_unit_test(test_backend_uri_shown_to_users_has_no_password),
 		cmocka_unit_test(test_unix_socket_uri_connects),

@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 #include <glib.h>
+#include <glib/gstdio.h>
 
 #include "dlock.h"
 #include "test-redis.h"
@@ -92,8 +93,11 @@ static void test_silent_server_is_unavailable_within_connect_and_command_timeout
 	t0 = test_now_ms();
 	assert_int_equal(dlock_acquire(lock, 0), DLOCK_EUNAVAILABLE);
 	elapsed = test_now_ms() - t0;
-	print_message("silent server: EUNAVAILABLE after %" PRId64 " ms\n", elapsed);
-	assert_true(dlock_last_error_message()[0] != '\0');
+	print_message("silent server: EUNAVAILABLE after %" PRId64 " ms: %s\n", elapsed,
+	              dlock_last_error_message());
+	/* Said as what happened, not as errno's "Resource temporarily
+	 * unavailable". */
+	assert_message_names("no answer within 500 ms");
 	/* The TCP connect succeeds (the kernel accepts into the backlog), so
 	 * the command timeout is what ends the wait. */
 	assert_true(elapsed >= 450);
@@ -234,6 +238,79 @@ static void test_invalid_specifications_are_econfig_naming_the_problem_without_i
 		g_free(spec);
 	}
 	assert_int_equal(connections(), before);
+}
+
+/*
+ * A URI that names no host -- "redis://${REDIS_HOST}" with the variable
+ * unset -- or an empty host, port or socket path, in any scheme and also
+ * as a configuration file's url: a configuration error naming what is
+ * missing, never a crash, and never the password in the message.
+ */
+static void test_specifications_without_a_host_are_econfig_not_a_crash(void **state)
+{
+	static const struct {
+		const char *spec;
+		const char *keyword;
+	} bad[] = {
+		{ "redis://", "host" },
+		{ "redis:///3", "host" },
+		{ "redis://?ttl=5s", "host" },
+		{ "redis://:pw-not-shown@", "host" },
+		{ "redis://user:pw-not-shown@/0?ttl=5s", "host" },
+		{ "redis://:6379", "host" },
+		{ "redis://a,", "empty host" },
+		{ "redis://,a", "empty host" },
+		{ "redis://a,,b", "empty host" },
+		{ "redis://127.0.0.1:0", "port 0" },
+		{ "redis://127.0.0.1:70000", "70000" },
+		{ "redis://127.0.0.1:", "port" },
+		{ "redis://[]:6379", "host" },
+		{ "redis+unix://", "socket path" },
+		{ "redis+unix:///", "socket path" },
+		{ "redis+unix://?ttl=5s", "socket path" },
+		{ "redis+unix://host/tmp/s.sock", "socket path" },
+		{ "zk://", "host" },
+		{ "zk:///chroot", "host" },
+		{ "zk://?session-timeout=5s", "host" },
+		{ "zk://:pw-not-shown@", "host" },
+		{ "zk://a,", "empty host" },
+		{ "zk://127.0.0.1:0", "port 0" },
+	};
+	static const char *const urls[] = { "redis://", "redis:///3", "redis://:pw-not-shown@", "zk://" };
+	char *dir = g_dir_make_tmp("dlock-test-XXXXXX", NULL);
+	char *path = g_build_filename(dir, "nohost.conf", NULL);
+	long long before = connections();
+
+	for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+		dlock_client *client = NULL;
+		int rc = dlock_client_new(bad[i].spec, &client);
+
+		if (rc != DLOCK_ECONFIG)
+			fail_msg("%s: %s instead of DLOCK_ECONFIG", bad[i].spec, dlock_code_name(rc));
+		assert_null(client);
+		assert_message_names(bad[i].keyword);
+		assert_null(strstr(dlock_last_error_message(), "pw-not-shown"));
+	}
+	for (size_t i = 0; i < G_N_ELEMENTS(urls); i++) {
+		char *text = g_strdup_printf("[backend main]\nurl = %s\n", urls[i]);
+		dlock_client *client = NULL;
+		int rc;
+
+		assert_true(g_file_set_contents(path, text, -1, NULL));
+		rc = dlock_client_new(path, &client);
+		if (rc != DLOCK_ECONFIG)
+			fail_msg("url = %s: %s instead of DLOCK_ECONFIG", urls[i], dlock_code_name(rc));
+		assert_null(client);
+		assert_message_names("host");
+		assert_message_names("nohost.conf");
+		assert_null(strstr(dlock_last_error_message(), "pw-not-shown"));
+		g_free(text);
+	}
+	assert_int_equal(connections(), before);
+	g_unlink(path);
+	g_rmdir(dir);
+	g_free(path);
+	g_free(dir);
 }
 
 static void test_ttl_below_minimum_and_late_options_are_einval(void **state)
@@ -482,6 +559,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_invalid_resource_names_are_einval_without_io),
 		cmocka_unit_test(test_plain_key_format_refuses_names_that_collide_with_its_keys),
 		cmocka_unit_test(test_invalid_specifications_are_econfig_naming_the_problem_without_io),
+		cmocka_unit_test(test_specifications_without_a_host_are_econfig_not_a_crash),
 		cmocka_unit_test(test_ttl_below_minimum_and_late_options_are_einval),
 		cmocka_unit_test(test_null_arguments_are_refused_without_crashing),
 		cmocka_unit_test(test_dead_connections_never_kill_the_process_with_sigpipe),

@@ -366,6 +366,88 @@ static void test_plain_format_queues_under_the_bare_name(void **state)
 }
 
 /* Runs last: a group teardown's failure would not fail the program. */
+typedef struct queue_at_least {
+	const char *key;
+	long long n;
+} queue_at_least;
+
+static bool queue_has(void *arg)
+{
+	const queue_at_least *q = arg;
+
+	return test_queue_len(server, q->key) >= q->n;
+}
+
+/*
+ * A waiter whose ACL user may run the scripts but not subscribe (acl: the
+ * ACL SETUSER rule that says so) cannot be told of a grant.  It must still queue and
+ * be served in its turn -- not starve behind the waiters that can, whose
+ * entries keep a try without one out -- also when its lease (options) is
+ * shorter than the second it would otherwise take to find its grant; and
+ * the waiter after it must not wait on a grant it cannot use.
+ */
+static void check_waiter_without_channel_rights(const char *resource, const char *user, const char *acl,
+                                                const char *options)
+{
+	char *key = g_strdup_printf("dlock:{%s}", resource);
+	char *acl_uri = g_strdup_printf("redis://%s:acl-pw@127.0.0.1:%d%s", user, server->port, options);
+	queue_at_least two = { key, 2 };
+	redisReply *reply = test_redis_cmd(server, "ACL SETUSER %s on >acl-pw ~* &* +@all %s", user, acl);
+	test_waiter a, x, b;
+	test_holder h;
+	int64_t from_ms;
+
+	assert_non_null(reply);
+	assert_int_equal(reply->type, REDIS_REPLY_STATUS);
+	freeReplyObject(reply);
+	test_holder_open(&h, uri, resource, marker);
+	test_holder_take(&h);
+	test_queue_waiter_start(server, &a, key, uri, resource, 30000, 1, marker);
+	test_waiter_start(&x, acl_uri, resource, 30000, TEST_WAITER_HOLD_UNTIL_TOLD, marker);
+	if (!test_wait_until(queue_has, &two, 3000))
+		fail_msg("the waiter without channel rights did not queue within 3 s (%lld entries)",
+		         test_queue_len(server, key));
+	test_queue_waiter_start(server, &b, key, uri, resource, 30000, 3, marker);
+
+	/* Served in arrival order: h, a, then x, then b. */
+	test_holder_release(&h, DLOCK_OK);
+	test_waiter_granted(&a, HANDOFF_BOUND_MS);
+	from_ms = test_now_ms();
+	test_waiter_release(&a);
+	test_waiter_finish(&a);
+	test_waiter_granted(&x, HANDOFF_BOUND_MS);
+	print_message("%s: the waiter without channel rights got the lock %" PRId64 " ms after the "
+	              "release before it\n", user, x.at_ms - from_ms);
+	assert_false(test_waiter_spoke(&b));
+	from_ms = test_now_ms();
+	test_waiter_release(&x);
+	test_waiter_finish(&x);
+	test_waiter_granted(&b, HANDOFF_BOUND_MS);
+	print_message("%s: the next waiter got it %" PRId64 " ms after its release\n", user,
+	              b.at_ms - from_ms);
+	test_waiter_release(&b);
+	test_waiter_finish(&b);
+	test_holder_close(&h);
+	test_queue_assert_only_fence(server, key);
+	g_free(acl_uri);
+	g_free(key);
+}
+
+static void test_waiter_that_may_not_subscribe_queues_and_is_served_in_turn(void **state)
+{
+	check_waiter_without_channel_rights("queue/acl-nosubscribe", "nosubscribe", "-subscribe", "");
+}
+
+static void test_waiter_without_channels_queues_and_is_served_in_turn(void **state)
+{
+	check_waiter_without_channel_rights("queue/acl-nochannels", "nochannels", "resetchannels", "");
+}
+
+static void test_waiter_without_channels_and_a_short_lease_is_served_in_turn(void **state)
+{
+	check_waiter_without_channel_rights("queue/acl-short", "nochannels", "resetchannels", "?ttl=600ms");
+}
+
 static void test_no_lock_key_of_this_suite_remains(void **state)
 {
 	assert_int_equal(test_redis_leftover_keys(server, "dlock:{queue/"), 0);
@@ -385,6 +467,12 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_waiter_granted_as_it_times_out_hands_the_lock_on, test_queue_reset),
 		cmocka_unit_test_setup(test_waiter_with_a_short_lease_takes_a_late_grant_and_keeps_it, test_queue_reset),
 		cmocka_unit_test_setup(test_plain_format_queues_under_the_bare_name, test_queue_reset),
+		cmocka_unit_test_setup(test_waiter_that_may_not_subscribe_queues_and_is_served_in_turn,
+		                       test_queue_reset),
+		cmocka_unit_test_setup(test_waiter_without_channels_queues_and_is_served_in_turn,
+		                       test_queue_reset),
+		cmocka_unit_test_setup(test_waiter_without_channels_and_a_short_lease_is_served_in_turn,
+		                       test_queue_reset),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 

@@ -12,6 +12,7 @@
  * URI RESOURCE"): it takes a READ hold, says "granted TOKEN", and holds
  * until its stdin ends (then releases and says "released CODE").
  */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -537,6 +538,60 @@ static void test_downgraded_read_hold_is_lost_with_its_write(void **state)
 	g_free(short_uri);
 }
 
+/* A waiter has an entry in the queue of the lock at key (arg): a ticket,
+ * not the downgrade's score 0. */
+static bool writer_queued(void *arg)
+{
+	return test_redis_int(server, "ZCOUNT %s:q 1 +inf", (const char *)arg) >= 1;
+}
+
+/*
+ * A downgrade whose write key vanished without a release (its lease ran
+ * out) and was taken at once by a peer that does not queue (a raw SET NX,
+ * as redis-py's Lock does on a plain name): the downgrade entry stands
+ * for a read hold that can no longer be (its owner is told LOST at its
+ * next renewal), and must not keep the queue blocked -- neither while the
+ * peer holds nor as a reader once the peer has gone.  The holder here
+ * never releases after LOST (a process that ignores it, or hangs).
+ */
+static void test_stale_downgrade_entry_does_not_block_the_queue_after_a_peer_took_the_key(void **state)
+{
+	const char *resource = "rw/downgrade-stale";
+	char *long_uri = test_redis_uri(server, "?ttl=10s");
+	char *key = key_of(resource);
+	test_acquire_thread *t;
+	test_holder w2;
+	int64_t freed_ms, took_ms;
+	owner o;
+
+	owner_open(&o, long_uri, resource);
+	open_mode(&w2, resource, DLOCK_MODE_WRITE);
+	assert_int_equal(dlock_acquire(o.write, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(o.read, 0), DLOCK_OK);
+	assert_int_equal(test_queue_len(server, key), 1); /* the downgrade entry */
+	/* The write's lease ends unseen; a peer takes the key. */
+	assert_int_equal(test_redis_int(server, "DEL %s", key), 1);
+	freeReplyObject(test_redis_cmd(server, "SET %s peer-value NX PX 60000", key));
+	t = test_acquire_thread_start(w2.lock, 30000);
+	assert_true(test_wait_until(writer_queued, key, BOUND_MS));
+	/* The peer lets go (no message: it does not know about the queue). */
+	assert_int_equal(test_redis_int(server, "DEL %s", key), 1);
+	freed_ms = test_now_ms();
+	assert_int_equal(test_acquire_thread_join(t, 15000), DLOCK_OK);
+	took_ms = test_now_ms() - freed_ms;
+	print_message("the queued writer got the lock %" PRId64 " ms after the peer let go\n", took_ms);
+	assert_true(took_ms < test_slack(2000));
+	assert_key_type(key, "string");
+	/* The read hold that could not be is lost, not held beside the writer. */
+	assert_true(test_wait_until(not_held, o.read, 5000));
+	assert_int_equal(dlock_release(w2.lock), DLOCK_OK);
+	assert_int_equal(dlock_release(o.read), DLOCK_ELOST);
+	assert_int_equal(dlock_release(o.write), DLOCK_ELOST);
+	owner_close(&o);
+	finish(key, &w2, NULL);
+	g_free(long_uri);
+}
+
 static bool no_reader_left(void *arg)
 {
 	return test_redis_int(server, "EXISTS %s", (const char *)arg) == 0;
@@ -624,6 +679,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_freeing_the_client_of_a_downgrade_releases_both_holds,
 		                       test_queue_reset),
 		cmocka_unit_test_setup(test_downgraded_read_hold_is_lost_with_its_write, test_queue_reset),
+		cmocka_unit_test_setup(test_stale_downgrade_entry_does_not_block_the_queue_after_a_peer_took_the_key,
+		                       test_queue_reset),
 		cmocka_unit_test_setup(test_read_release_during_outage_returns_at_once_and_removes_later,
 		                       test_queue_reset),
 		cmocka_unit_test_setup(test_killed_readers_member_expires_and_a_writer_gets_in,

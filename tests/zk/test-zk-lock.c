@@ -444,6 +444,73 @@ static void test_bad_names_and_specs_are_refused(void **state)
 	g_free(bad_chroot);
 }
 
+/* One acquire through spec that must fail with code, its message naming
+ * word and never the password. */
+static void assert_acquire_refused(const char *spec, int code, const char *word)
+{
+	dlock_client *client;
+	dlock_lock *lock;
+	int rc;
+
+	assert_int_equal(dlock_client_new(spec, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "refused/x", &lock), DLOCK_OK);
+	rc = dlock_acquire(lock, 5000);
+	print_message("%s: %s\n", dlock_code_name(rc), dlock_last_error_message());
+	if (rc != code)
+		fail_msg("%s instead of %s", dlock_code_name(rc), dlock_code_name(code));
+	assert_non_null(strstr(dlock_last_error_message(), word));
+	assert_null(strstr(dlock_last_error_message(), "pw-not-shown"));
+	assert_false(dlock_held(lock));
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
+/*
+ * What the servers refuse is said as what it is: a chroot that does not
+ * exist is a configuration error (exit 78), credentials refused -- by the
+ * ACL of a resource another password made, or by servers that do not
+ * accept digest authentication at all -- a permission error (exit 77),
+ * never "unavailable".
+ */
+static void test_missing_chroot_is_econfig_and_refused_credentials_eacces(void **state)
+{
+	char *missing = uri("/no-such-chroot");
+	char *hosts = test_zk_hosts(zk);
+	char *owner = g_strdup_printf("zk://dana:right-pw@%s", hosts);
+	char *other = g_strdup_printf("zk://dana:pw-not-shown@%s", hosts);
+	dlock_client *client;
+	dlock_lock *lock;
+	test_zk *strict;
+	char *strict_uri;
+
+	assert_acquire_refused(missing, DLOCK_ECONFIG, "/no-such-chroot");
+
+	/* dana's lock, with her password; the same name with another. */
+	assert_int_equal(dlock_client_new(owner, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "refused/x", &lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 10000), DLOCK_OK);
+	assert_acquire_refused(other, DLOCK_EACCES, "ACL");
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+
+	/* Servers that refuse digest authentication end the session. */
+	g_setenv("JAVA_TOOL_OPTIONS", "-Dzookeeper.DigestAuthenticationProvider.enabled=false", TRUE);
+	strict = test_zk_start(1, 200, 20000);
+	g_unsetenv("JAVA_TOOL_OPTIONS");
+	g_free(hosts);
+	hosts = test_zk_hosts(strict);
+	strict_uri = g_strdup_printf("zk://dana:pw-not-shown@%s", hosts);
+	assert_acquire_refused(strict_uri, DLOCK_EACCES, "refused the credentials");
+	test_zk_stop(strict);
+
+	g_free(strict_uri);
+	g_free(missing);
+	g_free(hosts);
+	g_free(owner);
+	g_free(other);
+}
+
 static void test_no_lock_node_of_this_suite_remains(void **state)
 {
 	assert_int_equal(test_zk_leftover_nodes(zk, "/dlock"), 0);
@@ -474,6 +541,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_waiter_in_another_process_is_woken_by_the_watch),
 		cmocka_unit_test(test_unreachable_servers_give_unavailable_within_connect_timeout),
 		cmocka_unit_test(test_bad_names_and_specs_are_refused),
+		cmocka_unit_test(test_missing_chroot_is_econfig_and_refused_credentials_eacces),
 		cmocka_unit_test(test_no_lock_node_of_this_suite_remains),
 	};
 
