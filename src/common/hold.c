@@ -29,6 +29,19 @@ typedef enum hold_phase {
 	HOLD_RELEASED    /* released (or never granted): a stale reference */
 } hold_phase;
 
+/*
+ * A hold the core declared LOST by the clock (check_expiry_locked()) is
+ * handed to the backend's abandon, once, by the thread that looked, after
+ * it lets go of hold->mu; its release waits for an abandon under way and
+ * makes a pending one needless.
+ */
+typedef enum hold_abandon {
+	ABANDON_NONE,    /* not lost by the clock, or the backend has no abandon */
+	ABANDON_DUE,     /* lost by the clock: the backend is still to be told */
+	ABANDON_RUNNING, /* being told, on some thread */
+	ABANDON_DONE     /* told, or the release took care of it */
+} hold_abandon;
+
 /* The counts that came through one handle. */
 typedef struct hold_via {
 	dlock_lock *lock;
@@ -57,6 +70,8 @@ struct dlock__hold {
 	void *backend_data;
 	dlock_lock *handle_owner; /* DLOCK_OWNER_HANDLE: the owning handle, else NULL */
 	dlock__hold *downgrade_of; /* during a downgrade's acquire: the write hold, referenced */
+	hold_abandon abandon;
+	GCond abandoned;         /* broadcast when abandon leaves ABANDON_RUNNING */
 };
 
 static void thread_table_destroy(gpointer data);
@@ -82,6 +97,7 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock)
 
 	g_atomic_ref_count_init(&hold->ref);
 	g_mutex_init(&hold->mu);
+	g_cond_init(&hold->abandoned);
 	hold->slot = lock->slot;
 	hold->resource = g_strdup(lock->resource);
 	/* As dlock__holder_init_self(), without a system call for the host
@@ -127,6 +143,7 @@ void dlock__hold_unref(dlock__hold *hold)
 	dlock__holder_clear(&hold->holder);
 	g_array_unref(hold->via);
 	g_ptr_array_unref(hold->waiters);
+	g_cond_clear(&hold->abandoned);
 	g_mutex_clear(&hold->mu);
 	g_free(hold);
 }
@@ -243,6 +260,12 @@ static void notify_locked(dlock__hold *hold, dlock_state state)
  * becomes LOST now, reported as the backend's own LOST report would be
  * (once).  Every local look at a hold's phase goes through here first, so
  * that no caller sees a hold as its own past that bound.
+ *
+ * The backend has not seen the loss: its renewal or session may still
+ * succeed (an answer that comes after a pause), and it would keep the
+ * lock on the server for a holder that was told it lost it.  The hold is
+ * marked for abandon_if_due(), which the looking thread calls once it has
+ * let go of hold->mu.
  */
 static void check_expiry_locked(dlock__hold *hold)
 {
@@ -255,7 +278,43 @@ static void check_expiry_locked(dlock__hold *hold)
 	if (until == INT64_MAX || dlock__boot_us() < until)
 		return;
 	hold->phase = HOLD_LOST;
+	if (hold->slot->ops->abandon && hold->abandon == ABANDON_NONE)
+		hold->abandon = ABANDON_DUE;
 	notify_locked(hold, DLOCK_STATE_LOST);
+}
+
+/*
+ * Tell the backend of a loss the clock found (check_expiry_locked()): it
+ * stops keeping the hold and removes what is left of it on the server in
+ * the background, so others get in without waiting for the owner's
+ * release.  Called without hold->mu, by whoever looked; a release that
+ * comes meanwhile waits for it (settle_abandon_locked()).
+ */
+static void abandon_if_due(dlock__hold *hold)
+{
+	g_mutex_lock(&hold->mu);
+	if (hold->abandon != ABANDON_DUE) {
+		g_mutex_unlock(&hold->mu);
+		return;
+	}
+	hold->abandon = ABANDON_RUNNING;
+	g_mutex_unlock(&hold->mu);
+	hold->slot->ops->abandon(hold->slot->impl, hold);
+	g_mutex_lock(&hold->mu);
+	hold->abandon = ABANDON_DONE;
+	g_cond_broadcast(&hold->abandoned);
+	g_mutex_unlock(&hold->mu);
+}
+
+/* Before the release on the server: an abandon under way finishes first
+ * (the backend's state of the hold goes with the release), one not begun
+ * never runs (the release does its work).  hold->mu held. */
+static void settle_abandon_locked(dlock__hold *hold)
+{
+	while (hold->abandon == ABANDON_RUNNING)
+		g_cond_wait(&hold->abandoned, &hold->mu);
+	if (hold->abandon == ABANDON_DUE)
+		hold->abandon = ABANDON_DONE;
 }
 
 /*
@@ -438,6 +497,7 @@ dlock__hold *dlock__hold_find_other(const dlock_lock *lock)
 	live = live_locked(hold);
 	g_mutex_unlock(&hold->mu);
 	if (!live) {
+		abandon_if_due(hold);
 		dlock__hold_unref(hold);
 		return NULL;
 	}
@@ -447,6 +507,9 @@ dlock__hold *dlock__hold_find_other(const dlock_lock *lock)
 /* End the hold on the server (the backend's release). */
 static int release_on_server(dlock__hold *hold)
 {
+	g_mutex_lock(&hold->mu);
+	settle_abandon_locked(hold);
+	g_mutex_unlock(&hold->mu);
 	return hold->slot->ops->release(hold->slot->impl, hold);
 }
 
@@ -673,6 +736,7 @@ void dlock__hold_drop_lock(dlock__hold *hold, dlock_lock *lock)
 dlock_hold dlock__hold_state(dlock__hold *hold, uint64_t *ret_token)
 {
 	dlock_hold state;
+	bool due;
 
 	g_mutex_lock(&hold->mu);
 	check_expiry_locked(hold);
@@ -692,7 +756,10 @@ dlock_hold dlock__hold_state(dlock__hold *hold, uint64_t *ret_token)
 	}
 	if (ret_token && live_locked(hold))
 		*ret_token = hold->token;
+	due = hold->abandon == ABANDON_DUE;
 	g_mutex_unlock(&hold->mu);
+	if (due)
+		abandon_if_due(hold);
 	return state;
 }
 
