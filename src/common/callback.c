@@ -16,11 +16,15 @@ struct dlock__callbacks {
 	GAsyncQueue *queue;
 };
 
+/* The callbacks whose thread this is, on that thread; NULL elsewhere. */
+static _Thread_local const dlock__callbacks *running;
+
 static gpointer callback_main(gpointer data)
 {
 	dlock__callbacks *cbs = data;
 	event *ev;
 
+	running = cbs;
 	while ((ev = g_async_queue_pop(cbs->queue)) && ev->lock) {
 		dlock_lock *lock = ev->lock;
 		dlock_state_fn fn;
@@ -89,6 +93,13 @@ void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, int sta
 	ev->text = g_strdup(text);
 	g_async_queue_push(cbs->queue, ev);
 	g_mutex_unlock(&client->mu);
+}
+
+bool dlock__callbacks_on_thread(dlock_client *client)
+{
+	const dlock__callbacks *cbs = dlock__lazy_thread_peek(&client->callbacks);
+
+	return cbs && cbs == running;
 }
 
 /* Stop the thread after the events already queued, and join it. */

@@ -195,5 +195,8 @@ void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state s
 void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, int state,
                                  const char *text);
 void dlock__callbacks_stop(dlock_client *client);
+/* Whether the calling thread is the client's callback thread (running one
+ * of its callbacks): what would wait for that thread must not run there. */
+bool dlock__callbacks_on_thread(dlock_client *client);
 
 #endif
