@@ -198,5 +198,9 @@ void dlock__callbacks_stop(dlock_client *client);
 /* Whether the calling thread is the client's callback thread (running one
  * of its callbacks): what would wait for that thread must not run there. */
 bool dlock__callbacks_on_thread(dlock_client *client);
+/* Wait until every event queued so far has been run (or dropped) by the
+ * callback thread; at once if nothing was ever queued or when called on
+ * that thread itself. */
+void dlock__callbacks_flush(dlock_client *client);
 
 #endif

@@ -9,7 +9,9 @@
  *
  * The election lives as long as its handle: the handle's last reference
  * (the user's, or a queued event's) frees it, so a callback never sees it
- * freed under it.
+ * freed under it.  Its free delivers the events queued before it (a
+ * resignation's RESIGNED among them) and returns when none of its
+ * callbacks runs, except on the callback thread itself.
  *
  * Observing runs a thread ("dlock-observe") that queries who holds the
  * name, reports a change, and sleeps until the backend's watch wakes it,
@@ -180,13 +182,25 @@ void dlock__election_observe_stop(dlock_election *e)
 
 DLOCK_API void dlock_election_free(dlock_election *election)
 {
+	dlock_client *client;
+
 	if (!election)
 		return;
-	if (election->lock->client && !dlock__client_forked(election->lock->client))
-		dlock__election_observe_stop(election);
+	client = election->lock->client;
+	if (!client || dlock__client_forked(client)) {
+		dlock_lock_free(election->lock);
+		return;
+	}
+	dlock__election_observe_stop(election);
+	/* What was queued for the callback before the free -- RESIGNED, which
+	 * a resignation's DLOCK_OK promises -- is told before it returns. */
+	dlock__callbacks_flush(client);
 	/* Releases a leader's hold and cancels a campaign; the election goes
-	 * with the handle's last reference. */
+	 * with the handle's last reference.  Events of the handle from now
+	 * on are dropped; once a callback of it that had begun has returned,
+	 * none runs after the free. */
 	dlock_lock_free(election->lock);
+	dlock__callbacks_flush(client);
 }
 
 /* The backend's word to observers: id leads (NULL: nobody, resigned). */

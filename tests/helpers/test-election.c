@@ -323,6 +323,60 @@ void test_election_freeze(const char *uri, const char *name, void (*freeze)(void
 	member_free(&m);
 }
 
+/* ---- frees following resignations ------------------------------------ */
+
+/* Events as "elected", "resigned", ... without asserting anything on the
+ * callback thread (an event of an election already freed would be a
+ * failure of its own, reported by the test's thread). */
+static void tally(dlock_election *e, dlock_election_event event, const char *leader_id, void *data)
+{
+	(void)e;
+	(void)leader_id;
+	g_async_queue_push(data, g_strdup(event_name(event)));
+}
+
+void test_election_resign_then_free_delivers_resigned(const char *uri, const char *name, int rounds)
+{
+	GAsyncQueue *events = g_async_queue_new_full(g_free);
+	dlock_client *client;
+	int delivered = 0, elected = 0;
+	char *late;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	for (int i = 0; i < rounds; i++) {
+		dlock_election *e;
+		char *got;
+		bool resigned = false;
+
+		assert_int_equal(dlock_election_new(client, name, "brief", &e), DLOCK_OK);
+		assert_int_equal(dlock_election_set_callback(e, tally, events), DLOCK_OK);
+		assert_int_equal(dlock_election_campaign(e, 10000), DLOCK_OK);
+		assert_int_equal(dlock_election_resign(e), DLOCK_OK);
+		dlock_election_free(e);
+		/* What the callback was told before the free returned. */
+		while ((got = g_async_queue_try_pop(events))) {
+			if (strcmp(got, "elected") == 0 && !resigned)
+				elected++;
+			else if (strcmp(got, "resigned") == 0 && !resigned)
+				resigned = true;
+			else
+				fail_msg("round %d: unexpected event '%s'", i, got);
+			g_free(got);
+		}
+		delivered += resigned;
+	}
+	/* Nothing of a freed election comes afterwards. */
+	late = g_async_queue_timeout_pop(events, 500 * 1000);
+	print_message("RESIGNED delivered before the free returned in %d of %d rounds (ELECTED in %d)%s%s\n",
+	              delivered, rounds, elected, late ? "; later: " : "", late ? late : "");
+	dlock_client_free(client);
+	g_async_queue_unref(events);
+	if (late)
+		fail_msg("event '%s' after the election was freed", late);
+	assert_int_equal(elected, rounds);
+	assert_int_equal(delivered, rounds);
+}
+
 int test_election_worker_main(int argc, char **argv)
 {
 	if (argc >= 6 && strcmp(argv[2], "elect") == 0)

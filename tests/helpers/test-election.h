@@ -49,4 +49,13 @@ int64_t test_election_failover(const char *uri, const char *name, int64_t bound_
 void test_election_freeze(const char *uri, const char *name, void (*freeze)(void *),
                           void (*thaw)(void *), void *arg, int64_t freeze_ms, bool expect_lost);
 
+/*
+ * dlock_election_free() right after dlock_election_resign(): the
+ * resignation's DLOCK_OK comes with DLOCK_ELECTION_RESIGNED, which the
+ * callback gets before the free returns (ELECTED before it), in every
+ * one of rounds rounds, and no event of a freed election comes later.
+ * Fails the test with the number of rounds whose RESIGNED was missing.
+ */
+void test_election_resign_then_free_delivers_resigned(const char *uri, const char *name, int rounds);
+
 #endif

@@ -109,6 +109,11 @@ static void test_frozen_server_past_the_lease_loses_leadership(void **state)
 	g_free(u);
 }
 
+static void test_free_right_after_resign_delivers_resigned(void **state)
+{
+	test_election_resign_then_free_delivers_resigned(uri, "elect/resign-free", 20);
+}
+
 static void test_no_key_of_this_suite_remains(void **state)
 {
 	assert_int_equal(test_redis_leftover_keys(server, "dlock:{elect/"), 0);
@@ -137,6 +142,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_each_leader_is_announced_on_the_elected_channel),
 		cmocka_unit_test(test_frozen_server_suspends_leadership_then_confirms_it),
 		cmocka_unit_test(test_frozen_server_past_the_lease_loses_leadership),
+		cmocka_unit_test(test_free_right_after_resign_delivers_resigned),
 		cmocka_unit_test(test_no_key_of_this_suite_remains),
 	};
 

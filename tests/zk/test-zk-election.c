@@ -185,6 +185,11 @@ static void test_kazoo_election_leader_keeps_dlock_waiting(void **state)
 	dlock_client_free(client);
 }
 
+static void test_free_right_after_resign_delivers_resigned(void **state)
+{
+	test_election_resign_then_free_delivers_resigned(uri, "elect/resign-free", 10);
+}
+
 static void sig_stop(void *arg)
 {
 	test_zk_signal(arg, 0, SIGSTOP);
@@ -245,6 +250,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_kazoo_election_leader_keeps_dlock_waiting),
 		cmocka_unit_test(test_frozen_server_suspends_leadership_then_confirms_it),
 		cmocka_unit_test(test_frozen_server_past_the_session_loses_leadership),
+		cmocka_unit_test(test_free_right_after_resign_delivers_resigned),
 		cmocka_unit_test(test_nothing_is_left_on_the_server),
 	};
 
