@@ -3,8 +3,10 @@
  * reentrancy tables and the callback thread.  Private to src/common;
  * backends see holds only through backend.h.
  *
- * Lock order, outermost first:  hold->mu, then client->mu, then lock->mu,
- * then a waiter's mutex.  No I/O is done while holding any of them.
+ * Lock order, outermost first:  an election's turn (election.c), then
+ * hold->mu, then client->mu, then lock->mu, then a waiter's mutex.  No
+ * I/O is done while holding any of them but the turn, which a resignation
+ * keeps across its release.
  */
 #ifndef DLOCK_COMMON_CORE_H
 #define DLOCK_COMMON_CORE_H
@@ -138,6 +140,9 @@ void dlock__hold_discard(dlock__hold *hold);
  * teardown): the caller then takes a fresh one.
  */
 int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us);
+/* The same without counting the hold again: DLOCK_OK once it is HELD (at
+ * once, or after a suspension), DLOCK_ELOST (cleared), 1 if it ended. */
+int dlock__hold_confirm(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us);
 /*
  * dlock_release() on the owner's hold: one count less through lock; the
  * last count, or any release of a lost hold (DLOCK_ELOST, whatever its
@@ -184,6 +189,12 @@ void dlock__election_dispatch(dlock_election *election, int state, const char *t
 void dlock__election_observe_stop(dlock_election *election);
 /* Free the election: its handle's last reference is going. */
 void dlock__election_destroy(dlock_election *election);
+
+/* The event an election's handle gets for a grant, told as ELECTED:
+ * posted by hold.c once the grant is installed, or earlier if a state of
+ * the hold (1 to 3) or its end comes first -- always before them, so a
+ * resignation's RESIGNED cannot overtake it. */
+#define DLOCK__EVENT_GRANTED 0
 
 /* ---- callbacks -------------------------------------------------------- */
 

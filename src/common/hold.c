@@ -72,6 +72,7 @@ struct dlock__hold {
 	dlock__hold *downgrade_of; /* during a downgrade's acquire: the write hold, referenced */
 	hold_abandon abandon;
 	GCond abandoned;         /* broadcast when abandon leaves ABANDON_RUNNING */
+	dlock_lock *tell_grant;  /* an election's handle not yet told of this grant */
 };
 
 static void thread_table_destroy(gpointer data);
@@ -239,10 +240,25 @@ static bool ended_locked(const dlock__hold *hold)
 	return hold->phase == HOLD_RELEASED;
 }
 
+/*
+ * An election's handle hears of its grant (DLOCK__EVENT_GRANTED, told as
+ * ELECTED) once, before anything else of the hold: when the grant is
+ * installed and can be found, or, if a state change or the hold's end
+ * comes first (a resignation from another thread as the campaign
+ * returns), just before that.  Called with hold->mu held.
+ */
+static void tell_grant_locked(dlock__hold *hold)
+{
+	if (hold->tell_grant && hold->client)
+		dlock__callbacks_post_event(hold->client, hold->tell_grant, DLOCK__EVENT_GRANTED, NULL);
+	hold->tell_grant = NULL;
+}
+
 /* Tell the handles the counts came through, and wake re-entrants waiting
  * out a suspension.  Called with hold->mu held. */
 static void notify_locked(dlock__hold *hold, dlock_state state)
 {
+	tell_grant_locked(hold);
 	for (guint i = 0; i < hold->waiters->len; i++)
 		dlock__waiter_wake(hold->waiters->pdata[i]);
 	if (!hold->client)
@@ -326,6 +342,7 @@ static void settle_abandon_locked(dlock__hold *hold)
  */
 static void end_locked(dlock__hold *hold)
 {
+	tell_grant_locked(hold);
 	hold->phase = HOLD_RELEASED;
 	hold->count = 0;
 	for (guint i = 0; i < hold->waiters->len; i++)
@@ -562,12 +579,15 @@ void dlock__hold_install(dlock__hold *hold, dlock_lock *lock)
 	 * handle: a re-entry that found it still ACQUIRING would go to the
 	 * server and queue behind this very hold.  A suspension or loss the
 	 * backend reported before this is told to the handle at the end, after
-	 * an older hold's loss (reports from now on are told as they come). */
+	 * an older hold's loss and after the grant itself (reports from now on
+	 * are told as they come, each after the grant: tell_grant_locked()). */
 	g_mutex_lock(&hold->mu);
 	count_up_locked(hold, lock);
 	granted = hold->phase;
 	if (hold->phase == HOLD_ACQUIRING)
 		hold->phase = HOLD_HELD;
+	if (lock->election)
+		hold->tell_grant = lock;
 	g_mutex_unlock(&hold->mu);
 
 	g_mutex_lock(&client->mu);
@@ -610,6 +630,7 @@ void dlock__hold_install(dlock__hold *hold, dlock_lock *lock)
 	}
 
 	g_mutex_lock(&hold->mu);
+	tell_grant_locked(hold);
 	if (granted == HOLD_SUSPENDED && hold->phase == HOLD_SUSPENDED)
 		notify_locked(hold, DLOCK_STATE_SUSPENDED);
 	else if (granted == HOLD_LOST && hold->phase == HOLD_LOST)
@@ -627,7 +648,9 @@ void dlock__hold_discard(dlock__hold *hold)
 
 /* ---- re-entry and release -------------------------------------------- */
 
-int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us)
+/* dlock__hold_reenter(), counting the hold again (count) or only waiting
+ * for it to be confirmed (dlock__hold_confirm()). */
+static int reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us, bool count)
 {
 	dlock__waiter *waiter = NULL;
 	int rc = DLOCK_OK;
@@ -636,7 +659,8 @@ int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us
 	for (;;) {
 		check_expiry_locked(hold);
 		if (hold->phase == HOLD_HELD) {
-			count_up_locked(hold, lock);
+			if (count)
+				count_up_locked(hold, lock);
 			break;
 		}
 		if (hold->phase == HOLD_LOST) {
@@ -683,6 +707,16 @@ int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us
 		dlock__waiter_free(waiter);
 	}
 	return rc;
+}
+
+int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us)
+{
+	return reenter(hold, lock, deadline_us, true);
+}
+
+int dlock__hold_confirm(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us)
+{
+	return reenter(hold, lock, deadline_us, false);
 }
 
 int dlock__hold_count_down(dlock__hold *hold, dlock_lock *lock)

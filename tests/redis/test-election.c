@@ -22,6 +22,7 @@
 #include "dlock.h"
 #include "test-election.h"
 #include "test-exclusion.h"
+#include "test-proxy.h"
 #include "test-redis.h"
 #include "test-util.h"
 
@@ -109,6 +110,31 @@ static void test_frozen_server_past_the_lease_loses_leadership(void **state)
 	g_free(u);
 }
 
+/* The campaign's announcement (a PUBLISH) gets no answer: the proxy
+ * drops the reply, and the command timeout is 300 ms. */
+static void drop_publish_reply(void *proxy)
+{
+	test_proxy_drop_replies(proxy, "PUBLISH", 1, false);
+}
+
+/* A resignation from another thread as the campaign finishes, its
+ * announcement held up as by a slow server: ELECTED always comes first. */
+static void test_resignation_racing_a_slow_campaign_tail_comes_after_elected(void **state)
+{
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
+	char *u = g_strdup_printf("redis://127.0.0.1:%d?command-timeout=300ms", test_proxy_port(proxy));
+
+	test_election_resign_racing_campaign(u, "elect/race-slow", 10, drop_publish_reply, proxy);
+	g_free(u);
+	test_proxy_stop(proxy);
+}
+
+/* The same race without help, many times. */
+static void test_resignation_racing_a_campaign_comes_after_elected(void **state)
+{
+	test_election_resign_racing_campaign(uri, "elect/race", 300, NULL, NULL);
+}
+
 static void test_free_right_after_resign_delivers_resigned(void **state)
 {
 	test_election_resign_then_free_delivers_resigned(uri, "elect/resign-free", 20);
@@ -142,6 +168,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_each_leader_is_announced_on_the_elected_channel),
 		cmocka_unit_test(test_frozen_server_suspends_leadership_then_confirms_it),
 		cmocka_unit_test(test_frozen_server_past_the_lease_loses_leadership),
+		cmocka_unit_test(test_resignation_racing_a_slow_campaign_tail_comes_after_elected),
+		cmocka_unit_test(test_resignation_racing_a_campaign_comes_after_elected),
 		cmocka_unit_test(test_free_right_after_resign_delivers_resigned),
 		cmocka_unit_test(test_no_key_of_this_suite_remains),
 	};
