@@ -350,7 +350,9 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 	}
 	g_ptr_array_unref(holds);
 
-	/* Backends join their threads; then the callback thread drains. */
+	/* Announcements still queued go out while the backends are open;
+	 * then backends join their threads, and the callback thread drains. */
+	dlock__announce_stop(client);
 	g_ptr_array_unref(client->routes);
 	g_ptr_array_unref(client->slots);
 	dlock__callbacks_stop(client);

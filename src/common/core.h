@@ -44,6 +44,7 @@ typedef struct dlock__route {
 } dlock__route;
 
 typedef struct dlock__callbacks dlock__callbacks;
+typedef struct dlock__announcer dlock__announcer;
 
 struct dlock_client {
 	pid_t pid;               /* the process that built it; calls elsewhere are refused */
@@ -60,6 +61,7 @@ struct dlock_client {
 	GHashTable *holds;       /* set of live dlock__hold * (one reference each) */
 	GHashTable *locks;       /* set of dlock_lock * not yet freed */
 	dlock__lazy_thread callbacks; /* dlock__callbacks *; later events are dropped once stopped */
+	dlock__lazy_thread announcer; /* dlock__announcer *: elections' announcements */
 };
 
 struct dlock_lock {
@@ -195,6 +197,18 @@ void dlock__election_destroy(dlock_election *election);
  * the hold (1 to 3) or its end comes first -- always before them, so a
  * resignation's RESIGNED cannot overtake it. */
 #define DLOCK__EVENT_GRANTED 0
+
+/* ---- announcements (announce.c) -------------------------------------- */
+
+/* Have the slot's backend announce (its optional announce op) that id
+ * leads resource with token (id NULL: a resignation), on the client's
+ * announcing thread, in the order asked: a campaign does not wait for the
+ * server.  No-op for a backend without announcements. */
+void dlock__announce_later(dlock_client *client, dlock__slot *slot, const char *resource,
+                           const char *id, uint64_t token, int64_t ttl_ms);
+/* Make the announcements still queued (each bounded by its backend's
+ * timeouts) and join the thread; before the backends close. */
+void dlock__announce_stop(dlock_client *client);
 
 /* ---- callbacks -------------------------------------------------------- */
 

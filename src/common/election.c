@@ -12,7 +12,9 @@
  * its end, so a resignation that lands as the campaign returns is told
  * after it; a resignation posts RESIGNED under the election's turn, which
  * a fresh campaign passes through before it asks the server, so the next
- * ELECTED cannot overtake it either.
+ * ELECTED cannot overtake it either.  Announcements go to the client's
+ * announcing thread (announce.c): a campaign is not held past its
+ * deadline by a slow server.
  *
  * The election lives as long as its handle: the handle's last reference
  * (the user's, or a queued event's) frees it, so a callback never sees it
@@ -218,8 +220,8 @@ DLOCK_API void dlock_election_free(dlock_election *election)
 }
 
 /* The backend's word to observers, when it has one: id leads (NULL:
- * nobody, resigned).  While a leader's is made, a resignation cannot come
- * in between: the caller holds the turn. */
+ * nobody, resigned), made in the background.  While a leader's is asked
+ * for, a resignation cannot come in between: the caller holds the turn. */
 static void announce(dlock_election *e, const char *id)
 {
 	dlock_lock *lock = e->lock;
@@ -238,7 +240,7 @@ static void announce(dlock_election *e, const char *id)
 		if (state != DLOCK_HOLD_HELD)
 			return; /* resigned or lost already: nothing to announce */
 	}
-	lock->slot->ops->announce(lock->slot->impl, lock->resource, id, token, ttl_ms);
+	dlock__announce_later(lock->client, lock->slot, lock->resource, id, token, ttl_ms);
 }
 
 /* A campaign that is the election's only one: two at once through the
