@@ -14,7 +14,8 @@
  *     stored in its own settings struct; the core parses and checks URI
  *     query parameters and configuration keys against them;
  *   - open and close, acquire and release of one hold, a query of who
- *     holds a resource; optionally check_resource and describe.
+ *     holds a resource; optionally abandon (a hold lost by the core's
+ *     clock), check_resource and describe.
  *
  * What the core does for it: clients, handles, owners (threads or
  * handles), reentrancy counted locally, the hold state machine (held,
@@ -152,6 +153,25 @@ typedef int dlock__backend_acquire_fn(dlock__backend *backend, dlock__hold *hold
  */
 typedef int dlock__backend_release_fn(dlock__backend *backend, dlock__hold *hold);
 
+/*
+ * The core has declared a hold LOST by the clock: past the bound the
+ * backend gave it (dlock__hold_set_valid_until()), before the backend's
+ * own timer said so -- a process resumed after a pause runs the caller's
+ * thread first.  The backend may not have seen any failure: its renewal or
+ * keep-alive may still succeed, and would keep the lock for a holder told
+ * it lost it, and from everyone else until that holder releases.  So it
+ * stops keeping the hold alive and removes what may be left of it on the
+ * server in the background, as a release that cannot reach the server
+ * does (and as it does itself for a loss it declares, if something of the
+ * hold may outlive it there: a renewal that ran without its answer).
+ * Called at most once per hold, before its release (which then has
+ * nothing left to remove and returns DLOCK_ELOST), never at the same time
+ * as it, with no lock of the core held, on whatever thread looked at the
+ * hold: no I/O, no waiting on the server.  NULL: the backend sets no
+ * bound, or nothing of a hold outlives the loss.
+ */
+typedef void dlock__backend_abandon_fn(dlock__backend *backend, dlock__hold *hold);
+
 /* Refuse, with DLOCK_EINVAL and a message, a resource name this
  * backend cannot represent (beyond the common rules). */
 typedef int dlock__backend_check_resource_fn(const dlock__backend *backend,
@@ -208,6 +228,7 @@ typedef struct dlock__backend_ops {
 	dlock__backend_close_fn *close;
 	dlock__backend_acquire_fn *acquire;
 	dlock__backend_release_fn *release;
+	dlock__backend_abandon_fn *abandon;               /* may be NULL */
 	dlock__backend_check_resource_fn *check_resource; /* may be NULL */
 	dlock__backend_query_fn *query;
 	dlock__backend_describe_fn *describe;             /* may be NULL */
@@ -265,8 +286,9 @@ void dlock__hold_set_token(dlock__hold *hold, uint64_t token);
  * less the backend's safety margin.  Past it the core treats the hold as
  * LOST at once -- in dlock_held(), dlock_release() and a re-entry -- without
  * waiting for the backend's own timer, whose thread may run late (a process
- * resumed after a pause runs the caller's thread first).  The backend moves
- * it on every renewal or contact; INT64_MAX (the default) means no bound.
+ * resumed after a pause runs the caller's thread first), and tells the
+ * backend through its abandon.  The backend moves it on every renewal or
+ * contact; INT64_MAX (the default) means no bound.
  * An atomic store: safe from any thread, with any backend mutex held.
  */
 void dlock__hold_set_valid_until(dlock__hold *hold, int64_t boot_us);

@@ -6,25 +6,51 @@
 #include "core.h"
 #include "thread.h"
 
+/* A point in the queue that dlock__callbacks_flush() waits for. */
+typedef struct mark {
+	GMutex mu;
+	GCond cond;
+	bool reached;
+} mark;
+
 typedef struct event {
-	dlock_lock *lock; /* referenced; NULL is the stop sentinel */
+	dlock_lock *lock; /* referenced; NULL with no mark is the stop sentinel */
 	int state;        /* a dlock_state, or an election's event (election.c) */
 	char *text;       /* an election's leader id, or NULL */
+	mark *mark;       /* a flush's mark instead of an event, or NULL */
 } event;
 
 struct dlock__callbacks {
 	GAsyncQueue *queue;
 };
 
+/* The callbacks whose thread this is, on that thread; NULL elsewhere. */
+static _Thread_local const dlock__callbacks *running;
+
+static void mark_reached(mark *m)
+{
+	g_mutex_lock(&m->mu);
+	m->reached = true;
+	g_cond_signal(&m->cond);
+	g_mutex_unlock(&m->mu);
+}
+
 static gpointer callback_main(gpointer data)
 {
 	dlock__callbacks *cbs = data;
 	event *ev;
 
-	while ((ev = g_async_queue_pop(cbs->queue)) && ev->lock) {
+	running = cbs;
+	while ((ev = g_async_queue_pop(cbs->queue)) && (ev->lock || ev->mark)) {
 		dlock_lock *lock = ev->lock;
 		dlock_state_fn fn;
 		void *user_data;
+
+		if (ev->mark) {
+			mark_reached(ev->mark);
+			g_free(ev);
+			continue;
+		}
 
 		if (lock->election) {
 			dlock__election_dispatch(lock->election, ev->state, ev->text);
@@ -89,6 +115,44 @@ void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, int sta
 	ev->text = g_strdup(text);
 	g_async_queue_push(cbs->queue, ev);
 	g_mutex_unlock(&client->mu);
+}
+
+bool dlock__callbacks_on_thread(dlock_client *client)
+{
+	const dlock__callbacks *cbs = dlock__lazy_thread_peek(&client->callbacks);
+
+	return cbs && cbs == running;
+}
+
+void dlock__callbacks_flush(dlock_client *client)
+{
+	dlock__callbacks *cbs;
+	mark m;
+	event *ev;
+
+	if (dlock__callbacks_on_thread(client))
+		return;
+	g_mutex_init(&m.mu);
+	g_cond_init(&m.cond);
+	m.reached = false;
+	/* Under client->mu, as events are posted: a stop that comes later
+	 * queues its sentinel after the mark. */
+	g_mutex_lock(&client->mu);
+	cbs = client->callbacks.stopped ? NULL : dlock__lazy_thread_peek(&client->callbacks);
+	if (cbs) {
+		ev = g_new0(event, 1);
+		ev->mark = &m;
+		g_async_queue_push(cbs->queue, ev);
+	}
+	g_mutex_unlock(&client->mu);
+	if (cbs) {
+		g_mutex_lock(&m.mu);
+		while (!m.reached)
+			g_cond_wait(&m.cond, &m.mu);
+		g_mutex_unlock(&m.mu);
+	}
+	g_cond_clear(&m.cond);
+	g_mutex_clear(&m.mu);
 }
 
 /* Stop the thread after the events already queued, and join it. */

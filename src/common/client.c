@@ -317,6 +317,15 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 
 	if (!client || dlock__client_forked(client))
 		return; /* in a forked child nothing of the parent's is touched */
+	/* The free waits for the callback thread to end: from that thread it
+	 * would wait for itself.  Refused, with word of why. */
+	if (dlock__callbacks_on_thread(client)) {
+		dlock__error(DLOCK_EINVAL, "dlock_client_free: called from a callback, on the client's "
+		             "callback thread, whose end the free waits for; the client was not freed "
+		             "(free it from another thread once the callback has returned)");
+		dlock__log(&client->logger, DLOCK_LOG_ERROR, "%s", dlock_last_error_message());
+		return;
+	}
 
 	/* Elections' observers query through the client: they stop first. */
 	stop_observers(client);
@@ -349,7 +358,9 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 	}
 	g_ptr_array_unref(holds);
 
-	/* Backends join their threads; then the callback thread drains. */
+	/* Announcements still queued go out while the backends are open;
+	 * then backends join their threads, and the callback thread drains. */
+	dlock__announce_stop(client);
 	g_ptr_array_unref(client->routes);
 	g_ptr_array_unref(client->slots);
 	dlock__callbacks_stop(client);

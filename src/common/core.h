@@ -3,8 +3,10 @@
  * reentrancy tables and the callback thread.  Private to src/common;
  * backends see holds only through backend.h.
  *
- * Lock order, outermost first:  hold->mu, then client->mu, then lock->mu,
- * then a waiter's mutex.  No I/O is done while holding any of them.
+ * Lock order, outermost first:  an election's turn (election.c), then
+ * hold->mu, then client->mu, then lock->mu, then a waiter's mutex.  No
+ * I/O is done while holding any of them but the turn, which a resignation
+ * keeps across its release.
  */
 #ifndef DLOCK_COMMON_CORE_H
 #define DLOCK_COMMON_CORE_H
@@ -42,6 +44,7 @@ typedef struct dlock__route {
 } dlock__route;
 
 typedef struct dlock__callbacks dlock__callbacks;
+typedef struct dlock__announcer dlock__announcer;
 
 struct dlock_client {
 	pid_t pid;               /* the process that built it; calls elsewhere are refused */
@@ -58,6 +61,7 @@ struct dlock_client {
 	GHashTable *holds;       /* set of live dlock__hold * (one reference each) */
 	GHashTable *locks;       /* set of dlock_lock * not yet freed */
 	dlock__lazy_thread callbacks; /* dlock__callbacks *; later events are dropped once stopped */
+	dlock__lazy_thread announcer; /* dlock__announcer *: elections' announcements */
 };
 
 struct dlock_lock {
@@ -138,6 +142,9 @@ void dlock__hold_discard(dlock__hold *hold);
  * teardown): the caller then takes a fresh one.
  */
 int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us);
+/* The same without counting the hold again: DLOCK_OK once it is HELD (at
+ * once, or after a suspension), DLOCK_ELOST (cleared), 1 if it ended. */
+int dlock__hold_confirm(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us);
 /*
  * dlock_release() on the owner's hold: one count less through lock; the
  * last count, or any release of a lost hold (DLOCK_ELOST, whatever its
@@ -185,6 +192,24 @@ void dlock__election_observe_stop(dlock_election *election);
 /* Free the election: its handle's last reference is going. */
 void dlock__election_destroy(dlock_election *election);
 
+/* The event an election's handle gets for a grant, told as ELECTED:
+ * posted by hold.c once the grant is installed, or earlier if a state of
+ * the hold (1 to 3) or its end comes first -- always before them, so a
+ * resignation's RESIGNED cannot overtake it. */
+#define DLOCK__EVENT_GRANTED 0
+
+/* ---- announcements (announce.c) -------------------------------------- */
+
+/* Have the slot's backend announce (its optional announce op) that id
+ * leads resource with token (id NULL: a resignation), on the client's
+ * announcing thread, in the order asked: a campaign does not wait for the
+ * server.  No-op for a backend without announcements. */
+void dlock__announce_later(dlock_client *client, dlock__slot *slot, const char *resource,
+                           const char *id, uint64_t token, int64_t ttl_ms);
+/* Make the announcements still queued (each bounded by its backend's
+ * timeouts) and join the thread; before the backends close. */
+void dlock__announce_stop(dlock_client *client);
+
 /* ---- callbacks -------------------------------------------------------- */
 
 /* Queue a state change for lock's callback (if any) on the client's
@@ -195,5 +220,12 @@ void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state s
 void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, int state,
                                  const char *text);
 void dlock__callbacks_stop(dlock_client *client);
+/* Whether the calling thread is the client's callback thread (running one
+ * of its callbacks): what would wait for that thread must not run there. */
+bool dlock__callbacks_on_thread(dlock_client *client);
+/* Wait until every event queued so far has been run (or dropped) by the
+ * callback thread; at once if nothing was ever queued or when called on
+ * that thread itself. */
+void dlock__callbacks_flush(dlock_client *client);
 
 #endif

@@ -7,9 +7,20 @@
  * the callback thread, with the election's own events (ELECTED, RESIGNED,
  * LEADER_CHANGED) queued the same way and in the same order.
  *
+ * ELECTED is posted by the core for a campaign's grant
+ * (DLOCK__EVENT_GRANTED, hold.c) before any state of that hold and before
+ * its end, so a resignation that lands as the campaign returns is told
+ * after it; a resignation posts RESIGNED under the election's turn, which
+ * a fresh campaign passes through before it asks the server, so the next
+ * ELECTED cannot overtake it either.  Announcements go to the client's
+ * announcing thread (announce.c): a campaign is not held past its
+ * deadline by a slow server.
+ *
  * The election lives as long as its handle: the handle's last reference
  * (the user's, or a queued event's) frees it, so a callback never sees it
- * freed under it.
+ * freed under it.  Its free delivers the events queued before it (a
+ * resignation's RESIGNED among them) and returns when none of its
+ * callbacks runs, except on the callback thread itself.
  *
  * Observing runs a thread ("dlock-observe") that queries who holds the
  * name, reports a change, and sleeps until the backend's watch wakes it,
@@ -43,6 +54,8 @@
 struct dlock_election {
 	dlock_lock *lock;        /* owner DLOCK_OWNER_HANDLE; its end frees this */
 	char *id;
+	GMutex turn;             /* a resignation's release and RESIGNED; passed
+	                          * through by a campaign before it asks */
 	GMutex mu;               /* guards everything below */
 	dlock_election_fn fn;
 	void *user_data;
@@ -59,6 +72,7 @@ const char *dlock__election_id(const dlock_election *election)
 void dlock__election_destroy(dlock_election *election)
 {
 	g_free(election->id);
+	g_mutex_clear(&election->turn);
 	g_mutex_clear(&election->mu);
 	g_free(election);
 }
@@ -77,6 +91,9 @@ void dlock__election_dispatch(dlock_election *e, int state, const char *text)
 	bool freed;
 
 	switch (state) {
+	case DLOCK__EVENT_GRANTED:
+		event = DLOCK_ELECTION_ELECTED;
+		break;
 	case DLOCK_STATE_SUSPENDED:
 		event = DLOCK_ELECTION_SUSPENDED;
 		break;
@@ -145,6 +162,7 @@ DLOCK_API int dlock_election_new(dlock_client *client, const char *name,
 	e = g_new0(dlock_election, 1);
 	e->lock = lock;
 	e->id = id;
+	g_mutex_init(&e->turn);
 	g_mutex_init(&e->mu);
 	/* Before the handle is shared: the callback thread reads it without
 	 * the handle's mutex. */
@@ -180,30 +198,49 @@ void dlock__election_observe_stop(dlock_election *e)
 
 DLOCK_API void dlock_election_free(dlock_election *election)
 {
+	dlock_client *client;
+
 	if (!election)
 		return;
-	if (election->lock->client && !dlock__client_forked(election->lock->client))
-		dlock__election_observe_stop(election);
+	client = election->lock->client;
+	if (!client || dlock__client_forked(client)) {
+		dlock_lock_free(election->lock);
+		return;
+	}
+	dlock__election_observe_stop(election);
+	/* What was queued for the callback before the free -- RESIGNED, which
+	 * a resignation's DLOCK_OK promises -- is told before it returns. */
+	dlock__callbacks_flush(client);
 	/* Releases a leader's hold and cancels a campaign; the election goes
-	 * with the handle's last reference. */
+	 * with the handle's last reference.  Events of the handle from now
+	 * on are dropped; once a callback of it that had begun has returned,
+	 * none runs after the free. */
 	dlock_lock_free(election->lock);
+	dlock__callbacks_flush(client);
 }
 
-/* The backend's word to observers: id leads (NULL: nobody, resigned). */
+/* The backend's word to observers, when it has one: id leads (NULL:
+ * nobody, resigned), made in the background.  While a leader's is asked
+ * for, a resignation cannot come in between: the caller holds the turn. */
 static void announce(dlock_election *e, const char *id)
 {
 	dlock_lock *lock = e->lock;
-	dlock__hold *hold;
+	uint64_t token = 0;
 	int64_t ttl_ms = 0;
 
 	if (!lock->slot->ops->announce)
 		return;
-	if (id && (hold = dlock__hold_find(lock))) {
-		ttl_ms = dlock__hold_ttl_ms(hold);
+	if (id) {
+		dlock__hold *hold = dlock__hold_find(lock);
+		dlock_hold state = hold ? dlock__hold_state(hold, &token) : DLOCK_HOLD_NONE;
+
+		if (hold)
+			ttl_ms = dlock__hold_ttl_ms(hold);
 		dlock__hold_unref(hold);
+		if (state != DLOCK_HOLD_HELD)
+			return; /* resigned or lost already: nothing to announce */
 	}
-	lock->slot->ops->announce(lock->slot->impl, lock->resource, id,
-	                          id ? dlock_fencing_token(lock) : 0, ttl_ms);
+	dlock__announce_later(lock->client, lock->slot, lock->resource, id, token, ttl_ms);
 }
 
 /* A campaign that is the election's only one: two at once through the
@@ -217,45 +254,58 @@ DLOCK_API int dlock_election_campaign(dlock_election *election, int64_t wait_ms)
 
 	if ((rc = check_election(election, "dlock_election_campaign")) != DLOCK_OK)
 		return rc;
+	/* A call on the handle from start to end: a free that comes meanwhile
+	 * cancels it and waits for it to be done with the election. */
+	if ((rc = dlock__lock_enter(election->lock, "dlock_election_campaign")) != DLOCK_OK)
+		return rc;
 	g_mutex_lock(&election->mu);
 	busy = election->campaigning;
 	election->campaigning = true;
 	g_mutex_unlock(&election->mu);
-	if (busy)
-		return dlock__error(DLOCK_EINVAL, "election '%s': a campaign is already under way for "
-		                    "this participant", election->lock->resource);
+	if (busy) {
+		rc = dlock__error(DLOCK_EINVAL, "election '%s': a campaign is already under way for "
+		                  "this participant", election->lock->resource);
+		dlock__lock_leave(election->lock);
+		return rc;
+	}
 	rc = campaign(election, wait_ms);
 	g_mutex_lock(&election->mu);
 	election->campaigning = false;
 	g_mutex_unlock(&election->mu);
+	dlock__lock_leave(election->lock);
 	return rc;
+}
+
+/*
+ * The participant's own hold, if any: leading already (DLOCK_OK, at once),
+ * a suspension waited out within deadline_us (DLOCK_OK when confirmed), or
+ * one lost (cleared) or ended meanwhile: 1, campaign afresh.  No count is
+ * added, so one resignation ends it.  Inside the campaign's call.
+ */
+static int leading(dlock_lock *lock, int64_t deadline_us)
+{
+	dlock__hold *hold = dlock__hold_find(lock);
+	int rc = hold ? dlock__hold_confirm(hold, lock, deadline_us) : 1;
+
+	dlock__hold_unref(hold);
+	return rc == DLOCK_ELOST ? 1 : rc;
 }
 
 static int campaign(dlock_election *election, int64_t wait_ms)
 {
 	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
 	dlock_lock *lock = election->lock;
-	dlock_hold now;
 	int rc;
 
-	now = dlock__lock_caller_hold(lock);
-	if (now == DLOCK_HOLD_HELD)
-		return DLOCK_OK;
-	if (now == DLOCK_HOLD_SUSPENDED) {
-		/* A re-entry waits for the hold to be confirmed or lost; the
-		 * count it adds is given back at once (no I/O). */
-		rc = dlock_acquire(lock, wait_ms);
-		if (rc == DLOCK_OK) {
-			dlock_release(lock);
-			return DLOCK_OK;
-		}
-		if (rc != DLOCK_ELOST)
-			return rc;
-		if (wait_ms > 0)
-			wait_ms = MAX(dlock__remaining_us(deadline_us) / 1000, 1);
-	} else if (now == DLOCK_HOLD_LOST) {
-		dlock_release(lock); /* DLOCK_ELOST: clears the lost hold */
-	}
+	rc = leading(lock, deadline_us);
+	if (rc != 1)
+		return rc;
+	if (wait_ms > 0)
+		wait_ms = MAX(dlock__remaining_us(deadline_us) / 1000, 1);
+	/* A resignation under way tells its RESIGNED before this campaign
+	 * can be granted and tell ELECTED. */
+	g_mutex_lock(&election->turn);
+	g_mutex_unlock(&election->turn);
 	rc = dlock_acquire(lock, wait_ms);
 	if (rc == DLOCK_EBUSY)
 		return dlock__error(DLOCK_EBUSY, "election '%s': another participant leads",
@@ -265,8 +315,10 @@ static int campaign(dlock_election *election, int64_t wait_ms)
 		                    lock->resource, wait_ms);
 	if (rc != DLOCK_OK)
 		return rc;
+	/* ELECTED went out with the grant (DLOCK__EVENT_GRANTED). */
+	g_mutex_lock(&election->turn);
 	announce(election, election->id);
-	post(election, DLOCK_ELECTION_ELECTED, NULL);
+	g_mutex_unlock(&election->turn);
 	return DLOCK_OK;
 }
 
@@ -276,12 +328,19 @@ DLOCK_API int dlock_election_resign(dlock_election *election)
 
 	if ((rc = check_election(election, "dlock_election_resign")) != DLOCK_OK)
 		return rc;
-	rc = dlock_release(election->lock);
-	if (rc != DLOCK_OK)
+	/* A call on the handle to the end: a callback that frees the election
+	 * when told RESIGNED waits until this is done with it. */
+	if ((rc = dlock__lock_enter(election->lock, "dlock_election_resign")) != DLOCK_OK)
 		return rc;
-	announce(election, NULL);
-	post(election, DLOCK_ELECTION_RESIGNED, NULL);
-	return DLOCK_OK;
+	g_mutex_lock(&election->turn);
+	rc = dlock_release(election->lock);
+	if (rc == DLOCK_OK) {
+		announce(election, NULL);
+		post(election, DLOCK_ELECTION_RESIGNED, NULL);
+	}
+	g_mutex_unlock(&election->turn);
+	dlock__lock_leave(election->lock);
+	return rc;
 }
 
 DLOCK_API int dlock_election_cancel(dlock_election *election)

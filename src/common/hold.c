@@ -29,6 +29,19 @@ typedef enum hold_phase {
 	HOLD_RELEASED    /* released (or never granted): a stale reference */
 } hold_phase;
 
+/*
+ * A hold the core declared LOST by the clock (check_expiry_locked()) is
+ * handed to the backend's abandon, once, by the thread that looked, after
+ * it lets go of hold->mu; its release waits for an abandon under way and
+ * makes a pending one needless.
+ */
+typedef enum hold_abandon {
+	ABANDON_NONE,    /* not lost by the clock, or the backend has no abandon */
+	ABANDON_DUE,     /* lost by the clock: the backend is still to be told */
+	ABANDON_RUNNING, /* being told, on some thread */
+	ABANDON_DONE     /* told, or the release took care of it */
+} hold_abandon;
+
 /* The counts that came through one handle. */
 typedef struct hold_via {
 	dlock_lock *lock;
@@ -57,6 +70,9 @@ struct dlock__hold {
 	void *backend_data;
 	dlock_lock *handle_owner; /* DLOCK_OWNER_HANDLE: the owning handle, else NULL */
 	dlock__hold *downgrade_of; /* during a downgrade's acquire: the write hold, referenced */
+	hold_abandon abandon;
+	GCond abandoned;         /* broadcast when abandon leaves ABANDON_RUNNING */
+	dlock_lock *tell_grant;  /* an election's handle not yet told of this grant */
 };
 
 static void thread_table_destroy(gpointer data);
@@ -82,6 +98,7 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock)
 
 	g_atomic_ref_count_init(&hold->ref);
 	g_mutex_init(&hold->mu);
+	g_cond_init(&hold->abandoned);
 	hold->slot = lock->slot;
 	hold->resource = g_strdup(lock->resource);
 	/* As dlock__holder_init_self(), without a system call for the host
@@ -127,6 +144,7 @@ void dlock__hold_unref(dlock__hold *hold)
 	dlock__holder_clear(&hold->holder);
 	g_array_unref(hold->via);
 	g_ptr_array_unref(hold->waiters);
+	g_cond_clear(&hold->abandoned);
 	g_mutex_clear(&hold->mu);
 	g_free(hold);
 }
@@ -222,10 +240,25 @@ static bool ended_locked(const dlock__hold *hold)
 	return hold->phase == HOLD_RELEASED;
 }
 
+/*
+ * An election's handle hears of its grant (DLOCK__EVENT_GRANTED, told as
+ * ELECTED) once, before anything else of the hold: when the grant is
+ * installed and can be found, or, if a state change or the hold's end
+ * comes first (a resignation from another thread as the campaign
+ * returns), just before that.  Called with hold->mu held.
+ */
+static void tell_grant_locked(dlock__hold *hold)
+{
+	if (hold->tell_grant && hold->client)
+		dlock__callbacks_post_event(hold->client, hold->tell_grant, DLOCK__EVENT_GRANTED, NULL);
+	hold->tell_grant = NULL;
+}
+
 /* Tell the handles the counts came through, and wake re-entrants waiting
  * out a suspension.  Called with hold->mu held. */
 static void notify_locked(dlock__hold *hold, dlock_state state)
 {
+	tell_grant_locked(hold);
 	for (guint i = 0; i < hold->waiters->len; i++)
 		dlock__waiter_wake(hold->waiters->pdata[i]);
 	if (!hold->client)
@@ -243,6 +276,12 @@ static void notify_locked(dlock__hold *hold, dlock_state state)
  * becomes LOST now, reported as the backend's own LOST report would be
  * (once).  Every local look at a hold's phase goes through here first, so
  * that no caller sees a hold as its own past that bound.
+ *
+ * The backend has not seen the loss: its renewal or session may still
+ * succeed (an answer that comes after a pause), and it would keep the
+ * lock on the server for a holder that was told it lost it.  The hold is
+ * marked for abandon_if_due(), which the looking thread calls once it has
+ * let go of hold->mu.
  */
 static void check_expiry_locked(dlock__hold *hold)
 {
@@ -255,7 +294,43 @@ static void check_expiry_locked(dlock__hold *hold)
 	if (until == INT64_MAX || dlock__boot_us() < until)
 		return;
 	hold->phase = HOLD_LOST;
+	if (hold->slot->ops->abandon && hold->abandon == ABANDON_NONE)
+		hold->abandon = ABANDON_DUE;
 	notify_locked(hold, DLOCK_STATE_LOST);
+}
+
+/*
+ * Tell the backend of a loss the clock found (check_expiry_locked()): it
+ * stops keeping the hold and removes what is left of it on the server in
+ * the background, so others get in without waiting for the owner's
+ * release.  Called without hold->mu, by whoever looked; a release that
+ * comes meanwhile waits for it (settle_abandon_locked()).
+ */
+static void abandon_if_due(dlock__hold *hold)
+{
+	g_mutex_lock(&hold->mu);
+	if (hold->abandon != ABANDON_DUE) {
+		g_mutex_unlock(&hold->mu);
+		return;
+	}
+	hold->abandon = ABANDON_RUNNING;
+	g_mutex_unlock(&hold->mu);
+	hold->slot->ops->abandon(hold->slot->impl, hold);
+	g_mutex_lock(&hold->mu);
+	hold->abandon = ABANDON_DONE;
+	g_cond_broadcast(&hold->abandoned);
+	g_mutex_unlock(&hold->mu);
+}
+
+/* Before the release on the server: an abandon under way finishes first
+ * (the backend's state of the hold goes with the release), one not begun
+ * never runs (the release does its work).  hold->mu held. */
+static void settle_abandon_locked(dlock__hold *hold)
+{
+	while (hold->abandon == ABANDON_RUNNING)
+		g_cond_wait(&hold->abandoned, &hold->mu);
+	if (hold->abandon == ABANDON_DUE)
+		hold->abandon = ABANDON_DONE;
 }
 
 /*
@@ -267,6 +342,7 @@ static void check_expiry_locked(dlock__hold *hold)
  */
 static void end_locked(dlock__hold *hold)
 {
+	tell_grant_locked(hold);
 	hold->phase = HOLD_RELEASED;
 	hold->count = 0;
 	for (guint i = 0; i < hold->waiters->len; i++)
@@ -438,6 +514,7 @@ dlock__hold *dlock__hold_find_other(const dlock_lock *lock)
 	live = live_locked(hold);
 	g_mutex_unlock(&hold->mu);
 	if (!live) {
+		abandon_if_due(hold);
 		dlock__hold_unref(hold);
 		return NULL;
 	}
@@ -447,6 +524,9 @@ dlock__hold *dlock__hold_find_other(const dlock_lock *lock)
 /* End the hold on the server (the backend's release). */
 static int release_on_server(dlock__hold *hold)
 {
+	g_mutex_lock(&hold->mu);
+	settle_abandon_locked(hold);
+	g_mutex_unlock(&hold->mu);
 	return hold->slot->ops->release(hold->slot->impl, hold);
 }
 
@@ -499,12 +579,15 @@ void dlock__hold_install(dlock__hold *hold, dlock_lock *lock)
 	 * handle: a re-entry that found it still ACQUIRING would go to the
 	 * server and queue behind this very hold.  A suspension or loss the
 	 * backend reported before this is told to the handle at the end, after
-	 * an older hold's loss (reports from now on are told as they come). */
+	 * an older hold's loss and after the grant itself (reports from now on
+	 * are told as they come, each after the grant: tell_grant_locked()). */
 	g_mutex_lock(&hold->mu);
 	count_up_locked(hold, lock);
 	granted = hold->phase;
 	if (hold->phase == HOLD_ACQUIRING)
 		hold->phase = HOLD_HELD;
+	if (lock->election)
+		hold->tell_grant = lock;
 	g_mutex_unlock(&hold->mu);
 
 	g_mutex_lock(&client->mu);
@@ -547,6 +630,7 @@ void dlock__hold_install(dlock__hold *hold, dlock_lock *lock)
 	}
 
 	g_mutex_lock(&hold->mu);
+	tell_grant_locked(hold);
 	if (granted == HOLD_SUSPENDED && hold->phase == HOLD_SUSPENDED)
 		notify_locked(hold, DLOCK_STATE_SUSPENDED);
 	else if (granted == HOLD_LOST && hold->phase == HOLD_LOST)
@@ -564,7 +648,9 @@ void dlock__hold_discard(dlock__hold *hold)
 
 /* ---- re-entry and release -------------------------------------------- */
 
-int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us)
+/* dlock__hold_reenter(), counting the hold again (count) or only waiting
+ * for it to be confirmed (dlock__hold_confirm()). */
+static int reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us, bool count)
 {
 	dlock__waiter *waiter = NULL;
 	int rc = DLOCK_OK;
@@ -573,7 +659,8 @@ int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us
 	for (;;) {
 		check_expiry_locked(hold);
 		if (hold->phase == HOLD_HELD) {
-			count_up_locked(hold, lock);
+			if (count)
+				count_up_locked(hold, lock);
 			break;
 		}
 		if (hold->phase == HOLD_LOST) {
@@ -620,6 +707,16 @@ int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us
 		dlock__waiter_free(waiter);
 	}
 	return rc;
+}
+
+int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us)
+{
+	return reenter(hold, lock, deadline_us, true);
+}
+
+int dlock__hold_confirm(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us)
+{
+	return reenter(hold, lock, deadline_us, false);
 }
 
 int dlock__hold_count_down(dlock__hold *hold, dlock_lock *lock)
@@ -673,6 +770,7 @@ void dlock__hold_drop_lock(dlock__hold *hold, dlock_lock *lock)
 dlock_hold dlock__hold_state(dlock__hold *hold, uint64_t *ret_token)
 {
 	dlock_hold state;
+	bool due;
 
 	g_mutex_lock(&hold->mu);
 	check_expiry_locked(hold);
@@ -692,7 +790,10 @@ dlock_hold dlock__hold_state(dlock__hold *hold, uint64_t *ret_token)
 	}
 	if (ret_token && live_locked(hold))
 		*ret_token = hold->token;
+	due = hold->abandon == ABANDON_DUE;
 	g_mutex_unlock(&hold->mu);
+	if (due)
+		abandon_if_due(hold);
 	return state;
 }
 

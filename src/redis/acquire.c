@@ -507,6 +507,15 @@ static bool release_deferred(dlock__backend *b)
 	return defer;
 }
 
+/* A hold the core found past its lease's end: see dlock__redis_lease_abandon(). */
+void dlock__redis_abandon(dlock__backend *b, dlock__hold *hold)
+{
+	redis_lease *lease = dlock__hold_backend_data(hold);
+
+	if (lease)
+		dlock__redis_lease_abandon(b, lease);
+}
+
 /*
  * End a hold: stop the watchdog for it, then compare-and-delete, which
  * hands the lock to the next waiter.  If the server is unreachable (or the
@@ -527,8 +536,11 @@ int dlock__redis_release(dlock__backend *b, dlock__hold *hold)
 	if (!suspended && release_deferred(b))
 		suspended = true; /* a release just found the server unreachable */
 	if (suspended) {
-		dlock__redis_cleanup_later(b, lease, "", dlock__boot_us() + lease->ttl_ms * 1000,
-		                           take_kept(lease));
+		/* A lease lost with its key still maybe ours has its deferred
+		 * release queued already. */
+		if (!lease->cleaned)
+			dlock__redis_cleanup_later(b, lease, "", dlock__boot_us() + lease->ttl_ms * 1000,
+			                           take_kept(lease));
 		rc = lost ? DLOCK_ELOST : DLOCK_OK;
 	} else if ((rc = release_script(b, lease, "", dlock__mono_us() + b->command_timeout_ms * 1000,
 	                                &deleted)) != DLOCK_OK) {

@@ -123,6 +123,7 @@ typedef struct redis_lease { /* a g_atomic_rc_box */
 	bool suspended;
 	bool lost;
 	bool released;
+	bool cleaned;             /* lost, and its deferred release queued already */
 } redis_lease;
 
 /* ---- backend.c ---- */
@@ -243,6 +244,7 @@ int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t d
 /* ---- acquire.c: the ops table's acquire and release ---- */
 dlock__backend_acquire_fn dlock__redis_acquire;
 dlock__backend_release_fn dlock__redis_release;
+dlock__backend_abandon_fn dlock__redis_abandon;
 
 /* ---- query.c ---- */
 dlock__backend_query_fn dlock__redis_query;
@@ -282,8 +284,13 @@ void dlock__redis_lease_unref(redis_lease *lease);
 /* Start tracking a granted lease (renewal and/or expiry). */
 void dlock__redis_watch(dlock__backend *b, redis_lease *lease);
 /* Stop tracking it.  Returns true if the watchdog had seen it fail to
- * renew (suspended) or lost, so release need not wait on a dead server. */
+ * renew (suspended) or lost, so release need not wait on a dead server.
+ * Afterwards lease->cleaned tells whether its deferred release is queued
+ * already. */
 bool dlock__redis_unwatch(dlock__backend *b, redis_lease *lease, bool *ret_lost);
+/* The core declared the lease's hold lost: no more renewals, and the key
+ * deleted in the background (dlock__backend_abandon_fn). */
+void dlock__redis_lease_abandon(dlock__backend *b, redis_lease *lease);
 /* Release lease's lock if it still holds lease's token (and leave the
  * queue, when ticket is not ""), in the background, until done or until
  * expires_us (CLOCK_BOOTTIME), after which the lease has ended it.

@@ -10,7 +10,10 @@
  * The validity of the last confirmed round (TTL less the drift, from its
  * send) running out is LOST, with the watchdog on or off.  A round never
  * runs past the nearest end of any hold's validity, so a loss is declared
- * on time while renewals wait on silent masters.
+ * on time while renewals wait on silent masters.  A hold that is LOST,
+ * whoever found it (this thread, or the core's clock: abandon), is renewed
+ * no more and released on every master in the background: rounds that ran
+ * there without their answers may have kept its key for another TTL.
  */
 #include <inttypes.h>
 
@@ -39,6 +42,20 @@ static int64_t lease_end_us(const rl_lease *lease)
 static int64_t renew_period_us(const rl_lease *lease)
 {
 	return lease->ttl_ms * 1000 / 3;
+}
+
+/*
+ * The hold is lost: no more rounds, and its key goes from every master in
+ * the background (those without it answer "not ours"), once; its release
+ * then has nothing left to do.  Not released yet; w->mu held.
+ */
+static void lose_locked(redlock_watch *w, rl_lease *lease)
+{
+	lease->lost = true;
+	if (lease->cleaned)
+		return;
+	lease->cleaned = true;
+	dlock__redlock_release_later(w->rl, lease);
 }
 
 /* One renewal round of lease, ending by until_us (monotonic); under no lock. */
@@ -85,7 +102,7 @@ static void renew(redlock_watch *w, rl_lease *lease, int64_t until_us)
 			dlock__hold_report(lease->hold, DLOCK_STATE_RECONNECTED);
 		}
 	} else if (not_ours > rl->n_masters - rl->quorum) {
-		lease->lost = true;
+		lose_locked(w, lease);
 		dlock__log(rl->logger, DLOCK_LOG_WARNING, "%s: %s no longer holds our token on %d of %d "
 		           "masters: lock lost", rl->label, lease->key.names.key, not_ours, rl->n_masters);
 		dlock__hold_report(lease->hold, DLOCK_STATE_LOST);
@@ -114,7 +131,7 @@ static int64_t expire(redlock_watch *w, int64_t now)
 		if (lease->lost)
 			continue;
 		if (now >= lease_end_us(lease)) {
-			lease->lost = true;
+			lose_locked(w, lease);
 			dlock__log(w->rl->logger, DLOCK_LOG_WARNING, "%s: %s: its validity ran out without a "
 			           "quorum renewing it: lock lost", w->rl->label, lease->key.names.key);
 			dlock__hold_report(lease->hold, DLOCK_STATE_LOST);
@@ -206,6 +223,19 @@ bool dlock__redlock_unwatch(dlock__backend *rl, rl_lease *lease, bool *ret_lost)
 	g_ptr_array_remove_fast(w->leases, lease);
 	g_mutex_unlock(&w->mu);
 	return troubled;
+}
+
+void dlock__redlock_abandon(dlock__backend *rl, dlock__hold *hold)
+{
+	rl_lease *lease = dlock__hold_backend_data(hold);
+	redlock_watch *w = dlock__lazy_thread_peek(&rl->rl_watch_thread);
+
+	if (!lease || !w)
+		return;
+	g_mutex_lock(&w->mu);
+	if (!lease->released)
+		lose_locked(w, lease);
+	g_mutex_unlock(&w->mu);
 }
 
 static void watch_tell_stop(gpointer data)

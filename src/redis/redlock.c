@@ -100,6 +100,12 @@ static void cleanup_master(dlock__backend *rl, rl_lease *lease, int i)
 	lease->kept[i] = g_array_new(FALSE, FALSE, sizeof(int));
 }
 
+void dlock__redlock_release_later(dlock__backend *rl, rl_lease *lease)
+{
+	for (int i = 0; i < rl->n_masters; i++)
+		cleanup_master(rl, lease, i);
+}
+
 static bool reply_is_int(const redisReply *r, long long value)
 {
 	return r && r->type == REDIS_REPLY_INTEGER && r->integer == value;
@@ -364,7 +370,9 @@ int dlock__redlock_release(dlock__backend *rl, dlock__hold *hold)
 		return DLOCK_OK;
 	dlock__hold_set_backend_data(hold, NULL);
 	dlock__redlock_unwatch(rl, lease, &lost);
-	dlock__redlock_release_all(rl, lease, &not_ours);
+	/* A lost hold's release may be under way in the background already. */
+	if (!lease->cleaned)
+		dlock__redlock_release_all(rl, lease, &not_ours);
 	if (lost)
 		rc = dlock__error(DLOCK_ELOST, "%s: '%s' was lost before its release", rl->label,
 		                  dlock__hold_resource(hold));

@@ -65,6 +65,7 @@ typedef struct rl_lease {
 	bool suspended;
 	bool lost;
 	bool released;
+	bool cleaned;             /* lost, and every master's background release queued */
 } rl_lease;
 
 /* Each master's bound in a round for a hold of ttl_ms: the option
@@ -80,8 +81,12 @@ void dlock__redlock_lease_unref(rl_lease *lease);
 /* ---- redlock-watch.c ---- */
 /* Start renewing the lease (watchdog on) and watching its validity. */
 void dlock__redlock_watch(dlock__backend *rl, rl_lease *lease);
-/* Stop; returns whether it had been lost (*ret_lost) or suspended. */
+/* Stop; returns whether it had been lost (*ret_lost) or suspended.
+ * Afterwards lease->cleaned tells whether its release is under way in the
+ * background already. */
 bool dlock__redlock_unwatch(dlock__backend *rl, rl_lease *lease, bool *ret_lost);
+/* The core declared the hold lost (dlock__backend_abandon_fn). */
+dlock__backend_abandon_fn dlock__redlock_abandon;
 void dlock__redlock_watch_stop(dlock__backend *rl);
 
 /* ---- redlock.c ---- */
@@ -93,5 +98,9 @@ dlock__backend_query_fn dlock__redlock_query;
  * the background retry.  The number of masters that said it was ours,
  * and in *ret_not_ours the number that showed it was not. */
 int dlock__redlock_release_all(dlock__backend *rl, rl_lease *lease, int *ret_not_ours);
+/* Release lease on every master in the background (each master's deferred
+ * release, which waits until it is done with the connections left
+ * unanswered there). */
+void dlock__redlock_release_later(dlock__backend *rl, rl_lease *lease);
 
 #endif

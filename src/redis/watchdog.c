@@ -15,7 +15,11 @@
  * Whatever happens, a lease whose time, counted from the last good send and
  * less a safety margin, has run out is LOST — before the server could have
  * given the lock to anyone else.  With the watchdog off for a lease, only
- * that last rule applies.  Lease times use CLOCK_BOOTTIME, which keeps
+ * that last rule applies.  A lease that is LOST is renewed no more, and one
+ * that renewals may have kept alive on the server without their answers
+ * (or that the core found past its end first, dlock__redis_lease_abandon)
+ * gets a deferred release: others get the lock at once instead of after
+ * that last renewal's TTL, or never while the owner does not release.  Lease times use CLOCK_BOOTTIME, which keeps
  * counting through a suspended machine, as the server's clock does.
  *
  * That last rule is the expiry thread's alone, and it never does I/O: it
@@ -145,6 +149,49 @@ static int64_t renew_retry_us(const redis_watchdog *wd, const redis_lease *lease
 	return at;
 }
 
+static const dlock__cleanup_ops release_ops;
+
+/* Queue the deferred release of lease's key (see dlock__redis_cleanup_later()).
+ * wd->mu held. */
+static void cleanup_add_locked(redis_watchdog *wd, const redis_lease *lease, const char *ticket,
+                               int64_t expires_us, GArray *kept)
+{
+	deferred_release *c = g_new0(deferred_release, 1);
+
+	dlock__redis_names_copy(&c->names, &lease->names);
+	c->token = g_strdup(lease->token);
+	c->ticket = g_strdup(ticket);
+	c->id = g_strdup(lease->id);
+	g_strlcpy(c->mode, lease->mode, sizeof(c->mode));
+	c->kept = kept;
+	dlock__cleanups_add(wd->cleanups, &release_ops, c, expires_us, dlock__boot_us());
+	g_cond_signal(&wd->cond);
+}
+
+/*
+ * The lease is lost: no more renewals.  With cleanup, its key may still be
+ * ours on the server -- a renewal ran there without its answer reaching
+ * us, or reached us after the core had found the lease over -- and would
+ * keep everyone out for another TTL, or for good while renewals go on:
+ * compare-and-delete it in the background, once (release then queues no
+ * second one).  No renewal sent from now on, so a TTL from now bounds it.
+ * Not released yet (the caller checked); wd->mu held.
+ */
+static void lose_locked(redis_watchdog *wd, redis_lease *lease, bool cleanup)
+{
+	GArray *kept;
+
+	lease->lost = true;
+	if (!cleanup || lease->cleaned)
+		return;
+	lease->cleaned = true;
+	/* The acquire's unanswered tries (set before the lease was watched,
+	 * taken by release only after it is unwatched). */
+	kept = lease->kept;
+	lease->kept = NULL;
+	cleanup_add_locked(wd, lease, "", dlock__boot_us() + lease->ttl_ms * 1000, kept);
+}
+
 /* Declare lost every lease whose time has run out.  wd->mu held. */
 static void expire_leases(redis_watchdog *wd, int64_t now)
 {
@@ -152,7 +199,8 @@ static void expire_leases(redis_watchdog *wd, int64_t now)
 		redis_lease *lease = wd->leases->pdata[i];
 
 		if (!lease->lost && now >= lease_expiry_us(lease)) {
-			lease->lost = true;
+			/* Only a renewed lease can have outlived its time on the server. */
+			lose_locked(wd, lease, lease->renew);
 			dlock__log(wd->b->logger, DLOCK_LOG_WARNING, "%s: lease of %s ran out before it could be renewed",
 			           wd->b->label, lease->names.key);
 			dlock__hold_report(lease->hold, DLOCK_STATE_LOST);
@@ -297,7 +345,7 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 				dlock__hold_report(lease->hold, DLOCK_STATE_RECONNECTED);
 			}
 		} else if (results[i] == 0) {
-			lease->lost = true;
+			lose_locked(wd, lease, false); /* nothing of ours left to delete */
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: %s no longer holds our token: lock lost",
 			           b->label, lease->names.key);
 			dlock__hold_report(lease->hold, DLOCK_STATE_LOST);
@@ -521,22 +569,25 @@ bool dlock__redis_unwatch(dlock__backend *b, redis_lease *lease, bool *ret_lost)
 	return troubled;
 }
 
+void dlock__redis_lease_abandon(dlock__backend *b, redis_lease *lease)
+{
+	redis_watchdog *wd = dlock__lazy_thread_peek(&b->watchdog_thread);
+
+	if (!wd)
+		return; /* never watched: there is no lease to keep */
+	g_mutex_lock(&wd->mu);
+	if (!lease->released)
+		lose_locked(wd, lease, true);
+	g_mutex_unlock(&wd->mu);
+}
+
 void dlock__redis_cleanup_later(dlock__backend *b, const redis_lease *lease, const char *ticket,
                                 int64_t expires_us, GArray *kept)
 {
 	redis_watchdog *wd = watchdog_get(b);
-	deferred_release *c = g_new0(deferred_release, 1);
-	int64_t now = dlock__boot_us();
 
-	dlock__redis_names_copy(&c->names, &lease->names);
-	c->token = g_strdup(lease->token);
-	c->ticket = g_strdup(ticket);
-	c->id = g_strdup(lease->id);
-	g_strlcpy(c->mode, lease->mode, sizeof(c->mode));
-	c->kept = kept;
 	g_mutex_lock(&wd->mu);
-	dlock__cleanups_add(wd->cleanups, &release_ops, c, expires_us, now);
-	g_cond_signal(&wd->cond);
+	cleanup_add_locked(wd, lease, ticket, expires_us, kept);
 	g_mutex_unlock(&wd->mu);
 }
 

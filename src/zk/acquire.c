@@ -547,6 +547,27 @@ void dlock__zk_node_unref(zk_node *node)
 }
 
 /*
+ * The core found the hold past its session's last contact plus the
+ * timeout, before the session thread did: our node may still be there
+ * (the session lived on; a request answered since proves it), and would
+ * keep the lock from everyone while the owner does not release.  Delete
+ * it in the background, as a release without a connection does; the
+ * release then has nothing left to do.  No I/O here: the delete is only
+ * queued.
+ */
+void dlock__zk_abandon(dlock__backend *b, dlock__hold *hold)
+{
+	zk_node *node = dlock__hold_backend_data(hold);
+
+	(void)b;
+	if (!node)
+		return;
+	node->abandoned = true;
+	if (dlock__zk_session_untrack(node->session, node))
+		dlock__zk_delete_later(node->session, node->path);
+}
+
+/*
  * End a hold: delete our node.  If the connection is down, or the server
  * does not answer within the connect timeout, the delete goes on in the
  * background until it succeeds or the session ends (which deletes the
@@ -562,7 +583,9 @@ int dlock__zk_release(dlock__backend *b, dlock__hold *hold)
 		return DLOCK_OK;
 	dlock__hold_set_backend_data(hold, NULL);
 	s = node->session;
-	if (!dlock__zk_session_untrack(s, node)) {
+	if (node->abandoned) {
+		rc = DLOCK_ELOST; /* its delete is under way already */
+	} else if (!dlock__zk_session_untrack(s, node)) {
 		rc = DLOCK_ELOST; /* the session ended: the node went with it */
 	} else if (dlock__zk_session_phase(s) != ZK_CONNECTED) {
 		dlock__zk_delete_later(s, node->path);

@@ -206,6 +206,7 @@ const dlock__backend_ops dlock__zk_ops = {
 	.close = close_backend,
 	.acquire = dlock__zk_acquire,
 	.release = dlock__zk_release,
+	.abandon = dlock__zk_abandon,
 	.check_resource = check_resource,
 	.query = dlock__zk_query,
 	.watch = dlock__zk_observe,

@@ -101,6 +101,7 @@ typedef struct zk_node {
 	zk_session *session;       /* referenced */
 	char *path;
 	int64_t czxid;
+	bool abandoned;            /* the core declared it lost; its delete is under way */
 } zk_node;
 
 typedef enum zk_call_kind {
@@ -240,6 +241,7 @@ void dlock__zk_call_abandon(zk_call *call);
 /* ---- acquire.c ---- */
 dlock__backend_acquire_fn dlock__zk_acquire;
 dlock__backend_release_fn dlock__zk_release;
+dlock__backend_abandon_fn dlock__zk_abandon;
 
 /* Internal result: the session ended under the attempt; start over. */
 #define AGAIN 1

@@ -92,8 +92,9 @@ static bool some_state_seen(void *arg)
 
 /*
  * A Redis hold with the watchdog on (dlock-watchdog, dlock-expiry), a
- * waiter on the same lock (dlock-subscribe), and a state event when the
- * hold's renewal goes unanswered (dlock-callback).
+ * waiter on the same lock (dlock-subscribe), a state event when the
+ * hold's renewal goes unanswered (dlock-callback), and an election's
+ * leader announced (dlock-announce).
  */
 static void test_redis_threads_are_named(void **state)
 {
@@ -103,6 +104,7 @@ static void test_redis_threads_are_named(void **state)
 	char *direct = test_redis_uri(server, NULL);
 	dlock_client *holder_client, *waiter_client;
 	dlock_lock *holder, *waiting;
+	dlock_election *e;
 	waiter w;
 	int rc;
 
@@ -130,6 +132,12 @@ static void test_redis_threads_are_named(void **state)
 	g_thread_join(w.thread);
 	assert_int_equal(w.rc, DLOCK_OK);
 	dlock_lock_free(waiting);
+
+	/* An election's leader is announced from a thread of its own. */
+	assert_int_equal(dlock_election_new(waiter_client, "names/elect", "a", &e), DLOCK_OK);
+	assert_int_equal(dlock_election_campaign(e, 5000), DLOCK_OK);
+	assert_thread_named("dlock-announce");
+	dlock_election_free(e);
 	dlock_lock_free(holder);
 	dlock_client_free(waiter_client);
 	dlock_client_free(holder_client);

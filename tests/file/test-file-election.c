@@ -198,6 +198,17 @@ static void test_second_campaign_is_refused_and_cancel_ends_the_first(void **sta
 	dlock_client_free(other);
 }
 
+/* A resignation from another thread as the campaign finishes. */
+static void test_resignation_racing_a_campaign_comes_after_elected(void **state)
+{
+	test_election_resign_racing_campaign(uri, "elect/race", 1000, NULL, NULL);
+}
+
+static void test_free_right_after_resign_delivers_resigned(void **state)
+{
+	test_election_resign_then_free_delivers_resigned(uri, "elect/resign-free", 20);
+}
+
 static int setup(void **state)
 {
 	test_file_dir_make("dlock-file-elect", &dir, &uri);
@@ -223,6 +234,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_client_freed_before_an_observing_leader),
 		cmocka_unit_test(test_election_freed_from_its_callback),
 		cmocka_unit_test(test_second_campaign_is_refused_and_cancel_ends_the_first),
+		cmocka_unit_test(test_resignation_racing_a_campaign_comes_after_elected),
+		cmocka_unit_test(test_free_right_after_resign_delivers_resigned),
 	};
 
 	test_init(argv[0]);

@@ -323,6 +323,155 @@ void test_election_freeze(const char *uri, const char *name, void (*freeze)(void
 	member_free(&m);
 }
 
+/* ---- resignations racing campaigns, and frees following resignations -- */
+
+/* Events as "elected", "resigned", ... without asserting anything on the
+ * callback thread (an event of an election already freed would be a
+ * failure of its own, reported by the test's thread). */
+static void tally(dlock_election *e, dlock_election_event event, const char *leader_id, void *data)
+{
+	(void)e;
+	(void)leader_id;
+	g_async_queue_push(data, g_strdup(event_name(event)));
+}
+
+/* The next event within EVENT_WAIT_MS (before slack), or NULL. */
+static char *next_event(GAsyncQueue *events)
+{
+	return g_async_queue_timeout_pop(events, (guint64)EVENT_WAIT_MS * test_slack_factor() * 1000);
+}
+
+typedef struct resigner {
+	dlock_election *e;
+	pthread_t thread;
+	int done;            /* the campaign has returned (atomic) */
+	int rc;              /* of the resignation, or 1 if none was made */
+	bool early;          /* made before the campaign had returned */
+} resigner;
+
+/* Resign the moment the participant leads: as the campaign finishes. */
+static void *resign_when_leading(void *data)
+{
+	resigner *r = data;
+
+	r->rc = 1;
+	for (;;) {
+		bool done = __atomic_load_n(&r->done, __ATOMIC_SEQ_CST);
+
+		if (dlock_election_is_leader(r->e)) {
+			r->early = !done;
+			r->rc = dlock_election_resign(r->e);
+			break;
+		}
+		if (done)
+			break;
+	}
+	return NULL;
+}
+
+void test_election_resign_racing_campaign(const char *uri, const char *name, int rounds,
+                                          void (*before)(void *), void *arg)
+{
+	GAsyncQueue *events = g_async_queue_new_full(g_free);
+	dlock_client *client;
+	dlock_election *e;
+	int broken = 0, raced = 0;
+	char *first_break = NULL;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_election_new(client, name, "racer", &e), DLOCK_OK);
+	assert_int_equal(dlock_election_set_callback(e, tally, events), DLOCK_OK);
+	for (int i = 0; i < rounds; i++) {
+		resigner r = { e, 0, 0, 1, false };
+		char *got[2] = { NULL, NULL };
+		bool ok;
+		int rc;
+
+		if (before)
+			before(arg);
+		pthread_create(&r.thread, NULL, resign_when_leading, &r);
+		rc = dlock_election_campaign(e, 10000);
+		__atomic_store_n(&r.done, 1, __ATOMIC_SEQ_CST);
+		pthread_join(r.thread, NULL);
+		assert_int_equal(rc, DLOCK_OK);
+		assert_int_equal(r.rc, DLOCK_OK);
+		raced += r.early;
+		got[0] = next_event(events);
+		got[1] = next_event(events);
+		ok = got[0] && got[1] && strcmp(got[0], "elected") == 0 && strcmp(got[1], "resigned") == 0 &&
+		     !dlock_election_is_leader(e);
+		if (!ok) {
+			broken++;
+			if (!first_break)
+				first_break = g_strdup_printf("round %d: campaign %s, resign %s, events %s, %s; "
+				                              "leading: %d", i, dlock_code_name(rc),
+				                              dlock_code_name(r.rc), got[0] ? got[0] : "none",
+				                              got[1] ? got[1] : "none",
+				                              dlock_election_is_leader(e));
+			/* A round that went wrong may have left a hold behind. */
+			dlock_election_resign(e);
+		}
+		g_free(got[0]);
+		g_free(got[1]);
+		while ((got[0] = g_async_queue_try_pop(events))) {
+			if (!ok)
+				print_message("  then: %s\n", got[0]);
+			g_free(got[0]);
+		}
+	}
+	print_message("%d of %d rounds out of order (%d resigned before the campaign returned)\n",
+	              broken, rounds, raced);
+	if (first_break)
+		print_message("first: %s\n", first_break);
+	g_free(first_break);
+	dlock_election_free(e);
+	dlock_client_free(client);
+	g_async_queue_unref(events);
+	assert_int_equal(broken, 0);
+}
+
+void test_election_resign_then_free_delivers_resigned(const char *uri, const char *name, int rounds)
+{
+	GAsyncQueue *events = g_async_queue_new_full(g_free);
+	dlock_client *client;
+	int delivered = 0, elected = 0;
+	char *late;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	for (int i = 0; i < rounds; i++) {
+		dlock_election *e;
+		char *got;
+		bool resigned = false;
+
+		assert_int_equal(dlock_election_new(client, name, "brief", &e), DLOCK_OK);
+		assert_int_equal(dlock_election_set_callback(e, tally, events), DLOCK_OK);
+		assert_int_equal(dlock_election_campaign(e, 10000), DLOCK_OK);
+		assert_int_equal(dlock_election_resign(e), DLOCK_OK);
+		dlock_election_free(e);
+		/* What the callback was told before the free returned. */
+		while ((got = g_async_queue_try_pop(events))) {
+			if (strcmp(got, "elected") == 0 && !resigned)
+				elected++;
+			else if (strcmp(got, "resigned") == 0 && !resigned)
+				resigned = true;
+			else
+				fail_msg("round %d: unexpected event '%s'", i, got);
+			g_free(got);
+		}
+		delivered += resigned;
+	}
+	/* Nothing of a freed election comes afterwards. */
+	late = g_async_queue_timeout_pop(events, 500 * 1000);
+	print_message("RESIGNED delivered before the free returned in %d of %d rounds (ELECTED in %d)%s%s\n",
+	              delivered, rounds, elected, late ? "; later: " : "", late ? late : "");
+	dlock_client_free(client);
+	g_async_queue_unref(events);
+	if (late)
+		fail_msg("event '%s' after the election was freed", late);
+	assert_int_equal(elected, rounds);
+	assert_int_equal(delivered, rounds);
+}
+
 int test_election_worker_main(int argc, char **argv)
 {
 	if (argc >= 6 && strcmp(argv[2], "elect") == 0)

@@ -49,4 +49,27 @@ int64_t test_election_failover(const char *uri, const char *name, int64_t bound_
 void test_election_freeze(const char *uri, const char *name, void (*freeze)(void *),
                           void (*thaw)(void *), void *arg, int64_t freeze_ms, bool expect_lost);
 
+/*
+ * A resignation from another thread that lands as a campaign finishes:
+ * rounds times, a campaign runs while a second thread spins on
+ * dlock_election_is_leader() and resigns the moment it leads.  Every
+ * round the participant's callback must get ELECTED and then RESIGNED,
+ * and the participant must not lead afterwards: never ELECTED after
+ * RESIGNED, never a campaign's DLOCK_OK with ELECTED as the last event
+ * while nothing is held.  before(arg), if not NULL, runs before each
+ * round (a fault that slows the campaign's tail).  Fails the test with
+ * the number of rounds that broke it.
+ */
+void test_election_resign_racing_campaign(const char *uri, const char *name, int rounds,
+                                          void (*before)(void *), void *arg);
+
+/*
+ * dlock_election_free() right after dlock_election_resign(): the
+ * resignation's DLOCK_OK comes with DLOCK_ELECTION_RESIGNED, which the
+ * callback gets before the free returns (ELECTED before it), in every
+ * one of rounds rounds, and no event of a freed election comes later.
+ * Fails the test with the number of rounds whose RESIGNED was missing.
+ */
+void test_election_resign_then_free_delivers_resigned(const char *uri, const char *name, int rounds);
+
 #endif

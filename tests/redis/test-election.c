@@ -22,6 +22,7 @@
 #include "dlock.h"
 #include "test-election.h"
 #include "test-exclusion.h"
+#include "test-proxy.h"
 #include "test-redis.h"
 #include "test-util.h"
 
@@ -109,6 +110,63 @@ static void test_frozen_server_past_the_lease_loses_leadership(void **state)
 	g_free(u);
 }
 
+/* The campaign's announcement (a PUBLISH) gets no answer: the proxy
+ * drops the reply, and the command timeout is 300 ms. */
+static void drop_publish_reply(void *proxy)
+{
+	test_proxy_drop_replies(proxy, "PUBLISH", 1, false);
+}
+
+/* A resignation from another thread as the campaign finishes, its
+ * announcement held up as by a slow server: ELECTED always comes first. */
+static void test_resignation_racing_a_slow_campaign_tail_comes_after_elected(void **state)
+{
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
+	char *u = g_strdup_printf("redis://127.0.0.1:%d?command-timeout=300ms", test_proxy_port(proxy));
+
+	test_election_resign_racing_campaign(u, "elect/race-slow", 10, drop_publish_reply, proxy);
+	g_free(u);
+	test_proxy_stop(proxy);
+}
+
+/* The same race without help, many times. */
+static void test_resignation_racing_a_campaign_comes_after_elected(void **state)
+{
+	test_election_resign_racing_campaign(uri, "elect/race", 300, NULL, NULL);
+}
+
+static void test_free_right_after_resign_delivers_resigned(void **state)
+{
+	test_election_resign_then_free_delivers_resigned(uri, "elect/resign-free", 20);
+}
+
+/* A campaign granted at once returns within its wait although its
+ * announcement gets no answer for a whole command timeout (3 s): the
+ * announcement does not hold the caller. */
+static void test_campaign_returns_by_its_deadline_when_its_announcement_is_unanswered(void **state)
+{
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
+	char *u = g_strdup_printf("redis://127.0.0.1:%d?command-timeout=3s", test_proxy_port(proxy));
+	dlock_client *client;
+	dlock_election *e;
+	int64_t t0, took;
+
+	assert_int_equal(dlock_client_new(u, &client), DLOCK_OK);
+	assert_int_equal(dlock_election_new(client, "elect/announce-late", "a", &e), DLOCK_OK);
+	drop_publish_reply(proxy);
+	t0 = test_now_ms();
+	assert_int_equal(dlock_election_campaign(e, 1000), DLOCK_OK);
+	took = test_now_ms() - t0;
+	print_message("campaign with a 1000 ms wait returned after %" PRId64 " ms\n", took);
+	assert_true(took <= 1000 * test_slack_factor());
+	assert_true(dlock_election_is_leader(e));
+	assert_int_equal(dlock_election_resign(e), DLOCK_OK);
+	dlock_election_free(e);
+	dlock_client_free(client);
+	g_free(u);
+	test_proxy_stop(proxy);
+}
+
 static void test_no_key_of_this_suite_remains(void **state)
 {
 	assert_int_equal(test_redis_leftover_keys(server, "dlock:{elect/"), 0);
@@ -137,6 +195,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_each_leader_is_announced_on_the_elected_channel),
 		cmocka_unit_test(test_frozen_server_suspends_leadership_then_confirms_it),
 		cmocka_unit_test(test_frozen_server_past_the_lease_loses_leadership),
+		cmocka_unit_test(test_resignation_racing_a_slow_campaign_tail_comes_after_elected),
+		cmocka_unit_test(test_resignation_racing_a_campaign_comes_after_elected),
+		cmocka_unit_test(test_free_right_after_resign_delivers_resigned),
+		cmocka_unit_test(test_campaign_returns_by_its_deadline_when_its_announcement_is_unanswered),
 		cmocka_unit_test(test_no_key_of_this_suite_remains),
 	};
 

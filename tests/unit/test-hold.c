@@ -23,6 +23,8 @@ struct dlock__backend {
 	uint64_t counter;
 	int acquires;        /* grants */
 	int releases;
+	int abandons;        /* holds the core declared lost by the clock */
+	int abandons_after_release; /* of a hold already released: never */
 	dlock__mode last_mode; /* of the last grant */
 	uint32_t last_permits;
 	GHashTable *downgrades; /* READ holds granted as downgrades (set) */
@@ -119,6 +121,19 @@ static int fake_release(dlock__backend *b, dlock__hold *hold)
 	return rc;
 }
 
+/* The core's look that found the hold past its bound tells the backend
+ * here, holding no lock of the core: a look at the hold from here would
+ * otherwise wait for itself (and the test would hang). */
+static void fake_abandon(dlock__backend *b, dlock__hold *hold)
+{
+	assert_int_equal(dlock__hold_state(hold, NULL), DLOCK_HOLD_LOST);
+	g_mutex_lock(&b->mu);
+	b->abandons++;
+	if (g_hash_table_lookup(b->owners, dlock__hold_resource(hold)) != hold)
+		b->abandons_after_release++;
+	g_mutex_unlock(&b->mu);
+}
+
 static int fake_query(dlock__backend *b, const char *resource, int64_t deadline_us,
                       dlock__server_info *ret)
 {
@@ -136,6 +151,7 @@ static const dlock__backend_ops fake_ops = {
 	.close = fake_close,
 	.acquire = fake_acquire,
 	.release = fake_release,
+	.abandon = fake_abandon,
 	.query = fake_query,
 };
 
@@ -392,6 +408,55 @@ static void test_lost_hold_is_reported_and_cleared_by_first_release(void **state
 	dlock_lock_set_state_callback(f->lock, NULL, NULL);
 	g_array_unref(seen.states);
 	g_mutex_clear(&seen.mu);
+}
+
+/* Give the caller's hold of lock a bound the clock has passed. */
+static void bound_passed(dlock_lock *lock)
+{
+	dlock__hold *hold = dlock__hold_find(lock);
+
+	assert_non_null(hold);
+	dlock__hold_set_valid_until(hold, dlock__boot_us() - 1);
+	dlock__hold_unref(hold);
+}
+
+/*
+ * A hold the clock finds past its backend's bound is LOST at the first
+ * look, and the backend is told once -- its renewal may still succeed,
+ * and would keep the lock for an owner told it lost it -- before the
+ * release, which follows once.
+ */
+static void test_hold_lost_by_the_clock_is_abandoned_once_before_its_release(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	bound_passed(f->lock);
+	assert_false(dlock_held(f->lock));
+	assert_int_equal(counter(&fake->abandons), 1);
+	assert_false(dlock_held(f->lock));
+	assert_int_equal(dlock_fencing_token(f->lock), 0);
+	assert_int_equal(counter(&fake->abandons), 1);
+	assert_int_equal(dlock_release(f->lock), DLOCK_ELOST);
+	assert_int_equal(counter(&fake->releases), 1);
+	assert_int_equal(counter(&fake->abandons), 1);
+	assert_int_equal(counter(&fake->abandons_after_release), 0);
+}
+
+/* A release or a re-entry that finds the bound passed releases at once:
+ * nothing is left for an abandon to do. */
+static void test_release_or_reentry_past_the_bound_releases_without_abandon(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	bound_passed(f->lock);
+	assert_int_equal(dlock_release(f->lock), DLOCK_ELOST);
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	bound_passed(f->lock);
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_ELOST);
+	assert_int_equal(counter(&fake->releases), 2);
+	assert_int_equal(counter(&fake->abandons), 0);
 }
 
 static void test_reentry_into_lost_hold_returns_elost(void **state)
@@ -713,6 +778,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_handle_owner_is_released_from_another_thread, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_hold_is_reported_and_cleared_by_first_release, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reentry_into_lost_hold_returns_elost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hold_lost_by_the_clock_is_abandoned_once_before_its_release,
+		                                setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_or_reentry_past_the_bound_releases_without_abandon,
+		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reentry_while_suspended_waits_for_confirmation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancel_wakes_waiter_with_ecanceled, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_free_releases_holds_made_through_it, setup, teardown),

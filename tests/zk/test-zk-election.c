@@ -185,6 +185,17 @@ static void test_kazoo_election_leader_keeps_dlock_waiting(void **state)
 	dlock_client_free(client);
 }
 
+/* A resignation from another thread as the campaign finishes. */
+static void test_resignation_racing_a_campaign_comes_after_elected(void **state)
+{
+	test_election_resign_racing_campaign(uri, "elect/race", 300, NULL, NULL);
+}
+
+static void test_free_right_after_resign_delivers_resigned(void **state)
+{
+	test_election_resign_then_free_delivers_resigned(uri, "elect/resign-free", 10);
+}
+
 static void sig_stop(void *arg)
 {
 	test_zk_signal(arg, 0, SIGSTOP);
@@ -245,6 +256,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_kazoo_election_leader_keeps_dlock_waiting),
 		cmocka_unit_test(test_frozen_server_suspends_leadership_then_confirms_it),
 		cmocka_unit_test(test_frozen_server_past_the_session_loses_leadership),
+		cmocka_unit_test(test_resignation_racing_a_campaign_comes_after_elected),
+		cmocka_unit_test(test_free_right_after_resign_delivers_resigned),
 		cmocka_unit_test(test_nothing_is_left_on_the_server),
 	};
 
