@@ -1,7 +1,7 @@
 /*
  * Invariant stress on every backend and recipe (stress.h):
  *
- *   test-stress redis|redlock|zk|file
+ *   test-stress redis|redlock|zk|file [TEST-NAME-PATTERN]
  *
  * For each recipe the backend serves -- mutex, read-write lock with
  * downgrades, a contended semaphore (2 permits), a semaphore with a permit
@@ -201,12 +201,15 @@ int main(int argc, char **argv)
 	/* A GLib critical is a broken assertion (a reference dropped twice,
 	 * say): a failure, not a line on stderr. */
 	g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
-	if (argc != 2 || !(g_str_equal(argv[1], "redis") || g_str_equal(argv[1], "redlock") ||
-	                   g_str_equal(argv[1], "zk") || g_str_equal(argv[1], "file"))) {
-		fprintf(stderr, "usage: test-stress redis|redlock|zk|file\n");
+	if (argc < 2 || argc > 3 ||
+	    !(g_str_equal(argv[1], "redis") || g_str_equal(argv[1], "redlock") || g_str_equal(argv[1], "zk") ||
+	      g_str_equal(argv[1], "file"))) {
+		fprintf(stderr, "usage: test-stress redis|redlock|zk|file [TEST-NAME-PATTERN]\n");
 		return 64;
 	}
 	backend = argv[1];
+	if (argc == 3)
+		cmocka_set_test_filter(argv[2]); /* e.g. "*semaphore*" */
 	if (g_str_equal(backend, "redlock"))
 		failures = cmocka_run_group_tests_name("stress-redlock", exclusive, setup, teardown);
 	else

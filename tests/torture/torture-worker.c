@@ -12,8 +12,8 @@
  * (sometimes 0 or a few ms), write to the storage service with the
  * fencing token when the hold is exclusive, sometimes hold a while,
  * release -- until SIGUSR1 asks it to stop.  A hold reported LOST is
- * sometimes kept unreleased for seconds, as a program that does not look
- * would: a lost hold must keep no one out.
+ * kept unreleased for seconds, as a program that does not look would: a
+ * lost hold must keep no one out.
  *
  * An honest worker writes only while dlock_held() says it holds, and
  * reports every state callback and every result.  The rogue is
@@ -161,14 +161,15 @@ static bool take(resource *r, int which, int64_t wait_ms)
 	return true;
 }
 
-/* Release handle which of r.  A hold reported LOST is sometimes kept a
- * few seconds first: the library must not keep others out meanwhile. */
+/* Release handle which of r.  A hold reported LOST is kept a few seconds
+ * first, as by a program that does not look: the library must not keep
+ * others out meanwhile. */
 static void give_back(GRand *rand, resource *r, int which)
 {
 	int64_t t0;
 	int rc;
 
-	if (g_atomic_int_get(&r->lost[which]) && g_rand_boolean(rand))
+	if (g_atomic_int_get(&r->lost[which]))
 		tw_hold_for(g_rand_int_range(rand, 4500, 6500));
 	t0 = g_get_monotonic_time();
 	rc = dlock_release(r->lock[which]);
