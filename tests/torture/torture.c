@@ -70,7 +70,7 @@ static void usage(FILE *out)
 	        "       test-torture --recheck FILE   (check the events a run wrote to $DLOCK_TORTURE_EVENTS again)\n"
 	        "D reads 90, 90s, 10m or 2h.  Fault kinds: kill pause stall reset refuse\n"
 	        "server-restart server-freeze leader-kill drop-reply master-freeze master-kill\n"
-	        "master-blackhole (default: every kind the backend has).\n"
+	        "master-blackhole, or none (default: every kind the backend has).\n"
 	        "Resources take turns as mutex, read-write lock, semaphore of --permits (default 2)\n"
 	        "and election (Redlock: mutex, mutex, election).\n"
 	        "--strict: a partition does not excuse an overlap (only a pause or a Redis restart does).\n");
@@ -163,7 +163,8 @@ static bool parse_options(int argc, char **argv, torture_run *run)
 			char **kinds = g_strsplit(v, ",", -1);
 
 			run->faults_set = true;
-			for (int k = 0; kinds[k]; k++) {
+			/* "none": the workers' own races alone. */
+			for (int k = 0; kinds[k] && !g_str_equal(kinds[k], "none"); k++) {
 				int kind = torture_fault_from_name(kinds[k]);
 
 				if (kind < 0) {
