@@ -119,7 +119,7 @@ static void inject_drop(torture_run *run, torture_slot *s, bool holder, char *wh
 
 /*
  * A fault of one Redlock master (f->server), from f->start: frozen for
- * about a lease (the issue Redlock exists for); killed and restarted
+ * about a lease (the fault Redlock exists to survive); killed and restarted
  * empty once a lease and a margin have passed (Redlock's own assumption:
  * a master that lost its keys stays out until they would have expired);
  * or it drops connection attempts -- every worker's connections to it
