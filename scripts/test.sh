@@ -5,12 +5,13 @@
 # Debian packages are missing.
 #
 #   1. installs the missing Debian packages (scripts/lib/deps.sh);
-#   2. build/      — plain build, -Dwerror=true, every test suite; then the
-#                    README's commands (scripts/dlock.sh, dlock-servers.sh,
+#   2. build/      — plain build, -Dwerror=true, every test suite (the
+#                    torture and stress suites included); then the README's
+#                    commands (scripts/dlock.sh, dlock-servers.sh,
 #                    run-example.sh);
 #   3. build-asan/ — AddressSanitizer + UndefinedBehaviorSanitizer build,
-#                    every test suite again (the torture suite with 20 s
-#                    per backend instead of a minute);
+#                    every test suite again (the stress suite as it is, the
+#                    torture suite with 20 s per backend instead of 40-50);
 #   4. build/ again — the unit, redis and file suites under valgrind;
 #   5. build-fuzz/ — the libFuzzer harnesses of tests/fuzz/, 20 s each
 #                    (scripts/fuzz.sh; one test per harness in the counts).
@@ -257,6 +258,9 @@ if ((!quick)); then
 		# not ours, and why it needs the slow unwinder to be told apart.
 		asan=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0
 		lsan=suppressions=$root/tests/lsan.supp:print_suppressions=1
+		# The invariant stress suite (tests/stress/) is among them: its
+		# threads racing cancels against grants are where memory errors
+		# of give-up paths show.
 		ASAN_OPTIONS=$asan LSAN_OPTIONS=$lsan UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 			test_step "tests build-asan/ (all suites but torture, ASan+UBSan)" build-asan \
 			--no-suite torture --timeout-multiplier 2

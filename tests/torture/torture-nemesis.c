@@ -1,8 +1,9 @@
 /*
  * The nemesis: one fault at a time, a seeded choice of kind, target and
  * duration, each logged with its times relative to the run's start.
- * Faults aimed at a worker prefer one that holds a lock now.  Runs on the
- * main thread, which started the servers (they die with it).
+ * Faults aimed at a worker prefer one that holds a lock now; a Redlock
+ * run's server faults hit one master at a time.  Runs on the main thread,
+ * which started the servers (they die with it).
  */
 #include "torture-run.h"
 
@@ -91,7 +92,7 @@ static int dropped(torture_run *run, torture_slot *s)
 static void inject_drop(torture_run *run, torture_slot *s, bool holder, char *what, size_t len)
 {
 	static const char *const zk_kinds[] = { "create2", "getChildren", "delete" };
-	const char *kind = run->backend == BACKEND_REDIS ? "EVALSHA" : zk_kinds[g_rand_int_range(run->rand, 0, 3)];
+	const char *kind = run->backend != BACKEND_ZK ? "EVALSHA" : zk_kinds[g_rand_int_range(run->rand, 0, 3)];
 	int before = dropped(run, s), armed = 0;
 	int64_t until = g_get_monotonic_time() + 3 * G_USEC_PER_SEC;
 
@@ -114,6 +115,52 @@ static void inject_drop(torture_run *run, torture_slot *s, bool holder, char *wh
 	g_snprintf(what, len, "drop the answer to worker %d.%d's next %s%s and reset, refuse reconnects %" PRId64 " ms: %s",
 	           s->index, s->life, kind, holder ? " (a holder)" : "", refuse_ms,
 	           !armed ? "no connection open" : dropped(run, s) > before ? "dropped" : "not yet (stays armed)");
+}
+
+/*
+ * A fault of one Redlock master (f->server), from f->start: frozen for
+ * about a lease (the fault Redlock exists to survive); killed and restarted
+ * empty once a lease and a margin have passed (Redlock's own assumption:
+ * a master that lost its keys stays out until they would have expired);
+ * or it drops connection attempts -- every worker's connections to it
+ * reset, new ones accepted and never answered, as behind a dead link.
+ */
+static void inject_master(torture_run *run, torture_fault_kind kind, torture_fault *f, char *what, size_t len)
+{
+	int64_t lease_ms = run->limits.lease_us / 1000, d;
+	int i = f->server = g_rand_int_range(run->rand, 0, run->redlock->n);
+
+	switch (kind) {
+	case FAULT_MASTER_FREEZE:
+		d = pick_ms(run, lease_ms / 2, lease_ms * 3 / 2);
+		test_redlock_freeze(run->redlock, i);
+		sleep_until(f->start + d * 1000);
+		test_redlock_thaw(run->redlock, i);
+		g_snprintf(what, len, "SIGSTOP master %d for %" PRId64 " ms", i, d);
+		break;
+	case FAULT_MASTER_KILL:
+		d = lease_ms + pick_ms(run, 300, 1500);
+		test_redis_signal(run->redlock->masters[i], SIGKILL);
+		test_redis_halt(run->redlock->masters[i]);
+		sleep_until(f->start + d * 1000);
+		test_redis_resume(run->redlock->masters[i]);
+		g_snprintf(what, len, "kill -9 master %d, restarted empty after %" PRId64 " ms", i, d);
+		break;
+	default:
+		d = pick_ms(run, lease_ms / 2, lease_ms * 3 / 2);
+		for (int s = 0; s < run->workers; s++) {
+			test_proxy_admit_mode(run->slots[s].proxies[i], TEST_PROXY_BLACKHOLE);
+			test_proxy_reset_all(run->slots[s].proxies[i]);
+		}
+		sleep_until(f->start + d * 1000);
+		for (int s = 0; s < run->workers; s++) {
+			test_proxy_admit_mode(run->slots[s].proxies[i], TEST_PROXY_ADMIT);
+			test_proxy_reset_all(run->slots[s].proxies[i]);
+		}
+		g_snprintf(what, len, "master %d drops connection attempts (accepted, never answered) for %" PRId64 " ms",
+		           i, d);
+		break;
+	}
 }
 
 /* Inject one fault of this kind; fills f (start, end, target). */
@@ -200,6 +247,11 @@ static void inject(torture_run *run, torture_fault_kind kind, torture_fault *f)
 	case FAULT_DROP:
 		inject_drop(run, s, holder, what, sizeof(what));
 		break;
+	case FAULT_MASTER_FREEZE:
+	case FAULT_MASTER_KILL:
+	case FAULT_MASTER_BLACKHOLE:
+		inject_master(run, kind, f, what, sizeof(what));
+		break;
 	case FAULT_LEADER_KILL:
 		i = test_zk_leader(run->zk, 5000);
 		if (i < 0) {
@@ -221,6 +273,21 @@ static void inject(torture_run *run, torture_fault_kind kind, torture_fault *f)
 	fflush(stdout);
 }
 
+/* A fault kind among the n enabled; on Redlock every other fault is one
+ * of a master's, the faults Redlock is there to survive. */
+static torture_fault_kind pick_kind(torture_run *run, const torture_fault_kind *kinds, int n)
+{
+	torture_fault_kind masters[FAULT_KINDS];
+	int m = 0;
+
+	for (int i = 0; i < n; i++)
+		if (torture_fault_is_master(kinds[i]))
+			masters[m++] = kinds[i];
+	if (m > 0 && m < n && g_rand_boolean(run->rand))
+		return masters[g_rand_int_range(run->rand, 0, m)];
+	return kinds[g_rand_int_range(run->rand, 0, n)];
+}
+
 void torture_nemesis(torture_run *run, int64_t until_us)
 {
 	torture_fault_kind kinds[FAULT_KINDS];
@@ -232,9 +299,9 @@ void torture_nemesis(torture_run *run, int64_t until_us)
 	/* Let every worker connect and settle first. */
 	sleep_until(MIN(until_us, run->limits.run_start + 2 * G_USEC_PER_SEC));
 	while (n > 0 && g_get_monotonic_time() < until_us) {
-		torture_fault f = { .slot = -1 };
+		torture_fault f = { .slot = -1, .server = -1 };
 
-		f.kind = kinds[g_rand_int_range(run->rand, 0, n)];
+		f.kind = pick_kind(run, kinds, n);
 		sleep_until(MIN(until_us, g_get_monotonic_time() + pick_ms(run, 500, 2000) * 1000));
 		if (g_get_monotonic_time() >= until_us)
 			break;

@@ -52,28 +52,32 @@ static void handle_line(reader_arg *a, const char *line)
 {
 	torture_run *run = a->run;
 	torture_event e = { .slot = a->slot->index, .life = a->life };
-	int64_t t;
+	int64_t t, aux;
 	uint64_t token;
-	int res, code;
-	char kind;
+	int res, code, owner;
+	char kind, mode;
 	bool accepted = false;
 
-	if (sscanf(line, "%c %" SCNd64 " %d %" SCNu64 " %d", &kind, &t, &res, &token, &code) != 5) {
+	if (sscanf(line, "%c %" SCNd64 " %d %" SCNu64 " %d %c %d %" SCNd64, &kind, &t, &res, &token, &code, &mode,
+	           &owner, &aux) != 8) {
 		/* Anything else on stdout is the worker's own complaint. */
 		printf("torture: worker %d.%d: %s\n", a->slot->index, a->life, line);
 		return;
 	}
 	e.kind = kind;
+	e.mode = mode;
+	e.owner = owner;
 	e.t = t;
+	e.aux = aux;
 	e.res = res;
 	e.token = token;
 	e.code = code;
-	if (kind != EV_EXIT && (res < 0 || res >= run->resources))
+	if (kind != EV_EXIT && (res < 0 || res >= run->resources || owner < 0 || owner >= TORTURE_MAX_OWNERS))
 		return;
 	g_mutex_lock(&run->lock);
 	if (kind == EV_WRITE)
 		accepted = store(run, &e);
-	else if (kind == EV_ACQUIRED)
+	else if (kind == EV_ACQUIRED && code == 0)
 		a->slot->held |= 1u << res;
 	else if (kind == EV_RELEASE)
 		a->slot->held &= ~(1u << res);
@@ -134,7 +138,7 @@ static gpointer reader_main(gpointer data)
 void torture_spawn(torture_run *run, torture_slot *slot, const char *mode)
 {
 	reader_arg *a = g_new0(reader_arg, 1);
-	char sl[16], life[16], seed[32], nres[16];
+	char sl[16], life[16], seed[32], permits[16];
 	const char *args[8];
 	char *name;
 
@@ -148,14 +152,15 @@ void torture_spawn(torture_run *run, torture_slot *slot, const char *mode)
 	g_snprintf(sl, sizeof(sl), "%d", slot->index);
 	g_snprintf(life, sizeof(life), "%d", slot->life);
 	g_snprintf(seed, sizeof(seed), "%" PRIu64, run->seed);
-	g_snprintf(nres, sizeof(nres), "%d", run->resources);
+	g_snprintf(permits, sizeof(permits), "%u", run->limits.permits);
 	args[0] = slot->uri;
 	args[1] = sl;
 	args[2] = life;
 	args[3] = seed;
-	args[4] = nres;
-	args[5] = mode;
-	args[6] = NULL;
+	args[4] = run->layout;
+	args[5] = permits;
+	args[6] = mode;
+	args[7] = NULL;
 	a->run = run;
 	a->slot = slot;
 	a->life = slot->life;
@@ -196,7 +201,9 @@ void torture_stop_workers(torture_run *run)
 		kill(run->slots[s].pid, SIGUSR1);
 	}
 	/* A worker finishes its round first: an acquire's deadline (3 s at
-	 * most), a hold (1.5 s at most) and its releases. */
+	 * most), a hold (1.5 s at most), a lost hold kept (6.5 s at most, cut
+	 * short by the request), a downgrade, its releases, and an election's
+	 * callbacks catching up (3 s at most). */
 	if (!test_wait_until(all_done, run, 20000)) {
 		for (int s = 0; s < run->workers; s++) {
 			torture_slot *slot = &run->slots[s];

@@ -10,9 +10,14 @@
 
 #include "test-proxy.h"
 #include "test-redis.h"
+#include "test-redlock.h"
 #include "test-zk.h"
 
-typedef enum torture_backend { BACKEND_REDIS, BACKEND_ZK, BACKEND_FILE } torture_backend;
+typedef enum torture_backend { BACKEND_REDIS, BACKEND_ZK, BACKEND_FILE, BACKEND_REDLOCK } torture_backend;
+
+/* Masters of a Redlock run (each worker has a proxy to each). */
+#define TORTURE_MASTERS 3
+G_STATIC_ASSERT(TORTURE_MASTERS <= TEST_ZK_MAX_SERVERS);
 
 typedef struct torture_slot {
 	int index;
@@ -35,6 +40,7 @@ typedef struct torture_run {
 	int64_t duration_s;
 	int workers;
 	int resources;
+	char layout[TORTURE_MAX_RESOURCES + 1]; /* the recipe of each resource */
 	bool enabled[FAULT_KINDS];
 	bool faults_set;
 	bool self_check;
@@ -43,6 +49,7 @@ typedef struct torture_run {
 	/* servers */
 	test_redis *redis;
 	test_zk *zk;
+	test_redlock *redlock;
 	char *dir;
 	int server_ports[TEST_ZK_MAX_SERVERS];
 	int nservers;
@@ -67,5 +74,15 @@ void torture_join(torture_run *run, torture_slot *slot);
 void torture_stop_workers(torture_run *run);
 /* Inject faults one at a time until the monotonic time until_us. */
 void torture_nemesis(torture_run *run, int64_t until_us);
+
+/* "redis", "zk", "file" or "redlock" (torture.c). */
+const char *torture_backend_name(torture_backend b);
+
+/* torture-report.c: the run's closing lines; the self-check's verdict
+ * (its exit status); the event dump and its recheck (an exit status). */
+void torture_print_summary(torture_run *run, const torture_findings *f, long long leftovers, int64_t elapsed_ms);
+int torture_self_check_verdict(const torture_run *run, const torture_findings *f);
+void torture_dump(const torture_run *run);
+int torture_recheck(const char *path);
 
 #endif

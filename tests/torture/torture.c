@@ -1,27 +1,29 @@
 /*
  * dlock torture run (Jepsen-style).
  *
- *   test-torture --backend redis|zk|file [--seed N] [--duration 60s]
- *                [--long 2h] [--workers N] [--resources N] [--faults a,b]
+ *   test-torture --backend redis|zk|file|redlock [--seed N] [--duration 60s]
+ *                [--long 2h] [--workers N] [--resources N] [--permits N]
+ *                [--faults a,b]
  *   test-torture --self-check
+ *   test-torture --recheck FILE
  *
  * $DLOCK_TORTURE_DURATION, when set, replaces --duration (CI's sanitizer
  * pass runs the suite shorter).
- * Starts the servers (Redis; a 3-node ZooKeeper ensemble; a directory),
- * one fault-injection proxy per worker and server, and worker processes
- * (this program re-executed) that loop acquire -> write -> release.  The
- * storage service is here: it answers each write, refusing one whose
- * fencing token is lower than the largest it has seen for the resource.
- * The nemesis (torture-nemesis.c) injects one fault at a time, chosen by a
- * seeded generator; the checker (torture-check.c) reads every event and
- * fault afterwards.  Exit status 0 only if every count that must be zero
- * is.
+ * Starts the servers (Redis; a 3-node ZooKeeper ensemble; a directory;
+ * three Redis masters for Redlock), one fault-injection proxy per worker
+ * and server, and worker processes (this program re-executed) that loop
+ * acquire -> write -> release over every recipe: resource i is used as
+ * the i-th letter of the backend's layout says (mutex, read-write,
+ * semaphore, election; Redlock has mutexes and an election).  The storage
+ * service is here: it answers each write, refusing one whose fencing token
+ * is lower than the largest it has seen for the resource.  The nemesis
+ * (torture-nemesis.c) injects one fault at a time, chosen by a seeded
+ * generator; the checker (torture-check*.c) reads every event and fault
+ * afterwards.  Exit status 0 only if every count that must be zero is.
  *
- * --self-check runs a rogue worker (no watchdog, ignores LOST, keeps
- * writing with its old token, then holds while saying it released, then
- * aborts) against an honest one with the storage's fencing check off,
- * and passes only if the checker reports the overlap, the token-order
- * violation, the silent loss, the liveness gap and the crash.
+ * --self-check runs a rogue worker (torture-rogue.c) that breaks every
+ * rule beside an honest one, with the storage's fencing check off, and
+ * passes only if the checker reports each broken rule by name.
  */
 #include "torture-run.h"
 
@@ -62,12 +64,36 @@ static int64_t parse_duration_s(const char *text)
 static void usage(FILE *out)
 {
 	fprintf(out,
-	        "usage: test-torture --backend redis|zk|file [--seed N] [--duration D | --long D]\n"
-	        "                    [--workers N] [--resources N] [--faults KIND,...] [--strict]\n"
+	        "usage: test-torture --backend redis|zk|file|redlock [--seed N] [--duration D | --long D]\n"
+	        "                    [--workers N] [--resources N] [--permits N] [--faults KIND,...] [--strict]\n"
 	        "       test-torture --self-check\n"
+	        "       test-torture --recheck FILE   (check the events a run wrote to $DLOCK_TORTURE_EVENTS again)\n"
 	        "D reads 90, 90s, 10m or 2h.  Fault kinds: kill pause stall reset refuse\n"
-	        "server-restart server-freeze leader-kill drop-reply (default: every kind the backend has).\n"
+	        "server-restart server-freeze leader-kill drop-reply master-freeze master-kill\n"
+	        "master-blackhole, or none (default: every kind the backend has).\n"
+	        "Resources take turns as mutex, read-write lock, semaphore of --permits (default 2)\n"
+	        "and election (Redlock: mutex, mutex, election).\n"
 	        "--strict: a partition does not excuse an overlap (only a pause or a Redis restart does).\n");
+}
+
+/*
+ * Resource i is used as letter i of the backend's cycle: a mutex, a
+ * read-write lock, a semaphore and an election (Redlock serves only
+ * EXCLUSIVE holds: two mutexes and an election).  The default is one
+ * cycle.
+ */
+static void set_layout(torture_run *run)
+{
+	const char *cycle = run->backend == BACKEND_REDLOCK ? "mme" : "mrse";
+	int n = (int)strlen(cycle);
+
+	if (run->resources == 0)
+		run->resources = n;
+	for (int i = 0; i < run->resources; i++)
+		run->layout[i] = run->limits.recipes[i] = cycle[i % n];
+	run->layout[run->resources] = '\0';
+	run->limits.nres = run->resources;
+	run->limits.quorum = run->backend == BACKEND_REDLOCK;
 }
 
 static bool parse_options(int argc, char **argv, torture_run *run)
@@ -75,7 +101,8 @@ static bool parse_options(int argc, char **argv, torture_run *run)
 	run->seed = (uint64_t)g_get_real_time() % 1000000;
 	run->duration_s = 60;
 	run->workers = 4;
-	run->resources = 3;
+	run->resources = 0;
+	run->limits.permits = 2;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -97,11 +124,12 @@ static bool parse_options(int argc, char **argv, torture_run *run)
 		}
 		i++;
 		if (g_str_equal(a, "--backend")) {
-			run->backend = g_str_equal(v, "redis") ? BACKEND_REDIS :
-			               g_str_equal(v, "zk")    ? BACKEND_ZK :
-			               g_str_equal(v, "file")  ? BACKEND_FILE : -1;
+			run->backend = g_str_equal(v, "redis")   ? BACKEND_REDIS :
+			               g_str_equal(v, "zk")      ? BACKEND_ZK :
+			               g_str_equal(v, "file")    ? BACKEND_FILE :
+			               g_str_equal(v, "redlock") ? BACKEND_REDLOCK : -1;
 			if ((int)run->backend < 0) {
-				fprintf(stderr, "test-torture: unknown backend '%s' (redis, zk or file)\n", v);
+				fprintf(stderr, "test-torture: unknown backend '%s' (redis, zk, file or redlock)\n", v);
 				return false;
 			}
 			run->backend_set = true;
@@ -125,11 +153,18 @@ static bool parse_options(int argc, char **argv, torture_run *run)
 				fprintf(stderr, "test-torture: --resources must be 1..%d\n", TORTURE_MAX_RESOURCES);
 				return false;
 			}
+		} else if (g_str_equal(a, "--permits")) {
+			run->limits.permits = (uint32_t)atoi(v);
+			if (run->limits.permits < 2 || run->limits.permits > TORTURE_MAX_WORKERS) {
+				fprintf(stderr, "test-torture: --permits must be 2..%d\n", TORTURE_MAX_WORKERS);
+				return false;
+			}
 		} else if (g_str_equal(a, "--faults")) {
 			char **kinds = g_strsplit(v, ",", -1);
 
 			run->faults_set = true;
-			for (int k = 0; kinds[k]; k++) {
+			/* "none": the workers' own races alone. */
+			for (int k = 0; kinds[k] && !g_str_equal(kinds[k], "none"); k++) {
 				int kind = torture_fault_from_name(kinds[k]);
 
 				if (kind < 0) {
@@ -158,8 +193,9 @@ static bool parse_options(int argc, char **argv, torture_run *run)
 		run->backend = BACKEND_REDIS;
 		run->backend_set = true;
 		run->workers = 2;
-		run->resources = 1;
-		run->duration_s = 12;
+		run->resources = 4;
+		run->limits.permits = 2;
+		run->duration_s = 14;
 		memset(run->enabled, 0, sizeof(run->enabled));
 		run->faults_set = true;
 	}
@@ -167,6 +203,7 @@ static bool parse_options(int argc, char **argv, torture_run *run)
 		usage(stderr);
 		return false;
 	}
+	set_layout(run);
 	return true;
 }
 
@@ -194,6 +231,13 @@ static void start_servers(torture_run *run)
 		run->nservers = 0;
 		run->limits.lease_us = 0;
 		break;
+	case BACKEND_REDLOCK:
+		run->redlock = test_redlock_start(TORTURE_MASTERS);
+		for (int i = 0; i < TORTURE_MASTERS; i++)
+			run->server_ports[i] = run->redlock->masters[i]->port;
+		run->nservers = TORTURE_MASTERS;
+		run->limits.lease_us = 2000 * 1000;
+		break;
 	}
 	run->limits.slack_us = test_slack(2000) * 1000;
 }
@@ -215,6 +259,12 @@ static char *slot_uri(torture_run *run, torture_slot *s)
 		return g_string_free(u, FALSE);
 	case BACKEND_FILE:
 		return g_strdup_printf("file://%s", run->dir);
+	case BACKEND_REDLOCK:
+		u = g_string_new("redis://");
+		for (int i = 0; i < run->nservers; i++)
+			g_string_append_printf(u, "%s127.0.0.1:%d", i ? "," : "", test_proxy_port(s->proxies[i]));
+		g_string_append(u, "?ttl=2s&master-timeout=200ms&command-timeout=500ms&connect-timeout=500ms");
+		return g_string_free(u, FALSE);
 	}
 	return NULL;
 }
@@ -225,6 +275,12 @@ static bool redis_clean(void *arg)
 {
 	torture_run *run = arg;
 
+	if (run->redlock) {
+		for (int i = 0; i < run->redlock->n; i++)
+			if (test_redis_count_keys(run->redlock->masters[i], "dlock:{*}") != 0)
+				return false;
+		return true;
+	}
 	return test_redis_count_keys(run->redis, "dlock:{*}") == 0;
 }
 
@@ -272,6 +328,16 @@ static long long count_leftovers(torture_run *run)
 		return test_zk_leftover_nodes(run->zk, "/dlock");
 	case BACKEND_FILE:
 		return locked_files(run->dir);
+	case BACKEND_REDLOCK:
+		/* A master the nemesis left down or frozen is brought back. */
+		for (int i = 0; i < run->redlock->n; i++) {
+			if (run->redlock->stopped[i])
+				test_redlock_thaw(run->redlock, i);
+			if (!run->redlock->masters[i]->pid)
+				test_redis_resume(run->redlock->masters[i]);
+		}
+		test_wait_until(redis_clean, run, wait_ms);
+		return test_redlock_leftover_keys(run->redlock, "dlock:");
 	}
 	return 0;
 }
@@ -285,6 +351,8 @@ static void stop_servers(torture_run *run)
 		test_redis_stop(run->redis);
 	if (run->zk)
 		test_zk_stop(run->zk);
+	if (run->redlock)
+		test_redlock_stop(run->redlock);
 	if (run->dir) {
 		test_remove_tree(run->dir);
 		g_free(run->dir);
@@ -293,10 +361,39 @@ static void stop_servers(torture_run *run)
 
 /* ---- the run ---------------------------------------------------------------- */
 
-static void enable_default_faults(torture_run *run)
+/* Whether the backend has what a fault kind acts on. */
+static bool fault_applies(const torture_run *run, torture_fault_kind kind)
 {
-	if (run->faults_set)
-		return;
+	switch (kind) {
+	case FAULT_KILL:
+	case FAULT_PAUSE:
+		return true;
+	case FAULT_SERVER_RESTART:
+		return run->backend == BACKEND_REDIS;
+	case FAULT_SERVER_FREEZE:
+		return run->backend == BACKEND_REDIS || run->backend == BACKEND_ZK;
+	case FAULT_LEADER_KILL:
+		return run->backend == BACKEND_ZK;
+	case FAULT_MASTER_FREEZE:
+	case FAULT_MASTER_KILL:
+	case FAULT_MASTER_BLACKHOLE:
+		return run->backend == BACKEND_REDLOCK;
+	default:
+		return run->backend != BACKEND_FILE;
+	}
+}
+
+static bool enable_default_faults(torture_run *run)
+{
+	if (run->faults_set) {
+		for (int k = 0; k < FAULT_KINDS; k++)
+			if (run->enabled[k] && !fault_applies(run, k)) {
+				fprintf(stderr, "test-torture: fault kind '%s' does not apply to this backend\n",
+				        torture_fault_name(k));
+				return false;
+			}
+		return true;
+	}
 	run->enabled[FAULT_KILL] = true;
 	run->enabled[FAULT_PAUSE] = true;
 	if (run->backend != BACKEND_FILE) {
@@ -310,78 +407,20 @@ static void enable_default_faults(torture_run *run)
 		run->enabled[FAULT_SERVER_RESTART] = true;
 	if (run->backend == BACKEND_ZK)
 		run->enabled[FAULT_LEADER_KILL] = true;
+	if (run->backend == BACKEND_REDLOCK) {
+		/* The servers' faults hit one master at a time: a quorum
+		 * stays up, which is what Redlock is for. */
+		run->enabled[FAULT_SERVER_FREEZE] = false;
+		run->enabled[FAULT_MASTER_FREEZE] = true;
+		run->enabled[FAULT_MASTER_KILL] = true;
+		run->enabled[FAULT_MASTER_BLACKHOLE] = true;
+	}
+	return true;
 }
 
-static const char *backend_name(torture_backend b)
+const char *torture_backend_name(torture_backend b)
 {
-	return b == BACKEND_REDIS ? "redis" : b == BACKEND_ZK ? "zk" : "file";
-}
-
-static void print_summary(torture_run *run, const torture_findings *f, long long leftovers, int64_t elapsed_ms)
-{
-	int64_t acquisitions = 0, tries = 0;
-	GString *faults = g_string_new("");
-
-	for (guint i = 0; i < run->events->len; i++) {
-		torture_event *e = &g_array_index(run->events, torture_event, i);
-
-		acquisitions += e->kind == EV_ACQUIRED;
-		tries += e->kind == EV_TRY;
-	}
-	for (int k = 0; k < FAULT_KINDS; k++) {
-		int n = 0;
-
-		for (guint i = 0; i < run->faults->len; i++)
-			n += g_array_index(run->faults, torture_fault, i).kind == (torture_fault_kind)k;
-		if (run->enabled[k])
-			g_string_append_printf(faults, " %s=%d", torture_fault_name(k), n);
-	}
-	printf("torture: backend=%s seed=%" PRIu64 " %.1fs workers=%d resources=%d acquisitions=%" PRId64
-	       " tries=%" PRId64 " writes=%" PRId64 " refused=%" PRId64 " faults:%s%s states: suspended=%" PRId64
-	       " reconnected=%" PRId64 " lost=%" PRId64 " | overlaps=%" PRId64 " (explained %" PRId64
-	       ") order-violations=%" PRId64 " stale-writes=%" PRId64 " silent-losses=%" PRId64
-	       " (explained %" PRId64 ") tokenless-grants=%" PRId64 " liveness-gaps=%" PRId64 " (longest wait %.2fs) leftovers=%lld crashes=%d\n",
-	       backend_name(run->backend), run->seed, elapsed_ms / 1000.0, run->workers, run->resources, acquisitions,
-	       tries, f->writes_accepted, f->writes_refused, faults->len ? faults->str : " none",
-	       run->fencing_off ? " (fencing check OFF)" : "", f->suspended, f->reconnected, f->lost, f->overlaps,
-	       f->overlaps_explained, f->order_violations, f->stale_accepted, f->silent_losses,
-	       f->silent_losses_explained, f->tokenless_grants, f->liveness_gaps, f->longest_wait_us / 1e6, leftovers, run->crashes);
-	g_string_free(faults, TRUE);
-	if (f->longest_wait_us)
-		printf("torture: longest wait for a free resource: r%d from +%.3fs for %.3fs (the faults then allowed %.3fs)\n",
-		       f->longest_wait_res, f->longest_wait_from / 1e6, f->longest_wait_us / 1e6,
-		       f->longest_wait_allowed / 1e6);
-	if (f->overlaps_explained) {
-		printf("torture: overlaps explained by a fault of one of the two holders (or a Redis restart):");
-		for (int k = 0; k < FAULT_KINDS; k++)
-			if (f->explained_by[k])
-				printf(" %s=%" PRId64, torture_fault_name(k), f->explained_by[k]);
-		printf("\n");
-	}
-}
-
-/* Every event and fault, one a line, for a reader looking into a finding
- * ($DLOCK_TORTURE_EVENTS names the file). */
-static void dump_events(torture_run *run)
-{
-	const char *path = g_getenv("DLOCK_TORTURE_EVENTS");
-	FILE *out;
-
-	if (!path || !(out = fopen(path, "w")))
-		return;
-	for (guint i = 0; i < run->events->len; i++) {
-		torture_event *e = &g_array_index(run->events, torture_event, i);
-
-		fprintf(out, "+%.6f worker %d.%d %c r%d token %" PRIu64 " code %d\n",
-		        (e->t - run->limits.run_start) / 1e6, e->slot, e->life, e->kind, e->res, e->token, e->code);
-	}
-	for (guint i = 0; i < run->faults->len; i++) {
-		torture_fault *f = &g_array_index(run->faults, torture_fault, i);
-
-		fprintf(out, "fault %s worker %d.%d +%.6f..+%.6f\n", torture_fault_name(f->kind), f->slot, f->life,
-		        (f->start - run->limits.run_start) / 1e6, (f->end - run->limits.run_start) / 1e6);
-	}
-	fclose(out);
+	return b == BACKEND_REDIS ? "redis" : b == BACKEND_ZK ? "zk" : b == BACKEND_FILE ? "file" : "redlock";
 }
 
 static int run_torture(torture_run *run)
@@ -395,9 +434,10 @@ static int run_torture(torture_run *run)
 	run->faults = g_array_new(FALSE, FALSE, sizeof(torture_fault));
 	run->rand = g_rand_new_with_seed((guint32)run->seed);
 	run->fencing_off = run->self_check;
-	enable_default_faults(run);
+	if (!enable_default_faults(run))
+		return 64;
 	printf("torture: backend=%s seed=%" PRIu64 " duration=%" PRId64 "s (replay with --seed %" PRIu64 ")\n",
-	       backend_name(run->backend), run->seed, run->duration_s, run->seed);
+	       torture_backend_name(run->backend), run->seed, run->duration_s, run->seed);
 	fflush(stdout);
 	start_servers(run);
 	for (int s = 0; s < run->workers; s++) {
@@ -406,7 +446,7 @@ static int run_torture(torture_run *run)
 		slot->index = s;
 		for (int i = 0; i < run->nservers; i++)
 			slot->proxies[i] = test_proxy_start_proto(
-				run->backend == BACKEND_REDIS ? TEST_PROXY_REDIS : TEST_PROXY_ZK, run->server_ports[i]);
+				run->backend == BACKEND_ZK ? TEST_PROXY_ZK : TEST_PROXY_REDIS, run->server_ports[i]);
 		slot->uri = slot_uri(run, slot);
 	}
 	run->limits.run_start = g_get_monotonic_time();
@@ -417,24 +457,17 @@ static int run_torture(torture_run *run)
 	torture_stop_workers(run);
 	leftovers = count_leftovers(run);
 	torture_check(run->events, run->faults, &run->limits, &f);
-	print_summary(run, &f, leftovers, test_now_ms() - t0);
-	dump_events(run);
+	torture_print_summary(run, &f, leftovers, test_now_ms() - t0);
+	torture_dump(run);
 	stop_servers(run);
 	for (int s = 0; s < run->workers; s++)
 		g_free(run->slots[s].uri);
 	g_array_unref(run->events);
 	g_array_unref(run->faults);
 	g_rand_free(run->rand);
-	if (run->self_check) {
-		failed = !(f.overlaps > 0 && f.order_violations > 0 && f.silent_losses > 0 && f.liveness_gaps > 0 &&
-		           run->crashes > 0);
-		printf("torture: self-check %s: the checker %s the rogue worker's overlap, stale write, silent loss, "
-		       "secret hold (liveness gap) and crash\n",
-		       failed ? "FAILED" : "passed", failed ? "did not report all of" : "reported");
-		return failed;
-	}
-	failed = f.overlaps || f.order_violations || f.stale_accepted || f.silent_losses || f.tokenless_grants || f.liveness_gaps ||
-	         leftovers || run->crashes;
+	if (run->self_check)
+		return torture_self_check_verdict(run, &f);
+	failed = torture_findings_failed(&f) || leftovers || run->crashes;
 	printf("torture: %s (seed %" PRIu64 ")\n", failed ? "FAILED" : "passed", run->seed);
 	return failed;
 }
@@ -446,6 +479,8 @@ int main(int argc, char **argv)
 	test_init(argv[0]);
 	if (argc > 1 && g_str_equal(argv[1], "--worker"))
 		return torture_worker_main(argc - 2, argv + 2);
+	if (argc == 3 && g_str_equal(argv[1], "--recheck"))
+		return torture_recheck(argv[2]);
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!parse_options(argc, argv, &run))

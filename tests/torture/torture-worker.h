@@ -1,0 +1,57 @@
+/*
+ * The worker's side of a torture run, shared by its files:
+ * torture-worker.c (the process, its output and the lock recipes),
+ * torture-elect.c (election rounds with a racing resign) and
+ * torture-rogue.c (the self-check's rogue).
+ *
+ * Output lines, one per event (torture.h names the kinds):
+ *   KIND TIME_US RESOURCE TOKEN CODE MODE OWNER AUX
+ * A write is a 'W' line answered by the storage service on stdin with
+ * "1" (accepted) or "0" (refused by the fencing check).
+ */
+#ifndef DLOCK_TORTURE_WORKER_H
+#define DLOCK_TORTURE_WORKER_H
+
+#include <signal.h>
+
+#include <dlock.h>
+
+#include "torture.h"
+
+/* Set by SIGUSR1: finish the round, release and exit. */
+extern volatile sig_atomic_t tw_stopping;
+
+/* One event line, stamped at (now if 0).  Lines from several threads
+ * never interleave. */
+void tw_emit_at(int64_t at, char kind, char mode, int owner, int res, uint64_t token, int code, int64_t aux);
+void tw_emit(char kind, char mode, int owner, int res, uint64_t token, int code, int64_t aux);
+/* Report an acquire's failure; with a code other than a busy or timed
+ * out one, also its message (a line the orchestrator prints as is). */
+void tw_failed(char mode, int owner, int res, int code);
+/* Send one write to the storage service; whether it was accepted. */
+bool tw_store_write(char mode, int owner, int res, uint64_t token);
+/* Sleep ms in small steps, returning early once asked to stop. */
+void tw_hold_for(int64_t ms);
+
+/* An election of the honest worker: the participant, what its callbacks
+ * said last, and the round's state shared with the racing resign. */
+typedef struct tw_election {
+	dlock_election *e;
+	int res;
+	int view;          /* atomic: the last event (DLOCK_ELECTION_*), 0 none */
+	bool suspended;    /* the callback thread's alone */
+	uint64_t token;    /* atomic: the leadership's token, for the events */
+} tw_election;
+
+/* Create the participant "w<slot>.<life>" with its callback. */
+bool tw_election_open(tw_election *te, dlock_client *client, int res, const char *id);
+void tw_election_close(tw_election *te);
+/* One round: campaign within wait_ms, sometimes with a resign racing it
+ * from another thread; lead a while writing; resign; then check the
+ * callbacks settled on what is true. */
+void tw_election_round(GRand *rand, tw_election *te, int64_t wait_ms);
+
+/* The rogue of --self-check: never returns (it aborts). */
+G_GNUC_NORETURN void tw_rogue_main(const char *uri, const char *layout, uint32_t permits);
+
+#endif
