@@ -45,7 +45,6 @@ static rl_lease *lease_new(dlock__backend *rl, dlock__hold *hold)
 
 	lease->hold = dlock__hold_ref(hold);
 	dlock__redis_names_init(&lease->key.names, rl, dlock__hold_resource(hold));
-	lease->key.token = dlock__token_new(dlock__hold_holder(hold));
 	lease->key.id = g_strdup("");
 	g_strlcpy(lease->key.mode, "w", sizeof(lease->key.mode));
 	lease->ttl_ms = dlock__hold_ttl_ms(hold);
@@ -205,10 +204,28 @@ static int fence_round(dlock__backend *rl, rl_lease *lease, const bool *yes, uin
 }
 
 /*
- * One attempt: the first round, and the fencing round when a quorum took
- * the key.  Not granted, it undoes what it may have set, on every master
- * that said yes or did not answer.  *ret_pttl: the shortest remaining
- * time of the lock among the masters that found it held (-1: none).
+ * Each attempt sets the key with an owner token of its own.  A failed
+ * attempt leaves the masters that did not answer to their background
+ * release, a compare-and-delete of its token that runs once the master
+ * is done with the attempt's script, which may be well after a later
+ * attempt was granted with that master in its quorum: with one token for
+ * every attempt, that delete would remove the grant's key there, and
+ * another client could take the master over with the rest.  Every
+ * connection an earlier attempt left unanswered has gone to a cleanup
+ * with that attempt's token, so the kept arrays start empty.
+ */
+static void new_token(rl_lease *lease)
+{
+	g_free(lease->key.token);
+	lease->key.token = dlock__token_new(dlock__hold_holder(lease->hold));
+}
+
+/*
+ * One attempt: the first round, and the fencing
+ * round when a quorum took the key.  Not granted, it undoes what it may
+ * have set, on every master that said yes or did not answer.  *ret_pttl:
+ * the shortest remaining time of the lock among the masters that found it
+ * held (-1: none).
  */
 static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, int64_t deadline_us,
                    int64_t *ret_pttl)
@@ -322,6 +339,7 @@ int dlock__redlock_acquire(dlock__backend *rl, dlock__hold *hold, dlock__waiter 
 			rc = dlock__error_canceled(resource);
 			break;
 		}
+		new_token(lease);
 		rc = attempt(rl, lease, waiter, deadline_us, &pttl_ms);
 		/* A first try that cannot reach a quorum fails fast; once
 		 * waiting, masters that went away are tried until the deadline. */
