@@ -118,7 +118,7 @@ static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, int
 	/* Once a quorum has deleted, a silent master need not hold the caller
 	 * up: its background release follows. */
 	rl_request req = { SCRIPT_RL_RELEASE, 1, 2, words, only, only ? 0 : rl->quorum,
-	                   lease->key.names.key, lease->master_timeout_ms };
+	                   lease->key.names.key, lease->master_timeout_ms, false };
 	rl_call calls[RL_MASTERS_MAX];
 	int ours = 0, not_ours = 0;
 
@@ -190,7 +190,7 @@ static int fence_round(dlock__backend *rl, rl_lease *lease, const bool *yes, uin
 	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token,
 	                         token_text };
 	rl_request req = { SCRIPT_RL_FENCE, 2, 2, words, yes, rl->quorum, lease->key.names.key,
-	                   lease->master_timeout_ms };
+	                   lease->master_timeout_ms, false };
 	rl_call calls[RL_MASTERS_MAX];
 	int confirmed = 0;
 
@@ -233,8 +233,10 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 	const char *resource = dlock__hold_resource(lease->hold);
 	char ttl[24];
 	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token, ttl };
-	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, 0, resource,
-	                   lease->master_timeout_ms };
+	/* Once a quorum took the key (or too few are left to), a silent
+	 * master does not hold the attempt up. */
+	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, rl->quorum, resource,
+	                   lease->master_timeout_ms, false };
 	rl_call calls[RL_MASTERS_MAX];
 	bool yes[RL_MASTERS_MAX] = { false }, maybe[RL_MASTERS_MAX] = { false };
 	int64_t sent_us = dlock__boot_us();
@@ -429,7 +431,8 @@ int dlock__redlock_query(dlock__backend *rl, const char *resource, int64_t deadl
 {
 	redis_names names;
 	const char *words[2];
-	rl_request req = { SCRIPT_RL_QUERY, 2, 0, words, NULL, 0, resource, rl->command_timeout_ms };
+	rl_request req = { SCRIPT_RL_QUERY, 2, 0, words, NULL, 0, resource, rl->command_timeout_ms,
+	                   false };
 	rl_call calls[RL_MASTERS_MAX];
 	int64_t until_us;
 	int answered, rc = DLOCK_OK;
@@ -482,9 +485,12 @@ int dlock__redlock_query(dlock__backend *rl, const char *resource, int64_t deadl
 void dlock__redlock_close(dlock__backend *rl)
 {
 	dlock__redlock_watch_stop(rl);
-	for (int i = 0; i < rl->n_masters; i++)
-		if (rl->masters[i])
-			dlock__redis_close_host(rl->masters[i]);
+	for (int i = 0; i < rl->n_masters; i++) {
+		if (!rl->masters[i])
+			continue;
+		dlock__redis_dial_free(rl->masters[i]->parked_dial);
+		dlock__redis_close_host(rl->masters[i]);
+	}
 	g_free(rl->masters);
 	g_mutex_clear(&rl->lazy_mu);
 	g_free(rl->label);

@@ -22,19 +22,26 @@ typedef struct rl_request {
 	                           * unanswered */
 	const char *what;         /* the resource, for messages */
 	int64_t timeout_ms;       /* the round's bound, for messages */
+	bool distinct;            /* refuse masters that are one server (the round
+	                           * then returns DLOCK_ECONFIG): the answers count
+	                           * toward a quorum */
 } rl_request;
 
 /* One master's part of a round. */
 typedef struct rl_call {
 	dlock__backend *master;
-	redis_conn *conn;         /* while pending */
+	redis_conn *conn;         /* while its script is in flight */
+	redis_dial *dial;         /* while a connection is being made or identified */
 	redisReply *reply;        /* the answer (not an error reply), or NULL */
 	int rc;                   /* DLOCK_OK with reply, else why there is none */
 	char why[200];            /* and its message */
 	bool pending;
 	bool skipped;             /* not sent (rl_request.only) */
 	bool unanswered;          /* sent, and no answer by the round's end */
-	bool retried;             /* a stale pooled connection was replaced */
+	bool late;                /* no answer by the round's end, sent or not */
+	bool resumed;             /* its connection came from the pool or an earlier
+	                           * round, and may have gone stale meanwhile */
+	bool retried;             /* a stale connection was replaced */
 	bool by_body;             /* resent as EVAL after NOSCRIPT */
 } rl_call;
 
@@ -43,8 +50,10 @@ typedef struct rl_call {
  * until_us on the monotonic clock.  calls: rl->n_masters entries, filled
  * in.  kept (NULL, or one GArray * or NULL per master): where the
  * connection of each call left unanswered is kept.  Returns the number
- * of answers, or DLOCK_ECANCELED when waiter was canceled meanwhile.
- * Free the replies with dlock__redlock_calls_clear().
+ * of answers, DLOCK_ECANCELED when waiter was canceled meanwhile, or
+ * DLOCK_ECONFIG when req->distinct found two masters to be one server
+ * (the call of the second has the message).  Free the replies with
+ * dlock__redlock_calls_clear().
  */
 int dlock__redlock_round(dlock__backend *rl, const rl_request *req, dlock__waiter *waiter,
                          int64_t until_us, rl_call *calls, GArray **kept);
