@@ -16,6 +16,7 @@
  * waiter listens on every master's release channel and backs off with a
  * random part, so clients that split the votes do not collide again.
  */
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -144,6 +145,44 @@ int dlock__redlock_release_all(dlock__backend *rl, rl_lease *lease, int *ret_not
 	return release_on(rl, lease, NULL, INT64_MAX, ret_not_ours);
 }
 
+/* Whether two masters' hosts are one: the same address however written,
+ * or the same name in any case. */
+static bool same_host(const char *a, const char *b)
+{
+	unsigned char x[16], y[16];
+	int family = strchr(a, ':') ? AF_INET6 : AF_INET;
+
+	if (inet_pton(family, a, x) == 1 && inet_pton(family, b, y) == 1)
+		return memcmp(x, y, family == AF_INET6 ? 16 : 4) == 0;
+	return g_ascii_strcasecmp(a, b) == 0;
+}
+
+int dlock__redlock_check_masters(const dlock__backend *rl, const char *redacted_uri)
+{
+	for (int i = 0; i < rl->n_masters; i++)
+		for (int k = 0; k < i; k++)
+			if (rl->masters[i]->port == rl->masters[k]->port &&
+			    same_host(rl->masters[i]->host, rl->masters[k]->host)) {
+				const char *a = rl->masters[k]->host, *b = rl->masters[i]->host;
+				bool as_is = strcmp(a, b) == 0;
+
+				return dlock__error(DLOCK_ECONFIG, "URI %s: master %s:%d is named twice%s%s%s; "
+				                    "a Redlock needs %d independent masters", redacted_uri, a,
+				                    rl->masters[k]->port, as_is ? "" : " (also as ",
+				                    as_is ? "" : b, as_is ? "" : ")", rl->n_masters);
+			}
+	return DLOCK_OK;
+}
+
+/* The message of the call that found two masters to be one server. */
+static int conflict_error(const rl_call *calls, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (calls[i].rc == DLOCK_ECONFIG)
+			return dlock__error(DLOCK_ECONFIG, "%s", calls[i].why);
+	return dlock__error(DLOCK_ECONFIG, "two masters are one server");
+}
+
 /* The first master without an answer, for a message: "label: why". */
 static char *first_failure(const rl_call *calls, int n, int *ret_rc)
 {
@@ -236,7 +275,7 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 	/* Once a quorum took the key (or too few are left to), a silent
 	 * master does not hold the attempt up. */
 	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, rl->quorum, resource,
-	                   lease->master_timeout_ms, false };
+	                   lease->master_timeout_ms, true };
 	rl_call calls[RL_MASTERS_MAX];
 	bool yes[RL_MASTERS_MAX] = { false }, maybe[RL_MASTERS_MAX] = { false };
 	int64_t sent_us = dlock__boot_us();
@@ -265,10 +304,14 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 		maybe[i] = maybe[i] || calls[i].unanswered;
 	}
 	failed = first_failure(calls, rl->n_masters, &failed_rc);
+	if (answered == DLOCK_ECONFIG)
+		rc = conflict_error(calls, rl->n_masters);
 	dlock__redlock_calls_clear(calls, rl->n_masters);
 
 	if (answered == DLOCK_ECANCELED) {
 		rc = dlock__error_canceled(resource);
+	} else if (answered == DLOCK_ECONFIG) {
+		/* rc and its message set above */
 	} else if (nyes >= rl->quorum) {
 		uint64_t token = top + 1;
 
@@ -346,7 +389,7 @@ int dlock__redlock_acquire(dlock__backend *rl, dlock__hold *hold, dlock__waiter 
 		/* A first try that cannot reach a quorum fails fast; once
 		 * waiting, masters that went away are tried until the deadline. */
 		if (rc == DLOCK_OK || rc == DLOCK_ECANCELED || rc == DLOCK_EBACKEND ||
-		    (rc == DLOCK_EUNAVAILABLE && first) || wait_ms == 0)
+		    rc == DLOCK_ECONFIG || (rc == DLOCK_EUNAVAILABLE && first) || wait_ms == 0)
 			break;
 		first = false;
 		if (!listening) {
@@ -432,7 +475,7 @@ int dlock__redlock_query(dlock__backend *rl, const char *resource, int64_t deadl
 	redis_names names;
 	const char *words[2];
 	rl_request req = { SCRIPT_RL_QUERY, 2, 0, words, NULL, 0, resource, rl->command_timeout_ms,
-	                   false };
+	                   true };
 	rl_call calls[RL_MASTERS_MAX];
 	int64_t until_us;
 	int answered, rc = DLOCK_OK;
@@ -472,7 +515,9 @@ int dlock__redlock_query(dlock__backend *rl, const char *resource, int64_t deadl
 			ret->expires_in_ms = pttl == INT64_MAX ? -1 : pttl;
 		}
 	}
-	if (answered < rl->quorum)
+	if (answered == DLOCK_ECONFIG)
+		rc = conflict_error(calls, rl->n_masters);
+	else if (answered < rl->quorum)
 		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: %d of %d masters answered, a quorum is %d",
 		                  rl->label, MAX(answered, 0), rl->n_masters, rl->quorum);
 	dlock__redlock_calls_clear(calls, rl->n_masters);

@@ -94,6 +94,9 @@ bool dlock__redlock_unwatch(dlock__backend *rl, rl_lease *lease, bool *ret_lost)
 void dlock__redlock_watch_stop(dlock__backend *rl);
 
 /* ---- redlock.c ---- */
+/* DLOCK_ECONFIG, naming it, if uri names one master twice (the same
+ * address or host name, whatever its case, and port). */
+int dlock__redlock_check_masters(const dlock__backend *rl, const char *redacted_uri);
 void dlock__redlock_close(dlock__backend *rl);
 dlock__backend_acquire_fn dlock__redlock_acquire;
 dlock__backend_release_fn dlock__redlock_release;

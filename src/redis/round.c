@@ -139,7 +139,8 @@ static bool distinct(round *r, rl_call *call, int i, redis_conn *conn)
 	r->conflict = true;
 	fail_call(call, dlock__error(DLOCK_ECONFIG, "%s: masters %s and %s are one server (run_id "
 	                             "%.12s...): a Redlock needs independent masters", r->rl->label,
-	                             r->rl->masters[twin]->label, call->master->label, id));
+	                             r->rl->masters[MIN(i, twin)]->label,
+	                             r->rl->masters[MAX(i, twin)]->label, id));
 	return false;
 }
 
