@@ -77,10 +77,29 @@ void dlock__redlock_lease_unref(rl_lease *lease)
 		g_atomic_rc_box_release_full(lease, (GDestroyNotify)lease_clear);
 }
 
-/* The bound of a round starting now: one master timeout, within deadline_us. */
-static int64_t round_until(const rl_lease *lease, int64_t deadline_us)
+/* The bound of a round starting now: one master timeout, within
+ * deadline_us.  *ret_cut (may be NULL): the caller's deadline comes first,
+ * so masters that do not answer by then may only be slower than that. */
+static int64_t round_until(const rl_lease *lease, int64_t deadline_us, bool *ret_cut)
 {
-	return MIN(deadline_us, dlock__mono_us() + lease->master_timeout_ms * 1000);
+	int64_t bound_us = dlock__mono_us() + lease->master_timeout_ms * 1000;
+
+	if (ret_cut)
+		*ret_cut = deadline_us < bound_us;
+	return MIN(deadline_us, bound_us);
+}
+
+/* Whether a round that got `got` of the quorum it needed would have had
+ * enough with the masters it stopped waiting for, had the caller's
+ * deadline not ended it first: then the attempt timed out, and says
+ * nothing about the masters being unreachable. */
+static bool cut_short(const dlock__backend *rl, bool cut, int got, const rl_call *calls)
+{
+	int late = 0;
+
+	for (int i = 0; i < rl->n_masters; i++)
+		late += calls[i].late;
+	return cut && got < rl->quorum && got + late >= rl->quorum;
 }
 
 /* What is left of the validity of a lease whose first round was sent at
@@ -123,7 +142,7 @@ static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, int
 	rl_call calls[RL_MASTERS_MAX];
 	int ours = 0, not_ours = 0;
 
-	dlock__redlock_round(rl, &req, NULL, round_until(lease, deadline_us), calls, lease->kept);
+	dlock__redlock_round(rl, &req, NULL, round_until(lease, deadline_us, NULL), calls, lease->kept);
 	for (int i = 0; i < rl->n_masters; i++) {
 		if (calls[i].skipped)
 			continue;
@@ -221,9 +240,10 @@ static void undo(dlock__backend *rl, rl_lease *lease, const bool *yes, const boo
 	g_free(why);
 }
 
-/* The fencing round on the masters that took the key: how many confirmed. */
+/* The fencing round on the masters that took the key: how many confirmed.
+ * *ret_cut: the caller's deadline cut it short (cut_short()). */
 static int fence_round(dlock__backend *rl, rl_lease *lease, const bool *yes, uint64_t token,
-                       dlock__waiter *waiter, int64_t deadline_us)
+                       dlock__waiter *waiter, int64_t deadline_us, bool *ret_cut)
 {
 	char token_text[24];
 	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token,
@@ -232,14 +252,46 @@ static int fence_round(dlock__backend *rl, rl_lease *lease, const bool *yes, uin
 	                   lease->master_timeout_ms, false };
 	rl_call calls[RL_MASTERS_MAX];
 	int confirmed = 0;
+	bool cut;
 
 	g_snprintf(token_text, sizeof(token_text), "%" PRIu64, token);
-	dlock__redlock_round(rl, &req, waiter, round_until(lease, deadline_us), calls, lease->kept);
+	dlock__redlock_round(rl, &req, waiter, round_until(lease, deadline_us, &cut), calls,
+	                     lease->kept);
 	for (int i = 0; i < rl->n_masters; i++)
 		if (reply_is_int(calls[i].reply, 1))
 			confirmed++;
+	*ret_cut = cut_short(rl, cut, confirmed, calls);
 	dlock__redlock_calls_clear(calls, rl->n_masters);
 	return confirmed;
+}
+
+/*
+ * A quorum took the key in the round sent at sent_us: the token is
+ * 1 + the largest counter among them, raised on each of them by the
+ * fencing round.  Granted when a quorum confirms within the validity.
+ */
+static int fence_and_grant(dlock__backend *rl, rl_lease *lease, const bool *yes, uint64_t token,
+                           dlock__waiter *waiter, int64_t wait_ms, int64_t deadline_us,
+                           int64_t sent_us)
+{
+	const char *resource = dlock__hold_resource(lease->hold);
+	bool cut = false;
+
+	if (validity_left_us(lease, sent_us) > 0 &&
+	    fence_round(rl, lease, yes, token, waiter, deadline_us, &cut) >= rl->quorum &&
+	    validity_left_us(lease, sent_us) > 0) {
+		lease->confirmed_us = sent_us;
+		dlock__hold_set_token(lease->hold, token);
+		dlock__hold_set_backend_data(lease->hold, lease);
+		dlock__redlock_watch(rl, lease);
+		return DLOCK_OK;
+	}
+	if (dlock__waiter_canceled(waiter))
+		return dlock__error_canceled(resource);
+	if (cut)
+		return dlock__error_timeout(resource, wait_ms);
+	return dlock__error(DLOCK_EUNAVAILABLE, "%s: '%s': the fencing round did not reach a quorum "
+	                    "of %d within the lease's validity", rl->label, resource, rl->quorum);
 }
 
 /*
@@ -260,14 +312,15 @@ static void new_token(rl_lease *lease)
 }
 
 /*
- * One attempt: the first round, and the fencing
- * round when a quorum took the key.  Not granted, it undoes what it may
- * have set, on every master that said yes or did not answer.  *ret_pttl:
- * the shortest remaining time of the lock among the masters that found it
- * held (-1: none).
+ * One attempt: the first round, and the fencing round when a quorum took
+ * the key.  Not granted, it undoes what it may have set, on every master
+ * that said yes or did not answer.  Masters that the caller's deadline
+ * (wait_ms) did not leave the time to answer make it DLOCK_ETIMEDOUT, not
+ * DLOCK_EUNAVAILABLE.  *ret_pttl: the shortest remaining time of the lock
+ * among the masters that found it held (-1: none).
  */
-static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, int64_t deadline_us,
-                   int64_t *ret_pttl)
+static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, int64_t wait_ms,
+                   int64_t deadline_us, int64_t *ret_pttl)
 {
 	const char *resource = dlock__hold_resource(lease->hold);
 	char ttl[24];
@@ -277,16 +330,16 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, rl->quorum, resource,
 	                   lease->master_timeout_ms, true };
 	rl_call calls[RL_MASTERS_MAX];
-	bool yes[RL_MASTERS_MAX] = { false }, maybe[RL_MASTERS_MAX] = { false };
+	bool yes[RL_MASTERS_MAX] = { false }, maybe[RL_MASTERS_MAX] = { false }, cut;
 	int64_t sent_us = dlock__boot_us();
-	int nyes = 0, answered, failed_rc = DLOCK_EUNAVAILABLE, rc;
+	int nyes = 0, answered, failed_rc = DLOCK_EUNAVAILABLE, rc = DLOCK_OK;
 	uint64_t top = 0;
 	char *failed;
 
 	*ret_pttl = -1;
 	g_snprintf(ttl, sizeof(ttl), "%" PRId64, lease->ttl_ms);
-	answered = dlock__redlock_round(rl, &req, waiter, round_until(lease, deadline_us), calls,
-	                                lease->kept);
+	answered = dlock__redlock_round(rl, &req, waiter, round_until(lease, deadline_us, &cut),
+	                                calls, lease->kept);
 	for (int i = 0; i < rl->n_masters; i++) {
 		const redisReply *r = calls[i].reply;
 		bool ints = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -306,6 +359,7 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 	failed = first_failure(calls, rl->n_masters, &failed_rc);
 	if (answered == DLOCK_ECONFIG)
 		rc = conflict_error(calls, rl->n_masters);
+	cut = answered >= 0 && cut_short(rl, cut, answered, calls);
 	dlock__redlock_calls_clear(calls, rl->n_masters);
 
 	if (answered == DLOCK_ECANCELED) {
@@ -313,23 +367,9 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 	} else if (answered == DLOCK_ECONFIG) {
 		/* rc and its message set above */
 	} else if (nyes >= rl->quorum) {
-		uint64_t token = top + 1;
-
-		if (validity_left_us(lease, sent_us) > 0 &&
-		    fence_round(rl, lease, yes, token, waiter, deadline_us) >= rl->quorum &&
-		    validity_left_us(lease, sent_us) > 0) {
-			lease->confirmed_us = sent_us;
-			dlock__hold_set_token(lease->hold, token);
-			dlock__hold_set_backend_data(lease->hold, lease);
-			dlock__redlock_watch(rl, lease);
-			g_free(failed);
-			return DLOCK_OK;
-		}
-		rc = dlock__waiter_canceled(waiter)
-		             ? dlock__error_canceled(resource)
-		             : dlock__error(DLOCK_EUNAVAILABLE, "%s: '%s': the fencing round did not reach "
-		                            "a quorum of %d within the lease's validity", rl->label,
-		                            resource, rl->quorum);
+		rc = fence_and_grant(rl, lease, yes, top + 1, waiter, wait_ms, deadline_us, sent_us);
+	} else if (cut) {
+		rc = dlock__error_timeout(resource, wait_ms);
 	} else if (answered < rl->quorum) {
 		rc = dlock__error(failed_rc == DLOCK_EBACKEND ? DLOCK_EBACKEND : DLOCK_EUNAVAILABLE,
 		                  "%s: '%s': %d of %d masters answered, a quorum is %d (%s)", rl->label,
@@ -338,7 +378,8 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 		rc = dlock__error_busy(resource);
 	}
 	g_free(failed);
-	undo(rl, lease, yes, maybe, deadline_us, rc);
+	if (rc != DLOCK_OK)
+		undo(rl, lease, yes, maybe, deadline_us, rc);
 	return rc;
 }
 
@@ -373,30 +414,31 @@ int dlock__redlock_acquire(dlock__backend *rl, dlock__hold *hold, dlock__waiter 
 	rl_lease *lease = lease_new(rl, hold);
 	int64_t backoff_us = BACKOFF_FIRST_US;
 	bool listening = false, first = true;
-	int rc;
+	int rc, last = DLOCK_OK;
 
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
 		int64_t pttl_ms;
-		int last;
 
 		if (dlock__waiter_canceled(waiter)) {
 			rc = dlock__error_canceled(resource);
 			break;
 		}
 		new_token(lease);
-		rc = attempt(rl, lease, waiter, deadline_us, &pttl_ms);
+		rc = attempt(rl, lease, waiter, wait_ms, deadline_us, &pttl_ms);
 		/* A first try that cannot reach a quorum fails fast; once
 		 * waiting, masters that went away are tried until the deadline. */
 		if (rc == DLOCK_OK || rc == DLOCK_ECANCELED || rc == DLOCK_EBACKEND ||
 		    rc == DLOCK_ECONFIG || (rc == DLOCK_EUNAVAILABLE && first) || wait_ms == 0)
 			break;
 		first = false;
-		if (!listening) {
+		if (!listening && dlock__remaining_us(deadline_us) > 0) {
 			listen_all(rl, lease, waiter, true);
 			listening = true;
 		}
-		last = rc;
+		/* An attempt the deadline cut short tells nothing of the masters. */
+		if (rc != DLOCK_ETIMEDOUT)
+			last = rc;
 		rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us,
 		                        nap_us(backoff_us, pttl_ms), &backoff_us, BACKOFF_CAP_US);
 		if (rc == DLOCK_ETIMEDOUT && last == DLOCK_EUNAVAILABLE)

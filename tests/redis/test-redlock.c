@@ -373,6 +373,70 @@ static void test_one_server_under_two_names_is_refused_at_the_first_connect(void
 	assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/alias}", NULL), 0);
 }
 
+/* ---- short waits ------------------------------------------------------ */
+
+/* Every one of the first three masters holds its clients' commands for
+ * ms (CLIENT PAUSE, as a failover does): healthy, answering late. */
+static void pause_masters(int ms)
+{
+	for (int i = 0; i < 3; i++) {
+		redisReply *r = test_redis_cmd(rl->masters[i], "CLIENT PAUSE %d ALL", ms);
+
+		assert_true(r && r->type == REDIS_REPLY_STATUS);
+		freeReplyObject(r);
+	}
+}
+
+/* Acquire h with wait_ms: rc expected, returned within wait_ms + slack. */
+static void expect_short_wait(handle *h, int64_t wait_ms, int expected, int *ret_unavailable)
+{
+	int64_t start = test_now_ms(), took;
+	int rc = dlock_acquire(h->lock, wait_ms);
+
+	took = test_now_ms() - start;
+	if (rc == DLOCK_EUNAVAILABLE)
+		(*ret_unavailable)++;
+	if (rc != expected)
+		fail_msg("wait %" PRId64 " ms: %s after %" PRId64 " ms, not %s: %s", wait_ms,
+		         dlock_code_name(rc), took, dlock_code_name(expected), dlock_last_error_message());
+	if (wait_ms > 0)
+		assert_true(took <= wait_ms + test_slack(200));
+}
+
+/*
+ * While another client holds the lock, a wait of a few milliseconds on
+ * healthy masters ends DLOCK_ETIMEDOUT (a try, DLOCK_EBUSY): never
+ * DLOCK_EUNAVAILABLE because the caller's deadline cut its connects or
+ * scripts short.  First from clients with no connection yet (each try
+ * connects to every master); then with the masters answering 50 ms late,
+ * well within their master timeout but past the caller's deadline.
+ */
+static void test_a_wait_of_a_few_ms_on_healthy_masters_is_never_unavailable(void **state)
+{
+	const int64_t waits[] = { 0, 1, 2, 3, 5, 10 };
+	handle holder, h;
+	int unavailable = 0;
+
+	test_redlock_open(rl, &holder, 3, NULL, "rl/short");
+	assert_int_equal(dlock_acquire(holder.lock, 5000), DLOCK_OK);
+	for (int round = 0; round < 5; round++) {
+		for (size_t i = 0; i < G_N_ELEMENTS(waits); i++) {
+			test_redlock_open(rl, &h, 3, NULL, "rl/short");
+			expect_short_wait(&h, waits[i], waits[i] ? DLOCK_ETIMEDOUT : DLOCK_EBUSY, &unavailable);
+			test_redlock_close(&h);
+		}
+	}
+	test_redlock_open(rl, &h, 3, NULL, "rl/short");
+	for (size_t i = 0; i < G_N_ELEMENTS(waits); i++) {
+		pause_masters(50);
+		expect_short_wait(&h, waits[i], waits[i] ? DLOCK_ETIMEDOUT : DLOCK_EBUSY, &unavailable);
+	}
+	test_redlock_close(&h);
+	assert_int_equal(unavailable, 0);
+	assert_int_equal(dlock_release(holder.lock), DLOCK_OK);
+	test_redlock_close(&holder);
+}
+
 /* Leader election on a Redlock: new leaders are announced on every
  * master, resignations heard on every master's release channel. */
 static void test_election_hands_over_and_the_observer_sees_each_leader(void **state)
@@ -416,6 +480,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_master_timeout_on_one_host_is_a_config_error),
 		cmocka_unit_test(test_a_master_named_twice_is_refused_at_creation),
 		cmocka_unit_test(test_one_server_under_two_names_is_refused_at_the_first_connect),
+		cmocka_unit_test(test_a_wait_of_a_few_ms_on_healthy_masters_is_never_unavailable),
 		cmocka_unit_test(test_no_key_of_this_suite_remains_on_any_master),
 	};
 
