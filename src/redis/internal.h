@@ -304,6 +304,11 @@ bool dlock__redis_unwatch(dlock__backend *b, redis_lease *lease, bool *ret_lost)
  * unanswered; the delete waits until the server is done with them. */
 void dlock__redis_cleanup_later(dlock__backend *b, const redis_lease *lease, const char *ticket,
                                 int64_t expires_us, GArray *kept);
+/* The same for a Redlock master's share of a hold (b: the master): by
+ * Redlock's release script, whose message on the release channel wakes
+ * the Redlock's waiters as a release round's does. */
+void dlock__redis_cleanup_later_redlock(dlock__backend *b, const redis_lease *lease,
+                                        int64_t expires_us, GArray *kept);
 void dlock__redis_watchdog_stop(dlock__backend *b);
 
 #endif

@@ -111,11 +111,11 @@ static int64_t validity_left_us(const rl_lease *lease, int64_t sent_us)
 }
 
 /* Master i's connections left unanswered go to its background release,
- * which waits for them. */
+ * which waits for them, and wakes waiters as a release round does. */
 static void cleanup_master(dlock__backend *rl, rl_lease *lease, int i)
 {
-	dlock__redis_cleanup_later(rl->masters[i], &lease->key, "",
-	                           dlock__boot_us() + lease->ttl_ms * 1000, lease->kept[i]);
+	dlock__redis_cleanup_later_redlock(rl->masters[i], &lease->key,
+	                                   dlock__boot_us() + lease->ttl_ms * 1000, lease->kept[i]);
 	lease->kept[i] = g_array_new(FALSE, FALSE, sizeof(int));
 }
 
@@ -311,16 +311,23 @@ static void new_token(rl_lease *lease)
 	lease->key.token = dlock__token_new(dlock__hold_holder(lease->hold));
 }
 
+/* What the masters said to an attempt's first round. */
+typedef struct votes {
+	bool yes[RL_MASTERS_MAX];   /* took the key */
+	bool maybe[RL_MASTERS_MAX]; /* took it, or may have: no answer */
+	bool held[RL_MASTERS_MAX];  /* found it held */
+} votes;
+
 /*
  * One attempt: the first round, and the fencing round when a quorum took
- * the key.  Not granted, it undoes what it may have set, on every master
- * that said yes or did not answer.  Masters that the caller's deadline
+ * the key.  Not granted, it leaves in *v what to undo (undo()): every
+ * master that said yes or did not answer.  Masters that the caller's deadline
  * (wait_ms) did not leave the time to answer make it DLOCK_ETIMEDOUT, not
  * DLOCK_EUNAVAILABLE.  *ret_pttl: the shortest remaining time of the lock
  * among the masters that found it held (-1: none).
  */
 static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, int64_t wait_ms,
-                   int64_t deadline_us, int64_t *ret_pttl)
+                   int64_t deadline_us, int64_t *ret_pttl, votes *v)
 {
 	const char *resource = dlock__hold_resource(lease->hold);
 	char ttl[24];
@@ -330,13 +337,14 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, rl->quorum, resource,
 	                   lease->master_timeout_ms, true };
 	rl_call calls[RL_MASTERS_MAX];
-	bool yes[RL_MASTERS_MAX] = { false }, maybe[RL_MASTERS_MAX] = { false }, cut;
 	int64_t sent_us = dlock__boot_us();
+	bool cut;
 	int nyes = 0, answered, failed_rc = DLOCK_EUNAVAILABLE, rc = DLOCK_OK;
 	uint64_t top = 0;
 	char *failed;
 
 	*ret_pttl = -1;
+	memset(v, 0, sizeof(*v));
 	g_snprintf(ttl, sizeof(ttl), "%" PRId64, lease->ttl_ms);
 	answered = dlock__redlock_round(rl, &req, waiter, round_until(lease, deadline_us, &cut),
 	                                calls, lease->kept);
@@ -347,14 +355,16 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 		            r->element[1]->type == REDIS_REPLY_INTEGER;
 
 		if (ints && r->element[0]->integer == 1) {
-			yes[i] = maybe[i] = true;
+			v->yes[i] = v->maybe[i] = true;
 			nyes++;
 			top = MAX(top, (uint64_t)MAX(r->element[1]->integer, 0));
-		} else if (ints && r->element[1]->integer >= 0) {
-			*ret_pttl = *ret_pttl < 0 ? r->element[1]->integer
-			                          : MIN(*ret_pttl, r->element[1]->integer);
+		} else if (ints) {
+			v->held[i] = true;
+			if (r->element[1]->integer >= 0)
+				*ret_pttl = *ret_pttl < 0 ? r->element[1]->integer
+				                          : MIN(*ret_pttl, r->element[1]->integer);
 		}
-		maybe[i] = maybe[i] || calls[i].unanswered;
+		v->maybe[i] = v->maybe[i] || calls[i].unanswered;
 	}
 	failed = first_failure(calls, rl->n_masters, &failed_rc);
 	if (answered == DLOCK_ECONFIG)
@@ -367,7 +377,7 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 	} else if (answered == DLOCK_ECONFIG) {
 		/* rc and its message set above */
 	} else if (nyes >= rl->quorum) {
-		rc = fence_and_grant(rl, lease, yes, top + 1, waiter, wait_ms, deadline_us, sent_us);
+		rc = fence_and_grant(rl, lease, v->yes, top + 1, waiter, wait_ms, deadline_us, sent_us);
 	} else if (cut) {
 		rc = dlock__error_timeout(resource, wait_ms);
 	} else if (answered < rl->quorum) {
@@ -378,18 +388,27 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 		rc = dlock__error_busy(resource);
 	}
 	g_free(failed);
-	if (rc != DLOCK_OK)
-		undo(rl, lease, yes, maybe, deadline_us, rc);
 	return rc;
 }
 
-static void listen_all(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, bool on)
+/*
+ * Listen for releases on the masters whose key kept the last attempt out,
+ * and on no other.  A release on a master the attempt got -- its own
+ * undo, or another waiter's -- cannot let it in; waking for those, each
+ * waiter on a lock a quorum holds would wake itself, and the others, and
+ * try again at once, over and over.  Nor on a master that did not answer:
+ * the background release of an unanswered try would wake its own waiter
+ * in a loop when that master is slow and free.  listening: per master.
+ */
+static void listen_to(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, bool *listening,
+                      const bool *want)
 {
 	for (int i = 0; i < rl->n_masters; i++) {
-		if (on)
+		if (want[i] && !listening[i])
 			dlock__redis_sub_listen(rl->masters[i], lease->key.names.released, waiter);
-		else
+		else if (!want[i] && listening[i])
 			dlock__redis_sub_unlisten(rl->masters[i], lease->key.names.released, waiter);
+		listening[i] = want[i];
 	}
 }
 
@@ -413,29 +432,34 @@ int dlock__redlock_acquire(dlock__backend *rl, dlock__hold *hold, dlock__waiter 
 	const char *resource = dlock__hold_resource(hold);
 	rl_lease *lease = lease_new(rl, hold);
 	int64_t backoff_us = BACKOFF_FIRST_US;
-	bool listening = false, first = true;
+	bool listening[RL_MASTERS_MAX] = { false }, none[RL_MASTERS_MAX] = { false }, first = true;
 	int rc, last = DLOCK_OK;
 
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
 		int64_t pttl_ms;
+		votes v;
+		bool stop;
 
 		if (dlock__waiter_canceled(waiter)) {
 			rc = dlock__error_canceled(resource);
 			break;
 		}
 		new_token(lease);
-		rc = attempt(rl, lease, waiter, wait_ms, deadline_us, &pttl_ms);
+		rc = attempt(rl, lease, waiter, wait_ms, deadline_us, &pttl_ms, &v);
+		if (rc == DLOCK_OK)
+			break;
 		/* A first try that cannot reach a quorum fails fast; once
 		 * waiting, masters that went away are tried until the deadline. */
-		if (rc == DLOCK_OK || rc == DLOCK_ECANCELED || rc == DLOCK_EBACKEND ||
-		    rc == DLOCK_ECONFIG || (rc == DLOCK_EUNAVAILABLE && first) || wait_ms == 0)
+		stop = rc == DLOCK_ECANCELED || rc == DLOCK_EBACKEND || rc == DLOCK_ECONFIG ||
+		       (rc == DLOCK_EUNAVAILABLE && first) || wait_ms == 0;
+		/* Before the undo, whose releases must not wake this waiter. */
+		if (!stop && dlock__remaining_us(deadline_us) > 0)
+			listen_to(rl, lease, waiter, listening, v.held);
+		undo(rl, lease, v.yes, v.maybe, deadline_us, rc);
+		if (stop)
 			break;
 		first = false;
-		if (!listening && dlock__remaining_us(deadline_us) > 0) {
-			listen_all(rl, lease, waiter, true);
-			listening = true;
-		}
 		/* An attempt the deadline cut short tells nothing of the masters. */
 		if (rc != DLOCK_ETIMEDOUT)
 			last = rc;
@@ -447,8 +471,7 @@ int dlock__redlock_acquire(dlock__backend *rl, dlock__hold *hold, dlock__waiter 
 		if (rc != DLOCK_OK)
 			break;
 	}
-	if (listening)
-		listen_all(rl, lease, waiter, false);
+	listen_to(rl, lease, waiter, listening, none);
 	if (rc != DLOCK_OK) {
 		/* Earlier attempts' unanswered tries may still set the key. */
 		for (int i = 0; i < rl->n_masters; i++)
