@@ -12,6 +12,7 @@
  *   round.c       Redlock: one script on every master at once
  *   dial.c        Redlock: connections made without blocking
  *   redlock-watch.c  Redlock: renewal by quorum, loss detection
+ *   redlock-query.c  Redlock: the quorum's holder and each master's view
  */
 #ifndef DLOCK_REDIS_INTERNAL_H
 #define DLOCK_REDIS_INTERNAL_H

@@ -58,6 +58,9 @@ typedef struct rl_call {
 int dlock__redlock_round(dlock__backend *rl, const rl_request *req, dlock__waiter *waiter,
                          int64_t until_us, rl_call *calls, GArray **kept);
 void dlock__redlock_calls_clear(rl_call *calls, int n);
+/* After a round returned DLOCK_ECONFIG: that, with the message of the
+ * call that found two masters to be one server. */
+int dlock__redlock_conflict_error(const rl_call *calls, int n);
 
 /* The server-side state of one Redlock hold.  A g_atomic_rc_box. */
 typedef struct rl_lease {
@@ -100,10 +103,12 @@ int dlock__redlock_check_masters(const dlock__backend *rl, const char *redacted_
 void dlock__redlock_close(dlock__backend *rl);
 dlock__backend_acquire_fn dlock__redlock_acquire;
 dlock__backend_release_fn dlock__redlock_release;
-dlock__backend_query_fn dlock__redlock_query;
 /* Release lease on every master at once; those that do not answer get
  * the background retry.  The number of masters that said it was ours,
  * and in *ret_not_ours the number that showed it was not. */
 int dlock__redlock_release_all(dlock__backend *rl, rl_lease *lease, int *ret_not_ours);
+
+/* ---- redlock-query.c ---- */
+dlock__backend_query_fn dlock__redlock_query;
 
 #endif

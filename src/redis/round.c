@@ -464,6 +464,15 @@ int dlock__redlock_round(dlock__backend *rl, const rl_request *req, dlock__waite
 	return r.conflict ? DLOCK_ECONFIG : answered;
 }
 
+/* The message of the call that found two masters to be one server. */
+int dlock__redlock_conflict_error(const rl_call *calls, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (calls[i].rc == DLOCK_ECONFIG)
+			return dlock__error(DLOCK_ECONFIG, "%s", calls[i].why);
+	return dlock__error(DLOCK_ECONFIG, "two masters are one server");
+}
+
 void dlock__redlock_calls_clear(rl_call *calls, int n)
 {
 	for (int i = 0; i < n; i++)
