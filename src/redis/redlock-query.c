@@ -46,7 +46,7 @@ int dlock__redlock_query(dlock__backend *rl, const char *resource, int64_t deadl
 	redis_names names;
 	const char *words[2];
 	rl_request req = { SCRIPT_RL_QUERY, 2, 0, words, NULL, 0, resource, rl->command_timeout_ms,
-	                   true };
+	                   true, false };
 	rl_call calls[RL_MASTERS_MAX];
 	int64_t until_us;
 	int answered, rc = DLOCK_OK;

@@ -142,7 +142,7 @@ static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, int
 	/* Once a quorum has deleted, a silent master need not hold the caller
 	 * up: its background release follows. */
 	rl_request req = { SCRIPT_RL_RELEASE, 1, 2, words, only, only ? 0 : rl->quorum,
-	                   lease->key.names.key, lease->master_timeout_ms, false };
+	                   lease->key.names.key, lease->master_timeout_ms, false, false };
 	rl_call calls[RL_MASTERS_MAX];
 	int ours = 0, not_ours = 0;
 
@@ -244,7 +244,7 @@ static int fence_round(dlock__backend *rl, rl_lease *lease, const bool *yes, uin
 	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token,
 	                         token_text };
 	rl_request req = { SCRIPT_RL_FENCE, 2, 2, words, yes, rl->quorum, lease->key.names.key,
-	                   lease->master_timeout_ms, false };
+	                   lease->master_timeout_ms, false, false };
 	rl_call calls[RL_MASTERS_MAX];
 	int confirmed = 0;
 	bool cut;
@@ -327,10 +327,12 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 	const char *resource = dlock__hold_resource(lease->hold);
 	char ttl[24];
 	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token, ttl };
-	/* Once a quorum took the key (or too few are left to), a silent
-	 * master does not hold the attempt up. */
+	/* Once a quorum took the key (or too few are left to), a master that
+	 * is not connected yet does not hold the attempt up; one that has the
+	 * script gets the master timeout, so a quorum of healthy masters all
+	 * hold the key, fenced, when the acquire returns. */
 	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, rl->quorum, resource,
-	                   lease->master_timeout_ms, true };
+	                   lease->master_timeout_ms, true, true };
 	rl_call calls[RL_MASTERS_MAX];
 	int64_t sent_us = dlock__boot_us();
 	bool cut;

@@ -16,15 +16,19 @@ typedef struct rl_request {
 	int nkeys, nargs;
 	const char *const *words;
 	const bool *only;         /* per master: send there; NULL for every master */
-	int enough_ones;          /* once this many masters answered 1, the others
-	                           * get only a short grace (0: wait for every answer
-	                           * until the round's end); then they count as
-	                           * unanswered */
+	int enough_ones;          /* once this many masters answered 1 (or an array
+	                           * starting with 1), or too few are left to, the
+	                           * others get only a short grace (0: wait for every
+	                           * answer until the round's end); then they count
+	                           * as unanswered */
 	const char *what;         /* the resource, for messages */
 	int64_t timeout_ms;       /* the round's bound, for messages */
 	bool distinct;            /* refuse masters that are one server (the round
 	                           * then returns DLOCK_ECONFIG): the answers count
 	                           * toward a quorum */
+	bool wait_sent;           /* the grace cuts only connections still being
+	                           * made: a script already sent is waited for until
+	                           * the round's end */
 } rl_request;
 
 /* One master's part of a round. */

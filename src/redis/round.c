@@ -8,6 +8,12 @@
  * costs the slowest master, not the sum, and a master that stalls at any
  * step costs at most the round's bound, never another master's time.
  *
+ * Once the outcome is settled (as many masters said yes as the round
+ * needs, or too few are left to), the masters still out get a short
+ * grace; a round that waits for its scripts (req->wait_sent) cuts only the
+ * connections still being made, so a master that stalls costs it the
+ * bound once, on the connection it stalled on, and no more after that.
+ *
  * A reused connection that fails at once (the master restarted, or
  * dropped it while idle) is replaced and the command sent again, once;
  * a master that does not have the script cached gets it by EVAL.  At the
@@ -361,6 +367,15 @@ static struct pollfd call_pollfd(const rl_call *call)
 	return (struct pollfd){ .fd = call->conn->ctx->fd, .events = POLLIN };
 }
 
+/* Whether a script is in flight on any call. */
+static bool script_pending(const round *r)
+{
+	for (int i = 0; i < r->rl->n_masters; i++)
+		if (r->calls[i].pending && r->calls[i].conn)
+			return true;
+	return false;
+}
+
 /* Wait for and handle what comes, until every call has ended, the round's
  * bound or a cancel.  Returns whether the waiter was canceled; *ret_fd,
  * the socket a cancel shut down. */
@@ -368,19 +383,21 @@ static bool run(round *r, int *ret_fd)
 {
 	struct pollfd fds[RL_MASTERS_MAX];
 	int map[RL_MASTERS_MAX];
-	bool early = false, canceled = false;
+	int64_t grace_until = INT64_MAX;
+	bool canceled = false;
 
 	*ret_fd = -1;
 	for (;;) {
 		int nfds = 0, ready;
 		int64_t left_us;
 
-		if (!early && decided(r)) {
+		if (grace_until == INT64_MAX && decided(r)) {
 			int64_t now = dlock__mono_us();
 
-			early = true;
-			r->until_us = MIN(r->until_us, now + MAX(now - r->start_us, GRACE_MIN_US));
+			grace_until = now + MAX(now - r->start_us, GRACE_MIN_US);
 		}
+		if (grace_until != INT64_MAX && !(r->req->wait_sent && script_pending(r)))
+			r->until_us = MIN(r->until_us, grace_until);
 		for (int i = 0; i < r->rl->n_masters; i++)
 			if (r->calls[i].pending) {
 				fds[nfds] = call_pollfd(&r->calls[i]);
