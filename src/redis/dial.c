@@ -172,7 +172,8 @@ static void note_run_id(dlock__backend *b, const redisReply *reply)
 	const char *line = NULL;
 
 	if (reply->type == REDIS_REPLY_STRING) {
-		line = g_str_has_prefix(reply->str, "run_id:") ? reply->str : strstr(reply->str, "\nrun_id:");
+		line = g_str_has_prefix(reply->str, "run_id:") ? reply->str
+		                                                : strstr(reply->str, "\nrun_id:");
 		if (line && *line == '\n')
 			line++;
 	}

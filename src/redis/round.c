@@ -286,7 +286,8 @@ static void dial_needed(round *r, const bool *need)
 		}
 	if (n == 0)
 		return;
-	rc = dlock__resolve_each(rl->masters[map[0]]->resolver, hosts, n, r->waiter, r->until_us, addrs);
+	rc = dlock__resolve_each(rl->masters[map[0]]->resolver, hosts, n, r->waiter, r->until_us,
+	                         addrs);
 	for (unsigned k = 0; k < n; k++) {
 		rl_call *call = &r->calls[map[k]];
 

@@ -51,7 +51,8 @@ static char *uri_via(test_proxy *const *proxies, const char *suffix)
 	return g_string_free(uri, FALSE);
 }
 
-static void open_via(handle *h, test_proxy *const *proxies, const char *suffix, const char *resource)
+static void open_via(handle *h, test_proxy *const *proxies, const char *suffix,
+                     const char *resource)
 {
 	char *uri = uri_via(proxies, suffix);
 
@@ -301,6 +302,12 @@ static void test_waiter_is_woken_by_the_background_undo_of_a_failed_attempt(void
 	test_proxy_stop(proxies[1]);
 }
 
+/* Scripts the master has run so far. */
+static long long scripts_run(test_redis *master)
+{
+	return test_redis_calls(master, "evalsha") + test_redis_calls(master, "eval");
+}
+
 /*
  * A peer holds the lock on masters 1 and 2; master 0 is free.  Two
  * waiters each get master 0 on every try, short of a quorum, and give it
@@ -320,15 +327,14 @@ static void test_waiters_on_a_lock_a_quorum_holds_do_not_wake_each_other_in_a_lo
 		freeReplyObject(test_redis_cmd(rl->masters[i], "SET %s peer PX 60000", key));
 	open_via(&b, NULL, "", "rl/no-spin");
 	open_via(&c, NULL, "", "rl/no-spin");
-	before = test_redis_calls(rl->masters[0], "evalsha") + test_redis_calls(rl->masters[0], "eval");
+	before = scripts_run(rl->masters[0]);
 	wb = (waiting){ &b, 2000, DLOCK_EINVAL, 0 };
 	wc = (waiting){ &c, 2000, DLOCK_EINVAL, 0 };
 	tb = g_thread_new("waiter-b", wait_thread, &wb);
 	tc = g_thread_new("waiter-c", wait_thread, &wc);
 	g_thread_join(tb);
 	g_thread_join(tc);
-	scripts = test_redis_calls(rl->masters[0], "evalsha") + test_redis_calls(rl->masters[0], "eval") -
-	          before;
+	scripts = scripts_run(rl->masters[0]) - before;
 	print_message("two waiters for 2 s: %lld scripts on the free master\n", scripts);
 	assert_int_equal(wb.rc, DLOCK_ETIMEDOUT);
 	assert_int_equal(wc.rc, DLOCK_ETIMEDOUT);
