@@ -221,6 +221,8 @@ static int open_redlock(const dlock__backend_env *env, const dlock__uri *uri,
 	rl->plain_keys = o->key_format == KEY_FORMAT_PLAIN;
 	rl->prefix = g_strdup(o->prefix);
 	g_mutex_init(&rl->lazy_mu);
+	if (rc == DLOCK_OK)
+		rc = dlock__redlock_check_masters(rl, uri->redacted);
 	if (rc != DLOCK_OK) {
 		dlock__redlock_close(rl);
 		return rc;

@@ -10,7 +10,9 @@
  *   watchdog.c    lease renewal, loss detection, background cleanup
  *   redlock.c     Redlock: N independent masters, quorum, fencing round
  *   round.c       Redlock: one script on every master at once
+ *   dial.c        Redlock: connections made without blocking
  *   redlock-watch.c  Redlock: renewal by quorum, loss detection
+ *   redlock-query.c  Redlock: the quorum's holder and each master's view
  */
 #ifndef DLOCK_REDIS_INTERNAL_H
 #define DLOCK_REDIS_INTERNAL_H
@@ -101,6 +103,11 @@ struct dlock__backend {
 	int quorum;               /* n_masters / 2 + 1 */
 	int64_t master_timeout_ms; /* 0: the smaller of the command timeout and TTL/20 */
 	dlock__lazy_thread rl_watch_thread; /* redlock_watch * */
+	/* A master's: its server's run_id, from INFO at its last new
+	 * connection ("" not known yet, "?" not told), and a connection a
+	 * round left unfinished, for the next one.  Guarded by pool_mu. */
+	char run_id[48];
+	struct redis_dial *parked_dial;
 };
 
 /* Server-side state of one hold: the lease. */
@@ -209,6 +216,34 @@ int dlock__redis_io_error(dlock__backend *b, redisContext *ctx, bool timed_out, 
 /* DLOCK_EBACKEND with the server's message if reply is an error reply. */
 int dlock__redis_reply_error(dlock__backend *b, const redisReply *reply, const char *what);
 
+/* ---- dial.c ---- */
+/*
+ * Connections made without blocking (Redlock rounds).  _start() begins a
+ * TCP connect to the first of addrs (taken: numeric addresses, tried in
+ * turn) that does not fail at once; _identify() asks a pooled connection
+ * (taken) for the server's identity alone.  Poll _fd() for _events() and
+ * call _step() when it is ready: 1 while in progress, DLOCK_OK with *ret
+ * once connected, authenticated, in the database and identified
+ * (b->run_id; see dlock__redis_run_id()), or a failure with its message;
+ * either way but 1, d is spent and freed.  _park() keeps an unfinished
+ * one for the next round (one per backend; it is freed if the slot is
+ * taken), _unpark() takes it back if it is still worth waiting for;
+ * _free() abandons one (NULL: no-op).
+ */
+typedef struct redis_dial redis_dial;
+int dlock__redis_dial_start(dlock__backend *b, char **addrs, redis_dial **ret);
+int dlock__redis_dial_identify(dlock__backend *b, redis_conn *conn, redis_dial **ret);
+int dlock__redis_dial_fd(const redis_dial *d);
+short dlock__redis_dial_events(const redis_dial *d);
+int dlock__redis_dial_step(redis_dial *d, redis_conn **ret);
+void dlock__redis_dial_free(redis_dial *d);
+void dlock__redis_dial_park(dlock__backend *b, redis_dial *d);
+redis_dial *dlock__redis_dial_unpark(dlock__backend *b);
+/* A pooled connection, or NULL: never connects. */
+redis_conn *dlock__redis_conn_pooled(dlock__backend *b);
+/* The server's run_id as last seen (see dlock__backend.run_id). */
+void dlock__redis_run_id(dlock__backend *b, char *buf, size_t size);
+
 /* ---- scripts.c ---- */
 void dlock__redis_scripts_init(dlock__backend *b);
 void dlock__redis_scripts_clear(dlock__backend *b);
@@ -298,6 +333,11 @@ void dlock__redis_lease_abandon(dlock__backend *b, redis_lease *lease);
  * unanswered; the delete waits until the server is done with them. */
 void dlock__redis_cleanup_later(dlock__backend *b, const redis_lease *lease, const char *ticket,
                                 int64_t expires_us, GArray *kept);
+/* The same for a Redlock master's share of a hold (b: the master): by
+ * Redlock's release script, whose message on the release channel wakes
+ * the Redlock's waiters as a release round's does. */
+void dlock__redis_cleanup_later_redlock(dlock__backend *b, const redis_lease *lease,
+                                        int64_t expires_us, GArray *kept);
 void dlock__redis_watchdog_stop(dlock__backend *b);
 
 #endif

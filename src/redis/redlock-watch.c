@@ -67,7 +67,7 @@ static void renew(redlock_watch *w, rl_lease *lease, int64_t until_us)
 	/* A quorum renewed is a renewal: a silent master does not hold up
 	 * every other hold's round. */
 	rl_request req = { SCRIPT_RL_RENEW, 1, 2, words, NULL, rl->quorum, lease->key.names.key,
-	                   lease->master_timeout_ms };
+	                   lease->master_timeout_ms, false, false };
 	rl_call calls[RL_MASTERS_MAX];
 	int64_t sent_us = dlock__boot_us();
 	int ours = 0, not_ours = 0;

@@ -12,10 +12,15 @@
  * holder, whose key can only be set there after ours is gone, reads a
  * counter at least as large as our token there: tokens increase.
  *
+ * Each attempt sets the key under an owner token of its own, so the
+ * background release of a failed attempt can never delete a later one's.
+ *
  * No queue: per-master queues could each grant a different waiter.  A
- * waiter listens on every master's release channel and backs off with a
- * random part, so clients that split the votes do not collide again.
+ * waiter listens on the release channel of the masters whose key kept it
+ * out and backs off with a random part, so clients that split the votes
+ * do not collide again.  The query is redlock-query.c's.
  */
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -45,7 +50,6 @@ static rl_lease *lease_new(dlock__backend *rl, dlock__hold *hold)
 
 	lease->hold = dlock__hold_ref(hold);
 	dlock__redis_names_init(&lease->key.names, rl, dlock__hold_resource(hold));
-	lease->key.token = dlock__token_new(dlock__hold_holder(hold));
 	lease->key.id = g_strdup("");
 	g_strlcpy(lease->key.mode, "w", sizeof(lease->key.mode));
 	lease->ttl_ms = dlock__hold_ttl_ms(hold);
@@ -77,10 +81,29 @@ void dlock__redlock_lease_unref(rl_lease *lease)
 		g_atomic_rc_box_release_full(lease, (GDestroyNotify)lease_clear);
 }
 
-/* The bound of a round starting now: one master timeout, within deadline_us. */
-static int64_t round_until(const rl_lease *lease, int64_t deadline_us)
+/* The bound of a round starting now: one master timeout, within
+ * deadline_us.  *ret_cut (may be NULL): the caller's deadline comes first,
+ * so masters that do not answer by then may only be slower than that. */
+static int64_t round_until(const rl_lease *lease, int64_t deadline_us, bool *ret_cut)
 {
-	return MIN(deadline_us, dlock__mono_us() + lease->master_timeout_ms * 1000);
+	int64_t bound_us = dlock__mono_us() + lease->master_timeout_ms * 1000;
+
+	if (ret_cut)
+		*ret_cut = deadline_us < bound_us;
+	return MIN(deadline_us, bound_us);
+}
+
+/* Whether a round that got `got` of the quorum it needed would have had
+ * enough with the masters it stopped waiting for, had the caller's
+ * deadline not ended it first: then the attempt timed out, and says
+ * nothing about the masters being unreachable. */
+static bool cut_short(const dlock__backend *rl, bool cut, int got, const rl_call *calls)
+{
+	int late = 0;
+
+	for (int i = 0; i < rl->n_masters; i++)
+		late += calls[i].late;
+	return cut && got < rl->quorum && got + late >= rl->quorum;
 }
 
 /* What is left of the validity of a lease whose first round was sent at
@@ -92,11 +115,11 @@ static int64_t validity_left_us(const rl_lease *lease, int64_t sent_us)
 }
 
 /* Master i's connections left unanswered go to its background release,
- * which waits for them. */
+ * which waits for them, and wakes waiters as a release round does. */
 static void cleanup_master(dlock__backend *rl, rl_lease *lease, int i)
 {
-	dlock__redis_cleanup_later(rl->masters[i], &lease->key, "",
-	                           dlock__boot_us() + lease->ttl_ms * 1000, lease->kept[i]);
+	dlock__redis_cleanup_later_redlock(rl->masters[i], &lease->key,
+	                                   dlock__boot_us() + lease->ttl_ms * 1000, lease->kept[i]);
 	lease->kept[i] = g_array_new(FALSE, FALSE, sizeof(int));
 }
 
@@ -125,11 +148,11 @@ static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, int
 	/* Once a quorum has deleted, a silent master need not hold the caller
 	 * up: its background release follows. */
 	rl_request req = { SCRIPT_RL_RELEASE, 1, 2, words, only, only ? 0 : rl->quorum,
-	                   lease->key.names.key, lease->master_timeout_ms };
+	                   lease->key.names.key, lease->master_timeout_ms, false, false };
 	rl_call calls[RL_MASTERS_MAX];
 	int ours = 0, not_ours = 0;
 
-	dlock__redlock_round(rl, &req, NULL, round_until(lease, deadline_us), calls, lease->kept);
+	dlock__redlock_round(rl, &req, NULL, round_until(lease, deadline_us, NULL), calls, lease->kept);
 	for (int i = 0; i < rl->n_masters; i++) {
 		if (calls[i].skipped)
 			continue;
@@ -149,6 +172,35 @@ static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, int
 int dlock__redlock_release_all(dlock__backend *rl, rl_lease *lease, int *ret_not_ours)
 {
 	return release_on(rl, lease, NULL, INT64_MAX, ret_not_ours);
+}
+
+/* Whether two masters' hosts are one: the same address however written,
+ * or the same name in any case. */
+static bool same_host(const char *a, const char *b)
+{
+	unsigned char x[16], y[16];
+	int family = strchr(a, ':') ? AF_INET6 : AF_INET;
+
+	if (inet_pton(family, a, x) == 1 && inet_pton(family, b, y) == 1)
+		return memcmp(x, y, family == AF_INET6 ? 16 : 4) == 0;
+	return g_ascii_strcasecmp(a, b) == 0;
+}
+
+int dlock__redlock_check_masters(const dlock__backend *rl, const char *redacted_uri)
+{
+	for (int i = 0; i < rl->n_masters; i++)
+		for (int k = 0; k < i; k++)
+			if (rl->masters[i]->port == rl->masters[k]->port &&
+			    same_host(rl->masters[i]->host, rl->masters[k]->host)) {
+				const char *a = rl->masters[k]->host, *b = rl->masters[i]->host;
+				bool as_is = strcmp(a, b) == 0;
+
+				return dlock__error(DLOCK_ECONFIG, "URI %s: master %s:%d is named twice%s%s%s; "
+				                    "a Redlock needs %d independent masters", redacted_uri, a,
+				                    rl->masters[k]->port, as_is ? "" : " (also as ",
+				                    as_is ? "" : b, as_is ? "" : ")", rl->n_masters);
+			}
+	return DLOCK_OK;
 }
 
 /* The first master without an answer, for a message: "label: why". */
@@ -189,52 +241,116 @@ static void undo(dlock__backend *rl, rl_lease *lease, const bool *yes, const boo
 	g_free(why);
 }
 
-/* The fencing round on the masters that took the key: how many confirmed. */
+/* The fencing round on the masters that took the key: how many confirmed.
+ * *ret_cut: the caller's deadline cut it short (cut_short()). */
 static int fence_round(dlock__backend *rl, rl_lease *lease, const bool *yes, uint64_t token,
-                       dlock__waiter *waiter, int64_t deadline_us)
+                       dlock__waiter *waiter, int64_t deadline_us, bool *ret_cut)
 {
 	char token_text[24];
 	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token,
 	                         token_text };
 	rl_request req = { SCRIPT_RL_FENCE, 2, 2, words, yes, rl->quorum, lease->key.names.key,
-	                   lease->master_timeout_ms };
+	                   lease->master_timeout_ms, false, false };
 	rl_call calls[RL_MASTERS_MAX];
 	int confirmed = 0;
+	bool cut;
 
 	g_snprintf(token_text, sizeof(token_text), "%" PRIu64, token);
-	dlock__redlock_round(rl, &req, waiter, round_until(lease, deadline_us), calls, lease->kept);
+	dlock__redlock_round(rl, &req, waiter, round_until(lease, deadline_us, &cut), calls,
+	                     lease->kept);
 	for (int i = 0; i < rl->n_masters; i++)
 		if (reply_is_int(calls[i].reply, 1))
 			confirmed++;
+	*ret_cut = cut_short(rl, cut, confirmed, calls);
 	dlock__redlock_calls_clear(calls, rl->n_masters);
 	return confirmed;
 }
 
 /*
- * One attempt: the first round, and the fencing round when a quorum took
- * the key.  Not granted, it undoes what it may have set, on every master
- * that said yes or did not answer.  *ret_pttl: the shortest remaining
- * time of the lock among the masters that found it held (-1: none).
+ * A quorum took the key in the round sent at sent_us: the token is
+ * 1 + the largest counter among them, raised on each of them by the
+ * fencing round.  Granted when a quorum confirms within the validity.
  */
-static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, int64_t deadline_us,
-                   int64_t *ret_pttl)
+static int fence_and_grant(dlock__backend *rl, rl_lease *lease, const bool *yes, uint64_t token,
+                           dlock__waiter *waiter, int64_t wait_ms, int64_t deadline_us,
+                           int64_t sent_us)
+{
+	const char *resource = dlock__hold_resource(lease->hold);
+	bool cut = false;
+
+	if (validity_left_us(lease, sent_us) > 0 &&
+	    fence_round(rl, lease, yes, token, waiter, deadline_us, &cut) >= rl->quorum &&
+	    validity_left_us(lease, sent_us) > 0) {
+		lease->confirmed_us = sent_us;
+		dlock__hold_set_token(lease->hold, token);
+		dlock__hold_set_backend_data(lease->hold, lease);
+		dlock__redlock_watch(rl, lease);
+		return DLOCK_OK;
+	}
+	if (dlock__waiter_canceled(waiter))
+		return dlock__error_canceled(resource);
+	if (cut)
+		return dlock__error_timeout(resource, wait_ms);
+	return dlock__error(DLOCK_EUNAVAILABLE, "%s: '%s': the fencing round did not reach a quorum "
+	                    "of %d within the lease's validity", rl->label, resource, rl->quorum);
+}
+
+/*
+ * Each attempt sets the key with an owner token of its own.  A failed
+ * attempt leaves the masters that did not answer to their background
+ * release, a compare-and-delete of its token that runs once the master
+ * is done with the attempt's script, which may be well after a later
+ * attempt was granted with that master in its quorum: with one token for
+ * every attempt, that delete would remove the grant's key there, and
+ * another client could take the master over with the rest.  Every
+ * connection an earlier attempt left unanswered has gone to a cleanup
+ * with that attempt's token, so the kept arrays start empty.
+ */
+static void new_token(rl_lease *lease)
+{
+	g_free(lease->key.token);
+	lease->key.token = dlock__token_new(dlock__hold_holder(lease->hold));
+}
+
+/* What the masters said to an attempt's first round. */
+typedef struct votes {
+	bool yes[RL_MASTERS_MAX];   /* took the key */
+	bool maybe[RL_MASTERS_MAX]; /* took it, or may have: no answer */
+	bool held[RL_MASTERS_MAX];  /* found it held */
+} votes;
+
+/*
+ * One attempt: the first round, and the fencing round when a quorum took
+ * the key.  Not granted, it leaves in *v what to undo (undo()): every
+ * master that said yes or did not answer.  Masters that the caller's deadline
+ * (wait_ms) did not leave the time to answer make it DLOCK_ETIMEDOUT, not
+ * DLOCK_EUNAVAILABLE.  *ret_pttl: the shortest remaining time of the lock
+ * among the masters that found it held (-1: none).
+ */
+static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, int64_t wait_ms,
+                   int64_t deadline_us, int64_t *ret_pttl, votes *v)
 {
 	const char *resource = dlock__hold_resource(lease->hold);
 	char ttl[24];
 	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token, ttl };
-	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, 0, resource,
-	                   lease->master_timeout_ms };
+	/* Once a quorum took the key (or too few are left to), a master that
+	 * is not connected yet does not hold the attempt up; one that has the
+	 * script gets the master timeout, so a quorum of healthy masters all
+	 * hold the key, fenced, when the acquire returns. */
+	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, rl->quorum, resource,
+	                   lease->master_timeout_ms, true, true };
 	rl_call calls[RL_MASTERS_MAX];
-	bool yes[RL_MASTERS_MAX] = { false }, maybe[RL_MASTERS_MAX] = { false };
 	int64_t sent_us = dlock__boot_us();
-	int nyes = 0, answered, failed_rc = DLOCK_EUNAVAILABLE, rc;
+	bool cut;
+	int nyes = 0, answered, failed_rc = DLOCK_EUNAVAILABLE, rc = DLOCK_OK;
 	uint64_t top = 0;
 	char *failed;
 
 	*ret_pttl = -1;
+	memset(v, 0, sizeof(*v));
 	g_snprintf(ttl, sizeof(ttl), "%" PRId64, lease->ttl_ms);
-	answered = dlock__redlock_round(rl, &req, waiter, round_until(lease, deadline_us), calls,
-	                                lease->kept);
+	answered = dlock__redlock_round(rl, &req, waiter, round_until(lease, deadline_us, &cut),
+	                                calls, lease->kept);
 	for (int i = 0; i < rl->n_masters; i++) {
 		const redisReply *r = calls[i].reply;
 		bool ints = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -242,38 +358,31 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 		            r->element[1]->type == REDIS_REPLY_INTEGER;
 
 		if (ints && r->element[0]->integer == 1) {
-			yes[i] = maybe[i] = true;
+			v->yes[i] = v->maybe[i] = true;
 			nyes++;
 			top = MAX(top, (uint64_t)MAX(r->element[1]->integer, 0));
-		} else if (ints && r->element[1]->integer >= 0) {
-			*ret_pttl = *ret_pttl < 0 ? r->element[1]->integer
-			                          : MIN(*ret_pttl, r->element[1]->integer);
+		} else if (ints) {
+			v->held[i] = true;
+			if (r->element[1]->integer >= 0)
+				*ret_pttl = *ret_pttl < 0 ? r->element[1]->integer
+				                          : MIN(*ret_pttl, r->element[1]->integer);
 		}
-		maybe[i] = maybe[i] || calls[i].unanswered;
+		v->maybe[i] = v->maybe[i] || calls[i].unanswered;
 	}
 	failed = first_failure(calls, rl->n_masters, &failed_rc);
+	if (answered == DLOCK_ECONFIG)
+		rc = dlock__redlock_conflict_error(calls, rl->n_masters);
+	cut = answered >= 0 && cut_short(rl, cut, answered, calls);
 	dlock__redlock_calls_clear(calls, rl->n_masters);
 
 	if (answered == DLOCK_ECANCELED) {
 		rc = dlock__error_canceled(resource);
+	} else if (answered == DLOCK_ECONFIG) {
+		/* rc and its message set above */
 	} else if (nyes >= rl->quorum) {
-		uint64_t token = top + 1;
-
-		if (validity_left_us(lease, sent_us) > 0 &&
-		    fence_round(rl, lease, yes, token, waiter, deadline_us) >= rl->quorum &&
-		    validity_left_us(lease, sent_us) > 0) {
-			lease->confirmed_us = sent_us;
-			dlock__hold_set_token(lease->hold, token);
-			dlock__hold_set_backend_data(lease->hold, lease);
-			dlock__redlock_watch(rl, lease);
-			g_free(failed);
-			return DLOCK_OK;
-		}
-		rc = dlock__waiter_canceled(waiter)
-		             ? dlock__error_canceled(resource)
-		             : dlock__error(DLOCK_EUNAVAILABLE, "%s: '%s': the fencing round did not reach "
-		                            "a quorum of %d within the lease's validity", rl->label,
-		                            resource, rl->quorum);
+		rc = fence_and_grant(rl, lease, v->yes, top + 1, waiter, wait_ms, deadline_us, sent_us);
+	} else if (cut) {
+		rc = dlock__error_timeout(resource, wait_ms);
 	} else if (answered < rl->quorum) {
 		rc = dlock__error(failed_rc == DLOCK_EBACKEND ? DLOCK_EBACKEND : DLOCK_EUNAVAILABLE,
 		                  "%s: '%s': %d of %d masters answered, a quorum is %d (%s)", rl->label,
@@ -282,17 +391,27 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 		rc = dlock__error_busy(resource);
 	}
 	g_free(failed);
-	undo(rl, lease, yes, maybe, deadline_us, rc);
 	return rc;
 }
 
-static void listen_all(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, bool on)
+/*
+ * Listen for releases on the masters whose key kept the last attempt out,
+ * and on no other.  A release on a master the attempt got -- its own
+ * undo, or another waiter's -- cannot let it in; waking for those, each
+ * waiter on a lock a quorum holds would wake itself, and the others, and
+ * try again at once, over and over.  Nor on a master that did not answer:
+ * the background release of an unanswered try would wake its own waiter
+ * in a loop when that master is slow and free.  listening: per master.
+ */
+static void listen_to(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, bool *listening,
+                      const bool *want)
 {
 	for (int i = 0; i < rl->n_masters; i++) {
-		if (on)
+		if (want[i] && !listening[i])
 			dlock__redis_sub_listen(rl->masters[i], lease->key.names.released, waiter);
-		else
+		else if (!want[i] && listening[i])
 			dlock__redis_sub_unlisten(rl->masters[i], lease->key.names.released, waiter);
+		listening[i] = want[i];
 	}
 }
 
@@ -316,30 +435,37 @@ int dlock__redlock_acquire(dlock__backend *rl, dlock__hold *hold, dlock__waiter 
 	const char *resource = dlock__hold_resource(hold);
 	rl_lease *lease = lease_new(rl, hold);
 	int64_t backoff_us = BACKOFF_FIRST_US;
-	bool listening = false, first = true;
-	int rc;
+	bool listening[RL_MASTERS_MAX] = { false }, none[RL_MASTERS_MAX] = { false }, first = true;
+	int rc, last = DLOCK_OK;
 
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
 		int64_t pttl_ms;
-		int last;
+		votes v;
+		bool stop;
 
 		if (dlock__waiter_canceled(waiter)) {
 			rc = dlock__error_canceled(resource);
 			break;
 		}
-		rc = attempt(rl, lease, waiter, deadline_us, &pttl_ms);
+		new_token(lease);
+		rc = attempt(rl, lease, waiter, wait_ms, deadline_us, &pttl_ms, &v);
+		if (rc == DLOCK_OK)
+			break;
 		/* A first try that cannot reach a quorum fails fast; once
 		 * waiting, masters that went away are tried until the deadline. */
-		if (rc == DLOCK_OK || rc == DLOCK_ECANCELED || rc == DLOCK_EBACKEND ||
-		    (rc == DLOCK_EUNAVAILABLE && first) || wait_ms == 0)
+		stop = rc == DLOCK_ECANCELED || rc == DLOCK_EBACKEND || rc == DLOCK_ECONFIG ||
+		       (rc == DLOCK_EUNAVAILABLE && first) || wait_ms == 0;
+		/* Before the undo, whose releases must not wake this waiter. */
+		if (!stop && dlock__remaining_us(deadline_us) > 0)
+			listen_to(rl, lease, waiter, listening, v.held);
+		undo(rl, lease, v.yes, v.maybe, deadline_us, rc);
+		if (stop)
 			break;
 		first = false;
-		if (!listening) {
-			listen_all(rl, lease, waiter, true);
-			listening = true;
-		}
-		last = rc;
+		/* An attempt the deadline cut short tells nothing of the masters. */
+		if (rc != DLOCK_ETIMEDOUT)
+			last = rc;
 		rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us,
 		                        nap_us(backoff_us, pttl_ms), &backoff_us, BACKOFF_CAP_US);
 		if (rc == DLOCK_ETIMEDOUT && last == DLOCK_EUNAVAILABLE)
@@ -348,8 +474,7 @@ int dlock__redlock_acquire(dlock__backend *rl, dlock__hold *hold, dlock__waiter 
 		if (rc != DLOCK_OK)
 			break;
 	}
-	if (listening)
-		listen_all(rl, lease, waiter, false);
+	listen_to(rl, lease, waiter, listening, none);
 	if (rc != DLOCK_OK) {
 		/* Earlier attempts' unanswered tries may still set the key. */
 		for (int i = 0; i < rl->n_masters; i++)
@@ -383,98 +508,15 @@ int dlock__redlock_release(dlock__backend *rl, dlock__hold *hold)
 	return rc;
 }
 
-/* Master i's answer to the query script, or NULL. */
-static const redisReply *query_reply(const rl_call *call)
-{
-	const redisReply *r = call->reply;
-
-	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-	    r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_INTEGER ||
-	    r->element[2]->type != REDIS_REPLY_INTEGER)
-		return NULL;
-	return r;
-}
-
-static dlock__master_view master_view(const dlock__backend *m, const redisReply *r)
-{
-	dlock__master_view v = { g_strdup_printf("%s:%d", m->host, m->port), r != NULL, NULL, -1, 0 };
-
-	if (r) {
-		if (r->element[0]->len > 0)
-			v.holder_raw = g_strndup(r->element[0]->str, r->element[0]->len);
-		v.expires_in_ms = MAX(r->element[1]->integer, -1);
-		v.fencing_token = (uint64_t)MAX(r->element[2]->integer, 0);
-	}
-	return v;
-}
-
-/*
- * Who holds resource, as a quorum sees it: a value on a quorum of the
- * masters is the holder, with the shortest of their TTLs; the token is
- * the largest counter.  Each master's own answer goes in ret->masters.
- * Fewer than a quorum answering: DLOCK_EUNAVAILABLE.
- */
-int dlock__redlock_query(dlock__backend *rl, const char *resource, int64_t deadline_us,
-                         dlock__server_info *ret)
-{
-	redis_names names;
-	const char *words[2];
-	rl_request req = { SCRIPT_RL_QUERY, 2, 0, words, NULL, 0, resource, rl->command_timeout_ms };
-	rl_call calls[RL_MASTERS_MAX];
-	int64_t until_us;
-	int answered, rc = DLOCK_OK;
-
-	dlock__redis_names_init(&names, rl, resource);
-	words[0] = names.key;
-	words[1] = names.fence;
-	until_us = MIN(deadline_us, dlock__mono_us() + rl->command_timeout_ms * 1000);
-	answered = dlock__redlock_round(rl, &req, NULL, until_us, calls, NULL);
-	memset(ret, 0, sizeof(*ret));
-	ret->expires_in_ms = -1;
-	ret->masters = g_array_new(FALSE, TRUE, sizeof(dlock__master_view));
-	g_array_set_clear_func(ret->masters, dlock__master_view_clear);
-	for (int i = 0; i < rl->n_masters; i++) {
-		dlock__master_view v = master_view(rl->masters[i], query_reply(&calls[i]));
-
-		ret->fencing_token = MAX(ret->fencing_token, v.fencing_token);
-		g_array_append_val(ret->masters, v);
-	}
-	for (int i = 0; i < rl->n_masters && !ret->locked; i++) {
-		const dlock__master_view *v = &g_array_index(ret->masters, dlock__master_view, i);
-		int64_t pttl = INT64_MAX;
-		int agree = 0;
-
-		for (int k = 0; v->holder_raw && k < rl->n_masters; k++) {
-			const dlock__master_view *o = &g_array_index(ret->masters, dlock__master_view, k);
-
-			if (o->holder_raw && strcmp(o->holder_raw, v->holder_raw) == 0) {
-				agree++;
-				if (o->expires_in_ms >= 0)
-					pttl = MIN(pttl, o->expires_in_ms);
-			}
-		}
-		if (agree >= rl->quorum) {
-			ret->locked = true;
-			ret->holder_raw = g_strdup(v->holder_raw);
-			ret->expires_in_ms = pttl == INT64_MAX ? -1 : pttl;
-		}
-	}
-	if (answered < rl->quorum)
-		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: %d of %d masters answered, a quorum is %d",
-		                  rl->label, MAX(answered, 0), rl->n_masters, rl->quorum);
-	dlock__redlock_calls_clear(calls, rl->n_masters);
-	dlock__redis_names_clear(&names);
-	if (rc != DLOCK_OK)
-		dlock__server_info_clear(ret);
-	return rc;
-}
-
 void dlock__redlock_close(dlock__backend *rl)
 {
 	dlock__redlock_watch_stop(rl);
-	for (int i = 0; i < rl->n_masters; i++)
-		if (rl->masters[i])
-			dlock__redis_close_host(rl->masters[i]);
+	for (int i = 0; i < rl->n_masters; i++) {
+		if (!rl->masters[i])
+			continue;
+		dlock__redis_dial_free(rl->masters[i]->parked_dial);
+		dlock__redis_close_host(rl->masters[i]);
+	}
 	g_free(rl->masters);
 	g_mutex_clear(&rl->lazy_mu);
 	g_free(rl->label);

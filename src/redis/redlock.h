@@ -16,25 +16,36 @@ typedef struct rl_request {
 	int nkeys, nargs;
 	const char *const *words;
 	const bool *only;         /* per master: send there; NULL for every master */
-	int enough_ones;          /* once this many masters answered 1, the others
-	                           * get only a short grace (0: wait for every answer
-	                           * until the round's end); then they count as
-	                           * unanswered */
+	int enough_ones;          /* once this many masters answered 1 (or an array
+	                           * starting with 1), or too few are left to, the
+	                           * others get only a short grace (0: wait for every
+	                           * answer until the round's end); then they count
+	                           * as unanswered */
 	const char *what;         /* the resource, for messages */
 	int64_t timeout_ms;       /* the round's bound, for messages */
+	bool distinct;            /* refuse masters that are one server (the round
+	                           * then returns DLOCK_ECONFIG): the answers count
+	                           * toward a quorum */
+	bool wait_sent;           /* the grace cuts only connections still being
+	                           * made: a script already sent is waited for until
+	                           * the round's end */
 } rl_request;
 
 /* One master's part of a round. */
 typedef struct rl_call {
 	dlock__backend *master;
-	redis_conn *conn;         /* while pending */
+	redis_conn *conn;         /* while its script is in flight */
+	redis_dial *dial;         /* while a connection is being made or identified */
 	redisReply *reply;        /* the answer (not an error reply), or NULL */
 	int rc;                   /* DLOCK_OK with reply, else why there is none */
 	char why[200];            /* and its message */
 	bool pending;
 	bool skipped;             /* not sent (rl_request.only) */
 	bool unanswered;          /* sent, and no answer by the round's end */
-	bool retried;             /* a stale pooled connection was replaced */
+	bool late;                /* no answer by the round's end, sent or not */
+	bool resumed;             /* its connection came from the pool or an earlier
+	                           * round, and may have gone stale meanwhile */
+	bool retried;             /* a stale connection was replaced */
 	bool by_body;             /* resent as EVAL after NOSCRIPT */
 } rl_call;
 
@@ -43,12 +54,17 @@ typedef struct rl_call {
  * until_us on the monotonic clock.  calls: rl->n_masters entries, filled
  * in.  kept (NULL, or one GArray * or NULL per master): where the
  * connection of each call left unanswered is kept.  Returns the number
- * of answers, or DLOCK_ECANCELED when waiter was canceled meanwhile.
- * Free the replies with dlock__redlock_calls_clear().
+ * of answers, DLOCK_ECANCELED when waiter was canceled meanwhile, or
+ * DLOCK_ECONFIG when req->distinct found two masters to be one server
+ * (the call of the second has the message).  Free the replies with
+ * dlock__redlock_calls_clear().
  */
 int dlock__redlock_round(dlock__backend *rl, const rl_request *req, dlock__waiter *waiter,
                          int64_t until_us, rl_call *calls, GArray **kept);
 void dlock__redlock_calls_clear(rl_call *calls, int n);
+/* After a round returned DLOCK_ECONFIG: that, with the message of the
+ * call that found two masters to be one server. */
+int dlock__redlock_conflict_error(const rl_call *calls, int n);
 
 /* The server-side state of one Redlock hold.  A g_atomic_rc_box. */
 typedef struct rl_lease {
@@ -90,10 +106,12 @@ dlock__backend_abandon_fn dlock__redlock_abandon;
 void dlock__redlock_watch_stop(dlock__backend *rl);
 
 /* ---- redlock.c ---- */
+/* DLOCK_ECONFIG, naming it, if uri names one master twice (the same
+ * address or host name, whatever its case, and port). */
+int dlock__redlock_check_masters(const dlock__backend *rl, const char *redacted_uri);
 void dlock__redlock_close(dlock__backend *rl);
 dlock__backend_acquire_fn dlock__redlock_acquire;
 dlock__backend_release_fn dlock__redlock_release;
-dlock__backend_query_fn dlock__redlock_query;
 /* Release lease on every master at once; those that do not answer get
  * the background retry.  The number of masters that said it was ours,
  * and in *ret_not_ours the number that showed it was not. */
@@ -102,5 +120,8 @@ int dlock__redlock_release_all(dlock__backend *rl, rl_lease *lease, int *ret_not
  * release, which waits until it is done with the connections left
  * unanswered there). */
 void dlock__redlock_release_later(dlock__backend *rl, rl_lease *lease);
+
+/* ---- redlock-query.c ---- */
+dlock__backend_query_fn dlock__redlock_query;
 
 #endif

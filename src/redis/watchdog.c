@@ -69,6 +69,8 @@ typedef struct deferred_release {
 	char *id;
 	char mode[16];        /* the lease's */
 	GArray *kept;         /* int, or NULL */
+	bool redlock;         /* a Redlock master's share of a hold: by Redlock's
+	                       * own release script, which wakes its waiters */
 } deferred_release;
 
 struct redis_watchdog {
@@ -154,10 +156,11 @@ static const dlock__cleanup_ops release_ops;
 /* Queue the deferred release of lease's key (see dlock__redis_cleanup_later()).
  * wd->mu held. */
 static void cleanup_add_locked(redis_watchdog *wd, const redis_lease *lease, const char *ticket,
-                               int64_t expires_us, GArray *kept)
+                               int64_t expires_us, GArray *kept, bool redlock)
 {
 	deferred_release *c = g_new0(deferred_release, 1);
 
+	c->redlock = redlock;
 	dlock__redis_names_copy(&c->names, &lease->names);
 	c->token = g_strdup(lease->token);
 	c->ticket = g_strdup(ticket);
@@ -189,7 +192,7 @@ static void lose_locked(redis_watchdog *wd, redis_lease *lease, bool cleanup)
 	 * taken by release only after it is unwatched). */
 	kept = lease->kept;
 	lease->kept = NULL;
-	cleanup_add_locked(wd, lease, "", dlock__boot_us() + lease->ttl_ms * 1000, kept);
+	cleanup_add_locked(wd, lease, "", dlock__boot_us() + lease->ttl_ms * 1000, kept, false);
 }
 
 /* Declare lost every lease whose time has run out.  wd->mu held. */
@@ -386,8 +389,15 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 	if (!ensure_connection(wd, CLEANUP_TIMEOUT_US))
 		return DLOCK__CLEANUP_UNANSWERED;
 	set_timeout(wd->ctx, MIN(CLEANUP_TIMEOUT_US, b->command_timeout_ms * 1000));
-	dlock__redis_release_words(&c->names, c->token, c->ticket, c->id, c->mode, &argv[3]);
-	reply = dlock__redis_call(wd->ctx, 13, argv, NULL);
+	if (c->redlock) {
+		const char *rl_argv[6] = { "EVAL", dlock__redis_script_body(b, SCRIPT_RL_RELEASE), "1",
+		                           c->names.key, c->token, c->names.released };
+
+		reply = dlock__redis_call(wd->ctx, 6, rl_argv, NULL);
+	} else {
+		dlock__redis_release_words(&c->names, c->token, c->ticket, c->id, c->mode, &argv[3]);
+		reply = dlock__redis_call(wd->ctx, 13, argv, NULL);
+	}
 	if (!reply) {
 		redisFree(wd->ctx);
 		wd->ctx = NULL;
@@ -581,14 +591,26 @@ void dlock__redis_lease_abandon(dlock__backend *b, redis_lease *lease)
 	g_mutex_unlock(&wd->mu);
 }
 
-void dlock__redis_cleanup_later(dlock__backend *b, const redis_lease *lease, const char *ticket,
-                                int64_t expires_us, GArray *kept)
+static void queue_release(dlock__backend *b, const redis_lease *lease, const char *ticket,
+                          int64_t expires_us, GArray *kept, bool redlock)
 {
 	redis_watchdog *wd = watchdog_get(b);
 
 	g_mutex_lock(&wd->mu);
-	cleanup_add_locked(wd, lease, ticket, expires_us, kept);
+	cleanup_add_locked(wd, lease, ticket, expires_us, kept, redlock);
 	g_mutex_unlock(&wd->mu);
+}
+
+void dlock__redis_cleanup_later(dlock__backend *b, const redis_lease *lease, const char *ticket,
+                                int64_t expires_us, GArray *kept)
+{
+	queue_release(b, lease, ticket, expires_us, kept, false);
+}
+
+void dlock__redis_cleanup_later_redlock(dlock__backend *b, const redis_lease *lease,
+                                        int64_t expires_us, GArray *kept)
+{
+	queue_release(b, lease, "", expires_us, kept, true);
 }
 
 /*

@@ -1,9 +1,14 @@
 /* Redlock masters for the tests: see test-redlock.h. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <glib.h>
@@ -130,4 +135,42 @@ long long test_redlock_leftover_keys(test_redlock *rl, const char *prefix)
 		found += here;
 	}
 	return found;
+}
+
+/* A connect to 127.0.0.1:port that has not completed within timeout_ms. */
+static bool connect_hangs(int port, int64_t timeout_ms, int *ret_fd)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+	                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+
+	assert_true(fd >= 0);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		assert_int_equal(errno, EINPROGRESS);
+	*ret_fd = fd;
+	return poll(&pfd, 1, (int)timeout_ms) == 0;
+}
+
+test_dropping_port test_dropping_port_open(void)
+{
+	test_dropping_port d;
+	int probe;
+
+	d.port = test_silent_port(&d.listener);
+	/* Backlog 0 admits one connection into the accept queue; with it
+	 * there, the queue is full and the kernel drops every later SYN. */
+	assert_int_equal(listen(d.listener, 0), 0);
+	if (connect_hangs(d.port, 1000, &d.filler))
+		fail_msg("the first connection to the dropping port did not complete");
+	if (!connect_hangs(d.port, 200, &probe))
+		fail_msg("a connect to the dropping port completed: SYNs are not dropped");
+	close(probe);
+	return d;
+}
+
+void test_dropping_port_close(test_dropping_port *d)
+{
+	close(d->filler);
+	close(d->listener);
 }

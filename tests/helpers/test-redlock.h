@@ -60,6 +60,22 @@ void test_redlock_open(const test_redlock *rl, test_redlock_handle *h, int maste
                        const char *resource);
 void test_redlock_close(test_redlock_handle *h);
 
+/*
+ * A loopback port whose host silently drops connection attempts, as a
+ * host behind a firewall that drops packets does: a listener with a full
+ * backlog (listen(0) and one connection that is never accepted), so the
+ * kernel ignores every further SYN and a connect neither succeeds nor
+ * fails until it gives up.  Pass the result to test_dropping_port_close().
+ */
+typedef struct test_dropping_port {
+	int port;
+	int listener;
+	int filler;
+} test_dropping_port;
+
+test_dropping_port test_dropping_port_open(void);
+void test_dropping_port_close(test_dropping_port *d);
+
 /* Leftover keys starting with prefix on every running master, restarting
  * halted ones first (test_redis_leftover_keys). */
 long long test_redlock_leftover_keys(test_redlock *rl, const char *prefix);

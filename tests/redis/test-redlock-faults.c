@@ -186,6 +186,80 @@ static void test_one_frozen_master_costs_at_most_the_master_timeout(void **state
 	test_redlock_close(&h);
 }
 
+/* ---- undoing failed attempts ------------------------------------------ */
+
+typedef struct attempt {
+	handle *h;
+	int64_t wait_ms;
+	int rc;
+} attempt;
+
+static void *acquire_thread(void *data)
+{
+	attempt *a = data;
+
+	a->rc = dlock_acquire(a->h->lock, a->wait_ms);
+	return NULL;
+}
+
+static bool key_gone_from_master0(void *arg)
+{
+	char *value = test_redis_str(rl->masters[0], "GET %s", (const char *)arg);
+
+	g_free(value);
+	return value == NULL;
+}
+
+/*
+ * A waiter's attempts fail while master 0 is frozen (it never answers)
+ * and master 2 is held by a peer: each leaves master 0 to its background
+ * release.  Thawed, master 0 runs the queued tries, and a later attempt
+ * is granted with master 0 in its quorum.  The earlier attempts' cleanup
+ * must not then delete that grant's key on master 0, or another client
+ * gets masters 0 and 2 while the first still holds.
+ */
+static void test_failed_attempts_undo_never_removes_a_later_grant(void **state)
+{
+	char key[] = "dlock:{rl/stale-undo}";
+	handle a, b;
+	attempt waiting;
+	redisReply *reply;
+	GThread *t;
+	int rc;
+
+	test_redlock_open(rl, &a, 3, "?master-timeout=200ms", "rl/stale-undo");
+	test_redlock_open(rl, &b, 3, "?master-timeout=200ms", "rl/stale-undo");
+	/* A's hold outlives the thread that waits for it. */
+	assert_int_equal(dlock_lock_set_owner(a.lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	take_turns(&a, 1, 0);
+	reply = test_redis_cmd(rl->masters[2], "SET %s peer PX 60000", key);
+	assert_true(reply && reply->type == REDIS_REPLY_STATUS);
+	freeReplyObject(reply);
+	test_redlock_freeze(rl, 0);
+	waiting = (attempt){ &a, 15000, DLOCK_EINVAL };
+	t = g_thread_new("waiter", acquire_thread, &waiting);
+	g_usleep(2500 * 1000);
+	test_redlock_thaw(rl, 0);
+	g_thread_join(t);
+	if (waiting.rc != DLOCK_OK)
+		fail_msg("the waiter got %s: %s", dlock_code_name(waiting.rc), dlock_last_error_message());
+	/* The background releases of the failed attempts run within a few
+	 * seconds of the thaw (backoff up to 2 s); A's lease lasts 30 s. */
+	if (test_poll_window(key_gone_from_master0, key, 4000))
+		print_message("the lock key vanished from master 0 while A holds it\n");
+	assert_int_equal(test_redis_int(rl->masters[2], "DEL %s", key), 1);
+	rc = dlock_acquire(b.lock, 0);
+	if (rc == DLOCK_OK)
+		fail_msg("two holders: B was granted (token %" PRIu64 ") while A holds (token %" PRIu64
+		         ", held %d)", dlock_fencing_token(b.lock), dlock_fencing_token(a.lock),
+		         dlock_held(a.lock));
+	assert_int_equal(rc, DLOCK_EBUSY);
+	assert_true(dlock_held(a.lock));
+	assert_int_equal(dlock_release(a.lock), DLOCK_OK);
+	test_redlock_close(&a);
+	test_redlock_close(&b);
+}
+
 /* ---- a majority frozen under a hold ------------------------------------ */
 
 static bool reported(test_events *ev, dlock_state state)
@@ -436,6 +510,7 @@ int main(int argc, char **argv)
 		FAULT_TEST(test_majority_frozen_acquire_is_unavailable_within_the_deadline),
 		FAULT_TEST(test_majority_frozen_acquire_returns_by_the_callers_deadline),
 		FAULT_TEST(test_one_frozen_master_costs_at_most_the_master_timeout),
+		FAULT_TEST(test_failed_attempts_undo_never_removes_a_later_grant),
 		FAULT_TEST(test_majority_frozen_briefly_suspends_then_reconnects),
 		FAULT_TEST(test_majority_frozen_for_the_lease_is_lost_by_its_end),
 		FAULT_TEST(test_master_restarted_empty_between_holders_keeps_tokens_increasing),

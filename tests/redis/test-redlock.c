@@ -318,6 +318,125 @@ static void test_master_timeout_on_one_host_is_a_config_error(void **state)
 	g_free(uri);
 }
 
+/* One server named twice counts twice toward the quorum: refused when
+ * the client is made, whatever the spelling of the same host and port. */
+static void test_a_master_named_twice_is_refused_at_creation(void **state)
+{
+	int p0 = rl->masters[0]->port, p1 = rl->masters[1]->port;
+	char *uris[] = {
+		g_strdup_printf("redis://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", p0, p1, p0),
+		g_strdup_printf("redis://LocalHost:%d,127.0.0.1:%d,localhost:%d", p0, p1, p0),
+		g_strdup_printf("redis://127.0.0.1,127.0.0.1:%d,127.0.0.1:6379", p1),
+	};
+
+	for (size_t i = 0; i < G_N_ELEMENTS(uris); i++) {
+		expect_config_error(uris[i]);
+		print_message("%s: %s\n", uris[i], dlock_last_error_message());
+		assert_non_null(strstr(dlock_last_error_message(), "twice"));
+		g_free(uris[i]);
+	}
+}
+
+/* The same server under two names is found at the first connect, by its
+ * run_id, before a script counts it twice: the acquire and the query are
+ * refused, naming both, and nothing is left on the masters.  The names
+ * are an IPv4 address and the same address mapped into IPv6, which
+ * reaches the IPv4 listener; a host name (localhost) is caught the same
+ * way, but resolving one makes the C library leave an error for valgrind
+ * at exit. */
+static void test_one_server_under_two_names_is_refused_at_the_first_connect(void **state)
+{
+	char *uri = g_strdup_printf("redis://127.0.0.1:%d,[::ffff:127.0.0.1]:%d,127.0.0.1:%d",
+	                            rl->masters[0]->port, rl->masters[0]->port, rl->masters[1]->port);
+	dlock_client *client;
+	dlock_lock *lock;
+	dlock_info *info = NULL;
+	int rc;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "rl/alias", &lock), DLOCK_OK);
+	for (int i = 0; i < 2; i++) {
+		rc = dlock_acquire(lock, 1000);
+		print_message("acquire %d: %s: %s\n", i, dlock_code_name(rc), dlock_last_error_message());
+		if (rc == DLOCK_OK)
+			fail_msg("granted by one server counted twice; release then returned %s",
+			         dlock_code_name(dlock_release(lock)));
+		assert_int_equal(rc, DLOCK_ECONFIG);
+		assert_non_null(strstr(dlock_last_error_message(), "redis 127.0.0.1:"));
+		assert_non_null(strstr(dlock_last_error_message(), "redis ::ffff:127.0.0.1:"));
+	}
+	assert_int_equal(dlock_lock_query(lock, &info), DLOCK_ECONFIG);
+	assert_null(info);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(uri);
+	assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/alias}", NULL), 0);
+}
+
+/* ---- short waits ------------------------------------------------------ */
+
+/* Every one of the first three masters holds its clients' commands for
+ * ms (CLIENT PAUSE, as a failover does): healthy, answering late. */
+static void pause_masters(int ms)
+{
+	for (int i = 0; i < 3; i++) {
+		redisReply *r = test_redis_cmd(rl->masters[i], "CLIENT PAUSE %d ALL", ms);
+
+		assert_true(r && r->type == REDIS_REPLY_STATUS);
+		freeReplyObject(r);
+	}
+}
+
+/* Acquire h with wait_ms: rc expected, returned within wait_ms + slack. */
+static void expect_short_wait(handle *h, int64_t wait_ms, int expected, int *ret_unavailable)
+{
+	int64_t start = test_now_ms(), took;
+	int rc = dlock_acquire(h->lock, wait_ms);
+
+	took = test_now_ms() - start;
+	if (rc == DLOCK_EUNAVAILABLE)
+		(*ret_unavailable)++;
+	if (rc != expected)
+		fail_msg("wait %" PRId64 " ms: %s after %" PRId64 " ms, not %s: %s", wait_ms,
+		         dlock_code_name(rc), took, dlock_code_name(expected), dlock_last_error_message());
+	if (wait_ms > 0)
+		assert_true(took <= wait_ms + test_slack(200));
+}
+
+/*
+ * While another client holds the lock, a wait of a few milliseconds on
+ * healthy masters ends DLOCK_ETIMEDOUT (a try, DLOCK_EBUSY): never
+ * DLOCK_EUNAVAILABLE because the caller's deadline cut its connects or
+ * scripts short.  First from clients with no connection yet (each try
+ * connects to every master); then with the masters answering 50 ms late,
+ * well within their master timeout but past the caller's deadline.
+ */
+static void test_a_wait_of_a_few_ms_on_healthy_masters_is_never_unavailable(void **state)
+{
+	const int64_t waits[] = { 0, 1, 2, 3, 5, 10 };
+	handle holder, h;
+	int unavailable = 0;
+
+	test_redlock_open(rl, &holder, 3, NULL, "rl/short");
+	assert_int_equal(dlock_acquire(holder.lock, 5000), DLOCK_OK);
+	for (int round = 0; round < 5; round++) {
+		for (size_t i = 0; i < G_N_ELEMENTS(waits); i++) {
+			test_redlock_open(rl, &h, 3, NULL, "rl/short");
+			expect_short_wait(&h, waits[i], waits[i] ? DLOCK_ETIMEDOUT : DLOCK_EBUSY, &unavailable);
+			test_redlock_close(&h);
+		}
+	}
+	test_redlock_open(rl, &h, 3, NULL, "rl/short");
+	for (size_t i = 0; i < G_N_ELEMENTS(waits); i++) {
+		pause_masters(50);
+		expect_short_wait(&h, waits[i], waits[i] ? DLOCK_ETIMEDOUT : DLOCK_EBUSY, &unavailable);
+	}
+	test_redlock_close(&h);
+	assert_int_equal(unavailable, 0);
+	assert_int_equal(dlock_release(holder.lock), DLOCK_OK);
+	test_redlock_close(&holder);
+}
+
 /* Leader election on a Redlock: new leaders are announced on every
  * master, resignations heard on every master's release channel. */
 static void test_election_hands_over_and_the_observer_sees_each_leader(void **state)
@@ -359,6 +478,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_read_and_write_modes_are_refused_naming_redlock),
 		cmocka_unit_test(test_bad_master_timeout_is_a_config_error),
 		cmocka_unit_test(test_master_timeout_on_one_host_is_a_config_error),
+		cmocka_unit_test(test_a_master_named_twice_is_refused_at_creation),
+		cmocka_unit_test(test_one_server_under_two_names_is_refused_at_the_first_connect),
+		cmocka_unit_test(test_a_wait_of_a_few_ms_on_healthy_masters_is_never_unavailable),
 		cmocka_unit_test(test_no_key_of_this_suite_remains_on_any_master),
 	};
 
