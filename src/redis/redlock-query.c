@@ -38,7 +38,8 @@ static dlock__master_view master_view(const dlock__backend *m, const redisReply 
  * Who holds resource, as a quorum sees it: a value on a quorum of the
  * masters is the holder, with the shortest of their TTLs; the token is
  * the largest counter.  Each master's own answer goes in ret->masters.
- * Fewer than a quorum answering: DLOCK_EUNAVAILABLE.
+ * Fewer than a quorum answering: DLOCK_EUNAVAILABLE, or the refusal that
+ * kept them from answering (DLOCK_EACCES, DLOCK_ECONFIG, DLOCK_EBACKEND).
  */
 int dlock__redlock_query(dlock__backend *rl, const char *resource, int64_t deadline_us,
                          dlock__server_info *ret)
@@ -88,9 +89,14 @@ int dlock__redlock_query(dlock__backend *rl, const char *resource, int64_t deadl
 	}
 	if (answered == DLOCK_ECONFIG)
 		rc = dlock__redlock_conflict_error(calls, rl->n_masters);
-	else if (answered < rl->quorum)
-		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: %d of %d masters answered, a quorum is %d",
-		                  rl->label, MAX(answered, 0), rl->n_masters, rl->quorum);
+	else if (answered < rl->quorum) {
+		int failed_rc = DLOCK_EUNAVAILABLE;
+		char *failed = dlock__redlock_failure(calls, rl->n_masters, &failed_rc);
+
+		rc = dlock__error(failed_rc, "%s: %d of %d masters answered, a quorum is %d (%s)",
+		                  rl->label, MAX(answered, 0), rl->n_masters, rl->quorum, failed);
+		g_free(failed);
+	}
 	dlock__redlock_calls_clear(calls, rl->n_masters);
 	dlock__redis_names_clear(&names);
 	if (rc != DLOCK_OK)

@@ -203,17 +203,6 @@ int dlock__redlock_check_masters(const dlock__backend *rl, const char *redacted_
 	return DLOCK_OK;
 }
 
-/* The first master without an answer, for a message: "label: why". */
-static char *first_failure(const rl_call *calls, int n, int *ret_rc)
-{
-	for (int i = 0; i < n; i++)
-		if (!calls[i].skipped && !calls[i].reply) {
-			*ret_rc = calls[i].rc;
-			return g_strdup(calls[i].why);
-		}
-	return g_strdup("no failure");
-}
-
 /*
  * Undo a failed attempt: delete the key at once where a master said yes
  * (within the caller's deadline), and leave the masters that did not
@@ -369,7 +358,7 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 		}
 		v->maybe[i] = v->maybe[i] || calls[i].unanswered;
 	}
-	failed = first_failure(calls, rl->n_masters, &failed_rc);
+	failed = dlock__redlock_failure(calls, rl->n_masters, &failed_rc);
 	if (answered == DLOCK_ECONFIG)
 		rc = dlock__redlock_conflict_error(calls, rl->n_masters);
 	cut = answered >= 0 && cut_short(rl, cut, answered, calls);
@@ -384,7 +373,7 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 	} else if (cut) {
 		rc = dlock__error_timeout(resource, wait_ms);
 	} else if (answered < rl->quorum) {
-		rc = dlock__error(failed_rc == DLOCK_EBACKEND ? DLOCK_EBACKEND : DLOCK_EUNAVAILABLE,
+		rc = dlock__error(failed_rc,
 		                  "%s: '%s': %d of %d masters answered, a quorum is %d (%s)", rl->label,
 		                  resource, answered, rl->n_masters, rl->quorum, failed);
 	} else {
@@ -455,6 +444,7 @@ int dlock__redlock_acquire(dlock__backend *rl, dlock__hold *hold, dlock__waiter 
 		/* A first try that cannot reach a quorum fails fast; once
 		 * waiting, masters that went away are tried until the deadline. */
 		stop = rc == DLOCK_ECANCELED || rc == DLOCK_EBACKEND || rc == DLOCK_ECONFIG ||
+		       rc == DLOCK_EACCES ||
 		       (rc == DLOCK_EUNAVAILABLE && first) || wait_ms == 0;
 		/* Before the undo, whose releases must not wake this waiter. */
 		if (!stop && dlock__remaining_us(deadline_us) > 0)

@@ -65,6 +65,12 @@ void dlock__redlock_calls_clear(rl_call *calls, int n);
 /* After a round returned DLOCK_ECONFIG: that, with the message of the
  * call that found two masters to be one server. */
 int dlock__redlock_conflict_error(const rl_call *calls, int n);
+/* The most telling failure among the masters without an answer -- a
+ * refusal that waiting cannot heal (DLOCK_EACCES, then DLOCK_ECONFIG),
+ * then an error answer (DLOCK_EBACKEND), else DLOCK_EUNAVAILABLE -- into
+ * *ret_rc (untouched when every master answered), and its message
+ * ("label: why"); g_free. */
+char *dlock__redlock_failure(const rl_call *calls, int n, int *ret_rc);
 
 /* The server-side state of one Redlock hold.  A g_atomic_rc_box. */
 typedef struct rl_lease {

@@ -497,3 +497,33 @@ void dlock__redlock_calls_clear(rl_call *calls, int n)
 		if (calls[i].reply)
 			freeReplyObject(calls[i].reply);
 }
+
+/* How telling a master's failure is: a refusal that waiting cannot heal
+ * (credentials, settings) before an error answer before silence. */
+static int failure_rank(int rc)
+{
+	switch (rc) {
+	case DLOCK_EACCES:
+		return 3;
+	case DLOCK_ECONFIG:
+		return 2;
+	case DLOCK_EBACKEND:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+char *dlock__redlock_failure(const rl_call *calls, int n, int *ret_rc)
+{
+	int best = -1;
+
+	for (int i = 0; i < n; i++)
+		if (!calls[i].skipped && !calls[i].reply &&
+		    (best < 0 || failure_rank(calls[i].rc) > failure_rank(calls[best].rc)))
+			best = i;
+	if (best < 0)
+		return g_strdup("no failure");
+	*ret_rc = failure_rank(calls[best].rc) > 0 ? calls[best].rc : DLOCK_EUNAVAILABLE;
+	return g_strdup(calls[best].why);
+}

@@ -437,6 +437,68 @@ static void test_a_wait_of_a_few_ms_on_healthy_masters_is_never_unavailable(void
 	test_redlock_close(&holder);
 }
 
+/* "redis://USERINFO@127.0.0.1:P1,...,127.0.0.1:P3PATH": the first three
+ * masters with credentials and a path of the test's; g_free. */
+static char *uri_with(const char *userinfo, const char *path)
+{
+	return g_strdup_printf("redis://%s@127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d%s", userinfo,
+	                       rl->masters[0]->port, rl->masters[1]->port, rl->masters[2]->port, path);
+}
+
+/* An acquire and a query through uri fail with want, at once (a refusal
+ * does not heal by waiting), with a message holding word and no password. */
+static void expect_refusal(const char *uri, int want, const char *word)
+{
+	handle h;
+	dlock_info *info = NULL;
+	int64_t t0 = test_now_ms();
+	int rc;
+
+	assert_int_equal(dlock_client_new(uri, &h.client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(h.client, "rl/refused", &h.lock), DLOCK_OK);
+	rc = dlock_acquire(h.lock, 3000);
+	if (rc != want || !strstr(dlock_last_error_message(), word))
+		fail_msg("acquire through %s: %s \"%s\", not %s naming '%s'", uri, dlock_code_name(rc),
+		         dlock_last_error_message(), dlock_code_name(want), word);
+	assert_null(strstr(dlock_last_error_message(), "rl-s3cret"));
+	assert_null(strstr(dlock_last_error_message(), "wr0ng"));
+	if (test_now_ms() - t0 > 2000)
+		fail_msg("a refusal took %" PRId64 " ms of a 3000 ms wait", test_now_ms() - t0);
+	rc = dlock_lock_query(h.lock, &info);
+	if (rc != want)
+		fail_msg("query through %s: %s, not %s", uri, dlock_code_name(rc), dlock_code_name(want));
+	dlock_info_free(info);
+	test_redlock_close(&h);
+}
+
+/* What every master refuses is the refusal itself, as on one server:
+ * credentials DLOCK_EACCES (exit 77), a database out of range
+ * DLOCK_ECONFIG (exit 78) -- not "no quorum reachable". */
+static void test_masters_refusing_credentials_or_the_database_say_so(void **state)
+{
+	char *wrong = uri_with("rl-user:wr0ng", "");
+	char *right_db = uri_with("rl-user:rl-s3cret", "/99");
+	char *right = uri_with("rl-user:rl-s3cret", "");
+	handle h;
+
+	for (int i = 0; i < 3; i++)
+		freeReplyObject(test_redis_cmd(rl->masters[i],
+		                               "ACL SETUSER rl-user on >rl-s3cret ~* &* +@all"));
+	expect_refusal(wrong, DLOCK_EACCES, "rl-user");
+	expect_refusal(right_db, DLOCK_ECONFIG, "99");
+	/* The same user with its password is served. */
+	assert_int_equal(dlock_client_new(right, &h.client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(h.client, "rl/refused", &h.lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(h.lock, 3000), DLOCK_OK);
+	assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+	test_redlock_close(&h);
+	for (int i = 0; i < 3; i++)
+		freeReplyObject(test_redis_cmd(rl->masters[i], "ACL DELUSER rl-user"));
+	g_free(right);
+	g_free(right_db);
+	g_free(wrong);
+}
+
 /* Leader election on a Redlock: new leaders are announced on every
  * master, resignations heard on every master's release channel. */
 static void test_election_hands_over_and_the_observer_sees_each_leader(void **state)
@@ -470,6 +532,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_five_masters_tokens_increase_across_holders_and_clients),
 		cmocka_unit_test(test_query_shows_the_quorums_holder),
 		cmocka_unit_test(test_processes_and_threads_never_overlap_and_tokens_increase),
+		cmocka_unit_test(test_masters_refusing_credentials_or_the_database_say_so),
 		cmocka_unit_test(test_election_hands_over_and_the_observer_sees_each_leader),
 		cmocka_unit_test(test_election_killed_leader_is_replaced_after_its_lease),
 		cmocka_unit_test(test_five_masters_processes_and_threads_never_overlap),
