@@ -451,7 +451,9 @@ static int acquire_queued(zk_attempt *a)
 		if (first && g_str_has_suffix(a->resource, "/leases") &&
 		    (rc = dlock__zk_semaphore_guard(b, a, s)) != DLOCK_OK) {
 			dlock__zk_session_unref(s);
-			return rc == AGAIN ? dlock__zk_attempt_failed(a, DLOCK_ELOST) : rc;
+			if (rc == AGAIN)
+				continue; /* the session ended: look again on the next */
+			return rc;
 		}
 		first = false;
 		dlock__zk_session_add_waiter(s, a->waiter);

@@ -67,13 +67,23 @@ static int answered(zk_attempt *a, zk_session *s, zk_call *call, int *ret_zrc)
 	return DLOCK_OK;
 }
 
-/* Wait for call's answer and take its code, as answered(), or the failed
- * wait. */
+/*
+ * Wait for call's answer (a call sent without a waiter gets ours now) and
+ * take its code, as answered().  DLOCK_OK leaves the call to the caller,
+ * who unreferences it; on any failure it is let go here, abandoned if no
+ * answer came, so the caller must not touch it again.
+ */
 static int answer(zk_attempt *a, zk_session *s, zk_call *call, int *ret_zrc)
 {
-	int rc = dlock__zk_attempt_await(a, call);
+	int rc = DLOCK_OK;
 
-	return rc == DLOCK_OK ? answered(a, s, call, ret_zrc) : rc;
+	if (!dlock__zk_call_attach(call, a->waiter))
+		rc = dlock__zk_attempt_await(a, call); /* abandons the call on failure */
+	if (rc != DLOCK_OK)
+		return rc;
+	if ((rc = answered(a, s, call, ret_zrc)) != DLOCK_OK)
+		dlock__zk_call_unref(call);
+	return rc;
 }
 
 /* The children of path (ZNONODE: none), with a child watch when watch. */
@@ -87,13 +97,14 @@ static int children_of(zk_attempt *a, zk_session *s, const char *path, bool watc
 			dlock__zk_get_children_watch(call, path);
 		else
 			dlock__zk_get_children(call, path);
-		rc = answer(a, s, call, &zrc);
-		if (rc == DLOCK_OK && zrc == ZOK) {
+		if ((rc = answer(a, s, call, &zrc)) != DLOCK_OK)
+			return rc;
+		if (zrc == ZOK) {
 			*ret = call->children ? call->children : g_new0(char *, 1);
 			call->children = NULL;
-		} else if (rc == DLOCK_OK && zrc == ZNONODE) {
+		} else if (zrc == ZNONODE) {
 			*ret = g_new0(char *, 1);
-		} else if (rc == DLOCK_OK && zrc != ZCONNECTIONLOSS) {
+		} else if (zrc != ZCONNECTIONLOSS) {
 			rc = dlock__zk_attempt_unexpected(a, zrc, "list", path);
 		}
 		dlock__zk_call_unref(call);
@@ -137,16 +148,14 @@ static int agree(zk_attempt *a, zk_session *s, uint32_t permits, const char *loc
 		if (!get) {
 			get = dlock__zk_call_new(s, CALL_GET, a->waiter);
 			dlock__zk_get(get, a->dir, false);
-			rc = answer(a, s, get, &zrc);
-		} else if (dlock__zk_call_attach(get, a->waiter)) {
-			rc = answered(a, s, get, &zrc);
-		} else {
-			rc = answer(a, s, get, &zrc);
 		}
-		if (rc == DLOCK_OK && zrc == ZOK) {
+		rc = answer(a, s, get, &zrc);
+		if (rc != DLOCK_OK)
+			return rc; /* get is let go */
+		if (zrc == ZOK) {
 			stored = parse_permits(get->data);
 			version = get->stat.version;
-		} else if (rc == DLOCK_OK && zrc != ZCONNECTIONLOSS) {
+		} else if (zrc != ZCONNECTIONLOSS) {
 			rc = dlock__zk_attempt_unexpected(a, zrc, "read", a->dir);
 		}
 		dlock__zk_call_unref(get);
@@ -172,11 +181,10 @@ static int agree(zk_attempt *a, zk_session *s, uint32_t permits, const char *loc
 			zk_call *set = dlock__zk_call_new(s, CALL_EXISTS, a->waiter);
 
 			dlock__zk_set(set, a->dir, text, version);
-			rc = answer(a, s, set, &zrc);
+			if ((rc = answer(a, s, set, &zrc)) != DLOCK_OK)
+				return rc;
 			dlock__zk_call_unref(set);
 		}
-		if (rc != DLOCK_OK)
-			return rc;
 		if (zrc == ZOK)
 			return DLOCK_OK;
 		if (zrc != ZBADVERSION && zrc != ZCONNECTIONLOSS)
@@ -224,8 +232,7 @@ static int take_lease(zk_attempt *a, zk_attempt *m, zk_attempt *l, zk_session *s
 
 	dlock__zk_get(get, a->dir, false);
 	if (!l->path && (rc = dlock__zk_attempt_create(l, s, &children)) != DLOCK_OK) {
-		dlock__zk_call_abandon(get);
-		dlock__zk_call_unref(get);
+		dlock__zk_call_abandon(get); /* lets our reference go */
 		return rc;
 	}
 	if ((rc = agree(a, s, permits, m->dir, l->dir, get, l->name)) != DLOCK_OK) {
@@ -367,15 +374,19 @@ int dlock__zk_semaphore_acquire(dlock__backend *b, zk_attempt *a)
 int dlock__zk_semaphore_guard(dlock__backend *b, zk_attempt *a, zk_session *s)
 {
 	char *parent = g_strndup(a->dir, strlen(a->dir) - strlen(LEASES));
-	zk_call *get = dlock__zk_call_new(s, CALL_GET, a->waiter);
 	uint32_t stored = 0;
-	int zrc = ZOK, rc;
+	int zrc = ZCONNECTIONLOSS, rc = DLOCK_OK;
 
-	dlock__zk_get(get, parent, false);
-	rc = answer(a, s, get, &zrc);
-	if (rc == DLOCK_OK && zrc == ZOK)
-		stored = parse_permits(get->data);
-	dlock__zk_call_unref(get);
+	while (rc == DLOCK_OK && zrc == ZCONNECTIONLOSS) {
+		zk_call *get = dlock__zk_call_new(s, CALL_GET, a->waiter);
+
+		dlock__zk_get(get, parent, false);
+		if ((rc = answer(a, s, get, &zrc)) != DLOCK_OK)
+			break;
+		if (zrc == ZOK)
+			stored = parse_permits(get->data);
+		dlock__zk_call_unref(get);
+	}
 	if (rc == DLOCK_OK && stored)
 		rc = dlock__error(DLOCK_EINVAL, "lock '%s' would sit among the leases of a semaphore of %"
 		                  PRIu32 " permits on '%.*s' (%s keeps them): use another name",

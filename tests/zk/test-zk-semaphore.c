@@ -186,6 +186,165 @@ static void test_curator_and_dlock_share_the_permits(void **state)
 	dlock_client_free(client);
 }
 
+/* ---- giving up at each step ------------------------------------------- */
+
+/*
+ * One step of a permit's acquire (or of the guard of a lock among a
+ * semaphore's leases) whose answer is held back by the proxy while the
+ * acquire gives up.  Every node the steps use exists beforehand, so that
+ * the requests of an acquire are, in order: the mutex's create2 and
+ * getChildren; the read of N (getData), the lease's create2 and
+ * getChildren; with no N stored yet, the agreement's getChildren of the
+ * leases and of the mutex and its setData; with every permit taken, the
+ * watching getChildren of the leases.
+ */
+typedef struct give_up_step {
+	const char *what;
+	const char *kind;   /* the request whose answer is held */
+	int skip;           /* requests of that kind answered first */
+	const char *stored; /* N in <R>'s data beforehand ("" for none) */
+	bool full;          /* both permits are taken by another client first */
+	bool guard;         /* a lock on <R>/leases instead of a permit */
+} give_up_step;
+
+static const give_up_step give_up_steps[] = {
+	{ "the mutex's create", "create2", 0, "2", false, false },
+	{ "the mutex's listing", "getChildren", 0, "2", false, false },
+	{ "the read of N sent ahead of the lease", "getData", 0, "2", false, false },
+	{ "the lease's create", "create2", 1, "2", false, false },
+	{ "the lease's listing", "getChildren", 1, "2", false, false },
+	{ "the agreement's listing of the leases", "getChildren", 2, "", false, false },
+	{ "the agreement's listing of the mutex", "getChildren", 3, "", false, false },
+	{ "the agreement's write of N", "setData", 0, "", false, false },
+	{ "the waiter's watching listing of the leases", "getChildren", 2, "2", true, false },
+	{ "the guard's read of N", "getData", 0, "2", false, true },
+};
+
+static bool held_one(void *proxy)
+{
+	return test_proxy_held(proxy) >= 1;
+}
+
+typedef struct bg_acquire {
+	dlock_lock *lock;
+	int64_t wait_ms;
+	GThread *thread;
+	int rc;
+	int done;
+} bg_acquire;
+
+static gpointer bg_acquire_run(gpointer data)
+{
+	bg_acquire *job = data;
+
+	job->rc = dlock_acquire(job->lock, job->wait_ms);
+	g_atomic_int_set(&job->done, 1);
+	return NULL;
+}
+
+/* The nodes of the semaphore <root>/<resource>, made beforehand. */
+static char *make_semaphore_nodes(const char *resource, const char *stored)
+{
+	char *dir = g_strconcat("/dlock/", resource, NULL);
+	char *locks = g_strconcat(dir, "/locks", NULL);
+	char *leases = g_strconcat(dir, "/leases", NULL);
+
+	test_zk_create(zk, "/dlock", "");
+	test_zk_create(zk, "/dlock/sem", "");
+	assert_int_equal(test_zk_create(zk, dir, stored), 0);
+	assert_int_equal(test_zk_create(zk, locks, ""), 0);
+	assert_int_equal(test_zk_create(zk, leases, ""), 0);
+	g_free(locks);
+	g_free(leases);
+	return dir;
+}
+
+/*
+ * Give up (deadline, or a cancel when canceling) while the answer to
+ * step's request is held: the acquire returns, the held answers then
+ * arrive at calls it abandoned, and nothing is left on the server; the
+ * client works afterwards.
+ */
+static void give_up_at(const give_up_step *step, int index, bool canceling)
+{
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_ZK, zk->servers[0].port);
+	char *via = g_strdup_printf("zk://127.0.0.1:%d?session-timeout=%dms&connect-timeout=1s",
+	                            test_proxy_port(proxy), SESSION_MS);
+	char *resource = g_strdup_printf("sem/give-up-%d-%s", index, canceling ? "cancel" : "deadline");
+	char *dir = make_semaphore_nodes(resource, step->stored);
+	char *locks = g_strconcat(dir, "/locks", NULL), *leases = g_strconcat(dir, "/leases", NULL);
+	char *guarded = g_strconcat(resource, "/leases", NULL);
+	dlock_client *client, *other = NULL;
+	dlock_lock *lock, *taken[2] = { NULL, NULL };
+	bg_acquire job = { 0 };
+	int64_t started;
+
+	print_message("giving up at %s, by %s\n", step->what, canceling ? "a cancel" : "the deadline");
+	if (step->full) {
+		assert_int_equal(dlock_client_new(uri, &other), DLOCK_OK);
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(dlock_lock_new(other, resource, &taken[i]), DLOCK_OK);
+			assert_int_equal(dlock_lock_set_owner(taken[i], DLOCK_OWNER_HANDLE), DLOCK_OK);
+			assert_int_equal(dlock_lock_set_permits(taken[i], 2), DLOCK_OK);
+			assert_int_equal(dlock_acquire(taken[i], 5000), DLOCK_OK);
+		}
+	}
+	assert_int_equal(dlock_client_new(via, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, step->guard ? guarded : resource, &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_owner(lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	if (!step->guard)
+		assert_int_equal(dlock_lock_set_permits(lock, 2), DLOCK_OK);
+
+	test_proxy_hold_replies_after(proxy, step->kind, step->skip);
+	job.lock = lock;
+	job.wait_ms = canceling ? 60000 : 400;
+	started = test_now_ms();
+	job.thread = g_thread_new("give-up", bg_acquire_run, &job);
+	assert_true(test_wait_until(held_one, proxy, 10000));
+	if (canceling)
+		assert_int_equal(dlock_lock_cancel(lock), DLOCK_OK);
+	g_thread_join(job.thread);
+	print_message("  %s after %" PRId64 " ms\n", dlock_strerror(job.rc), test_now_ms() - started);
+	assert_int_equal(job.rc, canceling ? DLOCK_ECANCELED : DLOCK_ETIMEDOUT);
+
+	/* The held answers now reach the calls the acquire abandoned. */
+	test_proxy_unstall(proxy, TEST_PROXY_DOWN);
+	assert_true(test_zk_wait_children(zk, locks, 0, 10000));
+	assert_true(test_zk_wait_children(zk, leases, step->full ? 2 : 0, 10000));
+	for (int i = 0; i < 2 && taken[i]; i++)
+		assert_int_equal(dlock_release(taken[i]), DLOCK_OK);
+	/* The client goes on working. */
+	if (!step->guard) {
+		assert_int_equal(dlock_acquire(lock, 10000), DLOCK_OK);
+		assert_int_equal(dlock_release(lock), DLOCK_OK);
+	}
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	for (int i = 0; i < 2 && taken[i]; i++)
+		dlock_lock_free(taken[i]);
+	dlock_client_free(other);
+	assert_int_equal(test_zk_count_children(zk, locks), 0);
+	assert_int_equal(test_zk_count_children(zk, leases), 0);
+	test_proxy_stop(proxy);
+	g_free(guarded);
+	g_free(locks);
+	g_free(leases);
+	g_free(dir);
+	g_free(resource);
+	g_free(via);
+}
+
+/* Each abandoned request is let go once: the late answer finds its call
+ * alive (in the sanitizer build a second release of it is a
+ * heap-use-after-free), and nothing stays on the server. */
+static void test_giving_up_at_any_step_frees_each_call_once_and_leaves_nothing(void **state)
+{
+	for (size_t i = 0; i < G_N_ELEMENTS(give_up_steps); i++) {
+		give_up_at(&give_up_steps[i], (int)i, false);
+		give_up_at(&give_up_steps[i], (int)i, true);
+	}
+}
+
 static void test_nothing_is_left_on_the_server(void **state)
 {
 	assert_int_equal(test_zk_leftover_nodes(zk, "/dlock"), 0);
@@ -217,6 +376,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_nodes_are_curators_layout),
 		cmocka_unit_test(test_lock_among_a_semaphores_leases_is_refused),
 		cmocka_unit_test(test_curator_and_dlock_share_the_permits),
+		cmocka_unit_test(test_giving_up_at_any_step_frees_each_call_once_and_leaves_nothing),
 		cmocka_unit_test(test_nothing_is_left_on_the_server),
 	};
 
