@@ -402,21 +402,22 @@ int dlock__zk_attempt_run(zk_attempt *a, zk_session *s)
 	}
 }
 
-/* Delete a node we will not use, waiting (bounded) so that a try-lock
- * leaves nothing behind when it returns; otherwise in the background. */
-void dlock__zk_delete_node(dlock__backend *b, zk_session *s, const char *path, bool wait)
+/* Delete a node we will not use: waiting for the answer until until_us
+ * (monotonic), so that a try leaves nothing behind when it returns, or,
+ * with until_us 0, in the background. */
+void dlock__zk_delete_node(zk_session *s, const char *path, int64_t until_us)
 {
 	dlock__waiter *w;
 	zk_call *call;
 
-	if (!wait) {
+	if (until_us == 0) {
 		dlock__zk_delete_later(s, path);
 		return;
 	}
 	w = dlock__waiter_new();
 	call = dlock__zk_call_new(s, CALL_DELETE, w);
 	dlock__zk_delete(call, path);
-	if (dlock__zk_call_wait(call, dlock__mono_us() + b->connect_timeout_ms * 1000) == DLOCK_OK &&
+	if (dlock__zk_call_wait(call, until_us) == DLOCK_OK &&
 	    (call->rc == ZOK || call->rc == ZNONODE || dlock__zk_rc_session_ended(call->rc))) {
 		dlock__zk_call_unref(call);
 	} else {
@@ -424,6 +425,20 @@ void dlock__zk_delete_node(dlock__backend *b, zk_session *s, const char *path, b
 		dlock__zk_delete_later(s, path);
 	}
 	dlock__waiter_free(w);
+}
+
+/*
+ * How long an acquire that ends with rc waits for the deletes of its
+ * nodes: a try that found the lock busy (or a refused permit count)
+ * waits, so that nothing of it is left when it returns, bounded by the
+ * connect timeout and its own deadline; a wait that ended by its deadline
+ * or a cancel returns at once and leaves the deletes to the background.
+ */
+int64_t dlock__zk_cleanup_until(const zk_attempt *a, int rc)
+{
+	if (rc != DLOCK_EBUSY && rc != DLOCK_EINVAL)
+		return 0;
+	return MIN(a->deadline_us, dlock__mono_us() + a->b->connect_timeout_ms * 1000);
 }
 
 /* Queue for the lock, on a new session whenever the one in use ends. */
@@ -464,7 +479,7 @@ static int acquire_queued(zk_attempt *a)
 		if (rc == DLOCK_OK && !dlock__zk_grant(a->hold, s, a->path, a->czxid))
 			rc = AGAIN;
 		if (a->path && rc != AGAIN && rc != DLOCK_OK)
-			dlock__zk_delete_node(b, s, a->path, rc == DLOCK_EBUSY);
+			dlock__zk_delete_node(s, a->path, dlock__zk_cleanup_until(a, rc));
 		else if (a->unsure && rc != AGAIN && rc != DLOCK_OK)
 			dlock__zk_attempt_sweep(a, s);
 		dlock__zk_session_unref(s);

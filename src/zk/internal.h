@@ -286,9 +286,14 @@ int dlock__zk_attempt_run(zk_attempt *a, zk_session *s);
  * and delete a node a lost create may have made. */
 void dlock__zk_attempt_forget(zk_attempt *a);
 void dlock__zk_attempt_sweep(zk_attempt *a, zk_session *s);
-/* Delete a node we will not use: waiting, bounded, when wait, so that a
- * try leaves nothing behind when it returns; else in the background. */
-void dlock__zk_delete_node(dlock__backend *b, zk_session *s, const char *path, bool wait);
+/* Delete a node we will not use: waiting for the answer until until_us
+ * (monotonic), or, with until_us 0, in the background. */
+void dlock__zk_delete_node(zk_session *s, const char *path, int64_t until_us);
+/* Until when an attempt that ends with rc waits for its nodes' deletes:
+ * 0 (not at all) unless it is a try that found no room (DLOCK_EBUSY) or
+ * a refused permit count, which wait, bounded, so as to leave nothing
+ * behind when they return. */
+int64_t dlock__zk_cleanup_until(const zk_attempt *a, int rc);
 /* Grant hold the node at path of session s: track it, set the hold's
  * token (its czxid) and backend data.  False, granting nothing, if s has
  * ended (the node went with it). */

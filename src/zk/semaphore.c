@@ -303,23 +303,26 @@ static void sub_attempt_clear(zk_attempt *sub)
 
 /*
  * After one attempt on s: the mutex node goes in any case, and the lease
- * stays only when granted.  A failed attempt waits (bounded) for its
- * deletes, so that it leaves nothing behind when it returns; a granted
- * one does not wait for the mutex's: the delete is sent at once and
- * retried across reconnects, the next acquirer is woken by it as soon as
- * it lands, and anything this session sends later is applied after it.
+ * stays only when granted.  A try that found no permit (or a refused N)
+ * waits, bounded, for its deletes, so that it leaves nothing behind when
+ * it returns; a wait that ended by its deadline or a cancel does not wait
+ * at all, and neither does a grant for the mutex's: the deletes are sent
+ * at once and retried across reconnects, and the session applies them in
+ * the order sent, the lease's first, so the next mutex holder never
+ * counts it.
  */
-static void finish_attempt(dlock__backend *b, zk_session *s, zk_attempt *m, zk_attempt *l, int rc)
+static void finish_attempt(zk_session *s, zk_attempt *m, zk_attempt *l, int rc)
 {
-	/* The lease first, so that the next mutex holder does not count it. */
+	int64_t until = dlock__zk_cleanup_until(m, rc);
+
 	if (rc != DLOCK_OK && rc != AGAIN) {
 		if (l->path)
-			dlock__zk_delete_node(b, s, l->path, rc == DLOCK_EBUSY || rc == DLOCK_EINVAL);
+			dlock__zk_delete_node(s, l->path, until);
 		else if (l->unsure)
 			dlock__zk_attempt_sweep(l, s);
 	}
 	if (m->path)
-		dlock__zk_delete_node(b, s, m->path, rc != DLOCK_OK);
+		dlock__zk_delete_node(s, m->path, until);
 	else if (m->unsure)
 		dlock__zk_attempt_sweep(m, s);
 	dlock__zk_attempt_forget(m);
@@ -358,7 +361,7 @@ int dlock__zk_semaphore_acquire(dlock__backend *b, zk_attempt *a)
 		dlock__zk_session_remove_waiter(s, a->waiter);
 		if (rc == DLOCK_OK && !dlock__zk_grant(a->hold, s, l.path, l.czxid))
 			rc = AGAIN;
-		finish_attempt(b, s, &m, &l, rc);
+		finish_attempt(s, &m, &l, rc);
 		dlock__zk_session_unref(s);
 		if (rc != AGAIN)
 			break;

@@ -261,9 +261,9 @@ static char *make_semaphore_nodes(const char *resource, const char *stored)
 
 /*
  * Give up (deadline, or a cancel when canceling) while the answer to
- * step's request is held: the acquire returns, the held answers then
- * arrive at calls it abandoned, and nothing is left on the server; the
- * client works afterwards.
+ * step's request is held: the acquire returns on time, the held answers
+ * then arrive at calls it abandoned, and nothing is left on the server;
+ * the client works afterwards.
  */
 static void give_up_at(const give_up_step *step, int index, bool canceling)
 {
@@ -277,7 +277,7 @@ static void give_up_at(const give_up_step *step, int index, bool canceling)
 	dlock_client *client, *other = NULL;
 	dlock_lock *lock, *taken[2] = { NULL, NULL };
 	bg_acquire job = { 0 };
-	int64_t started;
+	int64_t started, took;
 
 	print_message("giving up at %s, by %s\n", step->what, canceling ? "a cancel" : "the deadline");
 	if (step->full) {
@@ -301,11 +301,16 @@ static void give_up_at(const give_up_step *step, int index, bool canceling)
 	started = test_now_ms();
 	job.thread = g_thread_new("give-up", bg_acquire_run, &job);
 	assert_true(test_wait_until(held_one, proxy, 10000));
-	if (canceling)
+	if (canceling) {
+		started = test_now_ms();
 		assert_int_equal(dlock_lock_cancel(lock), DLOCK_OK);
+	}
 	g_thread_join(job.thread);
-	print_message("  %s after %" PRId64 " ms\n", dlock_strerror(job.rc), test_now_ms() - started);
+	took = test_now_ms() - started;
+	print_message("  %s after %" PRId64 " ms\n", dlock_strerror(job.rc), took);
 	assert_int_equal(job.rc, canceling ? DLOCK_ECANCELED : DLOCK_ETIMEDOUT);
+	/* Not a wait for the deletes of its nodes, whose answers stall too. */
+	assert_true(took <= (canceling ? 0 : job.wait_ms) + test_slack(500));
 
 	/* The held answers now reach the calls the acquire abandoned. */
 	test_proxy_unstall(proxy, TEST_PROXY_DOWN);
@@ -345,6 +350,87 @@ static void test_giving_up_at_any_step_frees_each_call_once_and_leaves_nothing(v
 	}
 }
 
+/*
+ * A waiter (both permits taken) holding the internal mutex gives up while
+ * the server's answers stall: by its deadline, or at once on a cancel --
+ * not a connect timeout later, waiting for its nodes' deletes, which go
+ * on in the background and leave nothing once answers flow again.
+ */
+static void waiter_gives_up_on_time(bool canceling)
+{
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_ZK, zk->servers[0].port);
+	/* A session long enough that the stall does not end the connection
+	 * (the client gives a silent server 2/3 of it) before the connect
+	 * timeout passes. */
+	char *via = g_strdup_printf("zk://127.0.0.1:%d?session-timeout=12s&connect-timeout=5s",
+	                            test_proxy_port(proxy));
+	const char *resource = canceling ? "sem/late-cancel" : "sem/late-deadline";
+	char *dir = g_strconcat("/dlock/", resource, NULL);
+	char *locks = g_strconcat(dir, "/locks", NULL), *leases = g_strconcat(dir, "/leases", NULL);
+	dlock_client *client, *other;
+	dlock_lock *lock, *taken[2];
+	bg_acquire job = { 0 };
+	int64_t gave_up, took;
+
+	assert_int_equal(dlock_client_new(uri, &other), DLOCK_OK);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(dlock_lock_new(other, resource, &taken[i]), DLOCK_OK);
+		assert_int_equal(dlock_lock_set_owner(taken[i], DLOCK_OWNER_HANDLE), DLOCK_OK);
+		assert_int_equal(dlock_lock_set_permits(taken[i], 2), DLOCK_OK);
+		assert_int_equal(dlock_acquire(taken[i], 5000), DLOCK_OK);
+	}
+	assert_int_equal(dlock_client_new(via, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_owner(lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_permits(lock, 2), DLOCK_OK);
+
+	job.lock = lock;
+	job.wait_ms = canceling ? 60000 : 1500;
+	gave_up = test_now_ms() + job.wait_ms;
+	job.thread = g_thread_new("late", bg_acquire_run, &job);
+	/* Queued: it holds the mutex and its lease is the third. */
+	assert_true(test_zk_wait_children(zk, leases, 3, 10000));
+	assert_int_equal(test_zk_count_children(zk, locks), 1);
+	test_proxy_stall(proxy, TEST_PROXY_DOWN);
+	if (canceling) {
+		gave_up = test_now_ms();
+		assert_int_equal(dlock_lock_cancel(lock), DLOCK_OK);
+	}
+	g_thread_join(job.thread);
+	took = test_now_ms() - gave_up;
+	print_message("%s: returned %s %" PRId64 " ms after %s\n", resource, dlock_strerror(job.rc), took,
+	              canceling ? "the cancel" : "its deadline");
+	assert_int_equal(job.rc, canceling ? DLOCK_ECANCELED : DLOCK_ETIMEDOUT);
+	assert_true(took <= test_slack(500));
+
+	/* The deletes went out; once answers flow nothing of it is left. */
+	test_proxy_unstall(proxy, TEST_PROXY_DOWN);
+	assert_true(test_zk_wait_children(zk, locks, 0, 10000));
+	assert_true(test_zk_wait_children(zk, leases, 2, 10000));
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(dlock_release(taken[i]), DLOCK_OK);
+		dlock_lock_free(taken[i]);
+	}
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	dlock_client_free(other);
+	test_proxy_stop(proxy);
+	g_free(locks);
+	g_free(leases);
+	g_free(dir);
+	g_free(via);
+}
+
+static void test_waiter_gives_up_by_its_deadline_while_answers_stall(void **state)
+{
+	waiter_gives_up_on_time(false);
+}
+
+static void test_waiter_gives_up_at_once_on_cancel_while_answers_stall(void **state)
+{
+	waiter_gives_up_on_time(true);
+}
+
 static void test_nothing_is_left_on_the_server(void **state)
 {
 	assert_int_equal(test_zk_leftover_nodes(zk, "/dlock"), 0);
@@ -377,6 +463,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_lock_among_a_semaphores_leases_is_refused),
 		cmocka_unit_test(test_curator_and_dlock_share_the_permits),
 		cmocka_unit_test(test_giving_up_at_any_step_frees_each_call_once_and_leaves_nothing),
+		cmocka_unit_test(test_waiter_gives_up_by_its_deadline_while_answers_stall),
+		cmocka_unit_test(test_waiter_gives_up_at_once_on_cancel_while_answers_stall),
 		cmocka_unit_test(test_nothing_is_left_on_the_server),
 	};
 
