@@ -391,9 +391,9 @@ int dlock__zk_attempt_run(zk_attempt *a, zk_session *s)
 		}
 		if (!predecessor)
 			return DLOCK_OK;
-		if (a->wait_ms == 0) {
+		if (a->wait_ms == 0 && (!a->turn || (rc = a->turn(a, s)) != DLOCK_OK)) {
 			g_free(predecessor);
-			return dlock__error_busy(a->resource);
+			return a->turn ? rc : dlock__error_busy(a->resource);
 		}
 		rc = wait_predecessor(a, s, predecessor);
 		g_free(predecessor);

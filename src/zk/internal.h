@@ -264,6 +264,13 @@ typedef struct zk_attempt {
 	int64_t czxid;
 	bool unsure;        /* a create with uuid may have made a node whose name we do not know */
 	bool lease;         /* the node is a semaphore's lease ("-lease-"), not a lock's */
+	/* For a try (wait_ms 0) queued behind another contender: DLOCK_OK to
+	 * wait for its turn all the same (until deadline_us), else the try's
+	 * failure; NULL: DLOCK_EBUSY at once.  A semaphore's internal mutex
+	 * (semaphore.c), which its holder keeps only briefly while a permit
+	 * is free. */
+	int (*turn)(struct zk_attempt *a, zk_session *s);
+	void *turn_data;
 } zk_attempt;
 
 /* A failed wait (not a ZooKeeper answer) as the acquire's result. */

@@ -18,6 +18,15 @@
  * its predecessor: a release wakes one acquirer.  Like Curator, it counts
  * every child of the leases node.
  *
+ * A try (wait 0) that finds another acquirer on the mutex does not give
+ * up at once: that holder keeps the mutex only for its lease's create and
+ * listing, unless it waits for a permit, which it does only while none is
+ * free.  So the try lists the leases: fewer than N, and it waits for its
+ * turn at the mutex, for at most the connect timeout (a holder stopped or
+ * cut off meanwhile; then DLOCK_EBUSY); N or more, and it is busy at once.
+ * Every lease is still created under the mutex, so a permit granted after
+ * another ended always has the larger czxid, as with waits.
+ *
  * The agreement on N (under the mutex): the number in <R>'s data, if
  * any, must be ours while any lease but ours exists or anyone else queues
  * on the mutex (DLOCK_EINVAL naming both, and our lease is deleted);
@@ -282,6 +291,35 @@ static int take_lease(zk_attempt *a, zk_attempt *m, zk_attempt *l, zk_session *s
 	}
 }
 
+/* A try's turn at the internal mutex (zk_attempt.turn). */
+typedef struct try_turn {
+	const zk_attempt *leases;
+	uint32_t permits;
+	bool waited;  /* the try chose to wait for its turn */
+} try_turn;
+
+/*
+ * A try queued behind another acquirer on the mutex: wait for its turn
+ * while the leases show a free permit (that acquirer is only passing
+ * through), else busy.
+ */
+static int try_turn_check(zk_attempt *m, zk_session *s)
+{
+	try_turn *t = m->turn_data;
+	char **leases = NULL;
+	bool room;
+	int rc;
+
+	if ((rc = children_of(m, s, t->leases->dir, false, &leases)) != DLOCK_OK)
+		return rc;
+	room = count_of(leases) < t->permits;
+	g_strfreev(leases);
+	if (!room)
+		return dlock__error_busy(m->resource);
+	t->waited = true;
+	return DLOCK_OK;
+}
+
 /* A queue in dir/part (the mutex, or the leases), for the acquire a. */
 static void sub_attempt(const zk_attempt *a, const char *part, bool lease, zk_attempt *ret)
 {
@@ -313,7 +351,8 @@ static void sub_attempt_clear(zk_attempt *sub)
  */
 static void finish_attempt(zk_session *s, zk_attempt *m, zk_attempt *l, int rc)
 {
-	int64_t until = dlock__zk_cleanup_until(m, rc);
+	/* The lease's deadline: the mutex's may be a try's shorter one. */
+	int64_t until = dlock__zk_cleanup_until(l, rc);
 
 	if (rc != DLOCK_OK && rc != AGAIN) {
 		if (l->path)
@@ -332,11 +371,18 @@ int dlock__zk_semaphore_acquire(dlock__backend *b, zk_attempt *a)
 {
 	uint32_t permits = dlock__hold_permits(a->hold);
 	zk_attempt m, l;
+	try_turn turn = { &l, permits, false };
 	bool first = true;
 	int rc;
 
 	sub_attempt(a, LOCKS, false, &m);
 	sub_attempt(a, LEASES, true, &l);
+	if (a->wait_ms == 0) {
+		/* A try waits for the mutex while a permit is free, bounded. */
+		m.turn = try_turn_check;
+		m.turn_data = &turn;
+		m.deadline_us = MIN(a->deadline_us, dlock__mono_us() + b->connect_timeout_ms * 1000);
+	}
 	for (;;) {
 		int64_t until = first ? MIN(a->deadline_us, dlock__mono_us() + b->connect_timeout_ms * 1000)
 		                      : a->deadline_us;
@@ -356,7 +402,11 @@ int dlock__zk_semaphore_acquire(dlock__backend *b, zk_attempt *a)
 		first = false;
 		dlock__zk_session_add_waiter(s, a->waiter);
 		rc = dlock__zk_attempt_run(&m, s);
-		if (rc == DLOCK_OK)
+		if (rc == DLOCK_ETIMEDOUT && turn.waited)
+			rc = dlock__error(DLOCK_EBUSY, "lock '%s' is held by another owner: another acquirer "
+			                  "kept the semaphore's internal mutex (%s) for over %" PRId64 " ms",
+			                  a->resource, m.dir, b->connect_timeout_ms);
+		else if (rc == DLOCK_OK)
 			rc = take_lease(a, &m, &l, s, permits);
 		dlock__zk_session_remove_waiter(s, a->waiter);
 		if (rc == DLOCK_OK && !dlock__zk_grant(a->hold, s, l.path, l.czxid))

@@ -34,6 +34,49 @@
 static test_zk *zk;
 static char *uri;
 
+/* ---- helpers ----------------------------------------------------------- */
+
+static bool held_one(void *proxy)
+{
+	return test_proxy_held(proxy) >= 1;
+}
+
+typedef struct bg_acquire {
+	dlock_lock *lock;
+	int64_t wait_ms;
+	GThread *thread;
+	int rc;
+	int done;
+} bg_acquire;
+
+static gpointer bg_acquire_run(gpointer data)
+{
+	bg_acquire *job = data;
+
+	job->rc = dlock_acquire(job->lock, job->wait_ms);
+	g_atomic_int_set(&job->done, 1);
+	return NULL;
+}
+
+/* The nodes of the semaphore <root>/<resource>, made beforehand. */
+static char *make_semaphore_nodes(const char *resource, const char *stored)
+{
+	char *dir = g_strconcat("/dlock/", resource, NULL);
+	char *locks = g_strconcat(dir, "/locks", NULL);
+	char *leases = g_strconcat(dir, "/leases", NULL);
+
+	test_zk_create(zk, "/dlock", "");
+	test_zk_create(zk, "/dlock/sem", "");
+	assert_int_equal(test_zk_create(zk, dir, stored), 0);
+	assert_int_equal(test_zk_create(zk, locks, ""), 0);
+	assert_int_equal(test_zk_create(zk, leases, ""), 0);
+	g_free(locks);
+	g_free(leases);
+	return dir;
+}
+
+/* ---- tests ------------------------------------------------------------- */
+
 static void test_never_more_than_n_and_n_reached_across_processes(void **state)
 {
 	test_permits_run(uri, "sem/census", 3, 3, 2, 4);
@@ -186,6 +229,159 @@ static void test_curator_and_dlock_share_the_permits(void **state)
 	dlock_client_free(client);
 }
 
+/* ---- tries ------------------------------------------------------------- */
+
+typedef struct tries {
+	const char *resource;
+	uint32_t permits;
+	int rounds;
+	int in_use;     /* atomic: permits held now, by this test's count */
+	int most;       /* atomic: the most held at once */
+	int granted;    /* atomic */
+	int busy;       /* atomic */
+	int busy_free;  /* atomic: busy while fewer than N were held */
+	int failed;     /* atomic: any other result */
+} tries;
+
+static gpointer try_loop(gpointer data)
+{
+	tries *t = data;
+	dlock_client *client;
+	dlock_lock *lock;
+
+	if (dlock_client_new(uri, &client) != DLOCK_OK)
+		return GINT_TO_POINTER(1);
+	if (dlock_lock_new(client, t->resource, &lock) != DLOCK_OK ||
+	    dlock_lock_set_permits(lock, t->permits) != DLOCK_OK) {
+		dlock_client_free(client);
+		return GINT_TO_POINTER(1);
+	}
+	for (int i = 0; i < t->rounds; i++) {
+		int before = g_atomic_int_get(&t->in_use);
+		int rc = dlock_acquire(lock, 0);
+
+		if (rc == DLOCK_OK) {
+			int now = g_atomic_int_add(&t->in_use, 1) + 1;
+			int most;
+
+			while ((most = g_atomic_int_get(&t->most)) < now &&
+			       !g_atomic_int_compare_and_exchange(&t->most, most, now))
+				;
+			g_atomic_int_inc(&t->granted);
+			g_usleep(2000);
+			g_atomic_int_add(&t->in_use, -1);
+			if (dlock_release(lock) != DLOCK_OK)
+				g_atomic_int_inc(&t->failed);
+		} else if (rc == DLOCK_EBUSY) {
+			g_atomic_int_inc(&t->busy);
+			/* Nobody of this test held more than N-1 from before the
+			 * try to after it: a permit was free all along. */
+			if (before < (int)t->permits && g_atomic_int_get(&t->in_use) < (int)t->permits &&
+			    g_atomic_int_get(&t->most) < (int)t->permits)
+				g_atomic_int_inc(&t->busy_free);
+		} else {
+			g_atomic_int_inc(&t->failed);
+		}
+	}
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	return NULL;
+}
+
+/* threads clients each try rounds times, holding a granted permit 2 ms. */
+static void run_tries(tries *t, int threads)
+{
+	GThread *th[8];
+
+	assert_true(threads <= 8);
+	for (int i = 0; i < threads; i++)
+		th[i] = g_thread_new("try", try_loop, t);
+	for (int i = 0; i < threads; i++)
+		assert_null(g_thread_join(th[i]));
+	print_message("%s: %d granted, %d busy (%d while a permit was free), %d failed, at most %d of %"
+	              PRIu32 " held\n", t->resource, t->granted, t->busy, t->busy_free, t->failed, t->most,
+	              t->permits);
+	assert_int_equal(t->failed, 0);
+	assert_true(t->most <= (int)t->permits);
+}
+
+/*
+ * Four clients try (wait 0) a semaphore of 10 over and over: at most four
+ * permits are ever in use, so every try gets one, however often another
+ * acquirer is inside the internal mutex when it comes.
+ */
+static void test_tries_get_a_free_permit_while_others_pass_the_mutex(void **state)
+{
+	tries t = { .resource = "sem/tries-free", .permits = 10, .rounds = 20 };
+
+	run_tries(&t, 4);
+	assert_int_equal(t.busy, 0);
+	assert_int_equal(t.granted, 80);
+}
+
+/* Tries never take more than N permits, and are busy when N are taken. */
+static void test_tries_never_hold_more_than_n(void **state)
+{
+	tries t = { .resource = "sem/tries-full", .permits = 2, .rounds = 20 };
+
+	run_tries(&t, 6);
+	assert_int_equal(t.most, 2);
+	assert_true(t.busy > 0);
+}
+
+/*
+ * A try behind a mutex holder that does not move on (a stopped process;
+ * here a node nobody will delete) waits for its turn while a permit is
+ * free, but at most the connect timeout, and is then busy; with every
+ * permit taken it is busy at once.
+ */
+static void test_try_behind_a_stuck_mutex_holder_is_busy_within_the_connect_timeout(void **state)
+{
+	char *short_uri = g_strdup_printf("%s&connect-timeout=500ms", uri);
+	char *dir = make_semaphore_nodes("sem/stuck", "2");
+	const char *stuck = "/dlock/sem/stuck/locks/_c_0b5e1c9a-3d2f-4e8b-9a61-7c4d2e1f0a93-lock-0000000000";
+	const char *leases[] = { "/dlock/sem/stuck/leases/_c_5a7d1e22-0c4b-4f3a-8e19-2b6c9d0e7f41-lease-0000000000",
+		                 "/dlock/sem/stuck/leases/_c_9e3b7c10-6d5a-4b2f-a1c8-4f0e2d9b3a76-lease-0000000001" };
+	dlock_client *client;
+	dlock_lock *lock;
+	int64_t t0, took;
+
+	assert_int_equal(test_zk_create(zk, stuck, "stuck"), 0);
+	assert_int_equal(dlock_client_new(short_uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "sem/stuck", &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_permits(lock, 2), DLOCK_OK);
+
+	t0 = test_now_ms();
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_EBUSY);
+	took = test_now_ms() - t0;
+	print_message("a try behind a stuck mutex holder, permits free: busy after %" PRId64 " ms (%s)\n",
+	              took, dlock_last_error_message());
+	assert_true(took >= 450 && took <= 500 + test_slack(500));
+	assert_non_null(strstr(dlock_last_error_message(), "internal mutex"));
+	assert_int_equal(test_zk_count_children(zk, "/dlock/sem/stuck/locks"), 1);
+
+	for (size_t i = 0; i < G_N_ELEMENTS(leases); i++)
+		assert_int_equal(test_zk_create(zk, leases[i], "taken"), 0);
+	t0 = test_now_ms();
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_EBUSY);
+	took = test_now_ms() - t0;
+	print_message("the same with every permit taken: busy after %" PRId64 " ms\n", took);
+	assert_true(took <= test_slack(300));
+	assert_int_equal(test_zk_count_children(zk, "/dlock/sem/stuck/locks"), 1);
+	assert_int_equal(test_zk_count_children(zk, "/dlock/sem/stuck/leases"), 2);
+
+	/* Once the holder moves on and a permit is free, the try gets it. */
+	assert_int_equal(test_zk_delete(zk, stuck), 0);
+	assert_int_equal(test_zk_delete(zk, leases[0]), 0);
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	assert_int_equal(test_zk_delete(zk, leases[1]), 0);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(dir);
+	g_free(short_uri);
+}
+
 /* ---- giving up at each step ------------------------------------------- */
 
 /*
@@ -219,45 +415,6 @@ static const give_up_step give_up_steps[] = {
 	{ "the waiter's watching listing of the leases", "getChildren", 2, "2", true, false },
 	{ "the guard's read of N", "getData", 0, "2", false, true },
 };
-
-static bool held_one(void *proxy)
-{
-	return test_proxy_held(proxy) >= 1;
-}
-
-typedef struct bg_acquire {
-	dlock_lock *lock;
-	int64_t wait_ms;
-	GThread *thread;
-	int rc;
-	int done;
-} bg_acquire;
-
-static gpointer bg_acquire_run(gpointer data)
-{
-	bg_acquire *job = data;
-
-	job->rc = dlock_acquire(job->lock, job->wait_ms);
-	g_atomic_int_set(&job->done, 1);
-	return NULL;
-}
-
-/* The nodes of the semaphore <root>/<resource>, made beforehand. */
-static char *make_semaphore_nodes(const char *resource, const char *stored)
-{
-	char *dir = g_strconcat("/dlock/", resource, NULL);
-	char *locks = g_strconcat(dir, "/locks", NULL);
-	char *leases = g_strconcat(dir, "/leases", NULL);
-
-	test_zk_create(zk, "/dlock", "");
-	test_zk_create(zk, "/dlock/sem", "");
-	assert_int_equal(test_zk_create(zk, dir, stored), 0);
-	assert_int_equal(test_zk_create(zk, locks, ""), 0);
-	assert_int_equal(test_zk_create(zk, leases, ""), 0);
-	g_free(locks);
-	g_free(leases);
-	return dir;
-}
 
 /*
  * Give up (deadline, or a cancel when canceling) while the answer to
@@ -462,6 +619,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_nodes_are_curators_layout),
 		cmocka_unit_test(test_lock_among_a_semaphores_leases_is_refused),
 		cmocka_unit_test(test_curator_and_dlock_share_the_permits),
+		cmocka_unit_test(test_tries_get_a_free_permit_while_others_pass_the_mutex),
+		cmocka_unit_test(test_tries_never_hold_more_than_n),
+		cmocka_unit_test(test_try_behind_a_stuck_mutex_holder_is_busy_within_the_connect_timeout),
 		cmocka_unit_test(test_giving_up_at_any_step_frees_each_call_once_and_leaves_nothing),
 		cmocka_unit_test(test_waiter_gives_up_by_its_deadline_while_answers_stall),
 		cmocka_unit_test(test_waiter_gives_up_at_once_on_cancel_while_answers_stall),
