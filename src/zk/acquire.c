@@ -441,6 +441,30 @@ int64_t dlock__zk_cleanup_until(const zk_attempt *a, int rc)
 	return MIN(a->deadline_us, dlock__mono_us() + a->b->connect_timeout_ms * 1000);
 }
 
+int dlock__zk_attempt_session(zk_attempt *a, bool first, zk_session **ret)
+{
+	dlock__backend *b = a->b;
+	int64_t bound = dlock__mono_us() + b->connect_timeout_ms * 1000;
+	int64_t until = first ? MIN(a->deadline_us, bound) : a->deadline_us;
+	int rc;
+
+	if (dlock__waiter_canceled(a->waiter))
+		return dlock__zk_attempt_failed(a, DLOCK_ECANCELED);
+	rc = dlock__zk_session_get(b, a->waiter, until, ret);
+	if (rc == DLOCK_ECANCELED)
+		return dlock__zk_attempt_failed(a, rc); /* worded as every backend words it */
+	if (rc != DLOCK_EUNAVAILABLE || a->wait_ms == 0)
+		return rc;
+	/* No session in time.  Unreachable means the connect timeout passed
+	 * on a first try, or a server refused us; a wait that ends sooner on
+	 * servers that are only slow to answer (a few milliseconds on a
+	 * healthy one) ran out of the caller's time, and one that queued
+	 * already and lost its session waits on until its deadline. */
+	if (first && (until == bound || dlock__zk_session_refused(b)))
+		return rc;
+	return dlock__zk_attempt_failed(a, DLOCK_ETIMEDOUT);
+}
+
 /* Queue for the lock, on a new session whenever the one in use ends. */
 static int acquire_queued(zk_attempt *a)
 {
@@ -450,17 +474,8 @@ static int acquire_queued(zk_attempt *a)
 
 	for (;;) {
 		zk_session *s;
-		int64_t until = first ? MIN(a->deadline_us, dlock__mono_us() + b->connect_timeout_ms * 1000)
-		                      : a->deadline_us;
 
-		if (dlock__waiter_canceled(a->waiter))
-			return dlock__zk_attempt_failed(a, DLOCK_ECANCELED);
-		rc = dlock__zk_session_get(b, a->waiter, until, &s);
-		if (rc == DLOCK_EUNAVAILABLE && !first && a->wait_ms != 0)
-			rc = dlock__zk_attempt_failed(a, DLOCK_ETIMEDOUT);
-		else if (rc == DLOCK_ECANCELED)
-			rc = dlock__zk_attempt_failed(a, rc); /* worded as every backend words it */
-		if (rc != DLOCK_OK)
+		if ((rc = dlock__zk_attempt_session(a, first, &s)) != DLOCK_OK)
 			return rc;
 		/* A lock among a semaphore's leases would count as one. */
 		if (first && g_str_has_suffix(a->resource, "/leases") &&

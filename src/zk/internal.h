@@ -156,6 +156,13 @@ void dlock__zk_session_unref(zk_session *s);
  */
 int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
                           zk_session **ret);
+/*
+ * Whether the servers are known to refuse us: the current session's last
+ * connection attempt failed (refused, reset) and the next has not begun.
+ * A wait for a session that ends before the connect timeout is then
+ * DLOCK_EUNAVAILABLE; without it, it only ran out of time.
+ */
+bool dlock__zk_session_refused(dlock__backend *b);
 /* Wait until s is connected: DLOCK_OK, DLOCK_ETIMEDOUT (until_us passed),
  * DLOCK_ECANCELED, or DLOCK_ELOST (the session ended). */
 int dlock__zk_session_wait_connected(zk_session *s, dlock__waiter *waiter, int64_t until_us);
@@ -273,6 +280,15 @@ typedef struct zk_attempt {
 	void *turn_data;
 } zk_attempt;
 
+/*
+ * The session for a pass of the attempt (first: its first), once
+ * connected: DLOCK_OK and a reference, or the acquire's failure.  A first
+ * pass waits at most the connect timeout (DLOCK_EUNAVAILABLE, as when a
+ * server refused us); a wait that ends sooner, or a later pass that finds
+ * no session by the deadline, is DLOCK_ETIMEDOUT.  A try's failure is
+ * left as it is (DLOCK_EUNAVAILABLE).
+ */
+int dlock__zk_attempt_session(zk_attempt *a, bool first, zk_session **ret);
 /* A failed wait (not a ZooKeeper answer) as the acquire's result. */
 int dlock__zk_attempt_failed(zk_attempt *a, int rc);
 /* Wait for call's answer: DLOCK_OK with call->rc set, or the failed

@@ -384,20 +384,9 @@ int dlock__zk_semaphore_acquire(dlock__backend *b, zk_attempt *a)
 		m.deadline_us = MIN(a->deadline_us, dlock__mono_us() + b->connect_timeout_ms * 1000);
 	}
 	for (;;) {
-		int64_t until = first ? MIN(a->deadline_us, dlock__mono_us() + b->connect_timeout_ms * 1000)
-		                      : a->deadline_us;
 		zk_session *s;
 
-		if (dlock__waiter_canceled(a->waiter)) {
-			rc = dlock__zk_attempt_failed(a, DLOCK_ECANCELED);
-			break;
-		}
-		rc = dlock__zk_session_get(b, a->waiter, until, &s);
-		if (rc == DLOCK_EUNAVAILABLE && !first && a->wait_ms != 0)
-			rc = dlock__zk_attempt_failed(a, DLOCK_ETIMEDOUT);
-		else if (rc == DLOCK_ECANCELED)
-			rc = dlock__zk_attempt_failed(a, rc);
-		if (rc != DLOCK_OK)
+		if ((rc = dlock__zk_attempt_session(a, first, &s)) != DLOCK_OK)
 			break;
 		first = false;
 		dlock__zk_session_add_waiter(s, a->waiter);

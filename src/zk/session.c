@@ -475,6 +475,26 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 	}
 }
 
+bool dlock__zk_session_refused(dlock__backend *b)
+{
+	bool refused = false;
+
+	g_mutex_lock(&b->mu);
+	if (b->current) {
+		zk_session *s = b->current;
+
+		/* The client library sets its state to 0 -- none of its named
+		 * states -- when a connection attempt fails, until it starts
+		 * the next (CONNECTING, ASSOCIATING once the TCP connection
+		 * is up): a server that is only slow to answer never shows it. */
+		g_mutex_lock(&s->mu);
+		refused = s->phase != ZK_ENDED && s->zh && zoo_state(s->zh) == 0;
+		g_mutex_unlock(&s->mu);
+	}
+	g_mutex_unlock(&b->mu);
+	return refused;
+}
+
 /* ---- watches and holds ------------------------------------------------ */
 
 void dlock__zk_watch_add(zk_session *s, const char *path, dlock__waiter *waiter)
