@@ -10,6 +10,14 @@
  * one number are ordered write class first, so the write node keeps
  * holding; once it goes, the read node stands first, where the write
  * node stood, ahead of every writer that queued behind it.
+ *
+ * Its fencing token is the write hold's, not the read node's czxid: a
+ * writer that queued behind the write node holds a node made before the
+ * read node, and is granted only after the read hold ends; with the read
+ * node's czxid it would get the smaller token of the two.  The read hold
+ * continues the write hold (it begins while that one holds), and every
+ * hold granted after the write hold ended was queued after it, so with
+ * the write's token every later grant still gets a larger one.
  */
 #include "error.h"
 #include "internal.h"
@@ -88,7 +96,8 @@ int dlock__zk_downgrade(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 	dlock__zk_session_add_waiter(s, waiter);
 	rc = create_at(b, s, waiter, path, data, deadline_us, &czxid);
 	dlock__zk_session_remove_waiter(s, waiter);
-	if (rc == DLOCK_OK && !dlock__zk_grant(hold, s, path, czxid))
+	/* The write hold's token, not the read node's czxid (see above). */
+	if (rc == DLOCK_OK && !dlock__zk_grant(hold, s, path, write->czxid))
 		rc = DLOCK_ELOST;
 	else if (rc != DLOCK_OK && rc != DLOCK_ELOST)
 		dlock__zk_delete_later(s, path); /* the create may have landed */
