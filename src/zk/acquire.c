@@ -566,6 +566,18 @@ bool dlock__zk_grant(dlock__hold *hold, zk_session *s, const char *path, int64_t
 	return true;
 }
 
+zk_node *dlock__zk_node_of(dlock__backend *b, dlock__hold *hold)
+{
+	zk_node *node;
+
+	g_mutex_lock(&b->mu);
+	node = dlock__hold_backend_data(hold);
+	if (node)
+		g_atomic_ref_count_inc(&node->ref);
+	g_mutex_unlock(&b->mu);
+	return node;
+}
+
 void dlock__zk_node_unref(zk_node *node)
 {
 	if (!node || !g_atomic_ref_count_dec(&node->ref))
@@ -584,13 +596,18 @@ void dlock__zk_node_unref(zk_node *node)
  */
 int dlock__zk_release(dlock__backend *b, dlock__hold *hold)
 {
-	zk_node *node = dlock__hold_backend_data(hold);
+	zk_node *node;
 	zk_session *s;
 	int rc = DLOCK_OK;
 
+	/* Under b->mu: a downgrade on another thread may be taking a
+	 * reference to the node (dlock__zk_node_of()). */
+	g_mutex_lock(&b->mu);
+	node = dlock__hold_backend_data(hold);
+	dlock__hold_set_backend_data(hold, NULL);
+	g_mutex_unlock(&b->mu);
 	if (!node)
 		return DLOCK_OK;
-	dlock__hold_set_backend_data(hold, NULL);
 	s = node->session;
 	if (!dlock__zk_session_untrack(s, node)) {
 		rc = DLOCK_ELOST; /* the session ended: the node went with it */

@@ -132,6 +132,7 @@ typedef struct zk_call {
 	struct Stat stat;          /* create, get, exists */
 	char **children;           /* get_children */
 	char *data;                /* get: NUL-terminated copy */
+	void *multi;               /* a transaction's buffers (call.c), until freed */
 } zk_call;
 
 /* ---- backend.c ---- */
@@ -220,6 +221,11 @@ void dlock__zk_call_unref(zk_call *call);
  * ZOO_EPHEMERAL (a downgrade's) or ZOO_CONTAINER (a resource's). */
 void dlock__zk_create(zk_call *call, const char *path, const char *data, int flags,
                       const struct ACL_vector *acl);
+/* Create path (as dlock__zk_create(), not sequential) only if beside
+ * exists, in one transaction: ZNONODE when beside is gone, ZNODEEXISTS
+ * when path is there already (and beside too). */
+void dlock__zk_create_beside(zk_call *call, const char *beside, const char *path, const char *data,
+                             int flags, const struct ACL_vector *acl);
 void dlock__zk_get_children(zk_call *call, const char *path);
 void dlock__zk_get(zk_call *call, const char *path, bool watch);
 void dlock__zk_exists(zk_call *call, const char *path);
@@ -321,6 +327,9 @@ int64_t dlock__zk_cleanup_until(const zk_attempt *a, int rc);
  * token (its czxid) and backend data.  False, granting nothing, if s has
  * ended (the node went with it). */
 bool dlock__zk_grant(dlock__hold *hold, zk_session *s, const char *path, int64_t czxid);
+/* The node of hold, referenced, or NULL once it was released: safe while
+ * another thread releases hold (release takes it off under b->mu). */
+zk_node *dlock__zk_node_of(dlock__backend *b, dlock__hold *hold);
 void dlock__zk_node_unref(zk_node *node);
 
 /* ---- downgrade.c ---- */
