@@ -18,6 +18,7 @@
  * have heard from us: a loss must be declared early rather than late.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -102,6 +103,55 @@ static int64_t session_id(zhandle_t *zh)
 	return id ? id->client_id : 0;
 }
 
+/* ---- messages logged after the locks ---------------------------------- */
+
+/*
+ * What the session code has to say while it holds b->mu or s->mu is
+ * noted and logged once they are released: the user's log callback may
+ * block, and every caller and the session thread would wait on those
+ * mutexes meanwhile.
+ */
+typedef struct note {
+	dlock_log_level level;
+	char *text;
+} note;
+
+static void note_free(note *n)
+{
+	g_free(n->text);
+	g_free(n);
+}
+
+static GPtrArray *notes_new(void)
+{
+	return g_ptr_array_new_with_free_func((GDestroyNotify)note_free);
+}
+
+static void note_add(GPtrArray *notes, dlock_log_level level, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+
+static void note_add(GPtrArray *notes, dlock_log_level level, const char *fmt, ...)
+{
+	note *n = g_new0(note, 1);
+	va_list ap;
+
+	va_start(ap, fmt);
+	n->level = level;
+	n->text = g_strdup_vprintf(fmt, ap);
+	va_end(ap);
+	g_ptr_array_add(notes, n);
+}
+
+/* Log the notes (with no lock held) and empty the list. */
+static void notes_flush(dlock__backend *b, GPtrArray *notes)
+{
+	for (guint i = 0; i < notes->len; i++) {
+		note *n = notes->pdata[i];
+
+		dlock__log(b->logger, n->level, "%s", n->text);
+	}
+	g_ptr_array_set_size(notes, 0);
+}
+
 /* ---- state changes ---------------------------------------------------- */
 
 static GPtrArray *holds_copy_locked(zk_session *s)
@@ -133,9 +183,10 @@ static void report(GPtrArray *holds, dlock_state state)
 /*
  * End a session (expired, auth refused, or our timer ran out): every hold
  * on it is lost, waiters move on, and the session thread will close it.
- * Called with b->mu and s->mu held; returns the holds to report LOST.
+ * Called with b->mu and s->mu held; returns the holds to report LOST, and
+ * adds to notes what to log after.
  */
-static GPtrArray *end_locked(dlock__backend *b, zk_session *s, const char *reason)
+static GPtrArray *end_locked(dlock__backend *b, zk_session *s, const char *reason, GPtrArray *notes)
 {
 	s->phase = ZK_ENDED;
 	s->end_reason = reason;
@@ -145,16 +196,16 @@ static GPtrArray *end_locked(dlock__backend *b, zk_session *s, const char *reaso
 	}
 	wake_all_locked(s);
 	g_cond_broadcast(&b->cond);
-	dlock__log(b->logger, s->holds->len ? DLOCK_LOG_WARNING : DLOCK_LOG_INFO,
-	           "%s: session 0x%" PRIx64 " ended (%s); %u lock(s) lost", b->label,
-	           session_id(s->zh), reason, s->holds->len);
+	note_add(notes, s->holds->len ? DLOCK_LOG_WARNING : DLOCK_LOG_INFO,
+	         "%s: session 0x%" PRIx64 " ended (%s); %u lock(s) lost", b->label, session_id(s->zh),
+	         reason, s->holds->len);
 	return holds_copy_locked(s);
 }
 
 static void state_changed(zk_session *s, zhandle_t *zh, int state)
 {
 	dlock__backend *b = s->b;
-	GPtrArray *holds = NULL;
+	GPtrArray *holds = NULL, *notes = notes_new();
 	dlock_state what = DLOCK_STATE_SUSPENDED;
 
 	g_mutex_lock(&b->mu);
@@ -179,9 +230,8 @@ static void state_changed(zk_session *s, zhandle_t *zh, int state)
 			holds = holds_copy_locked(s);
 			what = DLOCK_STATE_RECONNECTED;
 		}
-		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: session 0x%" PRIx64 " %s (timeout %d ms)",
-		           b->label, session_id(zh), reconnect ? "reconnected" : "connected",
-		           zoo_recv_timeout(zh));
+		note_add(notes, DLOCK_LOG_INFO, "%s: session 0x%" PRIx64 " %s (timeout %d ms)", b->label,
+		         session_id(zh), reconnect ? "reconnected" : "connected", zoo_recv_timeout(zh));
 		wake_all_locked(s);
 		g_cond_broadcast(&b->cond);
 	} else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) {
@@ -189,20 +239,22 @@ static void state_changed(zk_session *s, zhandle_t *zh, int state)
 			s->phase = ZK_CONNECTING;
 			holds = holds_copy_locked(s);
 			what = DLOCK_STATE_SUSPENDED;
-			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: session 0x%" PRIx64 " disconnected",
-			           b->label, session_id(zh));
+			note_add(notes, DLOCK_LOG_WARNING, "%s: session 0x%" PRIx64 " disconnected", b->label,
+			         session_id(zh));
 			wake_all_locked(s);
 			g_cond_broadcast(&b->cond);
 		}
 	} else if (state == ZOO_EXPIRED_SESSION_STATE) {
-		holds = end_locked(b, s, "expired by the server");
+		holds = end_locked(b, s, "expired by the server", notes);
 		what = DLOCK_STATE_LOST;
 	} else if (state == ZOO_AUTH_FAILED_STATE) {
-		holds = end_locked(b, s, "authentication refused");
+		holds = end_locked(b, s, "authentication refused", notes);
 		what = DLOCK_STATE_LOST;
 	}
 	g_mutex_unlock(&s->mu);
 	g_mutex_unlock(&b->mu);
+	notes_flush(b, notes);
+	g_ptr_array_unref(notes);
 	report(holds, what);
 }
 
@@ -700,9 +752,10 @@ static bool in_use_locked(const zk_session *s)
  * One pass over the sessions, with b->mu held: declare lost the sessions
  * whose timer ran out, send probes and retried deletes, and take ended
  * sessions off the list (into to_close).  Returns when it wants to run
- * next (CLOCK_BOOTTIME), and the holds to report LOST in *lost.
+ * next (CLOCK_BOOTTIME), the holds to report LOST in lost, and what to
+ * log in notes.
  */
-static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lost)
+static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lost, GPtrArray *notes)
 {
 	int64_t now = dlock__boot_us();
 	int64_t next = now + TICK_US;
@@ -716,7 +769,8 @@ static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lo
 			int64_t expiry = expiry_locked(s);
 
 			if (now >= expiry) {
-				GPtrArray *holds = end_locked(b, s, "no contact with a server within the session timeout");
+				GPtrArray *holds = end_locked(b, s, "no contact with a server within the session timeout",
+				                              notes);
 
 				g_ptr_array_extend_and_steal(lost, holds);
 			} else {
@@ -770,14 +824,17 @@ static gpointer session_thread(gpointer data)
 {
 	dlock__backend *b = data;
 
+	GPtrArray *notes = notes_new();
+
 	g_mutex_lock(&b->mu);
 	while (!b->stopping) {
 		GPtrArray *to_close = g_ptr_array_new();
 		GPtrArray *lost = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__hold_unref);
-		int64_t next = pass_locked(b, to_close, lost);
+		int64_t next = pass_locked(b, to_close, lost, notes);
 
-		if (to_close->len > 0 || lost->len > 0) {
+		if (to_close->len > 0 || lost->len > 0 || notes->len > 0) {
 			g_mutex_unlock(&b->mu);
+			notes_flush(b, notes);
 			report(lost, DLOCK_STATE_LOST);
 			for (guint i = 0; i < to_close->len; i++)
 				session_close(to_close->pdata[i]);
@@ -793,6 +850,7 @@ static gpointer session_thread(gpointer data)
 		b->thread_wake_us = 0;
 	}
 	g_mutex_unlock(&b->mu);
+	g_ptr_array_unref(notes);
 	return NULL;
 }
 
