@@ -3,6 +3,7 @@
  *   backend.c  options, paths, open/close, the ops table
  *   nodes.c    lock node names and their order (pure; see nodes.h)
  *   session.c  sessions: state, loss detection, the session thread
+ *   servers.c  the servers' names resolved into the client's list
  *   sweep.c    finding and deleting nodes whose create went unanswered
  *   cloexec.c  close-on-exec for the client library's descriptors
  *   call.c     asynchronous calls that a deadline-bound thread waits on
@@ -195,6 +196,17 @@ void dlock__zk_delete_later(zk_session *s, const char *path);
 void dlock__zk_delete_send_locked(zk_session *s, const char *path);
 /* Stop the session thread and close every session (backend close). */
 void dlock__zk_sessions_stop(dlock__backend *b);
+
+/* ---- servers.c ---- */
+/*
+ * Every server's name resolved within until_us (monotonic), a cancel of
+ * waiter (may be NULL) ending the lookups: DLOCK_OK with *ret_servers
+ * "ip:port,[ip6]:port,..." (g_free), servers whose names did not resolve
+ * left out and their names added to missing (borrowed from b); or
+ * DLOCK_EUNAVAILABLE when none resolved, DLOCK_ECANCELED.  No lock held.
+ */
+int dlock__zk_servers_resolve(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
+                              char **ret_servers, GPtrArray *missing);
 
 /* ---- sweep.c ---- */
 /*

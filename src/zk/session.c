@@ -289,56 +289,12 @@ void dlock__zk_session_contact(zk_session *s, int64_t sent_us)
 
 static gpointer session_thread(gpointer data);
 
-/*
- * The connect string with every server's name resolved, within until_us:
- * "ip:port,[ip6]:port,...[/chroot]".  The C client would resolve the
- * names itself, synchronously, inside zookeeper_init2() -- no deadline
- * stops that.  Called with no lock held.  A server whose name does not
- * resolve is left out, unless none does.  A cancel of waiter (may be
- * NULL) ends the lookups at once.
- */
-static int resolve_hosts(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
-                         char **ret_hosts)
-{
-	unsigned n = g_strv_length(b->server_hosts);
-	char ***addrs = g_new0(char **, n);
-	GString *hosts;
-	int rc;
-
-	rc = dlock__resolve_each(b->resolver, (const char *const *)b->server_hosts, n, waiter, until_us,
-	                         addrs);
-	if (rc != DLOCK_OK) {
-		char *why = g_strdup(dlock_last_error_message());
-
-		rc = dlock__error(rc, "%s: %s", b->label, why);
-		g_free(why);
-		g_free(addrs);
-		return rc;
-	}
-	hosts = g_string_new(NULL);
-	for (unsigned i = 0; i < n; i++) {
-		if (!addrs[i])
-			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: server %s left out of this session: "
-			           "its name did not resolve in time", b->label, b->server_hosts[i]);
-		for (int j = 0; addrs[i] && addrs[i][j]; j++) {
-			bool v6 = strchr(addrs[i][j], ':') != NULL;
-
-			g_string_append_printf(hosts, "%s%s%s%s:%d", hosts->len ? "," : "", v6 ? "[" : "",
-			                       addrs[i][j], v6 ? "]" : "", b->server_ports[i]);
-		}
-		g_strfreev(addrs[i]);
-	}
-	g_free(addrs);
-	g_string_append(hosts, b->chroot);
-	*ret_hosts = g_string_free(hosts, FALSE);
-	return DLOCK_OK;
-}
-
-/* Open a session on hosts, a connect string of IP literals (no I/O: the
- * client library connects in its own thread).  Called with b->mu held. */
-static int session_open(dlock__backend *b, const char *hosts, zk_session **ret)
+/* Open a session on servers, "ip:port,..." (no I/O: the client library
+ * connects in its own thread).  Called with b->mu held. */
+static int session_open(dlock__backend *b, const char *servers, zk_session **ret)
 {
 	zk_session *s = g_new0(zk_session, 1);
+	char *hosts = g_strconcat(servers, b->chroot, NULL);
 	sigset_t all, old;
 	GArray *fds;
 	int saved_errno;
@@ -362,6 +318,7 @@ static int session_open(dlock__backend *b, const char *hosts, zk_session **ret)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	dlock__zk_cloexec_new_pipes(fds);
 	g_array_unref(fds);
+	g_free(hosts);
 	if (!s->zh) {
 		dlock__zk_session_unref(s);
 		return dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot start a session: %s", b->label,
@@ -473,20 +430,25 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 		}
 		s = b->current;
 		if (!s) {
-			char *hosts = NULL;
+			GPtrArray *missing = g_ptr_array_new();
+			char *servers = NULL;
 			int64_t opened_us;
 
 			/* Resolve without b->mu, which every call on this backend
 			 * and the session thread need; another thread may open a
 			 * session meanwhile, which is then used instead. */
 			g_mutex_unlock(&b->mu);
-			rc = resolve_hosts(b, waiter, until_us, &hosts);
+			rc = dlock__zk_servers_resolve(b, waiter, until_us, &servers, missing);
+			for (guint i = 0; rc == DLOCK_OK && i < missing->len; i++)
+				dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: server %s left out of this session: "
+				           "its name did not resolve in time", b->label, (char *)missing->pdata[i]);
+			g_ptr_array_unref(missing);
 			if (rc != DLOCK_OK)
 				return rc;
 			g_mutex_lock(&b->mu);
 			if (b->stopping) {
 				g_mutex_unlock(&b->mu);
-				g_free(hosts);
+				g_free(servers);
 				return dlock__error(DLOCK_ECANCELED, "%s: the client is being freed", b->label);
 			}
 			/* The server can have heard from a session opened now no
@@ -494,16 +456,16 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 			opened_us = dlock__boot_us();
 			s = b->current;
 			if (!s) {
-				if ((rc = session_open(b, hosts, &s)) != DLOCK_OK) {
+				if ((rc = session_open(b, servers, &s)) != DLOCK_OK) {
 					g_mutex_unlock(&b->mu);
-					g_free(hosts);
+					g_free(servers);
 					return rc;
 				}
 				g_mutex_lock(&s->mu);
 				s->contact_us = MAX(s->contact_us, opened_us);
 				g_mutex_unlock(&s->mu);
 			}
-			g_free(hosts);
+			g_free(servers);
 		}
 		dlock__zk_session_ref(s);
 		g_mutex_unlock(&b->mu);

@@ -455,6 +455,66 @@ static void test_a_blocking_log_callback_stalls_no_release(void **state)
 	g_free(via);
 }
 
+/* ---- two servers, one of them down -------------------------------------- */
+
+typedef struct state_count {
+	events *e;
+	dlock_state state;
+	int n;
+} state_count;
+
+static bool reported_n(void *arg)
+{
+	state_count *c = arg;
+	int n = 0;
+
+	g_mutex_lock(&c->e->mu);
+	for (int i = 0; i < c->e->count; i++)
+		n += c->e->states[i] == c->state;
+	g_mutex_unlock(&c->e->mu);
+	return n >= c->n;
+}
+
+/*
+ * Two servers, one that refuses connections and one behind the proxy: a
+ * holder whose connection drops (the proxy resets it) comes back each
+ * time, to the live server, long before its session could end -- the
+ * client never gets stuck trying the dead server alone.
+ */
+static void test_two_servers_one_down_every_drop_reconnects(void **state)
+{
+	test_zk *z = test_zk_start(1, 200, 20000);
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_ZK, z->servers[0].port);
+	int closed_fd, closed = test_closed_port(&closed_fd);
+	char *uri = g_strdup_printf("zk://127.0.0.1:%d,127.0.0.1:%d?session-timeout=8s", closed,
+	                            test_proxy_port(proxy));
+	dlock_client *client;
+	dlock_lock *lock;
+	events ev = { 0 };
+
+	g_mutex_init(&ev.mu);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "two-servers", &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(lock, record, &ev), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 10000), DLOCK_OK);
+	for (int i = 1; i <= 6; i++) {
+		state_count back = { &ev, DLOCK_STATE_RECONNECTED, i };
+
+		test_proxy_reset_all(proxy);
+		if (!test_wait_until(reported_n, &back, 4000))
+			fail_msg("drop %d: no RECONNECTED within 4 s", i);
+	}
+	assert_int_equal(first_at(&ev, DLOCK_STATE_LOST), -1);
+	assert_int_equal(dlock_held(lock), 1);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	close(closed_fd);
+	test_proxy_stop(proxy);
+	test_zk_stop(z);
+	g_free(uri);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -463,6 +523,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_frozen_server_gives_suspended_then_lost_before_the_timeout),
 		cmocka_unit_test(test_leader_kill_keeps_holds_and_exclusion),
 		cmocka_unit_test(test_a_blocking_log_callback_stalls_no_release),
+		cmocka_unit_test(test_two_servers_one_down_every_drop_reconnects),
 	};
 
 	test_init(argv[0]);
