@@ -38,8 +38,9 @@
  * the write node is gone (released, or its session ended), or the
  * failed wait (DLOCK_ETIMEDOUT, DLOCK_ECANCELED) or another failure.
  */
-static int create_beside(dlock__backend *b, zk_session *s, dlock__waiter *waiter, const char *beside,
-                         const char *path, const char *data, int64_t deadline_us)
+static int create_beside(dlock__backend *b, zk_session *s, dlock__waiter *waiter,
+                         const char *beside, const char *path, const char *data,
+                         int64_t deadline_us)
 {
 	for (;;) {
 		zk_call *call;

@@ -3,7 +3,7 @@
  *   backend.c  options, paths, open/close, the ops table
  *   nodes.c    lock node names and their order (pure; see nodes.h)
  *   session.c  sessions: state, loss detection, the session thread
- *   servers.c  the servers' names resolved into the client's list
+ *   servers.c  the servers' names resolved, and again while some are missing
  *   sweep.c    finding and deleting nodes whose create went unanswered
  *   cloexec.c  close-on-exec for the client library's descriptors
  *   call.c     asynchronous calls that a deadline-bound thread waits on
@@ -90,6 +90,10 @@ struct zk_session {
 	dlock__cleanups *cleanups; /* deletes and sweeps waiting for a connection: tried
 	                            * again at each pass while connected, dropped when
 	                            * the session ends (the nodes end with it) */
+	char *servers;             /* the client's server list, "ip:port,..." */
+	unsigned missing;          /* servers left out of it: their names did not resolve */
+	int64_t resolve_due_us;    /* CLOCK_BOOTTIME: when to look them up again */
+	int64_t resolve_pause_us;  /* and the pause after that */
 };
 
 /* The session's waiters' key in its wake table: no node path is empty. */
@@ -207,6 +211,9 @@ void dlock__zk_sessions_stop(dlock__backend *b);
  */
 int dlock__zk_servers_resolve(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
                               char **ret_servers, GPtrArray *missing);
+/* Look up the names left out of s again, until until_us, and give the
+ * client the longer list if s is still not connected.  No lock held. */
+void dlock__zk_servers_refresh(dlock__backend *b, zk_session *s, int64_t until_us);
 
 /* ---- sweep.c ---- */
 /*

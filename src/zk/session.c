@@ -16,6 +16,9 @@
  * each reconnect, so the timer measures real contact, not the client's
  * guess.  Contact is never stamped with a time the server may not yet
  * have heard from us: a loss must be declared early rather than late.
+ * While a session is not connected and some servers' names did not
+ * resolve when it opened, the session thread also looks them up again
+ * (servers.c).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -85,6 +88,7 @@ void dlock__zk_session_unref(zk_session *s)
 	dlock__waketable_free(s->waiters);
 	dlock__cleanups_free(s->cleanups);
 	g_mutex_clear(&s->mu);
+	g_free(s->servers);
 	g_free(s);
 }
 
@@ -127,7 +131,8 @@ static GPtrArray *notes_new(void)
 	return g_ptr_array_new_with_free_func((GDestroyNotify)note_free);
 }
 
-static void note_add(GPtrArray *notes, dlock_log_level level, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static void note_add(GPtrArray *notes, dlock_log_level level, const char *fmt, ...)
+	G_GNUC_PRINTF(3, 4);
 
 static void note_add(GPtrArray *notes, dlock_log_level level, const char *fmt, ...)
 {
@@ -289,9 +294,17 @@ void dlock__zk_session_contact(zk_session *s, int64_t sent_us)
 
 static gpointer session_thread(gpointer data);
 
+/* The first pause before names left out of a session are looked up
+ * again, and the longest (servers.c). */
+#define RESOLVE_FIRST_US (500 * 1000)
+#define RESOLVE_MAX_US (10 * 1000 * 1000)
+/* How long one round of those lookups may take. */
+#define RESOLVE_BUDGET_US (500 * 1000)
+
 /* Open a session on servers, "ip:port,..." (no I/O: the client library
- * connects in its own thread).  Called with b->mu held. */
-static int session_open(dlock__backend *b, const char *servers, zk_session **ret)
+ * connects in its own thread), missing names having been left out of it.
+ * Called with b->mu held. */
+static int session_open(dlock__backend *b, const char *servers, unsigned missing, zk_session **ret)
 {
 	zk_session *s = g_new0(zk_session, 1);
 	char *hosts = g_strconcat(servers, b->chroot, NULL);
@@ -306,6 +319,10 @@ static int session_open(dlock__backend *b, const char *servers, zk_session **ret
 	s->holds = g_ptr_array_new();
 	s->waiters = dlock__waketable_new(g_str_hash, g_str_equal, (dlock__key_copy_fn)g_strdup, g_free, NULL);
 	s->cleanups = dlock__cleanups_new(s, 0, 0);
+	s->servers = g_strdup(servers);
+	s->missing = missing;
+	s->resolve_pause_us = RESOLVE_FIRST_US;
+	s->resolve_due_us = dlock__boot_us() + RESOLVE_FIRST_US;
 
 	/* The client's I/O and completion threads inherit this mask: library
 	 * threads run with every signal blocked. */
@@ -415,6 +432,28 @@ int dlock__zk_session_wait_connected(zk_session *s, dlock__waiter *waiter, int64
 	return rc;
 }
 
+/*
+ * A caller is about to wait for s to connect: if some servers' names were
+ * left out of it, look them up again soon -- half a second after the last
+ * round rather than after the whole pause -- since a name may resolve by
+ * now and the caller needs a server.
+ */
+static void refresh_soon(zk_session *s)
+{
+	int64_t due = 0;
+
+	g_mutex_lock(&s->mu);
+	if (s->phase == ZK_CONNECTING && s->missing > 0) {
+		int64_t last = s->resolve_due_us - s->resolve_pause_us;
+
+		s->resolve_due_us = MIN(s->resolve_due_us, last + RESOLVE_FIRST_US);
+		due = s->resolve_due_us;
+	}
+	g_mutex_unlock(&s->mu);
+	if (due)
+		nudge_thread(s->b, due);
+}
+
 int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
                           zk_session **ret)
 {
@@ -439,16 +478,18 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 			 * session meanwhile, which is then used instead. */
 			g_mutex_unlock(&b->mu);
 			rc = dlock__zk_servers_resolve(b, waiter, until_us, &servers, missing);
-			for (guint i = 0; rc == DLOCK_OK && i < missing->len; i++)
-				dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: server %s left out of this session: "
-				           "its name did not resolve in time", b->label, (char *)missing->pdata[i]);
-			g_ptr_array_unref(missing);
-			if (rc != DLOCK_OK)
+			if (rc != DLOCK_OK) {
+				g_ptr_array_unref(missing);
 				return rc;
+			}
+			for (guint i = 0; i < missing->len; i++)
+				dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: server %s left out of the session "
+				           "until its name resolves", b->label, (char *)missing->pdata[i]);
 			g_mutex_lock(&b->mu);
 			if (b->stopping) {
 				g_mutex_unlock(&b->mu);
 				g_free(servers);
+				g_ptr_array_unref(missing);
 				return dlock__error(DLOCK_ECANCELED, "%s: the client is being freed", b->label);
 			}
 			/* The server can have heard from a session opened now no
@@ -456,9 +497,10 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 			opened_us = dlock__boot_us();
 			s = b->current;
 			if (!s) {
-				if ((rc = session_open(b, servers, &s)) != DLOCK_OK) {
+				if ((rc = session_open(b, servers, missing->len, &s)) != DLOCK_OK) {
 					g_mutex_unlock(&b->mu);
 					g_free(servers);
+					g_ptr_array_unref(missing);
 					return rc;
 				}
 				g_mutex_lock(&s->mu);
@@ -466,10 +508,12 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 				g_mutex_unlock(&s->mu);
 			}
 			g_free(servers);
+			g_ptr_array_unref(missing);
 		}
 		dlock__zk_session_ref(s);
 		g_mutex_unlock(&b->mu);
 
+		refresh_soon(s);
 		rc = dlock__zk_session_wait_connected(s, waiter, until_us);
 		if (rc == DLOCK_OK) {
 			*ret = s;
@@ -714,13 +758,16 @@ static bool in_use_locked(const zk_session *s)
  * One pass over the sessions, with b->mu held: declare lost the sessions
  * whose timer ran out, send probes and retried deletes, and take ended
  * sessions off the list (into to_close).  Returns when it wants to run
- * next (CLOCK_BOOTTIME), the holds to report LOST in lost, and what to
- * log in notes.
+ * next (CLOCK_BOOTTIME), the holds to report LOST in lost, what to log in
+ * notes, and the nearest session expiry in *ret_expiry (INT64_MAX: none).
  */
-static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lost, GPtrArray *notes)
+static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lost,
+                           GPtrArray *notes, int64_t *ret_expiry)
 {
 	int64_t now = dlock__boot_us();
 	int64_t next = now + TICK_US;
+
+	*ret_expiry = INT64_MAX;
 
 	for (guint i = 0; i < b->sessions->len;) {
 		zk_session *s = b->sessions->pdata[i];
@@ -737,6 +784,7 @@ static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lo
 				g_ptr_array_extend_and_steal(lost, holds);
 			} else {
 				next = MIN(next, expiry);
+				*ret_expiry = MIN(*ret_expiry, expiry);
 			}
 		}
 		if (s->phase == ZK_CONNECTED) {
@@ -782,17 +830,51 @@ static void session_close(zk_session *s)
 	dlock__zk_session_unref(s);
 }
 
+/*
+ * A session whose list lacks servers whose names did not resolve, and
+ * that is not connected, once its pause has passed: referenced, its next
+ * look set a longer pause ahead (servers.c).  NULL if none, and
+ * *ret_next the earliest time one will be due (INT64_MAX: none).  b->mu
+ * held.
+ */
+static zk_session *refresh_due_locked(dlock__backend *b, int64_t *ret_next)
+{
+	int64_t now = dlock__boot_us();
+
+	*ret_next = INT64_MAX;
+	for (guint i = 0; i < b->sessions->len; i++) {
+		zk_session *s = b->sessions->pdata[i];
+		bool due = false;
+
+		g_mutex_lock(&s->mu);
+		if (s->phase == ZK_CONNECTING && s->missing > 0) {
+			due = now >= s->resolve_due_us;
+			if (due) {
+				s->resolve_pause_us = MIN(s->resolve_pause_us * 2, RESOLVE_MAX_US);
+				s->resolve_due_us = now + s->resolve_pause_us;
+			}
+			*ret_next = MIN(*ret_next, s->resolve_due_us);
+		}
+		g_mutex_unlock(&s->mu);
+		if (due)
+			return dlock__zk_session_ref(s);
+	}
+	return NULL;
+}
+
 static gpointer session_thread(gpointer data)
 {
 	dlock__backend *b = data;
 
 	GPtrArray *notes = notes_new();
+	zk_session *refresh;
 
 	g_mutex_lock(&b->mu);
 	while (!b->stopping) {
 		GPtrArray *to_close = g_ptr_array_new();
 		GPtrArray *lost = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__hold_unref);
-		int64_t next = pass_locked(b, to_close, lost, notes);
+		int64_t expiry, resolve_next;
+		int64_t next = pass_locked(b, to_close, lost, notes, &expiry);
 
 		if (to_close->len > 0 || lost->len > 0 || notes->len > 0) {
 			g_mutex_unlock(&b->mu);
@@ -806,7 +888,20 @@ static gpointer session_thread(gpointer data)
 		}
 		g_ptr_array_unref(lost);
 		g_ptr_array_unref(to_close);
-		b->thread_wake_us = MAX(next, dlock__boot_us() + 1000);
+		if ((refresh = refresh_due_locked(b, &resolve_next))) {
+			/* The lookups take at most half a second, and never past
+			 * a session's expiry, so that no LOST comes late; a
+			 * probe may wait for them (no connected session is
+			 * refreshed). */
+			int64_t budget = MIN(expiry - dlock__boot_us(), RESOLVE_BUDGET_US);
+
+			g_mutex_unlock(&b->mu);
+			dlock__zk_servers_refresh(b, refresh, dlock__mono_us() + MAX(budget, 0));
+			dlock__zk_session_unref(refresh);
+			g_mutex_lock(&b->mu);
+			continue;
+		}
+		b->thread_wake_us = MAX(MIN(next, resolve_next), dlock__boot_us() + 1000);
 		g_cond_wait_until(&b->cond, &b->mu,
 		                  dlock__mono_us() + (b->thread_wake_us - dlock__boot_us()));
 		b->thread_wake_us = 0;
