@@ -92,6 +92,7 @@ static void finish(zk_call *call, int rc)
 		dlock__zk_delete_later(call->session, orphan);
 		g_free(orphan);
 	}
+	dlock__zk_request_done(call->session);
 	dlock__zk_call_unref(call);
 }
 
@@ -160,7 +161,8 @@ static void void_done(int rc, const void *data)
  * Requests are sent with the session's mutex held, so that the session
  * thread cannot close the handle in between; a session that has ended
  * refuses them.  A request the client refuses is not queued and gets no
- * completion, so it is finished here with the client's code.
+ * completion, so it is finished here with the client's code (finish()
+ * also counts it done on the session).
  */
 #define SEND(call, expr)                                                     \
 	do {                                                                 \
@@ -169,6 +171,7 @@ static void void_done(int rc, const void *data)
 		int rc_;                                                     \
 		g_mutex_lock(&s_->mu);                                       \
 		(call)->sent_us = dlock__boot_us();                          \
+		dlock__zk_request_sent_locked(s_);                           \
 		rc_ = s_->phase == ZK_ENDED ? ZSESSIONEXPIRED : (expr);      \
 		g_mutex_unlock(&s_->mu);                                     \
 		if (rc_ != ZOK)                                              \

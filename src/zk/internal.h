@@ -90,6 +90,8 @@ struct zk_session {
 	dlock__cleanups *cleanups; /* deletes and sweeps waiting for a connection: tried
 	                            * again at each pass while connected, dropped when
 	                            * the session ends (the nodes end with it) */
+	unsigned outstanding;      /* requests sent whose completion has not run */
+	GCond settled;             /* signaled when outstanding drops to 0 */
 	char *servers;             /* the client's server list, "ip:port,..." */
 	unsigned missing;          /* servers left out of it: their names did not resolve */
 	int64_t resolve_due_us;    /* CLOCK_BOOTTIME: when to look them up again */
@@ -192,6 +194,13 @@ void dlock__zk_session_contact(zk_session *s, int64_t sent_us);
  * tracked (the session ended). */
 bool dlock__zk_session_track(zk_session *s, zk_node *node);
 bool dlock__zk_session_untrack(zk_session *s, zk_node *node);
+/* A request is about to be sent on s (s->mu held): its completion must
+ * call dlock__zk_request_done(), or, if the client refuses it (no
+ * completion will run), the sender must.  Closing a connected session
+ * waits (briefly) for every completion first: the client library loses
+ * those whose answers arrive while its handle is closed. */
+void dlock__zk_request_sent_locked(zk_session *s);
+void dlock__zk_request_done(zk_session *s);
 /* Delete path in the background: now if possible, and again after each
  * reconnect, until it is gone or the session ends.  Any thread. */
 void dlock__zk_delete_later(zk_session *s, const char *path);

@@ -35,6 +35,8 @@
 
 /* The session thread looks at each session at least this often. */
 #define TICK_US (1000 * 1000)
+/* How long closing a connected session waits for answers still due. */
+#define CLOSE_SETTLE_US (500 * 1000)
 
 /*
  * When the session may have expired on the server, by our count: its last
@@ -88,6 +90,7 @@ void dlock__zk_session_unref(zk_session *s)
 	dlock__waketable_free(s->waiters);
 	dlock__cleanups_free(s->cleanups);
 	g_mutex_clear(&s->mu);
+	g_cond_clear(&s->settled);
 	g_free(s->servers);
 	g_free(s);
 }
@@ -315,6 +318,7 @@ static int session_open(dlock__backend *b, const char *servers, unsigned missing
 	g_atomic_ref_count_init(&s->ref);
 	s->b = b;
 	g_mutex_init(&s->mu);
+	g_cond_init(&s->settled);
 	s->phase = ZK_CONNECTING;
 	s->holds = g_ptr_array_new();
 	s->waiters = dlock__waketable_new(g_str_hash, g_str_equal, (dlock__key_copy_fn)g_strdup, g_free, NULL);
@@ -620,6 +624,21 @@ bool dlock__zk_session_untrack(zk_session *s, zk_node *node)
 	return alive;
 }
 
+/* ---- requests in flight ------------------------------------------------ */
+
+void dlock__zk_request_sent_locked(zk_session *s)
+{
+	s->outstanding++;
+}
+
+void dlock__zk_request_done(zk_session *s)
+{
+	g_mutex_lock(&s->mu);
+	if (--s->outstanding == 0)
+		g_cond_broadcast(&s->settled);
+	g_mutex_unlock(&s->mu);
+}
+
 /* ---- background deletes ------------------------------------------------ */
 
 typedef struct delete_ctx {
@@ -661,6 +680,7 @@ static void delete_done(int rc, const void *data)
 		dlock__log(s->b->logger, DLOCK_LOG_WARNING, "%s: cannot delete %s: %s", s->b->label,
 		           ctx->path, dlock__zk_strerror(rc));
 	}
+	dlock__zk_request_done(s);
 	delete_ctx_free(ctx);
 }
 
@@ -678,9 +698,11 @@ static dlock__cleanup_result delete_try(gpointer data, gpointer session)
 
 	ctx->session = dlock__zk_session_ref(s);
 	ctx->path = g_strdup(path);
+	dlock__zk_request_sent_locked(s);
 	rc = zoo_adelete(s->zh, path, -1, delete_done, ctx);
 	if (rc == ZOK)
 		return DLOCK__CLEANUP_DONE;
+	s->outstanding--;
 	/* Not queued: no completion will run.  The caller holds another
 	 * reference, so this unref cannot free s under its own mutex. */
 	delete_ctx_free(ctx);
@@ -722,6 +744,7 @@ static void probe_answered(int rc, const struct Stat *stat, const void *data)
 	if (rc == ZOK || rc == ZNONODE)
 		contact_locked(s, ctx->sent_us);
 	g_mutex_unlock(&s->mu);
+	dlock__zk_request_done(s);
 	dlock__zk_session_unref(s);
 	g_free(ctx);
 }
@@ -734,7 +757,9 @@ static void probe_send_locked(zk_session *s, int64_t now)
 	ctx->session = dlock__zk_session_ref(s);
 	ctx->sent_us = now;
 	s->probing = true;
+	dlock__zk_request_sent_locked(s);
 	if (zoo_aexists(s->zh, "/", 0, probe_answered, ctx) != ZOK) {
+		s->outstanding--;
 		s->probing = false;
 		g_atomic_ref_count_dec(&s->ref); /* the caller holds another */
 		g_free(ctx);
@@ -816,10 +841,19 @@ static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lo
  */
 static void session_close(zk_session *s)
 {
+	int64_t until = dlock__mono_us() + CLOSE_SETTLE_US;
 	zhandle_t *zh;
 
 	g_mutex_lock(&s->mu);
 	zh = s->zh;
+	/* The client library loses a completion whose answer arrives while
+	 * zookeeper_close() takes the handle apart (with what it refers to:
+	 * a call, a session reference), so the answers still due on a
+	 * connected session are let in first; on a healthy server that is a
+	 * round trip. */
+	while (s->phase == ZK_CONNECTED && s->outstanding > 0 &&
+	       g_cond_wait_until(&s->settled, &s->mu, until))
+		;
 	s->phase = ZK_ENDED;
 	g_mutex_unlock(&s->mu);
 	if (zh)
