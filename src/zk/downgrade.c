@@ -86,8 +86,12 @@ int dlock__zk_downgrade(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 	dlock__zk_session_remove_waiter(s, waiter);
 	if (rc == DLOCK_OK && !dlock__zk_grant(hold, s, path, write->czxid))
 		rc = DLOCK_ELOST;
-	else if (rc != DLOCK_OK && rc != DLOCK_ELOST)
-		dlock__zk_delete_later(s, path); /* the create may have landed */
+	/* A create whose answer was lost may have made the node, also when
+	 * a later one then found the write node gone: left there, it would
+	 * stand where the write node stood, ahead of every writer queued
+	 * behind it.  (Nothing to do once the session has ended.) */
+	if (rc != DLOCK_OK)
+		dlock__zk_delete_later(s, path);
 	if (rc == DLOCK_ELOST)
 		dlock__log(b->logger, DLOCK_LOG_INFO,
 		           "%s: the write hold of '%s' ended before its downgrade; queueing as a reader",

@@ -248,6 +248,89 @@ static void test_downgrade_after_its_write_hold_ended_never_shares_with_a_writer
 	g_free(direct);
 }
 
+typedef struct node_ref {
+	test_zk *zk;
+	char *path;
+} node_ref;
+
+static bool node_gone(void *arg)
+{
+	node_ref *n = arg;
+
+	return !test_zk_exists(n->zk, n->path);
+}
+
+/*
+ * The downgrade's create is applied but its answer is lost with the
+ * connection, and before the downgrade tries again its write hold ends
+ * (its handle freed by another thread) and the write node goes.  The
+ * second try finds no write node; the read node the first one made must
+ * not stay behind, where the writer queued behind the write node would
+ * wait for it: that writer gets in, and then the downgrade, as a reader.
+ */
+static void test_downgrade_whose_first_create_landed_leaves_no_read_node_when_it_queues(void **state)
+{
+	test_zk *zk = test_zk_start(1, 200, 20000);
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_ZK, zk->servers[0].port);
+	char *via = g_strdup_printf("zk://127.0.0.1:%d?session-timeout=8s", test_proxy_port(proxy));
+	char *direct = test_zk_uri(zk, "?session-timeout=8s");
+	const char *args[] = { "downgrade", via, "down-lost", NULL };
+	test_rw_waiter q;
+	worker w = { 0 };
+	node_ref write_node = { zk, NULL };
+	char line[128], **children;
+
+	w.pid = test_spawn_worker_io(args, &w.fd_in, &w.fd_out);
+	expect_line(&w, "held", line, sizeof(line));
+	children = test_zk_children(zk, "/dlock/down-lost");
+	assert_non_null(children);
+	assert_int_equal(g_strv_length(children), 1);
+	write_node.path = g_strconcat("/dlock/down-lost/", children[0], NULL);
+	g_strfreev(children);
+	test_rw_waiter_start(&q, direct, "down-lost", DLOCK_MODE_WRITE, 30000);
+	assert_true(test_zk_wait_children(zk, "/dlock/down-lost", 2, 10000));
+
+	/* The create is applied, its answer lost with the connection, and
+	 * no new connection is let in. */
+	test_proxy_admit_mode(proxy, TEST_PROXY_REFUSE);
+	test_proxy_drop_replies(proxy, "multi", 1, true);
+	assert_true(test_write_str(w.fd_in, "downgrade\n"));
+	expect_line(&w, "downgrading", line, sizeof(line));
+	expect_line(&w, "state 1", line, sizeof(line)); /* SUSPENDED: the connection is gone */
+	assert_true(test_zk_wait_children(zk, "/dlock/down-lost", 3, 10000)); /* the read node */
+	assert_true(test_wait_until(main_thread_settled, &w, 10000));
+	thread_freeze(w.pid);
+
+	/* The write hold ends: its node goes once the session is back. */
+	assert_true(test_write_str(w.fd_in, "free\n"));
+	expect_line(&w, "freed", line, sizeof(line));
+	test_proxy_admit_mode(proxy, TEST_PROXY_ADMIT);
+	assert_true(test_wait_until(node_gone, &write_node, 15000));
+	thread_thaw(w.pid);
+
+	/* The writer that queued behind the write node gets in... */
+	if (!test_wait_until(test_rw_waiter_done, &q, 10000))
+		fail_msg("the queued writer was not granted: a read node of the downgrade stays before it");
+	test_rw_waiter_join(&q);
+	assert_int_equal(q.rc, DLOCK_OK);
+	/* ...and the downgrade, which queued as a reader, after it. */
+	assert_int_equal(dlock_release(q.owner.lock), DLOCK_OK);
+	expect_line(&w, "downgrade ", line, sizeof(line));
+	print_message("worker: %s\n", line);
+	assert_string_equal(line, "downgrade 0 held=1");
+
+	close(w.fd_in);
+	assert_int_equal(test_wait_worker(w.pid), 0);
+	close(w.fd_out);
+	test_rw_owner_close(&q.owner);
+	assert_int_equal(test_zk_leftover_nodes(zk, "/dlock"), 0);
+	test_proxy_stop(proxy);
+	test_zk_stop(zk);
+	g_free(write_node.path);
+	g_free(via);
+	g_free(direct);
+}
+
 static bool held_one(void *proxy)
 {
 	return test_proxy_held(proxy) >= 1;
@@ -344,6 +427,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_downgrade_after_its_write_hold_ended_never_shares_with_a_writer),
+		cmocka_unit_test(test_downgrade_whose_first_create_landed_leaves_no_read_node_when_it_queues),
 		cmocka_unit_test(test_downgrade_that_times_out_returns_on_time_and_leaves_nothing),
 		cmocka_unit_test(test_downgrade_canceled_returns_at_once_and_leaves_nothing),
 	};
