@@ -71,6 +71,11 @@ static long long thread_switches(const char *name)
 	return total;
 }
 
+static bool thread_is_named(void *name)
+{
+	return thread_switches(name) >= 0;
+}
+
 /*
  * ROUNDS rounds of PAIRS acquire+release pairs on a lock of the backend
  * at uri, after a warm-up that starts the threads; each thread named in
@@ -99,9 +104,11 @@ static void assert_pairs_leave_threads_asleep(const char *uri, const char *const
 		assert_int_equal(dlock_release(lock), DLOCK_OK);
 	}
 	for (; names[n]; n++) {
-		before[n] = thread_switches(names[n]);
-		if (before[n] < 0)
+		/* A new thread names itself once it first runs, which a loaded
+		 * machine may put off. */
+		if (!test_wait_until(thread_is_named, (void *)names[n], 5000))
 			fail_msg("no thread named %s", names[n]);
+		before[n] = thread_switches(names[n]);
 	}
 	start = test_now_ms();
 	for (int r = 0; r < ROUNDS; r++) {

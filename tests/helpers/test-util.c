@@ -194,11 +194,23 @@ bool test_read_line(int fd, char *buf, size_t len, int64_t timeout_ms)
 	while (n + 1 < len) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		int64_t left = until - test_now_ms();
+		ssize_t got;
+		int ready;
 		char c;
 
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+		if (left <= 0)
 			return false;
-		if (read(fd, &c, 1) != 1)
+		/* A signal (a server or worker of the test exiting) is no
+		 * reason to stop waiting for the line. */
+		ready = poll(&p, 1, (int)left);
+		if (ready < 0 && errno == EINTR)
+			continue;
+		if (ready <= 0)
+			return false;
+		do
+			got = read(fd, &c, 1);
+		while (got < 0 && errno == EINTR);
+		if (got != 1)
 			return false;
 		if (c == '\n')
 			break;
