@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -195,10 +196,21 @@ static int worker_hold(const char *uri, const char *names)
 
 /* ---- the tests -------------------------------------------------------------- */
 
-static void read_result(int fd, const char *what, char *line, size_t len)
+static void read_result(pid_t pid, int fd, const char *what, char *line, size_t len)
 {
-	if (!test_read_line(fd, line, len, 60000))
-		fail_msg("the worker gave no '%s' line", what);
+	if (!test_read_line(fd, line, len, 60000)) {
+		int status = 0;
+
+		/* How the worker ended, if it did (a worker still running when
+		 * the wait ran out is killed). */
+		if (waitpid(pid, &status, WNOHANG) != pid) {
+			kill(pid, SIGKILL);
+			fail_msg("the worker gave no '%s' line in time", what);
+		}
+		fail_msg("the worker gave no '%s' line: it %s %d", what,
+		         WIFSIGNALED(status) ? "was killed by signal" : "exited with status",
+		         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+	}
 	if (strncmp(line, "error", 5) == 0)
 		fail_msg("the worker could not set up: %s", line);
 	if (strncmp(line, what, strlen(what)) != 0)
@@ -228,13 +240,13 @@ static void test_server_whose_name_resolves_late_is_used(void **state)
 		fail_msg("this test needs root to give a worker a private mount namespace with hosts "
 		         "files of its own (CI runs it as root); run it as root");
 	pid = test_spawn_worker_io(args, &fd_in, &fd_out);
-	read_result(fd_out, "before", line, sizeof(line));
+	read_result(pid, fd_out, "before", line, sizeof(line));
 	print_message("worker: %s\n", line);
 	assert_int_equal(sscanf(line, "before %d %lld", &rc, &ms), 2);
 	assert_int_equal(rc, DLOCK_EUNAVAILABLE);
 
 	assert_true(test_write_str(fd_in, "resolve\n"));
-	read_result(fd_out, "after", line, sizeof(line));
+	read_result(pid, fd_out, "after", line, sizeof(line));
 	print_message("worker: %s\n", line);
 	assert_int_equal(sscanf(line, "after %d %lld", &rc, &ms), 2);
 	assert_int_equal(rc, DLOCK_OK);
@@ -268,13 +280,13 @@ static void test_session_moves_to_servers_resolved_after_it_opened(void **state)
 		fail_msg("this test needs root to give a worker a private mount namespace with hosts "
 		         "files of its own (CI runs it as root); run it as root");
 	pid = test_spawn_worker_io(args, &fd_in, &fd_out);
-	read_result(fd_out, "held", line, sizeof(line));
+	read_result(pid, fd_out, "held", line, sizeof(line));
 	assert_true(test_write_str(fd_in, "resolve\n"));
-	read_result(fd_out, "resolved", line, sizeof(line));
+	read_result(pid, fd_out, "resolved", line, sizeof(line));
 	/* The only server the session has goes. */
 	test_zk_signal(zk, 0, SIGKILL);
 	assert_true(test_write_str(fd_in, "report\n"));
-	read_result(fd_out, "states", line, sizeof(line));
+	read_result(pid, fd_out, "states", line, sizeof(line));
 	print_message("worker: %s\n", line);
 	assert_int_equal(sscanf(line, "states %d %d %d held=%d", &suspended, &reconnected, &lost, &held), 4);
 	assert_int_equal(lost, 0);
