@@ -29,16 +29,19 @@
  * they wait for it. */
 #define rl test_redlock_suite
 
-/* A 1 s lease, renewed every ~333 ms; rounds bounded by 200 ms. */
-#define SUFFIX "/1?ttl=1s&master-timeout=200ms"
-#define MASTER_TIMEOUT_MS 200
+/* A 1 s lease, renewed every ~333 ms; rounds bounded by 200 ms -- each
+ * stretched by the slack factor where the test process runs slower than
+ * the servers (valgrind), as the library's own work is. */
+#define TTL_MS (1000 * test_slack_factor())
+#define MASTER_TIMEOUT_MS (200 * test_slack_factor())
 
 typedef test_redlock_handle handle;
 
 static char *uri_with_first(int first_port)
 {
-	return g_strdup_printf("redis://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d" SUFFIX, first_port,
-	                       rl->masters[1]->port, rl->masters[2]->port);
+	return g_strdup_printf("redis://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/1?ttl=%dms&"
+	                       "master-timeout=%dms", first_port, rl->masters[1]->port,
+	                       rl->masters[2]->port, TTL_MS, MASTER_TIMEOUT_MS);
 }
 
 static void open_on(handle *h, int first_port, const char *resource)
@@ -56,7 +59,7 @@ static void open_on(handle *h, int first_port, const char *resource)
 static uint64_t acquire_in_time(handle *h, const char *what, uint64_t last)
 {
 	int64_t start = test_now_ms(), took;
-	int rc = dlock_acquire(h->lock, 3000);
+	int rc = dlock_acquire(h->lock, test_slack(3000));
 
 	took = test_now_ms() - start;
 	print_message("%s: acquire %s after %" PRId64 " ms\n", what, dlock_code_name(rc), took);
@@ -120,7 +123,7 @@ static void hold_and_take_turns(int first_port, const char *what, const char *re
 	handle fresh;
 
 	last = acquire_in_time(&watched, what, last);
-	if (test_poll_window(troubled, &events, 1500))
+	if (test_poll_window(troubled, &events, TTL_MS * 3 / 2))
 		fail_msg("%s: the hold went %s while two of three masters were healthy", what,
 		         test_events_index(&events, DLOCK_STATE_LOST) >= 0 ? "LOST" : "SUSPENDED");
 	assert_true(dlock_held(watched.lock));
@@ -180,7 +183,7 @@ static void test_a_host_dropping_connection_attempts_costs_at_most_the_master_ti
 
 /* After each test: every master running, and none of them left with a
  * key of the suite in any database once the stalled master's late
- * scripts have been cleaned up (within the 1 s lease). */
+ * scripts have been cleaned up (within the lease). */
 static long long lock_keys_in_db1(test_redis *master)
 {
 	long long found;
