@@ -285,6 +285,8 @@ if ((!quick)); then
 		if [[ -f /usr/share/glib-2.0/valgrind/glib.supp ]]; then
 			wrapper+=' --suppressions=/usr/share/glib-2.0/valgrind/glib.supp'
 		fi
+		# The C library's own faults in name resolution (see the file).
+		wrapper+=" --suppressions=$root/tests/valgrind.supp"
 		# valgrind does not know futex_waitv: the file backend's one-wake
 		# tests cannot assert it there (they fail without it elsewhere).
 		G_SLICE=always-malloc G_DEBUG=gc-friendly DLOCK_TEST_NO_FUTEX=valgrind \

@@ -1,23 +1,29 @@
 /*
  * Name resolution with a deadline, on glibc's asynchronous getaddrinfo_a():
  * the lookup runs in the C library's own helper threads (created with
- * every signal blocked) while the caller waits in gai_suspend() for at
- * most the time it has left.  A lookup still running at the deadline is
- * canceled if it has not started; otherwise it is abandoned: its request
- * record must stay valid until the C library finishes with it, so it is
- * parked on the resolver and freed by a later call once done.
+ * every signal blocked) while the caller waits for at most the time it
+ * has left.  A lookup still running at the deadline is canceled if it has
+ * not started; otherwise it is abandoned: its request record must stay
+ * valid until the C library finishes with it, so it is parked on the
+ * resolver and freed by a later call once done.
  *
- * A cancel of the caller's waiter ends the wait the same way.  gai_suspend()
- * cannot wait on anything a cancel could signal, so with a waiter it waits
- * in slices of CANCEL_CHECK_US and looks at the waiter between them: a
- * cancel is seen within that long, at the cost of one mutex per slice.
+ * The caller does not wait in gai_suspend(): a gai_suspend() that times
+ * out just as a lookup finishes leaves its wait entry, on its own stack,
+ * listed with the request, and the helper thread then writes through it
+ * (glibc 2.36 sets a request's result before it takes the lock under which
+ * gai_suspend() unlists what has not finished).  Nor does it ask for a
+ * notification thread (SIGEV_THREAD), which glibc starts with every
+ * signal unblocked.  It looks at the requests instead, napping between
+ * looks from NAP_FIRST_US up to NAP_CAP_US: a lookup from the hosts file
+ * is seen within a few times what it took, a slow DNS answer within
+ * NAP_CAP_US.  Naps are sleeps on the caller's waiter, when it has one, so
+ * a cancel ends the wait at once.
  */
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include <glib.h>
 
@@ -28,8 +34,9 @@
 
 /* How long the other names of a list may still take once one resolved. */
 #define GRACE_US (100 * 1000)
-/* How often a wait with a waiter looks whether it was canceled. */
-#define CANCEL_CHECK_US (20 * 1000)
+/* The first and the longest nap between two looks at running lookups. */
+#define NAP_FIRST_US 50
+#define NAP_CAP_US (10 * 1000)
 
 struct dlock__resolver {
 	GMutex mu;
@@ -105,47 +112,38 @@ static bool is_literal(const char *host)
 static bool wait_lookups(lookup **lookups, guint n, bool have_one, dlock__waiter *waiter,
                          int64_t deadline_us)
 {
-	bool canceled = false;
-	const struct gaicb **pending = g_new0(const struct gaicb *, n);
+	int64_t nap_us = NAP_FIRST_US;
 
 	if (have_one)
 		deadline_us = MIN(deadline_us, dlock__mono_us() + GRACE_US);
 	for (;;) {
-		struct timespec ts;
-		guint m = 0;
-		int64_t left;
+		uint64_t seen = waiter ? dlock__waiter_seq(waiter) : 0;
+		bool pending = false;
+		int64_t until_us;
 
 		for (guint i = 0; i < n; i++) {
 			int err = lookups[i] ? gai_error(&lookups[i]->cb) : EAI_CANCELED;
 
 			if (err == EAI_INPROGRESS) {
-				pending[m++] = &lookups[i]->cb;
+				pending = true;
 			} else if (err == 0 && !have_one) {
 				have_one = true;
 				deadline_us = MIN(deadline_us, dlock__mono_us() + GRACE_US);
 			}
 		}
-		if (m == 0)
-			break;
-		if (waiter && (canceled = dlock__waiter_canceled(waiter)))
-			break;
-		if (deadline_us == INT64_MAX && !waiter) {
-			gai_suspend(pending, (int)m, NULL);
-			continue;
-		}
-		left = dlock__remaining_us(deadline_us);
-		if (left <= 0)
-			break;
-		if (waiter)
-			left = MIN(left, CANCEL_CHECK_US);
-		ts.tv_sec = left / 1000000;
-		ts.tv_nsec = (left % 1000000) * 1000;
-		/* Returns when one finishes, at the timeout or on a signal:
-		 * the loop looks again in every case. */
-		gai_suspend(pending, (int)m, &ts);
+		if (!pending)
+			return true;
+		if (waiter && dlock__waiter_canceled(waiter))
+			return false;
+		if (dlock__remaining_us(deadline_us) <= 0)
+			return true;
+		until_us = MIN(deadline_us, dlock__mono_us() + nap_us);
+		nap_us = MIN(nap_us * 2, NAP_CAP_US);
+		if (!waiter)
+			g_usleep((gulong)MAX(dlock__remaining_us(until_us), 0));
+		else if (dlock__waiter_sleep(waiter, seen, until_us) == DLOCK_ECANCELED)
+			return false;
 	}
-	g_free(pending);
-	return !canceled;
 }
 
 /* The numeric addresses of a finished lookup, IPv4 first, without repeats. */

@@ -30,7 +30,7 @@ void dlock__resolver_free(dlock__resolver *resolver);
  * DLOCK_EUNAVAILABLE with a message naming host (the name does not
  * resolve, or no answer before the deadline: the lookup is then abandoned).
  * A cancel of waiter (may be NULL) abandons the lookup as the deadline
- * does, within 20 ms: DLOCK_ECANCELED.
+ * does, at once: DLOCK_ECANCELED.
  */
 int dlock__resolve(dlock__resolver *resolver, const char *host, dlock__waiter *waiter,
                    int64_t deadline_us, char ***ret_addrs);
