@@ -480,17 +480,24 @@ static gpointer observe_main(gpointer data)
 
 DLOCK_API int dlock_election_observe(dlock_election *election, int enabled)
 {
+	dlock_client *client;
 	int rc;
 
 	if ((rc = check_election(election, "dlock_election_observe")) != DLOCK_OK)
 		return rc;
-	if (!election->lock->client || dlock__client_forked(election->lock->client))
+	client = election->lock->client;
+	if (!client || dlock__client_forked(client))
 		return dlock__error(DLOCK_ECANCELED, "dlock_election_observe: client was freed or "
 		                    "belongs to the parent process");
 	if (!enabled) {
 		dlock__election_observe_stop(election);
 		return DLOCK_OK;
 	}
+	/* A call on the client while the thread starts: the client's free
+	 * (whose callbacks may get here) stops observers only once no call
+	 * is under way, and an observer started later would outlive it. */
+	if ((rc = dlock__client_enter(client)) != DLOCK_OK)
+		return rc;
 	g_mutex_lock(&election->mu);
 	if (!election->observer) {
 		observer_start *start = g_new(observer_start, 1);
@@ -501,5 +508,6 @@ DLOCK_API int dlock_election_observe(dlock_election *election, int enabled)
 		election->observer = dlock__thread_new("dlock-observe", observe_main, start);
 	}
 	g_mutex_unlock(&election->mu);
+	dlock__client_leave(client);
 	return DLOCK_OK;
 }

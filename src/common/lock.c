@@ -21,6 +21,9 @@ void dlock__lock_unref(dlock_lock *lock)
 {
 	if (!lock || !g_atomic_ref_count_dec(&lock->ref))
 		return;
+	/* A handle freed from a callback while its client is being freed
+	 * still refers to its hold, which that free has released already. */
+	dlock__hold_unref(lock->hold);
 	g_free(lock->resource);
 	g_free(lock->thread_key);
 	g_free(lock->read_key);
