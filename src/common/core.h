@@ -126,9 +126,11 @@ dlock__hold *dlock__hold_find(const dlock_lock *lock);
  */
 dlock__hold *dlock__hold_find_other(const dlock_lock *lock);
 /* Mark hold, a READ hold about to be acquired, as a downgrade of write (a
- * live write-class hold of the same owner and resource), for the backend
- * (dlock__hold_downgrade_of()); cleared again once the acquire returns. */
-void dlock__hold_set_downgrade(dlock__hold *hold, dlock__hold *write);
+ * write-class hold of the same owner and resource), for the backend
+ * (dlock__hold_downgrade_of()), and pin write: its release waits until
+ * the mark is cleared (write NULL) once the acquire returns.  False,
+ * marking nothing, if write is no longer live: no downgrade then. */
+bool dlock__hold_set_downgrade(dlock__hold *hold, dlock__hold *write);
 /* Record a granted hold, counted once through lock, in the client and in
  * its owner's table (or on its handle, replacing a lost one). */
 void dlock__hold_install(dlock__hold *hold, dlock_lock *lock);
