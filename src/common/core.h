@@ -83,6 +83,8 @@ struct dlock_lock {
 	uint32_t permits;        /* 1 unless set */
 	unsigned calls;          /* calls in flight on this handle (dlock__lock_enter) */
 	GPtrArray *waiters;      /* dlock__waiter * of threads inside acquire */
+	bool closing;            /* its free is coming (an election's): waiters are
+	                          * canceled as they register */
 	GCond idle;              /* signalled when calls drops to 0 while freed */
 	dlock__hold *hold;       /* DLOCK_OWNER_HANDLE: the handle's hold, referenced */
 	bool lost_pending;       /* DLOCK_OWNER_HANDLE: a lost hold was replaced by a fresh
@@ -174,6 +176,9 @@ dlock_lock *dlock__lock_ref(dlock_lock *lock);
  * cancel and free reach it (canceled at once if the free has begun). */
 void dlock__lock_add_waiter(dlock_lock *lock, dlock__waiter *waiter);
 void dlock__lock_remove_waiter(dlock_lock *lock, dlock__waiter *waiter);
+/* Cancel the handle's waiters, and every waiter registered from now on,
+ * while its calls are still let in: an election about to be freed. */
+void dlock__lock_cancel_all(dlock_lock *lock);
 /* Check a public call's lock argument, count the call on the handle (which
  * dlock_lock_free() waits for; DLOCK_ECANCELED once the free has begun)
  * and enter its client.  Then leave with dlock__lock_leave(). */

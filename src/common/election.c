@@ -208,6 +208,9 @@ DLOCK_API void dlock_election_free(dlock_election *election)
 		return;
 	}
 	dlock__election_observe_stop(election);
+	/* A campaign under way ends now, and one that starts gets nowhere:
+	 * on the callback thread, the flush below would wait for it. */
+	dlock__lock_cancel_all(election->lock);
 	/* What was queued for the callback before the free -- RESIGNED, which
 	 * a resignation's DLOCK_OK promises -- is told before it returns. */
 	dlock__callbacks_flush(client);

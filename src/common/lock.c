@@ -394,8 +394,17 @@ void dlock__lock_add_waiter(dlock_lock *lock, dlock__waiter *waiter)
 {
 	g_mutex_lock(&lock->mu);
 	g_ptr_array_add(lock->waiters, waiter);
-	if (lock->freed)
+	if (lock->freed || lock->closing)
 		dlock__waiter_cancel(waiter);
+	g_mutex_unlock(&lock->mu);
+}
+
+void dlock__lock_cancel_all(dlock_lock *lock)
+{
+	g_mutex_lock(&lock->mu);
+	lock->closing = true;
+	for (guint i = 0; i < lock->waiters->len; i++)
+		dlock__waiter_cancel(lock->waiters->pdata[i]);
 	g_mutex_unlock(&lock->mu);
 }
 

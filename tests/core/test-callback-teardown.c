@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -275,6 +276,76 @@ static void test_election_free_from_its_own_callback(void **state)
 	g_async_queue_unref(done);
 }
 
+/* ---- dlock_election_free() while its callback campaigns ----------------- */
+
+#define CAMPAIGN_MS 20000
+
+typedef struct recampaign {
+	gint tid;               /* the callback thread's, once it campaigns */
+	GAsyncQueue *done;      /* char *: what the campaign returned */
+} recampaign;
+
+/* Told who leads (another participant), it campaigns -- on the callback
+ * thread, for a long while. */
+static void campaign_when_told(dlock_election *e, dlock_election_event event, const char *id,
+                               void *data)
+{
+	recampaign *r = data;
+	int rc;
+
+	(void)id;
+	if (event != DLOCK_ELECTION_LEADER_CHANGED || g_atomic_int_get(&r->tid))
+		return;
+	g_atomic_int_set(&r->tid, (gint)syscall(SYS_gettid));
+	rc = dlock_election_campaign(e, CAMPAIGN_MS);
+	g_async_queue_push(r->done, g_strdup(dlock_code_name(rc)));
+}
+
+static bool campaigner_sleeps(void *data)
+{
+	recampaign *r = data;
+
+	return g_atomic_int_get(&r->tid) && test_thread_sleeps(g_atomic_int_get(&r->tid));
+}
+
+/*
+ * The election's free cancels a campaign under way, also one its own
+ * callback runs on the callback thread, whose events the free waits for:
+ * it returns at once, not when the campaign gives up.
+ */
+static void test_election_free_cancels_a_campaign_of_its_callback(void **state)
+{
+	recampaign r = { 0, g_async_queue_new_full(g_free) };
+	dlock_client *client, *peer;
+	dlock_election *e, *leader;
+	int64_t start, took;
+	char *got;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &peer), DLOCK_OK);
+	assert_int_equal(dlock_election_new(peer, "teardown/recampaign", "leader", &leader), DLOCK_OK);
+	assert_int_equal(dlock_election_campaign(leader, WAIT_MS), DLOCK_OK);
+	assert_int_equal(dlock_election_new(client, "teardown/recampaign", "me", &e), DLOCK_OK);
+	assert_int_equal(dlock_election_set_callback(e, campaign_when_told, &r), DLOCK_OK);
+	assert_int_equal(dlock_election_observe(e, 1), DLOCK_OK);
+	assert_true(test_wait_until(campaigner_sleeps, &r, WAIT_MS));
+
+	start = test_now_ms();
+	dlock_election_free(e);
+	took = test_now_ms() - start;
+	print_message("dlock_election_free returned after %" PRId64 " ms\n", took);
+	got = g_async_queue_timeout_pop(r.done, (guint64)CAMPAIGN_MS * test_slack_factor() * 1000);
+	assert_non_null(got);
+	assert_string_equal(got, "DLOCK_ECANCELED");
+	assert_true(took < test_slack(3000));
+	g_free(got);
+	assert_int_equal(dlock_election_resign(leader), DLOCK_OK);
+	dlock_election_free(leader);
+	dlock_client_free(client);
+	dlock_client_free(peer);
+	g_async_queue_unref(r.done);
+}
+
 /* ---- callbacks that run while the client is being freed ----------------- */
 
 /* Set by the worker just before it frees its client. */
@@ -520,6 +591,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_client_free_from_a_callback_is_refused_with_a_message),
 		cmocka_unit_test(test_lock_free_from_its_own_state_callback),
 		cmocka_unit_test(test_election_free_from_its_own_callback),
+		cmocka_unit_test(test_election_free_cancels_a_campaign_of_its_callback),
 		cmocka_unit_test(test_a_callback_during_the_client_free_reads_its_backend),
 		cmocka_unit_test(test_elections_freed_by_their_callbacks_during_the_client_free),
 	};
