@@ -3,10 +3,10 @@
  * reentrancy tables and the callback thread.  Private to src/common;
  * backends see holds only through backend.h.
  *
- * Lock order, outermost first:  an election's turn (election.c), then
- * hold->mu, then client->mu, then lock->mu, then a waiter's mutex.  No
- * I/O is done while holding any of them but the turn, which a resignation
- * keeps across its release.
+ * Lock order, outermost first:  an election's turn, then its mu
+ * (election.c), then hold->mu, then client->mu, then lock->mu, then a
+ * waiter's mutex.  No I/O is done while holding any of them but the turn,
+ * which a resignation keeps across its release.
  */
 #ifndef DLOCK_COMMON_CORE_H
 #define DLOCK_COMMON_CORE_H
