@@ -393,9 +393,9 @@ int dlock__zk_attempt_run(zk_attempt *a, zk_session *s)
 		}
 		if (!predecessor)
 			return DLOCK_OK;
-		if (a->wait_ms == 0) {
+		if (a->wait_ms == 0 && (!a->turn || (rc = a->turn(a, s)) != DLOCK_OK)) {
 			g_free(predecessor);
-			return dlock__error_busy(a->resource);
+			return a->turn ? rc : dlock__error_busy(a->resource);
 		}
 		rc = wait_predecessor(a, s, predecessor);
 		g_free(predecessor);
@@ -404,21 +404,22 @@ int dlock__zk_attempt_run(zk_attempt *a, zk_session *s)
 	}
 }
 
-/* Delete a node we will not use, waiting (bounded) so that a try-lock
- * leaves nothing behind when it returns; otherwise in the background. */
-void dlock__zk_delete_node(dlock__backend *b, zk_session *s, const char *path, bool wait)
+/* Delete a node we will not use: waiting for the answer until until_us
+ * (monotonic), so that a try leaves nothing behind when it returns, or,
+ * with until_us 0, in the background. */
+void dlock__zk_delete_node(zk_session *s, const char *path, int64_t until_us)
 {
 	dlock__waiter *w;
 	zk_call *call;
 
-	if (!wait) {
+	if (until_us == 0) {
 		dlock__zk_delete_later(s, path);
 		return;
 	}
 	w = dlock__waiter_new();
 	call = dlock__zk_call_new(s, CALL_DELETE, w);
 	dlock__zk_delete(call, path);
-	if (dlock__zk_call_wait(call, dlock__mono_us() + b->connect_timeout_ms * 1000) == DLOCK_OK &&
+	if (dlock__zk_call_wait(call, until_us) == DLOCK_OK &&
 	    (call->rc == ZOK || call->rc == ZNONODE || dlock__zk_rc_session_ended(call->rc))) {
 		dlock__zk_call_unref(call);
 	} else {
@@ -426,6 +427,44 @@ void dlock__zk_delete_node(dlock__backend *b, zk_session *s, const char *path, b
 		dlock__zk_delete_later(s, path);
 	}
 	dlock__waiter_free(w);
+}
+
+/*
+ * How long an acquire that ends with rc waits for the deletes of its
+ * nodes: a try that found the lock busy (or a refused permit count)
+ * waits, so that nothing of it is left when it returns, bounded by the
+ * connect timeout and its own deadline; a wait that ended by its deadline
+ * or a cancel returns at once and leaves the deletes to the background.
+ */
+int64_t dlock__zk_cleanup_until(const zk_attempt *a, int rc)
+{
+	if (rc != DLOCK_EBUSY && rc != DLOCK_EINVAL)
+		return 0;
+	return MIN(a->deadline_us, dlock__mono_us() + a->b->connect_timeout_ms * 1000);
+}
+
+int dlock__zk_attempt_session(zk_attempt *a, bool first, zk_session **ret)
+{
+	dlock__backend *b = a->b;
+	int64_t bound = dlock__mono_us() + b->connect_timeout_ms * 1000;
+	int64_t until = first ? MIN(a->deadline_us, bound) : a->deadline_us;
+	int rc;
+
+	if (dlock__waiter_canceled(a->waiter))
+		return dlock__zk_attempt_failed(a, DLOCK_ECANCELED);
+	rc = dlock__zk_session_get(b, a->waiter, until, ret);
+	if (rc == DLOCK_ECANCELED)
+		return dlock__zk_attempt_failed(a, rc); /* worded as every backend words it */
+	if (rc != DLOCK_EUNAVAILABLE || a->wait_ms == 0)
+		return rc;
+	/* No session in time.  Unreachable means the connect timeout passed
+	 * on a first try, or a server refused us; a wait that ends sooner on
+	 * servers that are only slow to answer (a few milliseconds on a
+	 * healthy one) ran out of the caller's time, and one that queued
+	 * already and lost its session waits on until its deadline. */
+	if (first && (until == bound || dlock__zk_session_refused(b)))
+		return rc;
+	return dlock__zk_attempt_failed(a, DLOCK_ETIMEDOUT);
 }
 
 /* Queue for the lock, on a new session whenever the one in use ends. */
@@ -437,23 +476,16 @@ static int acquire_queued(zk_attempt *a)
 
 	for (;;) {
 		zk_session *s;
-		int64_t until = first ? MIN(a->deadline_us, dlock__mono_us() + b->connect_timeout_ms * 1000)
-		                      : a->deadline_us;
 
-		if (dlock__waiter_canceled(a->waiter))
-			return dlock__zk_attempt_failed(a, DLOCK_ECANCELED);
-		rc = dlock__zk_session_get(b, a->waiter, until, &s);
-		if (rc == DLOCK_EUNAVAILABLE && !first && a->wait_ms != 0)
-			rc = dlock__zk_attempt_failed(a, DLOCK_ETIMEDOUT);
-		else if (rc == DLOCK_ECANCELED)
-			rc = dlock__zk_attempt_failed(a, rc); /* worded as every backend words it */
-		if (rc != DLOCK_OK)
+		if ((rc = dlock__zk_attempt_session(a, first, &s)) != DLOCK_OK)
 			return rc;
 		/* A lock among a semaphore's leases would count as one. */
 		if (first && g_str_has_suffix(a->resource, "/leases") &&
 		    (rc = dlock__zk_semaphore_guard(b, a, s)) != DLOCK_OK) {
 			dlock__zk_session_unref(s);
-			return rc == AGAIN ? dlock__zk_attempt_failed(a, DLOCK_ELOST) : rc;
+			if (rc == AGAIN)
+				continue; /* the session ended: look again on the next */
+			return rc;
 		}
 		first = false;
 		dlock__zk_session_add_waiter(s, a->waiter);
@@ -464,7 +496,7 @@ static int acquire_queued(zk_attempt *a)
 		if (rc == DLOCK_OK && !dlock__zk_grant(a->hold, s, a->path, a->czxid))
 			rc = AGAIN;
 		if (a->path && rc != AGAIN && rc != DLOCK_OK)
-			dlock__zk_delete_node(b, s, a->path, rc == DLOCK_EBUSY);
+			dlock__zk_delete_node(s, a->path, dlock__zk_cleanup_until(a, rc));
 		else if (a->unsure && rc != AGAIN && rc != DLOCK_OK)
 			dlock__zk_attempt_sweep(a, s);
 		dlock__zk_session_unref(s);
@@ -536,6 +568,18 @@ bool dlock__zk_grant(dlock__hold *hold, zk_session *s, const char *path, int64_t
 	return true;
 }
 
+zk_node *dlock__zk_node_of(dlock__backend *b, dlock__hold *hold)
+{
+	zk_node *node;
+
+	g_mutex_lock(&b->mu);
+	node = dlock__hold_backend_data(hold);
+	if (node)
+		g_atomic_ref_count_inc(&node->ref);
+	g_mutex_unlock(&b->mu);
+	return node;
+}
+
 void dlock__zk_node_unref(zk_node *node)
 {
 	if (!node || !g_atomic_ref_count_dec(&node->ref))
@@ -575,13 +619,18 @@ void dlock__zk_abandon(dlock__backend *b, dlock__hold *hold)
  */
 int dlock__zk_release(dlock__backend *b, dlock__hold *hold)
 {
-	zk_node *node = dlock__hold_backend_data(hold);
+	zk_node *node;
 	zk_session *s;
 	int rc = DLOCK_OK;
 
+	/* Under b->mu: a downgrade on another thread may be taking a
+	 * reference to the node (dlock__zk_node_of()). */
+	g_mutex_lock(&b->mu);
+	node = dlock__hold_backend_data(hold);
+	dlock__hold_set_backend_data(hold, NULL);
+	g_mutex_unlock(&b->mu);
 	if (!node)
 		return DLOCK_OK;
-	dlock__hold_set_backend_data(hold, NULL);
 	s = node->session;
 	if (node->abandoned) {
 		rc = DLOCK_ELOST; /* its delete is under way already */

@@ -31,6 +31,22 @@ static zk_call *call_ref(zk_call *call)
 	return call;
 }
 
+/* A transaction's operations and results, which the client fills in
+ * until the completion runs: they live as long as the call. */
+typedef struct zk_multi {
+	zoo_op_t ops[2];
+	zoo_op_result_t results[2];
+	char *created;   /* the create's path buffer */
+} zk_multi;
+
+static void multi_free(zk_multi *m)
+{
+	if (!m)
+		return;
+	g_free(m->created);
+	g_free(m);
+}
+
 void dlock__zk_call_unref(zk_call *call)
 {
 	if (!call || !g_atomic_ref_count_dec(&call->ref))
@@ -40,6 +56,7 @@ void dlock__zk_call_unref(zk_call *call)
 	g_free(call->path);
 	g_strfreev(call->children);
 	g_free(call->data);
+	multi_free(call->multi);
 	g_free(call);
 }
 
@@ -75,6 +92,7 @@ static void finish(zk_call *call, int rc)
 		dlock__zk_delete_later(call->session, orphan);
 		g_free(orphan);
 	}
+	dlock__zk_request_done(call->session);
 	dlock__zk_call_unref(call);
 }
 
@@ -143,7 +161,8 @@ static void void_done(int rc, const void *data)
  * Requests are sent with the session's mutex held, so that the session
  * thread cannot close the handle in between; a session that has ended
  * refuses them.  A request the client refuses is not queued and gets no
- * completion, so it is finished here with the client's code.
+ * completion, so it is finished here with the client's code (finish()
+ * also counts it done on the session).
  */
 #define SEND(call, expr)                                                     \
 	do {                                                                 \
@@ -152,6 +171,7 @@ static void void_done(int rc, const void *data)
 		int rc_;                                                     \
 		g_mutex_lock(&s_->mu);                                       \
 		(call)->sent_us = dlock__boot_us();                          \
+		dlock__zk_request_sent_locked(s_);                           \
 		rc_ = s_->phase == ZK_ENDED ? ZSESSIONEXPIRED : (expr);      \
 		g_mutex_unlock(&s_->mu);                                     \
 		if (rc_ != ZOK)                                              \
@@ -163,6 +183,23 @@ void dlock__zk_create(zk_call *call, const char *path, const char *data, int fla
 {
 	SEND(call, zoo_acreate2(s_->zh, path, data, data ? (int)strlen(data) : -1, acl, flags,
 	                        string_stat_done, ref_));
+}
+
+void dlock__zk_create_beside(zk_call *call, const char *beside, const char *path, const char *data,
+                             int flags, const struct ACL_vector *acl)
+{
+	zk_multi *m = g_new0(zk_multi, 1);
+	size_t len = strlen(path) + 1;
+
+	m->created = g_malloc0(len);
+	zoo_check_op_init(&m->ops[0], beside, -1);
+	zoo_create_op_init(&m->ops[1], path, data, data ? (int)strlen(data) : -1, acl, flags, m->created,
+	                   (int)len);
+	call->multi = m;
+	/* The node it makes if it succeeds (not sequential: known now), so
+	 * that one made after its waiter gave up is deleted (finish()). */
+	call->path = g_strdup(path);
+	SEND(call, zoo_amulti(s_->zh, 2, m->ops, m->results, void_done, ref_));
 }
 
 void dlock__zk_get_children(zk_call *call, const char *path)

@@ -3,6 +3,7 @@
  *   backend.c  options, paths, open/close, the ops table
  *   nodes.c    lock node names and their order (pure; see nodes.h)
  *   session.c  sessions: state, loss detection, the session thread
+ *   servers.c  the servers' names resolved, and again while some are missing
  *   sweep.c    finding and deleting nodes whose create went unanswered
  *   cloexec.c  close-on-exec for the client library's descriptors
  *   call.c     asynchronous calls that a deadline-bound thread waits on
@@ -89,6 +90,12 @@ struct zk_session {
 	dlock__cleanups *cleanups; /* deletes and sweeps waiting for a connection: tried
 	                            * again at each pass while connected, dropped when
 	                            * the session ends (the nodes end with it) */
+	unsigned outstanding;      /* requests sent whose completion has not run */
+	GCond settled;             /* signaled when outstanding drops to 0 */
+	char *servers;             /* the client's server list, "ip:port,..." */
+	unsigned missing;          /* servers left out of it: their names did not resolve */
+	int64_t resolve_due_us;    /* CLOCK_BOOTTIME: when to look them up again */
+	int64_t resolve_pause_us;  /* and the pause after that */
 };
 
 /* The session's waiters' key in its wake table: no node path is empty. */
@@ -133,6 +140,7 @@ typedef struct zk_call {
 	struct Stat stat;          /* create, get, exists */
 	char **children;           /* get_children */
 	char *data;                /* get: NUL-terminated copy */
+	void *multi;               /* a transaction's buffers (call.c), until freed */
 } zk_call;
 
 /* ---- backend.c ---- */
@@ -157,6 +165,13 @@ void dlock__zk_session_unref(zk_session *s);
  */
 int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
                           zk_session **ret);
+/*
+ * Whether the servers are known to refuse us: the current session's last
+ * connection attempt failed (refused, reset) and the next has not begun.
+ * A wait for a session that ends before the connect timeout is then
+ * DLOCK_EUNAVAILABLE; without it, it only ran out of time.
+ */
+bool dlock__zk_session_refused(dlock__backend *b);
 /* Wait until s is connected: DLOCK_OK, DLOCK_ETIMEDOUT (until_us passed),
  * DLOCK_ECANCELED, or DLOCK_ELOST (the session ended). */
 int dlock__zk_session_wait_connected(zk_session *s, dlock__waiter *waiter, int64_t until_us);
@@ -180,6 +195,13 @@ void dlock__zk_session_contact(zk_session *s, int64_t sent_us);
  * tracked (the session ended). */
 bool dlock__zk_session_track(zk_session *s, zk_node *node);
 bool dlock__zk_session_untrack(zk_session *s, zk_node *node);
+/* A request is about to be sent on s (s->mu held): its completion must
+ * call dlock__zk_request_done(), or, if the client refuses it (no
+ * completion will run), the sender must.  Closing a connected session
+ * waits (briefly) for every completion first: the client library loses
+ * those whose answers arrive while its handle is closed. */
+void dlock__zk_request_sent_locked(zk_session *s);
+void dlock__zk_request_done(zk_session *s);
 /* Delete path in the background: now if possible, and again after each
  * reconnect, until it is gone or the session ends.  Any thread. */
 void dlock__zk_delete_later(zk_session *s, const char *path);
@@ -188,6 +210,20 @@ void dlock__zk_delete_later(zk_session *s, const char *path);
 void dlock__zk_delete_send_locked(zk_session *s, const char *path);
 /* Stop the session thread and close every session (backend close). */
 void dlock__zk_sessions_stop(dlock__backend *b);
+
+/* ---- servers.c ---- */
+/*
+ * Every server's name resolved within until_us (monotonic), a cancel of
+ * waiter (may be NULL) ending the lookups: DLOCK_OK with *ret_servers
+ * "ip:port,[ip6]:port,..." (g_free), servers whose names did not resolve
+ * left out and their names added to missing (borrowed from b); or
+ * DLOCK_EUNAVAILABLE when none resolved, DLOCK_ECANCELED.  No lock held.
+ */
+int dlock__zk_servers_resolve(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
+                              char **ret_servers, GPtrArray *missing);
+/* Look up the names left out of s again, until until_us, and give the
+ * client the longer list if s is still not connected.  No lock held. */
+void dlock__zk_servers_refresh(dlock__backend *b, zk_session *s, int64_t until_us);
 
 /* ---- sweep.c ---- */
 /*
@@ -214,6 +250,11 @@ void dlock__zk_call_unref(zk_call *call);
  * ZOO_EPHEMERAL (a downgrade's) or ZOO_CONTAINER (a resource's). */
 void dlock__zk_create(zk_call *call, const char *path, const char *data, int flags,
                       const struct ACL_vector *acl);
+/* Create path (as dlock__zk_create(), not sequential) only if beside
+ * exists, in one transaction: ZNONODE when beside is gone, ZNODEEXISTS
+ * when path is there already (and beside too). */
+void dlock__zk_create_beside(zk_call *call, const char *beside, const char *path, const char *data,
+                             int flags, const struct ACL_vector *acl);
 void dlock__zk_get_children(zk_call *call, const char *path);
 void dlock__zk_get(zk_call *call, const char *path, bool watch);
 void dlock__zk_exists(zk_call *call, const char *path);
@@ -266,8 +307,24 @@ typedef struct zk_attempt {
 	int64_t czxid;
 	bool unsure;        /* a create with uuid may have made a node whose name we do not know */
 	bool lease;         /* the node is a semaphore's lease ("-lease-"), not a lock's */
+	/* For a try (wait_ms 0) queued behind another contender: DLOCK_OK to
+	 * wait for its turn all the same (until deadline_us), else the try's
+	 * failure; NULL: DLOCK_EBUSY at once.  A semaphore's internal mutex
+	 * (semaphore.c), which its holder keeps only briefly while a permit
+	 * is free. */
+	int (*turn)(struct zk_attempt *a, zk_session *s);
+	void *turn_data;
 } zk_attempt;
 
+/*
+ * The session for a pass of the attempt (first: its first), once
+ * connected: DLOCK_OK and a reference, or the acquire's failure.  A first
+ * pass waits at most the connect timeout (DLOCK_EUNAVAILABLE, as when a
+ * server refused us); a wait that ends sooner, or a later pass that finds
+ * no session by the deadline, is DLOCK_ETIMEDOUT.  A try's failure is
+ * left as it is (DLOCK_EUNAVAILABLE).
+ */
+int dlock__zk_attempt_session(zk_attempt *a, bool first, zk_session **ret);
 /* A failed wait (not a ZooKeeper answer) as the acquire's result. */
 int dlock__zk_attempt_failed(zk_attempt *a, int rc);
 /* Wait for call's answer: DLOCK_OK with call->rc set, or the failed
@@ -288,13 +345,21 @@ int dlock__zk_attempt_run(zk_attempt *a, zk_session *s);
  * and delete a node a lost create may have made. */
 void dlock__zk_attempt_forget(zk_attempt *a);
 void dlock__zk_attempt_sweep(zk_attempt *a, zk_session *s);
-/* Delete a node we will not use: waiting, bounded, when wait, so that a
- * try leaves nothing behind when it returns; else in the background. */
-void dlock__zk_delete_node(dlock__backend *b, zk_session *s, const char *path, bool wait);
+/* Delete a node we will not use: waiting for the answer until until_us
+ * (monotonic), or, with until_us 0, in the background. */
+void dlock__zk_delete_node(zk_session *s, const char *path, int64_t until_us);
+/* Until when an attempt that ends with rc waits for its nodes' deletes:
+ * 0 (not at all) unless it is a try that found no room (DLOCK_EBUSY) or
+ * a refused permit count, which wait, bounded, so as to leave nothing
+ * behind when they return. */
+int64_t dlock__zk_cleanup_until(const zk_attempt *a, int rc);
 /* Grant hold the node at path of session s: track it, set the hold's
  * token (its czxid) and backend data.  False, granting nothing, if s has
  * ended (the node went with it). */
 bool dlock__zk_grant(dlock__hold *hold, zk_session *s, const char *path, int64_t czxid);
+/* The node of hold, referenced, or NULL once it was released: safe while
+ * another thread releases hold (release takes it off under b->mu). */
+zk_node *dlock__zk_node_of(dlock__backend *b, dlock__hold *hold);
 void dlock__zk_node_unref(zk_node *node);
 
 /* ---- downgrade.c ---- */

@@ -18,6 +18,15 @@
  * its predecessor: a release wakes one acquirer.  Like Curator, it counts
  * every child of the leases node.
  *
+ * A try (wait 0) that finds another acquirer on the mutex does not give
+ * up at once: that holder keeps the mutex only for its lease's create and
+ * listing, unless it waits for a permit, which it does only while none is
+ * free.  So the try lists the leases: fewer than N, and it waits for its
+ * turn at the mutex, for at most the connect timeout (a holder stopped or
+ * cut off meanwhile; then DLOCK_EBUSY); N or more, and it is busy at once.
+ * Every lease is still created under the mutex, so a permit granted after
+ * another ended always has the larger czxid, as with waits.
+ *
  * The agreement on N (under the mutex): the number in <R>'s data, if
  * any, must be ours while any lease but ours exists or anyone else queues
  * on the mutex (DLOCK_EINVAL naming both, and our lease is deleted);
@@ -67,13 +76,23 @@ static int answered(zk_attempt *a, zk_session *s, zk_call *call, int *ret_zrc)
 	return DLOCK_OK;
 }
 
-/* Wait for call's answer and take its code, as answered(), or the failed
- * wait. */
+/*
+ * Wait for call's answer (a call sent without a waiter gets ours now) and
+ * take its code, as answered().  DLOCK_OK leaves the call to the caller,
+ * who unreferences it; on any failure it is let go here, abandoned if no
+ * answer came, so the caller must not touch it again.
+ */
 static int answer(zk_attempt *a, zk_session *s, zk_call *call, int *ret_zrc)
 {
-	int rc = dlock__zk_attempt_await(a, call);
+	int rc = DLOCK_OK;
 
-	return rc == DLOCK_OK ? answered(a, s, call, ret_zrc) : rc;
+	if (!dlock__zk_call_attach(call, a->waiter))
+		rc = dlock__zk_attempt_await(a, call); /* abandons the call on failure */
+	if (rc != DLOCK_OK)
+		return rc;
+	if ((rc = answered(a, s, call, ret_zrc)) != DLOCK_OK)
+		dlock__zk_call_unref(call);
+	return rc;
 }
 
 /* The children of path (ZNONODE: none), with a child watch when watch. */
@@ -87,13 +106,14 @@ static int children_of(zk_attempt *a, zk_session *s, const char *path, bool watc
 			dlock__zk_get_children_watch(call, path);
 		else
 			dlock__zk_get_children(call, path);
-		rc = answer(a, s, call, &zrc);
-		if (rc == DLOCK_OK && zrc == ZOK) {
+		if ((rc = answer(a, s, call, &zrc)) != DLOCK_OK)
+			return rc;
+		if (zrc == ZOK) {
 			*ret = call->children ? call->children : g_new0(char *, 1);
 			call->children = NULL;
-		} else if (rc == DLOCK_OK && zrc == ZNONODE) {
+		} else if (zrc == ZNONODE) {
 			*ret = g_new0(char *, 1);
-		} else if (rc == DLOCK_OK && zrc != ZCONNECTIONLOSS) {
+		} else if (zrc != ZCONNECTIONLOSS) {
 			rc = dlock__zk_attempt_unexpected(a, zrc, "list", path);
 		}
 		dlock__zk_call_unref(call);
@@ -137,16 +157,14 @@ static int agree(zk_attempt *a, zk_session *s, uint32_t permits, const char *loc
 		if (!get) {
 			get = dlock__zk_call_new(s, CALL_GET, a->waiter);
 			dlock__zk_get(get, a->dir, false);
-			rc = answer(a, s, get, &zrc);
-		} else if (dlock__zk_call_attach(get, a->waiter)) {
-			rc = answered(a, s, get, &zrc);
-		} else {
-			rc = answer(a, s, get, &zrc);
 		}
-		if (rc == DLOCK_OK && zrc == ZOK) {
+		rc = answer(a, s, get, &zrc);
+		if (rc != DLOCK_OK)
+			return rc; /* get is let go */
+		if (zrc == ZOK) {
 			stored = parse_permits(get->data);
 			version = get->stat.version;
-		} else if (rc == DLOCK_OK && zrc != ZCONNECTIONLOSS) {
+		} else if (zrc != ZCONNECTIONLOSS) {
 			rc = dlock__zk_attempt_unexpected(a, zrc, "read", a->dir);
 		}
 		dlock__zk_call_unref(get);
@@ -172,11 +190,10 @@ static int agree(zk_attempt *a, zk_session *s, uint32_t permits, const char *loc
 			zk_call *set = dlock__zk_call_new(s, CALL_EXISTS, a->waiter);
 
 			dlock__zk_set(set, a->dir, text, version);
-			rc = answer(a, s, set, &zrc);
+			if ((rc = answer(a, s, set, &zrc)) != DLOCK_OK)
+				return rc;
 			dlock__zk_call_unref(set);
 		}
-		if (rc != DLOCK_OK)
-			return rc;
 		if (zrc == ZOK)
 			return DLOCK_OK;
 		if (zrc != ZBADVERSION && zrc != ZCONNECTIONLOSS)
@@ -224,8 +241,7 @@ static int take_lease(zk_attempt *a, zk_attempt *m, zk_attempt *l, zk_session *s
 
 	dlock__zk_get(get, a->dir, false);
 	if (!l->path && (rc = dlock__zk_attempt_create(l, s, &children)) != DLOCK_OK) {
-		dlock__zk_call_abandon(get);
-		dlock__zk_call_unref(get);
+		dlock__zk_call_abandon(get); /* lets our reference go */
 		return rc;
 	}
 	if ((rc = agree(a, s, permits, m->dir, l->dir, get, l->name)) != DLOCK_OK) {
@@ -275,6 +291,35 @@ static int take_lease(zk_attempt *a, zk_attempt *m, zk_attempt *l, zk_session *s
 	}
 }
 
+/* A try's turn at the internal mutex (zk_attempt.turn). */
+typedef struct try_turn {
+	const zk_attempt *leases;
+	uint32_t permits;
+	bool waited;  /* the try chose to wait for its turn */
+} try_turn;
+
+/*
+ * A try queued behind another acquirer on the mutex: wait for its turn
+ * while the leases show a free permit (that acquirer is only passing
+ * through), else busy.
+ */
+static int try_turn_check(zk_attempt *m, zk_session *s)
+{
+	try_turn *t = m->turn_data;
+	char **leases = NULL;
+	bool room;
+	int rc;
+
+	if ((rc = children_of(m, s, t->leases->dir, false, &leases)) != DLOCK_OK)
+		return rc;
+	room = count_of(leases) < t->permits;
+	g_strfreev(leases);
+	if (!room)
+		return dlock__error_busy(m->resource);
+	t->waited = true;
+	return DLOCK_OK;
+}
+
 /* A queue in dir/part (the mutex, or the leases), for the acquire a. */
 static void sub_attempt(const zk_attempt *a, const char *part, bool lease, zk_attempt *ret)
 {
@@ -296,23 +341,27 @@ static void sub_attempt_clear(zk_attempt *sub)
 
 /*
  * After one attempt on s: the mutex node goes in any case, and the lease
- * stays only when granted.  A failed attempt waits (bounded) for its
- * deletes, so that it leaves nothing behind when it returns; a granted
- * one does not wait for the mutex's: the delete is sent at once and
- * retried across reconnects, the next acquirer is woken by it as soon as
- * it lands, and anything this session sends later is applied after it.
+ * stays only when granted.  A try that found no permit (or a refused N)
+ * waits, bounded, for its deletes, so that it leaves nothing behind when
+ * it returns; a wait that ended by its deadline or a cancel does not wait
+ * at all, and neither does a grant for the mutex's: the deletes are sent
+ * at once and retried across reconnects, and the session applies them in
+ * the order sent, the lease's first, so the next mutex holder never
+ * counts it.
  */
-static void finish_attempt(dlock__backend *b, zk_session *s, zk_attempt *m, zk_attempt *l, int rc)
+static void finish_attempt(zk_session *s, zk_attempt *m, zk_attempt *l, int rc)
 {
-	/* The lease first, so that the next mutex holder does not count it. */
+	/* The lease's deadline: the mutex's may be a try's shorter one. */
+	int64_t until = dlock__zk_cleanup_until(l, rc);
+
 	if (rc != DLOCK_OK && rc != AGAIN) {
 		if (l->path)
-			dlock__zk_delete_node(b, s, l->path, rc == DLOCK_EBUSY || rc == DLOCK_EINVAL);
+			dlock__zk_delete_node(s, l->path, until);
 		else if (l->unsure)
 			dlock__zk_attempt_sweep(l, s);
 	}
 	if (m->path)
-		dlock__zk_delete_node(b, s, m->path, rc != DLOCK_OK);
+		dlock__zk_delete_node(s, m->path, until);
 	else if (m->unsure)
 		dlock__zk_attempt_sweep(m, s);
 	dlock__zk_attempt_forget(m);
@@ -322,36 +371,36 @@ int dlock__zk_semaphore_acquire(dlock__backend *b, zk_attempt *a)
 {
 	uint32_t permits = dlock__hold_permits(a->hold);
 	zk_attempt m, l;
+	try_turn turn = { &l, permits, false };
 	bool first = true;
 	int rc;
 
 	sub_attempt(a, LOCKS, false, &m);
 	sub_attempt(a, LEASES, true, &l);
+	if (a->wait_ms == 0) {
+		/* A try waits for the mutex while a permit is free, bounded. */
+		m.turn = try_turn_check;
+		m.turn_data = &turn;
+		m.deadline_us = MIN(a->deadline_us, dlock__mono_us() + b->connect_timeout_ms * 1000);
+	}
 	for (;;) {
-		int64_t until = first ? MIN(a->deadline_us, dlock__mono_us() + b->connect_timeout_ms * 1000)
-		                      : a->deadline_us;
 		zk_session *s;
 
-		if (dlock__waiter_canceled(a->waiter)) {
-			rc = dlock__zk_attempt_failed(a, DLOCK_ECANCELED);
-			break;
-		}
-		rc = dlock__zk_session_get(b, a->waiter, until, &s);
-		if (rc == DLOCK_EUNAVAILABLE && !first && a->wait_ms != 0)
-			rc = dlock__zk_attempt_failed(a, DLOCK_ETIMEDOUT);
-		else if (rc == DLOCK_ECANCELED)
-			rc = dlock__zk_attempt_failed(a, rc);
-		if (rc != DLOCK_OK)
+		if ((rc = dlock__zk_attempt_session(a, first, &s)) != DLOCK_OK)
 			break;
 		first = false;
 		dlock__zk_session_add_waiter(s, a->waiter);
 		rc = dlock__zk_attempt_run(&m, s);
-		if (rc == DLOCK_OK)
+		if (rc == DLOCK_ETIMEDOUT && turn.waited)
+			rc = dlock__error(DLOCK_EBUSY, "lock '%s' is held by another owner: another acquirer "
+			                  "kept the semaphore's internal mutex (%s) for over %" PRId64 " ms",
+			                  a->resource, m.dir, b->connect_timeout_ms);
+		else if (rc == DLOCK_OK)
 			rc = take_lease(a, &m, &l, s, permits);
 		dlock__zk_session_remove_waiter(s, a->waiter);
 		if (rc == DLOCK_OK && !dlock__zk_grant(a->hold, s, l.path, l.czxid))
 			rc = AGAIN;
-		finish_attempt(b, s, &m, &l, rc);
+		finish_attempt(s, &m, &l, rc);
 		dlock__zk_session_unref(s);
 		if (rc != AGAIN)
 			break;
@@ -367,15 +416,19 @@ int dlock__zk_semaphore_acquire(dlock__backend *b, zk_attempt *a)
 int dlock__zk_semaphore_guard(dlock__backend *b, zk_attempt *a, zk_session *s)
 {
 	char *parent = g_strndup(a->dir, strlen(a->dir) - strlen(LEASES));
-	zk_call *get = dlock__zk_call_new(s, CALL_GET, a->waiter);
 	uint32_t stored = 0;
-	int zrc = ZOK, rc;
+	int zrc = ZCONNECTIONLOSS, rc = DLOCK_OK;
 
-	dlock__zk_get(get, parent, false);
-	rc = answer(a, s, get, &zrc);
-	if (rc == DLOCK_OK && zrc == ZOK)
-		stored = parse_permits(get->data);
-	dlock__zk_call_unref(get);
+	while (rc == DLOCK_OK && zrc == ZCONNECTIONLOSS) {
+		zk_call *get = dlock__zk_call_new(s, CALL_GET, a->waiter);
+
+		dlock__zk_get(get, parent, false);
+		if ((rc = answer(a, s, get, &zrc)) != DLOCK_OK)
+			break;
+		if (zrc == ZOK)
+			stored = parse_permits(get->data);
+		dlock__zk_call_unref(get);
+	}
 	if (rc == DLOCK_OK && stored)
 		rc = dlock__error(DLOCK_EINVAL, "lock '%s' would sit among the leases of a semaphore of %"
 		                  PRIu32 " permits on '%.*s' (%s keeps them): use another name",

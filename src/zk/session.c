@@ -16,8 +16,12 @@
  * each reconnect, so the timer measures real contact, not the client's
  * guess.  Contact is never stamped with a time the server may not yet
  * have heard from us: a loss must be declared early rather than late.
+ * While a session is not connected and some servers' names did not
+ * resolve when it opened, the session thread also looks them up again
+ * (servers.c).
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -31,6 +35,8 @@
 
 /* The session thread looks at each session at least this often. */
 #define TICK_US (1000 * 1000)
+/* How long closing a connected session waits for answers still due. */
+#define CLOSE_SETTLE_US (500 * 1000)
 
 /*
  * When the session may have expired on the server, by our count: its last
@@ -84,6 +90,8 @@ void dlock__zk_session_unref(zk_session *s)
 	dlock__waketable_free(s->waiters);
 	dlock__cleanups_free(s->cleanups);
 	g_mutex_clear(&s->mu);
+	g_cond_clear(&s->settled);
+	g_free(s->servers);
 	g_free(s);
 }
 
@@ -100,6 +108,56 @@ static int64_t session_id(zhandle_t *zh)
 	const clientid_t *id = zh ? zoo_client_id(zh) : NULL;
 
 	return id ? id->client_id : 0;
+}
+
+/* ---- messages logged after the locks ---------------------------------- */
+
+/*
+ * What the session code has to say while it holds b->mu or s->mu is
+ * noted and logged once they are released: the user's log callback may
+ * block, and every caller and the session thread would wait on those
+ * mutexes meanwhile.
+ */
+typedef struct note {
+	dlock_log_level level;
+	char *text;
+} note;
+
+static void note_free(note *n)
+{
+	g_free(n->text);
+	g_free(n);
+}
+
+static GPtrArray *notes_new(void)
+{
+	return g_ptr_array_new_with_free_func((GDestroyNotify)note_free);
+}
+
+static void note_add(GPtrArray *notes, dlock_log_level level, const char *fmt, ...)
+	G_GNUC_PRINTF(3, 4);
+
+static void note_add(GPtrArray *notes, dlock_log_level level, const char *fmt, ...)
+{
+	note *n = g_new0(note, 1);
+	va_list ap;
+
+	va_start(ap, fmt);
+	n->level = level;
+	n->text = g_strdup_vprintf(fmt, ap);
+	va_end(ap);
+	g_ptr_array_add(notes, n);
+}
+
+/* Log the notes (with no lock held) and empty the list. */
+static void notes_flush(dlock__backend *b, GPtrArray *notes)
+{
+	for (guint i = 0; i < notes->len; i++) {
+		note *n = notes->pdata[i];
+
+		dlock__log(b->logger, n->level, "%s", n->text);
+	}
+	g_ptr_array_set_size(notes, 0);
 }
 
 /* ---- state changes ---------------------------------------------------- */
@@ -133,9 +191,10 @@ static void report(GPtrArray *holds, dlock_state state)
 /*
  * End a session (expired, auth refused, or our timer ran out): every hold
  * on it is lost, waiters move on, and the session thread will close it.
- * Called with b->mu and s->mu held; returns the holds to report LOST.
+ * Called with b->mu and s->mu held; returns the holds to report LOST, and
+ * adds to notes what to log after.
  */
-static GPtrArray *end_locked(dlock__backend *b, zk_session *s, const char *reason)
+static GPtrArray *end_locked(dlock__backend *b, zk_session *s, const char *reason, GPtrArray *notes)
 {
 	s->phase = ZK_ENDED;
 	s->end_reason = reason;
@@ -145,16 +204,16 @@ static GPtrArray *end_locked(dlock__backend *b, zk_session *s, const char *reaso
 	}
 	wake_all_locked(s);
 	g_cond_broadcast(&b->cond);
-	dlock__log(b->logger, s->holds->len ? DLOCK_LOG_WARNING : DLOCK_LOG_INFO,
-	           "%s: session 0x%" PRIx64 " ended (%s); %u lock(s) lost", b->label,
-	           session_id(s->zh), reason, s->holds->len);
+	note_add(notes, s->holds->len ? DLOCK_LOG_WARNING : DLOCK_LOG_INFO,
+	         "%s: session 0x%" PRIx64 " ended (%s); %u lock(s) lost", b->label, session_id(s->zh),
+	         reason, s->holds->len);
 	return holds_copy_locked(s);
 }
 
 static void state_changed(zk_session *s, zhandle_t *zh, int state)
 {
 	dlock__backend *b = s->b;
-	GPtrArray *holds = NULL;
+	GPtrArray *holds = NULL, *notes = notes_new();
 	dlock_state what = DLOCK_STATE_SUSPENDED;
 
 	g_mutex_lock(&b->mu);
@@ -179,9 +238,8 @@ static void state_changed(zk_session *s, zhandle_t *zh, int state)
 			holds = holds_copy_locked(s);
 			what = DLOCK_STATE_RECONNECTED;
 		}
-		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: session 0x%" PRIx64 " %s (timeout %d ms)",
-		           b->label, session_id(zh), reconnect ? "reconnected" : "connected",
-		           zoo_recv_timeout(zh));
+		note_add(notes, DLOCK_LOG_INFO, "%s: session 0x%" PRIx64 " %s (timeout %d ms)", b->label,
+		         session_id(zh), reconnect ? "reconnected" : "connected", zoo_recv_timeout(zh));
 		wake_all_locked(s);
 		g_cond_broadcast(&b->cond);
 	} else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) {
@@ -189,20 +247,22 @@ static void state_changed(zk_session *s, zhandle_t *zh, int state)
 			s->phase = ZK_CONNECTING;
 			holds = holds_copy_locked(s);
 			what = DLOCK_STATE_SUSPENDED;
-			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: session 0x%" PRIx64 " disconnected",
-			           b->label, session_id(zh));
+			note_add(notes, DLOCK_LOG_WARNING, "%s: session 0x%" PRIx64 " disconnected", b->label,
+			         session_id(zh));
 			wake_all_locked(s);
 			g_cond_broadcast(&b->cond);
 		}
 	} else if (state == ZOO_EXPIRED_SESSION_STATE) {
-		holds = end_locked(b, s, "expired by the server");
+		holds = end_locked(b, s, "expired by the server", notes);
 		what = DLOCK_STATE_LOST;
 	} else if (state == ZOO_AUTH_FAILED_STATE) {
-		holds = end_locked(b, s, "authentication refused");
+		holds = end_locked(b, s, "authentication refused", notes);
 		what = DLOCK_STATE_LOST;
 	}
 	g_mutex_unlock(&s->mu);
 	g_mutex_unlock(&b->mu);
+	notes_flush(b, notes);
+	g_ptr_array_unref(notes);
 	report(holds, what);
 }
 
@@ -237,56 +297,20 @@ void dlock__zk_session_contact(zk_session *s, int64_t sent_us)
 
 static gpointer session_thread(gpointer data);
 
-/*
- * The connect string with every server's name resolved, within until_us:
- * "ip:port,[ip6]:port,...[/chroot]".  The C client would resolve the
- * names itself, synchronously, inside zookeeper_init2() -- no deadline
- * stops that.  Called with no lock held.  A server whose name does not
- * resolve is left out, unless none does.  A cancel of waiter (may be
- * NULL) ends the lookups at once.
- */
-static int resolve_hosts(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
-                         char **ret_hosts)
-{
-	unsigned n = g_strv_length(b->server_hosts);
-	char ***addrs = g_new0(char **, n);
-	GString *hosts;
-	int rc;
+/* The first pause before names left out of a session are looked up
+ * again, and the longest (servers.c). */
+#define RESOLVE_FIRST_US (500 * 1000)
+#define RESOLVE_MAX_US (10 * 1000 * 1000)
+/* How long one round of those lookups may take. */
+#define RESOLVE_BUDGET_US (500 * 1000)
 
-	rc = dlock__resolve_each(b->resolver, (const char *const *)b->server_hosts, n, waiter, until_us,
-	                         addrs);
-	if (rc != DLOCK_OK) {
-		char *why = g_strdup(dlock_last_error_message());
-
-		rc = dlock__error(rc, "%s: %s", b->label, why);
-		g_free(why);
-		g_free(addrs);
-		return rc;
-	}
-	hosts = g_string_new(NULL);
-	for (unsigned i = 0; i < n; i++) {
-		if (!addrs[i])
-			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: server %s left out of this session: "
-			           "its name did not resolve in time", b->label, b->server_hosts[i]);
-		for (int j = 0; addrs[i] && addrs[i][j]; j++) {
-			bool v6 = strchr(addrs[i][j], ':') != NULL;
-
-			g_string_append_printf(hosts, "%s%s%s%s:%d", hosts->len ? "," : "", v6 ? "[" : "",
-			                       addrs[i][j], v6 ? "]" : "", b->server_ports[i]);
-		}
-		g_strfreev(addrs[i]);
-	}
-	g_free(addrs);
-	g_string_append(hosts, b->chroot);
-	*ret_hosts = g_string_free(hosts, FALSE);
-	return DLOCK_OK;
-}
-
-/* Open a session on hosts, a connect string of IP literals (no I/O: the
- * client library connects in its own thread).  Called with b->mu held. */
-static int session_open(dlock__backend *b, const char *hosts, zk_session **ret)
+/* Open a session on servers, "ip:port,..." (no I/O: the client library
+ * connects in its own thread), missing names having been left out of it.
+ * Called with b->mu held. */
+static int session_open(dlock__backend *b, const char *servers, unsigned missing, zk_session **ret)
 {
 	zk_session *s = g_new0(zk_session, 1);
+	char *hosts = g_strconcat(servers, b->chroot, NULL);
 	sigset_t all, old;
 	GArray *fds;
 	int saved_errno;
@@ -294,10 +318,15 @@ static int session_open(dlock__backend *b, const char *hosts, zk_session **ret)
 	g_atomic_ref_count_init(&s->ref);
 	s->b = b;
 	g_mutex_init(&s->mu);
+	g_cond_init(&s->settled);
 	s->phase = ZK_CONNECTING;
 	s->holds = g_ptr_array_new();
 	s->waiters = dlock__waketable_new(g_str_hash, g_str_equal, (dlock__key_copy_fn)g_strdup, g_free, NULL);
 	s->cleanups = dlock__cleanups_new(s, 0, 0);
+	s->servers = g_strdup(servers);
+	s->missing = missing;
+	s->resolve_pause_us = RESOLVE_FIRST_US;
+	s->resolve_due_us = dlock__boot_us() + RESOLVE_FIRST_US;
 
 	/* The client's I/O and completion threads inherit this mask: library
 	 * threads run with every signal blocked. */
@@ -310,6 +339,7 @@ static int session_open(dlock__backend *b, const char *hosts, zk_session **ret)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	dlock__zk_cloexec_new_pipes(fds);
 	g_array_unref(fds);
+	g_free(hosts);
 	if (!s->zh) {
 		dlock__zk_session_unref(s);
 		return dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot start a session: %s", b->label,
@@ -406,6 +436,28 @@ int dlock__zk_session_wait_connected(zk_session *s, dlock__waiter *waiter, int64
 	return rc;
 }
 
+/*
+ * A caller is about to wait for s to connect: if some servers' names were
+ * left out of it, look them up again soon -- half a second after the last
+ * round rather than after the whole pause -- since a name may resolve by
+ * now and the caller needs a server.
+ */
+static void refresh_soon(zk_session *s)
+{
+	int64_t due = 0;
+
+	g_mutex_lock(&s->mu);
+	if (s->phase == ZK_CONNECTING && s->missing > 0) {
+		int64_t last = s->resolve_due_us - s->resolve_pause_us;
+
+		s->resolve_due_us = MIN(s->resolve_due_us, last + RESOLVE_FIRST_US);
+		due = s->resolve_due_us;
+	}
+	g_mutex_unlock(&s->mu);
+	if (due)
+		nudge_thread(s->b, due);
+}
+
 int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
                           zk_session **ret)
 {
@@ -421,20 +473,27 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 		}
 		s = b->current;
 		if (!s) {
-			char *hosts = NULL;
+			GPtrArray *missing = g_ptr_array_new();
+			char *servers = NULL;
 			int64_t opened_us;
 
 			/* Resolve without b->mu, which every call on this backend
 			 * and the session thread need; another thread may open a
 			 * session meanwhile, which is then used instead. */
 			g_mutex_unlock(&b->mu);
-			rc = resolve_hosts(b, waiter, until_us, &hosts);
-			if (rc != DLOCK_OK)
+			rc = dlock__zk_servers_resolve(b, waiter, until_us, &servers, missing);
+			if (rc != DLOCK_OK) {
+				g_ptr_array_unref(missing);
 				return rc;
+			}
+			for (guint i = 0; i < missing->len; i++)
+				dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: server %s left out of the session "
+				           "until its name resolves", b->label, (char *)missing->pdata[i]);
 			g_mutex_lock(&b->mu);
 			if (b->stopping) {
 				g_mutex_unlock(&b->mu);
-				g_free(hosts);
+				g_free(servers);
+				g_ptr_array_unref(missing);
 				return dlock__error(DLOCK_ECANCELED, "%s: the client is being freed", b->label);
 			}
 			/* The server can have heard from a session opened now no
@@ -442,20 +501,23 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 			opened_us = dlock__boot_us();
 			s = b->current;
 			if (!s) {
-				if ((rc = session_open(b, hosts, &s)) != DLOCK_OK) {
+				if ((rc = session_open(b, servers, missing->len, &s)) != DLOCK_OK) {
 					g_mutex_unlock(&b->mu);
-					g_free(hosts);
+					g_free(servers);
+					g_ptr_array_unref(missing);
 					return rc;
 				}
 				g_mutex_lock(&s->mu);
 				s->contact_us = MAX(s->contact_us, opened_us);
 				g_mutex_unlock(&s->mu);
 			}
-			g_free(hosts);
+			g_free(servers);
+			g_ptr_array_unref(missing);
 		}
 		dlock__zk_session_ref(s);
 		g_mutex_unlock(&b->mu);
 
+		refresh_soon(s);
 		rc = dlock__zk_session_wait_connected(s, waiter, until_us);
 		if (rc == DLOCK_OK) {
 			*ret = s;
@@ -473,6 +535,26 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 			return dlock__error(DLOCK_EACCES, "%s: the servers refused the credentials", b->label);
 		/* The session ended while connecting: open another. */
 	}
+}
+
+bool dlock__zk_session_refused(dlock__backend *b)
+{
+	bool refused = false;
+
+	g_mutex_lock(&b->mu);
+	if (b->current) {
+		zk_session *s = b->current;
+
+		/* The client library sets its state to 0 -- none of its named
+		 * states -- when a connection attempt fails, until it starts
+		 * the next (CONNECTING, ASSOCIATING once the TCP connection
+		 * is up): a server that is only slow to answer never shows it. */
+		g_mutex_lock(&s->mu);
+		refused = s->phase != ZK_ENDED && s->zh && zoo_state(s->zh) == 0;
+		g_mutex_unlock(&s->mu);
+	}
+	g_mutex_unlock(&b->mu);
+	return refused;
 }
 
 /* ---- watches and holds ------------------------------------------------ */
@@ -542,6 +624,21 @@ bool dlock__zk_session_untrack(zk_session *s, zk_node *node)
 	return alive;
 }
 
+/* ---- requests in flight ------------------------------------------------ */
+
+void dlock__zk_request_sent_locked(zk_session *s)
+{
+	s->outstanding++;
+}
+
+void dlock__zk_request_done(zk_session *s)
+{
+	g_mutex_lock(&s->mu);
+	if (--s->outstanding == 0)
+		g_cond_broadcast(&s->settled);
+	g_mutex_unlock(&s->mu);
+}
+
 /* ---- background deletes ------------------------------------------------ */
 
 typedef struct delete_ctx {
@@ -583,6 +680,7 @@ static void delete_done(int rc, const void *data)
 		dlock__log(s->b->logger, DLOCK_LOG_WARNING, "%s: cannot delete %s: %s", s->b->label,
 		           ctx->path, dlock__zk_strerror(rc));
 	}
+	dlock__zk_request_done(s);
 	delete_ctx_free(ctx);
 }
 
@@ -600,9 +698,11 @@ static dlock__cleanup_result delete_try(gpointer data, gpointer session)
 
 	ctx->session = dlock__zk_session_ref(s);
 	ctx->path = g_strdup(path);
+	dlock__zk_request_sent_locked(s);
 	rc = zoo_adelete(s->zh, path, -1, delete_done, ctx);
 	if (rc == ZOK)
 		return DLOCK__CLEANUP_DONE;
+	s->outstanding--;
 	/* Not queued: no completion will run.  The caller holds another
 	 * reference, so this unref cannot free s under its own mutex. */
 	delete_ctx_free(ctx);
@@ -644,6 +744,7 @@ static void probe_answered(int rc, const struct Stat *stat, const void *data)
 	if (rc == ZOK || rc == ZNONODE)
 		contact_locked(s, ctx->sent_us);
 	g_mutex_unlock(&s->mu);
+	dlock__zk_request_done(s);
 	dlock__zk_session_unref(s);
 	g_free(ctx);
 }
@@ -656,7 +757,9 @@ static void probe_send_locked(zk_session *s, int64_t now)
 	ctx->session = dlock__zk_session_ref(s);
 	ctx->sent_us = now;
 	s->probing = true;
+	dlock__zk_request_sent_locked(s);
 	if (zoo_aexists(s->zh, "/", 0, probe_answered, ctx) != ZOK) {
+		s->outstanding--;
 		s->probing = false;
 		g_atomic_ref_count_dec(&s->ref); /* the caller holds another */
 		g_free(ctx);
@@ -680,12 +783,16 @@ static bool in_use_locked(const zk_session *s)
  * One pass over the sessions, with b->mu held: declare lost the sessions
  * whose timer ran out, send probes and retried deletes, and take ended
  * sessions off the list (into to_close).  Returns when it wants to run
- * next (CLOCK_BOOTTIME), and the holds to report LOST in *lost.
+ * next (CLOCK_BOOTTIME), the holds to report LOST in lost, what to log in
+ * notes, and the nearest session expiry in *ret_expiry (INT64_MAX: none).
  */
-static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lost)
+static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lost,
+                           GPtrArray *notes, int64_t *ret_expiry)
 {
 	int64_t now = dlock__boot_us();
 	int64_t next = now + TICK_US;
+
+	*ret_expiry = INT64_MAX;
 
 	for (guint i = 0; i < b->sessions->len;) {
 		zk_session *s = b->sessions->pdata[i];
@@ -696,11 +803,13 @@ static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lo
 			int64_t expiry = expiry_locked(s);
 
 			if (now >= expiry) {
-				GPtrArray *holds = end_locked(b, s, "no contact with a server within the session timeout");
+				GPtrArray *holds = end_locked(b, s, "no contact with a server within the session timeout",
+				                              notes);
 
 				g_ptr_array_extend_and_steal(lost, holds);
 			} else {
 				next = MIN(next, expiry);
+				*ret_expiry = MIN(*ret_expiry, expiry);
 			}
 		}
 		if (s->phase == ZK_CONNECTED) {
@@ -732,10 +841,19 @@ static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lo
  */
 static void session_close(zk_session *s)
 {
+	int64_t until = dlock__mono_us() + CLOSE_SETTLE_US;
 	zhandle_t *zh;
 
 	g_mutex_lock(&s->mu);
 	zh = s->zh;
+	/* The client library loses a completion whose answer arrives while
+	 * zookeeper_close() takes the handle apart (with what it refers to:
+	 * a call, a session reference), so the answers still due on a
+	 * connected session are let in first; on a healthy server that is a
+	 * round trip. */
+	while (s->phase == ZK_CONNECTED && s->outstanding > 0 &&
+	       g_cond_wait_until(&s->settled, &s->mu, until))
+		;
 	s->phase = ZK_ENDED;
 	g_mutex_unlock(&s->mu);
 	if (zh)
@@ -746,18 +864,55 @@ static void session_close(zk_session *s)
 	dlock__zk_session_unref(s);
 }
 
+/*
+ * A session whose list lacks servers whose names did not resolve, and
+ * that is not connected, once its pause has passed: referenced, its next
+ * look set a longer pause ahead (servers.c).  NULL if none, and
+ * *ret_next the earliest time one will be due (INT64_MAX: none).  b->mu
+ * held.
+ */
+static zk_session *refresh_due_locked(dlock__backend *b, int64_t *ret_next)
+{
+	int64_t now = dlock__boot_us();
+
+	*ret_next = INT64_MAX;
+	for (guint i = 0; i < b->sessions->len; i++) {
+		zk_session *s = b->sessions->pdata[i];
+		bool due = false;
+
+		g_mutex_lock(&s->mu);
+		if (s->phase == ZK_CONNECTING && s->missing > 0) {
+			due = now >= s->resolve_due_us;
+			if (due) {
+				s->resolve_pause_us = MIN(s->resolve_pause_us * 2, RESOLVE_MAX_US);
+				s->resolve_due_us = now + s->resolve_pause_us;
+			}
+			*ret_next = MIN(*ret_next, s->resolve_due_us);
+		}
+		g_mutex_unlock(&s->mu);
+		if (due)
+			return dlock__zk_session_ref(s);
+	}
+	return NULL;
+}
+
 static gpointer session_thread(gpointer data)
 {
 	dlock__backend *b = data;
+
+	GPtrArray *notes = notes_new();
+	zk_session *refresh;
 
 	g_mutex_lock(&b->mu);
 	while (!b->stopping) {
 		GPtrArray *to_close = g_ptr_array_new();
 		GPtrArray *lost = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__hold_unref);
-		int64_t next = pass_locked(b, to_close, lost);
+		int64_t expiry, resolve_next;
+		int64_t next = pass_locked(b, to_close, lost, notes, &expiry);
 
-		if (to_close->len > 0 || lost->len > 0) {
+		if (to_close->len > 0 || lost->len > 0 || notes->len > 0) {
 			g_mutex_unlock(&b->mu);
+			notes_flush(b, notes);
 			report(lost, DLOCK_STATE_LOST);
 			for (guint i = 0; i < to_close->len; i++)
 				session_close(to_close->pdata[i]);
@@ -767,12 +922,26 @@ static gpointer session_thread(gpointer data)
 		}
 		g_ptr_array_unref(lost);
 		g_ptr_array_unref(to_close);
-		b->thread_wake_us = MAX(next, dlock__boot_us() + 1000);
+		if ((refresh = refresh_due_locked(b, &resolve_next))) {
+			/* The lookups take at most half a second, and never past
+			 * a session's expiry, so that no LOST comes late; a
+			 * probe may wait for them (no connected session is
+			 * refreshed). */
+			int64_t budget = MIN(expiry - dlock__boot_us(), RESOLVE_BUDGET_US);
+
+			g_mutex_unlock(&b->mu);
+			dlock__zk_servers_refresh(b, refresh, dlock__mono_us() + MAX(budget, 0));
+			dlock__zk_session_unref(refresh);
+			g_mutex_lock(&b->mu);
+			continue;
+		}
+		b->thread_wake_us = MAX(MIN(next, resolve_next), dlock__boot_us() + 1000);
 		g_cond_wait_until(&b->cond, &b->mu,
 		                  dlock__mono_us() + (b->thread_wake_us - dlock__boot_us()));
 		b->thread_wake_us = 0;
 	}
 	g_mutex_unlock(&b->mu);
+	g_ptr_array_unref(notes);
 	return NULL;
 }
 

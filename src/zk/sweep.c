@@ -69,11 +69,13 @@ static dlock__cleanup_result sweep_try(gpointer data, gpointer session)
 	int rc;
 
 	sw->session = dlock__zk_session_ref(s);
+	dlock__zk_request_sent_locked(s);
 	rc = zoo_aget_children(s->zh, sw->dir, 0, sweep_listed, sw);
 	if (rc == ZOK)
 		return DLOCK__CLEANUP_DONE;
 	/* Not queued: no completion will run.  The caller holds another
 	 * reference, so this one cannot be the last. */
+	s->outstanding--;
 	g_atomic_ref_count_dec(&s->ref);
 	sweep_free(sw);
 	return dlock__zk_rc_connection(rc) ? DLOCK__CLEANUP_RETRY : DLOCK__CLEANUP_GIVE_UP;
@@ -104,6 +106,7 @@ static void sweep_listed(int rc, const struct String_vector *children, const voi
 	 * ended, taking the node with it. */
 	sweep_free(sw);
 	g_mutex_unlock(&s->mu);
+	dlock__zk_request_done(s);
 	for (guint i = 0; i < deleted->len; i++)
 		dlock__log(s->b->logger, DLOCK_LOG_INFO, "%s: deleting %s, left by an acquire that gave up",
 		           s->b->label, (char *)deleted->pdata[i]);

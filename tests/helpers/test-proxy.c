@@ -5,7 +5,8 @@
  * both ends of every connection.  Bytes read from one end go to that
  * direction's `in` buffer, are cut there into requests or replies by the
  * protocol's scanner (test-proxy-wire.c), and move to its `out` buffer,
- * or are discarded when they are a reply to drop; `out` is written to the
+ * or are discarded when they are a reply to drop (a reply to hold stalls
+ * the server -> client direction from itself on); `out` is written to the
  * other end unless the direction is stalled.  Reading goes on while
  * stalled, so the bytes are kept here and an end closed meanwhile is
  * noticed; it is passed on after the kept bytes.
@@ -52,6 +53,7 @@ typedef struct pending {
 	char sub[16];    /* Redis: "subscribe", "psubscribe", "ssubscribe" or "" */
 	int remaining;   /* Redis subscribe: confirmations still to come */
 	bool drop;
+	bool hold;       /* instead of dropping it, stall replies from this one on */
 	bool reset_after;
 } pending;
 
@@ -72,6 +74,7 @@ typedef struct drop_rule {
 	int32_t opcode; /* ZooKeeper */
 	int skip;       /* requests of this kind let through first */
 	int count;
+	bool hold;      /* hold the reply (test_proxy_hold_replies_after), not drop it */
 	bool reset_after;
 } drop_rule;
 
@@ -116,6 +119,7 @@ struct test_proxy {
 	int accepted;
 	int open;
 	int dropped;
+	int held;
 	GHashTable *requests; /* request_key() -> count read so far */
 };
 
@@ -258,6 +262,28 @@ static void count_drop(test_proxy *p)
 	g_mutex_unlock(&p->mu);
 }
 
+/*
+ * The reply being parsed on c is one to hold: deliver what came before it
+ * (as far as the client takes it now), then stall the server -> client
+ * direction, so that this reply and every later one wait here.
+ */
+static void hold_from_here(test_proxy *p, conn *c)
+{
+	if (!(p->stalled & TEST_PROXY_DOWN)) {
+		while (c->down.out->len) {
+			ssize_t n = send(c->client, c->down.out->data, c->down.out->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+			if (n <= 0)
+				break;
+			g_byte_array_remove_range(c->down.out, 0, (guint)n);
+		}
+	}
+	p->stalled |= TEST_PROXY_DOWN;
+	g_mutex_lock(&p->mu);
+	p->held++;
+	g_mutex_unlock(&p->mu);
+}
+
 /* The key of a request kind in p->requests: a Redis command's name in
  * lower case, a ZooKeeper opcode in decimal (g_free). */
 static char *request_key(const test_proxy *p, const char *name, int32_t opcode)
@@ -293,7 +319,8 @@ static void redis_request(test_proxy *p, conn *c, const char *name, int args)
 		return;
 	q = g_new0(pending, 1);
 	if ((r = claim_rule(p, name, 0))) {
-		q->drop = true;
+		q->drop = !r->hold;
+		q->hold = r->hold;
 		q->reset_after = r->reset_after;
 	}
 	if (sub) {
@@ -326,6 +353,8 @@ static bool redis_reply(test_proxy *p, conn *c, const uint8_t *v, size_t len)
 	if (drop) {
 		count_drop(p);
 		c->reset_pending = h->reset_after;
+	} else if (h->hold) {
+		hold_from_here(p, c);
 	}
 	g_free(h);
 	return drop;
@@ -340,7 +369,8 @@ static void zk_request(test_proxy *p, conn *c, const uint8_t *f, size_t len)
 		return;
 	q = g_new0(pending, 1);
 	q->xid = test_proxy_wire_be32(f + 4);
-	q->drop = true;
+	q->drop = !r->hold;
+	q->hold = r->hold;
 	q->reset_after = r->reset_after;
 	g_queue_push_tail(&c->pending, q);
 }
@@ -355,11 +385,17 @@ static bool zk_reply(test_proxy *p, conn *c, const uint8_t *f, size_t len)
 		pending *q = l->data;
 
 		if (q->xid == xid) {
-			c->reset_pending = q->reset_after;
+			bool drop = q->drop;
+
+			if (drop) {
+				c->reset_pending = q->reset_after;
+				count_drop(p);
+			} else {
+				hold_from_here(p, c);
+			}
 			g_free(q);
 			g_queue_delete_link(&c->pending, l);
-			count_drop(p);
-			return true;
+			return drop;
 		}
 	}
 	return false;
@@ -544,7 +580,7 @@ static void add_rule(test_proxy *p, const drop_rule *rule)
 	for (guint i = 0; i < p->rules->len; i++) {
 		drop_rule *r = &g_array_index(p->rules, drop_rule, i);
 
-		if (strcmp(r->kind, rule->kind) == 0) {
+		if (strcmp(r->kind, rule->kind) == 0 && r->hold == rule->hold) {
 			/* A rule still counting down keeps its own skip. */
 			if (r->count <= 0)
 				r->skip = rule->skip;
@@ -803,6 +839,33 @@ void test_proxy_drop_replies_after(test_proxy *p, const char *kind, int skip, in
 	for (size_t i = 0; kind[i]; i++)
 		rule.kind[i] = g_ascii_tolower(kind[i]);
 	command(p, CMD_DROP, 0, &rule);
+}
+
+void test_proxy_hold_replies_after(test_proxy *p, const char *kind, int skip)
+{
+	drop_rule rule = { .skip = skip, .count = 1, .hold = true };
+
+	assert_true(p->proto != TEST_PROXY_RAW);
+	assert_non_null(kind);
+	assert_true(strlen(kind) < sizeof(rule.kind));
+	if (p->proto == TEST_PROXY_ZK) {
+		rule.opcode = test_proxy_wire_zk_opcode(kind);
+		if (rule.opcode == INT32_MIN)
+			fail_msg("no ZooKeeper request type is named '%s'", kind);
+	}
+	for (size_t i = 0; kind[i]; i++)
+		rule.kind[i] = g_ascii_tolower(kind[i]);
+	command(p, CMD_DROP, 0, &rule);
+}
+
+int test_proxy_held(test_proxy *p)
+{
+	int n;
+
+	g_mutex_lock(&p->mu);
+	n = p->held;
+	g_mutex_unlock(&p->mu);
+	return n;
 }
 
 int test_proxy_dropped(test_proxy *p)

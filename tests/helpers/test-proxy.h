@@ -1,8 +1,9 @@
 /*
  * A fault-injection TCP proxy for the integration tests: it sits between
  * the library and a real server on loopback and, on request, stalls
- * either direction (keeping the bytes), discards the replies to chosen
- * requests, resets connections, or refuses, slams or swallows new ones.
+ * either direction (keeping the bytes), discards or holds back the replies
+ * to chosen requests, resets connections, or refuses, slams or swallows
+ * new ones.
  *
  * Each proxy is served by one thread of the test process, polling every
  * socket; the functions below hand it a command and return only once
@@ -101,6 +102,18 @@ void test_proxy_drop_replies(test_proxy *p, const char *kind, int count, bool re
  */
 void test_proxy_drop_replies_after(test_proxy *p, const char *kind, int skip, int count,
                                    bool reset_after);
+/*
+ * Hold the reply to the next request of this kind, once `skip` more have
+ * passed with their replies: the request reaches the server, and when its
+ * reply comes the server -> client direction is stalled from that reply on
+ * (replies read before it are delivered first), as test_proxy_stall(p,
+ * TEST_PROXY_DOWN) would, on every connection.  test_proxy_unstall(p,
+ * TEST_PROXY_DOWN) delivers it.  For a client that gives up on exactly
+ * that request while the server has applied it.
+ */
+void test_proxy_hold_replies_after(test_proxy *p, const char *kind, int skip);
+/* How many replies have been held so far (poll it with test_wait_until). */
+int test_proxy_held(test_proxy *p);
 /* How many replies have been dropped so far (poll it with test_wait_until). */
 int test_proxy_dropped(test_proxy *p);
 /*

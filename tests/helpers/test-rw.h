@@ -52,10 +52,11 @@ void test_rw_share_and_exclude(const char *uri, const char *resource);
 void test_rw_upgrade_refused(const char *uri, const char *resource);
 
 /*
- * Downgrade: an owner holding WRITE takes READ at once, with a larger
- * token, while a writer of another owner waits; releasing the write hold
- * keeps the read hold, and the waiting writer gets in only once every read
- * hold is gone.  A reader arriving meanwhile: on a backend that serves
+ * Downgrade: an owner holding WRITE takes READ at once, with a token no
+ * smaller than the write's, while a writer of another owner waits;
+ * releasing the write hold keeps the read hold, and the waiting writer
+ * gets in only once every read hold is gone, with a larger token than the
+ * read hold's.  A reader arriving meanwhile: on a backend that serves
  * arrival order (fair) it waits behind the queued writer, elsewhere (the
  * file backend's kernel order) it shares the read hold at once.
  */

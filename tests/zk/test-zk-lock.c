@@ -407,10 +407,115 @@ static void test_unreachable_servers_give_unavailable_within_connect_timeout(voi
 		assert_true(test_now_ms() - t0 <= 500 + test_slack(300));
 		dlock_lock_free(lock);
 		dlock_client_free(client);
+		/* A wait shorter than the connect timeout ends at its deadline:
+		 * a refused connection is known to be unavailable, a silent
+		 * one has only not answered yet. */
+		assert_int_equal(dlock_client_new(spec, &client), DLOCK_OK);
+		assert_int_equal(dlock_lock_new(client, "down/a", &lock), DLOCK_OK);
+		t0 = test_now_ms();
+		assert_int_equal(dlock_acquire(lock, 200), i ? DLOCK_ETIMEDOUT : DLOCK_EUNAVAILABLE);
+		took = test_now_ms() - t0;
+		print_message("%s, wait 200 ms: %s after %" PRId64 " ms\n", i ? "silent" : "closed",
+		              dlock_strerror(i ? DLOCK_ETIMEDOUT : DLOCK_EUNAVAILABLE), took);
+		assert_true(took >= 190 && took <= 200 + test_slack(300));
+		dlock_lock_free(lock);
+		dlock_client_free(client);
 		g_free(spec);
 	}
 	close(closed_fd);
 	close(silent_fd);
+}
+
+/*
+ * Waits of 1 to 20 ms on a healthy server, while another client holds the
+ * resource: each ends DLOCK_ETIMEDOUT, in every mode and for a permit --
+ * on a fresh client, whose session is not connected yet when the wait
+ * ends, and on one whose session is -- never DLOCK_EUNAVAILABLE: the
+ * server answers, the caller's time ran out.
+ */
+static void test_very_short_waits_on_a_healthy_server_time_out(void **state)
+{
+	static const struct {
+		dlock_mode mode;
+		uint32_t permits;
+		const char *what;
+	} kinds[] = {
+		{ DLOCK_MODE_EXCLUSIVE, 1, "lock" },
+		{ DLOCK_MODE_READ, 1, "read" },
+		{ DLOCK_MODE_WRITE, 1, "write" },
+		{ DLOCK_MODE_EXCLUSIVE, 2, "permit" },
+	};
+	static const int64_t waits[] = { 1, 2, 5, 10, 20 };
+	char *u = uri(NULL);
+	int unavailable = 0, other = 0, tries = 0;
+
+	for (size_t k = 0; k < G_N_ELEMENTS(kinds); k++) {
+		char *resource = g_strdup_printf("short-wait/%s", kinds[k].what);
+		dlock_client *holder, *warm;
+		dlock_lock *held[2] = { NULL, NULL }, *warm_lock;
+
+		/* Held by another client: a WRITE hold keeps every mode out, two
+		 * permits fill the semaphore. */
+		assert_int_equal(dlock_client_new(u, &holder), DLOCK_OK);
+		for (uint32_t i = 0; i < kinds[k].permits; i++) {
+			assert_int_equal(dlock_lock_new(holder, resource, &held[i]), DLOCK_OK);
+			assert_int_equal(dlock_lock_set_owner(held[i], DLOCK_OWNER_HANDLE), DLOCK_OK);
+			if (kinds[k].permits > 1)
+				assert_int_equal(dlock_lock_set_permits(held[i], kinds[k].permits), DLOCK_OK);
+			else
+				assert_int_equal(dlock_lock_set_mode(held[i], DLOCK_MODE_WRITE), DLOCK_OK);
+			assert_int_equal(dlock_acquire(held[i], 5000), DLOCK_OK);
+		}
+		assert_int_equal(dlock_client_new(u, &warm), DLOCK_OK);
+		assert_int_equal(dlock_lock_new(warm, resource, &warm_lock), DLOCK_OK);
+		assert_int_equal(dlock_lock_set_mode(warm_lock, kinds[k].mode), DLOCK_OK);
+		if (kinds[k].permits > 1)
+			assert_int_equal(dlock_lock_set_permits(warm_lock, kinds[k].permits), DLOCK_OK);
+		for (size_t w = 0; w < G_N_ELEMENTS(waits); w++) {
+			for (int fresh = 0; fresh < 2; fresh++) {
+				dlock_client *client = warm;
+				dlock_lock *lock = warm_lock;
+				int rc;
+
+				if (fresh) {
+					assert_int_equal(dlock_client_new(u, &client), DLOCK_OK);
+					assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
+					assert_int_equal(dlock_lock_set_mode(lock, kinds[k].mode), DLOCK_OK);
+					if (kinds[k].permits > 1)
+						assert_int_equal(dlock_lock_set_permits(lock, kinds[k].permits),
+						                 DLOCK_OK);
+				}
+				rc = dlock_acquire(lock, waits[w]);
+				tries++;
+				if (rc != DLOCK_ETIMEDOUT) {
+					print_message("%s, wait %" PRId64 " ms, %s client: %s (%s)\n", kinds[k].what,
+					              waits[w], fresh ? "fresh" : "connected", dlock_strerror(rc),
+					              dlock_last_error_message());
+					if (rc == DLOCK_EUNAVAILABLE)
+						unavailable++;
+					else
+						other++;
+				}
+				if (fresh) {
+					dlock_lock_free(lock);
+					dlock_client_free(client);
+				}
+			}
+		}
+		for (uint32_t i = 0; i < kinds[k].permits; i++) {
+			assert_int_equal(dlock_release(held[i]), DLOCK_OK);
+			dlock_lock_free(held[i]);
+		}
+		dlock_lock_free(warm_lock);
+		dlock_client_free(warm);
+		dlock_client_free(holder);
+		g_free(resource);
+	}
+	print_message("%d of %d short waits gave DLOCK_EUNAVAILABLE, %d something else than a timeout\n",
+	              unavailable, tries, other);
+	assert_int_equal(unavailable, 0);
+	assert_int_equal(other, 0);
+	g_free(u);
 }
 
 static void test_bad_names_and_specs_are_refused(void **state)
@@ -540,6 +645,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_each_release_wakes_exactly_one_of_twenty_waiters),
 		cmocka_unit_test(test_waiter_in_another_process_is_woken_by_the_watch),
 		cmocka_unit_test(test_unreachable_servers_give_unavailable_within_connect_timeout),
+		cmocka_unit_test(test_very_short_waits_on_a_healthy_server_time_out),
 		cmocka_unit_test(test_bad_names_and_specs_are_refused),
 		cmocka_unit_test(test_missing_chroot_is_econfig_and_refused_credentials_eacces),
 		cmocka_unit_test(test_no_lock_node_of_this_suite_remains),

@@ -3,7 +3,9 @@
  * the ZooKeeper C client: the reply to a chosen request is discarded,
  * the request itself is applied (and counted), and with reset_after the
  * client sees the connection lost and reconnects to the same session; a
- * stalled watch event arrives on unstall.
+ * stalled watch event arrives on unstall; a held reply (and those after
+ * it) waits in the proxy while the request is applied, and arrives on
+ * unstall.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -128,11 +130,78 @@ static void test_stalled_watch_event_arrives_on_unstall(void **state)
 	test_zk_stop(zk);
 }
 
+typedef struct answer {
+	int rc;
+	int done;
+} answer;
+
+static void answer_stat(int rc, const struct Stat *stat, const void *data)
+{
+	answer *a = (answer *)data;
+
+	(void)stat;
+	a->rc = rc;
+	g_atomic_int_set(&a->done, 1);
+}
+
+static void answer_strings(int rc, const struct String_vector *strings, const void *data)
+{
+	answer *a = (answer *)data;
+
+	(void)strings;
+	a->rc = rc;
+	g_atomic_int_set(&a->done, 1);
+}
+
+static bool answered(void *data)
+{
+	return g_atomic_int_get(&((answer *)data)->done) != 0;
+}
+
+static bool one_held(void *proxy)
+{
+	return test_proxy_held(proxy) == 1;
+}
+
+static void test_held_reply_waits_while_the_request_is_applied(void **state)
+{
+	test_zk *zk = test_zk_start(1, 500, 0);
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_ZK, zk->servers[0].port);
+	zhandle_t *zh = connect_through(proxy);
+	answer first = { 0 }, second = { 0 }, third = { 0 };
+
+	assert_int_equal(test_zk_create(zk, "/proxy-hold", "x"), 0);
+	/* The first getChildren passes; the second one's reply is held, and
+	 * the exists sent behind it waits too. */
+	test_proxy_hold_replies_after(proxy, "getChildren", 1);
+	assert_int_equal(zoo_aget_children(zh, "/proxy-hold", 0, answer_strings, &first), ZOK);
+	assert_true(test_wait_until(answered, &first, 5000));
+	assert_int_equal(zoo_aget_children(zh, "/proxy-hold", 0, answer_strings, &second), ZOK);
+	assert_int_equal(zoo_aexists(zh, "/proxy-hold", 0, answer_stat, &third), ZOK);
+	assert_true(test_wait_until(one_held, proxy, 5000));
+	assert_false(test_poll_window(answered, &second, 300));
+	assert_false(answered(&third));
+	assert_int_equal(test_proxy_requests(proxy, "getChildren"), 2);
+	assert_int_equal(test_proxy_dropped(proxy), 0);
+	test_proxy_unstall(proxy, TEST_PROXY_DOWN);
+	assert_true(test_wait_until(answered, &second, 5000));
+	assert_true(test_wait_until(answered, &third, 5000));
+	assert_int_equal(second.rc, ZOK);
+	assert_int_equal(third.rc, ZOK);
+	assert_int_equal(test_proxy_held(proxy), 1);
+	assert_int_equal(zoo_state(zh), ZOO_CONNECTED_STATE);
+	zookeeper_close(zh);
+	test_zk_delete(zk, "/proxy-hold");
+	test_proxy_stop(proxy);
+	test_zk_stop(zk);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dropped_create_reply_loses_the_connection_but_the_node_exists),
 		cmocka_unit_test(test_stalled_watch_event_arrives_on_unstall),
+		cmocka_unit_test(test_held_reply_waits_while_the_request_is_applied),
 	};
 
 	test_init(argv[0]);

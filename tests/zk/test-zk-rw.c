@@ -190,7 +190,8 @@ static void downgrade_keeps_the_read_hold(const char *resource, dlock_mode write
 	write_token = dlock_fencing_token(lw);
 	queue_up(&q, resource, DLOCK_MODE_WRITE, 2);
 	assert_int_equal(dlock_acquire(lr, 0), DLOCK_OK); /* at once, though a writer waits */
-	assert_true(dlock_fencing_token(lr) > write_token);
+	/* It continues the write hold, with its token (see downgrade.c). */
+	assert_true(dlock_fencing_token(lr) == write_token);
 
 	/* Beside the write node: the same number, Curator 5.5's name. */
 	children = test_zk_children(zk, path);
@@ -223,6 +224,48 @@ static void downgrade_keeps_the_read_hold(const char *resource, dlock_mode write
 	close_handle(&q.owner);
 	g_free(u);
 	g_free(path);
+}
+
+/*
+ * Token order across a downgrade: a writer that queued while the write
+ * hold held is granted after the downgrade's read hold ended, so its
+ * token must be larger than the read hold's -- although its node, whose
+ * czxid it gets, was made before the read node.
+ */
+static void test_writer_granted_after_a_downgrade_gets_a_larger_token(void **state)
+{
+	char *u = test_zk_uri(zk, NULL);
+	dlock_client *owner;
+	dlock_lock *lw, *lr;
+	test_rw_waiter q;
+	uint64_t write_token, read_token, queued_token;
+
+	assert_int_equal(dlock_client_new(u, &owner), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(owner, "rw/down-order", &lw), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(lw, DLOCK_MODE_WRITE), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(owner, "rw/down-order", &lr), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(lr, DLOCK_MODE_READ), DLOCK_OK);
+
+	assert_int_equal(dlock_acquire(lw, 0), DLOCK_OK);
+	write_token = dlock_fencing_token(lw);
+	queue_up(&q, "rw/down-order", DLOCK_MODE_WRITE, 2);
+	assert_int_equal(dlock_acquire(lr, 0), DLOCK_OK);
+	read_token = dlock_fencing_token(lr);
+	assert_int_equal(dlock_release(lw), DLOCK_OK);
+	assert_int_equal(dlock_release(lr), DLOCK_OK);
+	assert_int_equal(queued_join(&q), DLOCK_OK);
+	queued_token = dlock_fencing_token(q.owner.lock);
+	print_message("write %" PRIu64 ", its downgrade's read %" PRIu64 ", the writer queued meanwhile %"
+	              PRIu64 "\n", write_token, read_token, queued_token);
+	assert_true(read_token >= write_token);
+	assert_true(queued_token > read_token);
+	assert_int_equal(dlock_release(q.owner.lock), DLOCK_OK);
+
+	dlock_lock_free(lw);
+	dlock_lock_free(lr);
+	dlock_client_free(owner);
+	close_handle(&q.owner);
+	g_free(u);
 }
 
 static void test_downgrade_from_write_lets_no_queued_writer_in(void **state)
@@ -350,6 +393,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_reader_that_times_out_leaves_nothing),
 		cmocka_unit_test(test_downgrade_from_write_lets_no_queued_writer_in),
 		cmocka_unit_test(test_downgrade_from_exclusive_lets_no_queued_writer_in),
+		cmocka_unit_test(test_writer_granted_after_a_downgrade_gets_a_larger_token),
 		cmocka_unit_test(test_downgrade_shared_check),
 		cmocka_unit_test(test_upgrade_fails_at_once),
 		cmocka_unit_test(test_reader_reports_lost_when_its_session_ends),

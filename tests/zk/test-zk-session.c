@@ -20,6 +20,7 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-proxy.h"
 #include "test-resume.h"
 #include "test-zk.h"
 
@@ -385,6 +386,135 @@ static void test_leader_kill_keeps_holds_and_exclusion(void **state)
 	g_free(u);
 }
 
+/* ---- the log callback and the session's locks ------------------------- */
+
+/* A log callback that blocks on the first "disconnected" message, for
+ * up to 3 s, as a callback writing to a stalled pipe would. */
+typedef struct blocking_log {
+	int blocked; /* atomic: it is blocking now */
+	int done;    /* atomic: it has returned */
+} blocking_log;
+
+static void block_on_disconnect(dlock_log_level level, const char *message, void *user_data)
+{
+	blocking_log *b = user_data;
+	int64_t until = test_now_ms() + 3000;
+
+	(void)level;
+	if (!strstr(message, "disconnected") || g_atomic_int_get(&b->done))
+		return;
+	g_atomic_int_set(&b->blocked, 1);
+	while (test_now_ms() < until)
+		g_usleep(10 * 1000);
+	g_atomic_int_set(&b->blocked, 0);
+	g_atomic_int_set(&b->done, 1);
+}
+
+static bool log_blocked(void *arg)
+{
+	return g_atomic_int_get(&((blocking_log *)arg)->blocked) != 0;
+}
+
+/*
+ * The client's log callback blocks while it is told that the session was
+ * disconnected.  The session's locks are not held meanwhile: a release of
+ * a hold on that session returns at once (the delete left to the
+ * background), and once the server is back the lock is free.
+ */
+static void test_a_blocking_log_callback_stalls_no_release(void **state)
+{
+	test_zk *z = test_zk_start(1, 200, 20000);
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_ZK, z->servers[0].port);
+	char *via = g_strdup_printf("zk://127.0.0.1:%d?session-timeout=8s", test_proxy_port(proxy));
+	dlock_client *client;
+	dlock_lock *lock;
+	blocking_log b = { 0 };
+	int64_t t0, took;
+
+	assert_int_equal(dlock_client_new(via, &client), DLOCK_OK);
+	assert_int_equal(dlock_client_set_log_callback(client, DLOCK_LOG_WARNING, block_on_disconnect, &b),
+	                 DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "log-blocks", &lock), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 10000), DLOCK_OK);
+
+	test_proxy_admit_mode(proxy, TEST_PROXY_REFUSE);
+	test_proxy_reset_all(proxy);
+	assert_true(test_wait_until(log_blocked, &b, 10000));
+	t0 = test_now_ms();
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	took = test_now_ms() - t0;
+	print_message("release while the log callback blocks: %" PRId64 " ms\n", took);
+	assert_true(took <= test_slack(500));
+
+	test_proxy_admit_mode(proxy, TEST_PROXY_ADMIT);
+	assert_true(test_zk_wait_children(z, "/dlock/log-blocks", 0, 15000));
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	test_proxy_stop(proxy);
+	test_zk_stop(z);
+	g_free(via);
+}
+
+/* ---- two servers, one of them down -------------------------------------- */
+
+typedef struct state_count {
+	events *e;
+	dlock_state state;
+	int n;
+} state_count;
+
+static bool reported_n(void *arg)
+{
+	state_count *c = arg;
+	int n = 0;
+
+	g_mutex_lock(&c->e->mu);
+	for (int i = 0; i < c->e->count; i++)
+		n += c->e->states[i] == c->state;
+	g_mutex_unlock(&c->e->mu);
+	return n >= c->n;
+}
+
+/*
+ * Two servers, one that refuses connections and one behind the proxy: a
+ * holder whose connection drops (the proxy resets it) comes back each
+ * time, to the live server, long before its session could end -- the
+ * client never gets stuck trying the dead server alone.
+ */
+static void test_two_servers_one_down_every_drop_reconnects(void **state)
+{
+	test_zk *z = test_zk_start(1, 200, 20000);
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_ZK, z->servers[0].port);
+	int closed_fd, closed = test_closed_port(&closed_fd);
+	char *uri = g_strdup_printf("zk://127.0.0.1:%d,127.0.0.1:%d?session-timeout=8s", closed,
+	                            test_proxy_port(proxy));
+	dlock_client *client;
+	dlock_lock *lock;
+	events ev = { 0 };
+
+	g_mutex_init(&ev.mu);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "two-servers", &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(lock, record, &ev), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 10000), DLOCK_OK);
+	for (int i = 1; i <= 6; i++) {
+		state_count back = { &ev, DLOCK_STATE_RECONNECTED, i };
+
+		test_proxy_reset_all(proxy);
+		if (!test_wait_until(reported_n, &back, 4000))
+			fail_msg("drop %d: no RECONNECTED within 4 s", i);
+	}
+	assert_int_equal(first_at(&ev, DLOCK_STATE_LOST), -1);
+	assert_int_equal(dlock_held(lock), 1);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	close(closed_fd);
+	test_proxy_stop(proxy);
+	test_zk_stop(z);
+	g_free(uri);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -392,6 +522,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_resumed_holder_sees_lost_at_once_past_its_session),
 		cmocka_unit_test(test_frozen_server_gives_suspended_then_lost_before_the_timeout),
 		cmocka_unit_test(test_leader_kill_keeps_holds_and_exclusion),
+		cmocka_unit_test(test_a_blocking_log_callback_stalls_no_release),
+		cmocka_unit_test(test_two_servers_one_down_every_drop_reconnects),
 	};
 
 	test_init(argv[0]);
