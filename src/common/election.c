@@ -465,6 +465,9 @@ DLOCK_API int dlock_election_set_callback(dlock_election *election, dlock_electi
 
 	if ((rc = check_election(election, "dlock_election_set_callback")) != DLOCK_OK)
 		return rc;
+	if (!election->lock->client || dlock__client_forked(election->lock->client))
+		return dlock__error(DLOCK_ECANCELED, "dlock_election_set_callback: client was freed or "
+		                    "belongs to the parent process");
 	g_mutex_lock(&election->mu);
 	election->fn = fn;
 	election->user_data = user_data;

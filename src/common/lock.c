@@ -74,6 +74,10 @@ int dlock__lock_enter(dlock_lock *lock, const char *what)
 		return dlock__error(DLOCK_EINVAL, "%s: lock is NULL", what);
 	if (!lock->client)
 		return dlock__error(DLOCK_ECANCELED, "%s: the lock's client has been freed", what);
+	/* Before any mutex: in a forked child one that a thread of the parent
+	 * held at the fork stays held for good. */
+	if (dlock__client_forked(lock->client))
+		return dlock__client_enter(lock->client);
 	if (!call_begin(lock))
 		return dlock__error(DLOCK_ECANCELED, "%s: the lock handle is being freed", what);
 	rc = dlock__client_enter(lock->client);
