@@ -222,13 +222,18 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* How soon COMMAND must stop after a stop signal dlock was sent too for
+ * dlock to stop with it; a request COMMAND ignored is forgotten then. */
+#define STOP_FOLLOW_MS 1000
+
 /* COMMAND, as supervise() follows it. */
 typedef struct command {
 	pid_t pid;
-	bool stopped;   /* stopped, as SIGCHLD told */
-	int stop_asked; /* a stop signal dlock was sent too, 0 if none */
+	bool stopped;        /* stopped, as SIGCHLD told */
+	int stop_asked;      /* a stop signal dlock was sent too, 0 if none */
+	int64_t stop_asked_ms; /* when (now_ms()) */
 	bool exited;
-	int status;     /* its wait status once exited */
+	int status;          /* its wait status once exited */
 } command;
 
 /* What SIGCHLD announced: COMMAND stopped, continued or exited. */
@@ -253,6 +258,9 @@ static void reap(command *c)
  * A signal to dlock while COMMAND runs (signals.c says why each is
  * passed on or not).  A stop signal stops dlock once COMMAND has stopped,
  * and not before: a COMMAND that goes on running needs the lease renewed.
+ * Nor long after: COMMAND stopped later by other means (kill -STOP, a
+ * debugger) and continued the same way would run on while dlock, which
+ * nobody continues, no longer renews the lease.
  */
 static void on_signal(command *c, const struct signalfd_siginfo *si)
 {
@@ -267,8 +275,12 @@ static void on_signal(command *c, const struct signalfd_siginfo *si)
 		 * dlock's process group.) */
 		kill(c->pid, signo);
 	}
-	if (kind == CLI_SIGNAL_STOP && (from_other || si->ssi_code > 0))
+	if (kind == CLI_SIGNAL_STOP && (from_other || si->ssi_code > 0)) {
 		c->stop_asked = signo;
+		c->stop_asked_ms = now_ms();
+	}
+	if (c->stop_asked && now_ms() - c->stop_asked_ms > STOP_FOLLOW_MS)
+		c->stop_asked = 0;
 	if (c->stop_asked && c->stopped && !c->exited) {
 		signo = c->stop_asked;
 		c->stop_asked = 0;

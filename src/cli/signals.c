@@ -23,7 +23,9 @@
  * SIGTTIN or SIGTTOU that dlock was sent too, so that a shell sees the
  * job stopped and gets the terminal back.  A stopped dlock does not renew
  * its lease; a COMMAND that goes on running keeps dlock running, and so
- * the lock alive.  SIGCONT, when another process sends it, is passed on
+ * the lock alive, and a request COMMAND did not follow within a second
+ * is forgotten: COMMAND stopped later by other means (kill -STOP, a
+ * debugger) does not stop dlock.  SIGCONT, when another process sends it, is passed on
  * (a shell's fg has continued COMMAND already; kill -CONT of dlock alone
  * continues the job).  SIGCHLD is dlock's own: COMMAND stopped,
  * continued or exited.

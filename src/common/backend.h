@@ -256,9 +256,10 @@ dlock__mode dlock__hold_mode(const dlock__hold *hold);
  * hold on the resource when this acquire is a downgrade (SPEC §8), else
  * NULL.  The backend grants the read hold at once, without queueing, and
  * arranges that releasing the write hold keeps it and lets no queued
- * writer in between.  Borrowed, valid until the acquire returns; the
- * write hold stays live (the owner cannot release it meanwhile: it is
- * the thread acquiring).
+ * writer in between.  Borrowed, valid until the acquire returns, and so
+ * is its backend data: the write hold was live when the acquire began,
+ * and its release (another thread freeing its handle) waits until the
+ * acquire returns.  It may still end on the server meanwhile.
  */
 dlock__hold *dlock__hold_downgrade_of(const dlock__hold *hold);
 /* The resource's number of permits (SPEC §11): 1 for a lock; more only

@@ -292,9 +292,16 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 	return DLOCK_OK;
 }
 
+/*
+ * Stop every election's observer.  Each election is held by a reference
+ * to its handle meanwhile: a callback that runs during the free may free
+ * its election (allowed there), and the handle's last reference takes
+ * the election with it.  Called once the client is closing, when no
+ * observer can start any more (dlock_election_observe() enters the client).
+ */
 static void stop_observers(dlock_client *client)
 {
-	GPtrArray *elections = g_ptr_array_new();
+	GPtrArray *handles = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__lock_unref);
 	GHashTableIter iter;
 	gpointer key;
 
@@ -302,11 +309,11 @@ static void stop_observers(dlock_client *client)
 	g_hash_table_iter_init(&iter, client->locks);
 	while (g_hash_table_iter_next(&iter, &key, NULL))
 		if (((dlock_lock *)key)->election)
-			g_ptr_array_add(elections, ((dlock_lock *)key)->election);
+			g_ptr_array_add(handles, dlock__lock_ref(key));
 	g_mutex_unlock(&client->mu);
-	for (guint i = 0; i < elections->len; i++)
-		dlock__election_observe_stop(elections->pdata[i]);
-	g_ptr_array_unref(elections);
+	for (guint i = 0; i < handles->len; i++)
+		dlock__election_observe_stop(((dlock_lock *)handles->pdata[i])->election);
+	g_ptr_array_unref(handles);
 }
 
 DLOCK_API void dlock_client_free(dlock_client *client)
@@ -327,10 +334,8 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 		return;
 	}
 
-	/* Elections' observers query through the client: they stop first. */
-	stop_observers(client);
-
-	/* Stop new calls, wake every waiter, and wait for calls in flight. */
+	/* Stop new calls, wake every waiter, and wait for calls in flight
+	 * (an observer's query among them: its next one is refused). */
 	g_mutex_lock(&client->mu);
 	client->closing = true;
 	g_hash_table_iter_init(&iter, client->locks);
@@ -351,6 +356,9 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 	g_hash_table_steal_all(client->holds);
 	g_mutex_unlock(&client->mu);
 
+	/* Elections' observers query through the client; none starts now. */
+	stop_observers(client);
+
 	/* Release what is still held; each release is bounded by its backend. */
 	for (guint i = 0; i < holds->len; i++) {
 		dlock__hold_teardown(holds->pdata[i]);
@@ -358,12 +366,15 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 	}
 	g_ptr_array_unref(holds);
 
-	/* Announcements still queued go out while the backends are open;
-	 * then backends join their threads, and the callback thread drains. */
+	/* Announcements still queued go out while the backends are open.
+	 * The callback thread drains before the backends go: a callback may
+	 * still read a handle's backend (dlock_lock_backend_uri()), and
+	 * nothing posts an event any more (every hold has left the client,
+	 * the observers are stopped).  Then backends join their threads. */
 	dlock__announce_stop(client);
+	dlock__callbacks_stop(client);
 	g_ptr_array_unref(client->routes);
 	g_ptr_array_unref(client->slots);
-	dlock__callbacks_stop(client);
 
 	g_hash_table_iter_init(&iter, client->locks);
 	while (g_hash_table_iter_next(&iter, &key, NULL)) {

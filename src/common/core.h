@@ -3,10 +3,10 @@
  * reentrancy tables and the callback thread.  Private to src/common;
  * backends see holds only through backend.h.
  *
- * Lock order, outermost first:  an election's turn (election.c), then
- * hold->mu, then client->mu, then lock->mu, then a waiter's mutex.  No
- * I/O is done while holding any of them but the turn, which a resignation
- * keeps across its release.
+ * Lock order, outermost first:  an election's turn, then its mu
+ * (election.c), then hold->mu, then client->mu, then lock->mu, then a
+ * waiter's mutex.  No I/O is done while holding any of them but the turn,
+ * which a resignation keeps across its release.
  */
 #ifndef DLOCK_COMMON_CORE_H
 #define DLOCK_COMMON_CORE_H
@@ -83,6 +83,8 @@ struct dlock_lock {
 	uint32_t permits;        /* 1 unless set */
 	unsigned calls;          /* calls in flight on this handle (dlock__lock_enter) */
 	GPtrArray *waiters;      /* dlock__waiter * of threads inside acquire */
+	bool closing;            /* its free is coming (an election's): waiters are
+	                          * canceled as they register */
 	GCond idle;              /* signalled when calls drops to 0 while freed */
 	dlock__hold *hold;       /* DLOCK_OWNER_HANDLE: the handle's hold, referenced */
 	bool lost_pending;       /* DLOCK_OWNER_HANDLE: a lost hold was replaced by a fresh
@@ -126,9 +128,11 @@ dlock__hold *dlock__hold_find(const dlock_lock *lock);
  */
 dlock__hold *dlock__hold_find_other(const dlock_lock *lock);
 /* Mark hold, a READ hold about to be acquired, as a downgrade of write (a
- * live write-class hold of the same owner and resource), for the backend
- * (dlock__hold_downgrade_of()); cleared again once the acquire returns. */
-void dlock__hold_set_downgrade(dlock__hold *hold, dlock__hold *write);
+ * write-class hold of the same owner and resource), for the backend
+ * (dlock__hold_downgrade_of()), and pin write: its release waits until
+ * the mark is cleared (write NULL) once the acquire returns.  False,
+ * marking nothing, if write is no longer live: no downgrade then. */
+bool dlock__hold_set_downgrade(dlock__hold *hold, dlock__hold *write);
 /* Record a granted hold, counted once through lock, in the client and in
  * its owner's table (or on its handle, replacing a lost one). */
 void dlock__hold_install(dlock__hold *hold, dlock_lock *lock);
@@ -172,6 +176,9 @@ dlock_lock *dlock__lock_ref(dlock_lock *lock);
  * cancel and free reach it (canceled at once if the free has begun). */
 void dlock__lock_add_waiter(dlock_lock *lock, dlock__waiter *waiter);
 void dlock__lock_remove_waiter(dlock_lock *lock, dlock__waiter *waiter);
+/* Cancel the handle's waiters, and every waiter registered from now on,
+ * while its calls are still let in: an election about to be freed. */
+void dlock__lock_cancel_all(dlock_lock *lock);
 /* Check a public call's lock argument, count the call on the handle (which
  * dlock_lock_free() waits for; DLOCK_ECANCELED once the free has begun)
  * and enter its client.  Then leave with dlock__lock_leave(). */

@@ -10,11 +10,12 @@
  * ELECTED is posted by the core for a campaign's grant
  * (DLOCK__EVENT_GRANTED, hold.c) before any state of that hold and before
  * its end, so a resignation that lands as the campaign returns is told
- * after it; a resignation posts RESIGNED under the election's turn, which
- * a fresh campaign passes through before it asks the server, so the next
- * ELECTED cannot overtake it either.  Announcements go to the client's
- * announcing thread (announce.c): a campaign is not held past its
- * deadline by a slow server.
+ * after it; a fresh campaign waits, before it asks the server, until a
+ * resignation under way has posted its RESIGNED, so the next ELECTED
+ * cannot overtake it either -- within its deadline, and a cancel ends
+ * that wait: the resignation's release may take the backend's timeouts.
+ * Announcements go to the client's announcing thread (announce.c): a
+ * campaign is not held past its deadline by a slow server.
  *
  * The election lives as long as its handle: the handle's last reference
  * (the user's, or a queued event's) frees it, so a callback never sees it
@@ -54,14 +55,16 @@
 struct dlock_election {
 	dlock_lock *lock;        /* owner DLOCK_OWNER_HANDLE; its end frees this */
 	char *id;
-	GMutex turn;             /* a resignation's release and RESIGNED; passed
-	                          * through by a campaign before it asks */
-	GMutex mu;               /* guards everything below */
+	GMutex turn;             /* one resignation at a time, across its release */
+	GMutex mu;               /* guards everything below; announcements and
+	                          * RESIGNED are queued under it */
 	dlock_election_fn fn;
 	void *user_data;
 	GThread *observer;       /* while observing */
 	dlock__waiter *observe_waiter;
 	bool campaigning;        /* one campaign at a time */
+	bool resigning;          /* a resignation has begun and not yet posted */
+	GPtrArray *turn_waiters; /* dlock__waiter * of campaigns waiting for it */
 };
 
 const char *dlock__election_id(const dlock_election *election)
@@ -72,6 +75,7 @@ const char *dlock__election_id(const dlock_election *election)
 void dlock__election_destroy(dlock_election *election)
 {
 	g_free(election->id);
+	g_ptr_array_unref(election->turn_waiters);
 	g_mutex_clear(&election->turn);
 	g_mutex_clear(&election->mu);
 	g_free(election);
@@ -164,6 +168,7 @@ DLOCK_API int dlock_election_new(dlock_client *client, const char *name,
 	e->id = id;
 	g_mutex_init(&e->turn);
 	g_mutex_init(&e->mu);
+	e->turn_waiters = g_ptr_array_new();
 	/* Before the handle is shared: the callback thread reads it without
 	 * the handle's mutex. */
 	lock->election = e;
@@ -208,6 +213,9 @@ DLOCK_API void dlock_election_free(dlock_election *election)
 		return;
 	}
 	dlock__election_observe_stop(election);
+	/* A campaign under way ends now, and one that starts gets nowhere:
+	 * on the callback thread, the flush below would wait for it. */
+	dlock__lock_cancel_all(election->lock);
 	/* What was queued for the callback before the free -- RESIGNED, which
 	 * a resignation's DLOCK_OK promises -- is told before it returns. */
 	dlock__callbacks_flush(client);
@@ -220,8 +228,9 @@ DLOCK_API void dlock_election_free(dlock_election *election)
 }
 
 /* The backend's word to observers, when it has one: id leads (NULL:
- * nobody, resigned), made in the background.  While a leader's is asked
- * for, a resignation cannot come in between: the caller holds the turn. */
+ * nobody, resigned), made in the background.  Called with e->mu held,
+ * under which a resignation's word is queued too: a leader's, asked for
+ * while it still leads, goes before it. */
 static void announce(dlock_election *e, const char *id)
 {
 	dlock_lock *lock = e->lock;
@@ -291,6 +300,48 @@ static int leading(dlock_lock *lock, int64_t deadline_us)
 	return rc == DLOCK_ELOST ? 1 : rc;
 }
 
+/*
+ * Wait until no resignation is under way -- its release may take the
+ * backend's timeouts, so within the campaign's deadline, on a waiter of
+ * the handle, which a cancel or the election's free reaches.
+ */
+static int wait_for_resignation(dlock_election *e, int64_t wait_ms, int64_t deadline_us)
+{
+	dlock__waiter *waiter;
+	bool busy;
+	int rc = DLOCK_OK;
+
+	g_mutex_lock(&e->mu);
+	busy = e->resigning;
+	g_mutex_unlock(&e->mu);
+	if (!busy)
+		return DLOCK_OK;
+	waiter = dlock__waiter_new();
+	dlock__lock_add_waiter(e->lock, waiter);
+	g_mutex_lock(&e->mu);
+	g_ptr_array_add(e->turn_waiters, waiter);
+	while (e->resigning && rc == DLOCK_OK) {
+		uint64_t seen = dlock__waiter_seq(waiter);
+
+		g_mutex_unlock(&e->mu);
+		rc = dlock__waiter_sleep(waiter, seen, deadline_us);
+		g_mutex_lock(&e->mu);
+	}
+	busy = e->resigning;
+	g_ptr_array_remove_fast(e->turn_waiters, waiter);
+	g_mutex_unlock(&e->mu);
+	dlock__lock_remove_waiter(e->lock, waiter);
+	dlock__waiter_free(waiter);
+	if (rc == DLOCK_ECANCELED)
+		return dlock__error_canceled(e->lock->resource);
+	if (busy)
+		return dlock__error(wait_ms == 0 ? DLOCK_EBUSY : DLOCK_ETIMEDOUT,
+		                    "election '%s': a resignation of this participant was still under "
+		                    "way %s", e->lock->resource,
+		                    wait_ms == 0 ? "(a try waits for none)" : "at the deadline");
+	return DLOCK_OK;
+}
+
 static int campaign(dlock_election *election, int64_t wait_ms)
 {
 	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
@@ -300,12 +351,13 @@ static int campaign(dlock_election *election, int64_t wait_ms)
 	rc = leading(lock, deadline_us);
 	if (rc != 1)
 		return rc;
-	if (wait_ms > 0)
-		wait_ms = MAX(dlock__remaining_us(deadline_us) / 1000, 1);
 	/* A resignation under way tells its RESIGNED before this campaign
 	 * can be granted and tell ELECTED. */
-	g_mutex_lock(&election->turn);
-	g_mutex_unlock(&election->turn);
+	rc = wait_for_resignation(election, wait_ms, deadline_us);
+	if (rc != DLOCK_OK)
+		return rc;
+	if (wait_ms > 0)
+		wait_ms = MAX(dlock__remaining_us(deadline_us) / 1000, 1);
 	rc = dlock_acquire(lock, wait_ms);
 	if (rc == DLOCK_EBUSY)
 		return dlock__error(DLOCK_EBUSY, "election '%s': another participant leads",
@@ -316,9 +368,9 @@ static int campaign(dlock_election *election, int64_t wait_ms)
 	if (rc != DLOCK_OK)
 		return rc;
 	/* ELECTED went out with the grant (DLOCK__EVENT_GRANTED). */
-	g_mutex_lock(&election->turn);
+	g_mutex_lock(&election->mu);
 	announce(election, election->id);
-	g_mutex_unlock(&election->turn);
+	g_mutex_unlock(&election->mu);
 	return DLOCK_OK;
 }
 
@@ -333,11 +385,19 @@ DLOCK_API int dlock_election_resign(dlock_election *election)
 	if ((rc = dlock__lock_enter(election->lock, "dlock_election_resign")) != DLOCK_OK)
 		return rc;
 	g_mutex_lock(&election->turn);
+	g_mutex_lock(&election->mu);
+	election->resigning = true;
+	g_mutex_unlock(&election->mu);
 	rc = dlock_release(election->lock);
+	g_mutex_lock(&election->mu);
 	if (rc == DLOCK_OK) {
 		announce(election, NULL);
 		post(election, DLOCK_ELECTION_RESIGNED, NULL);
 	}
+	election->resigning = false;
+	for (guint i = 0; i < election->turn_waiters->len; i++)
+		dlock__waiter_wake(election->turn_waiters->pdata[i]);
+	g_mutex_unlock(&election->mu);
 	g_mutex_unlock(&election->turn);
 	dlock__lock_leave(election->lock);
 	return rc;
@@ -405,6 +465,9 @@ DLOCK_API int dlock_election_set_callback(dlock_election *election, dlock_electi
 
 	if ((rc = check_election(election, "dlock_election_set_callback")) != DLOCK_OK)
 		return rc;
+	if (!election->lock->client || dlock__client_forked(election->lock->client))
+		return dlock__error(DLOCK_ECANCELED, "dlock_election_set_callback: client was freed or "
+		                    "belongs to the parent process");
 	g_mutex_lock(&election->mu);
 	election->fn = fn;
 	election->user_data = user_data;
@@ -480,17 +543,24 @@ static gpointer observe_main(gpointer data)
 
 DLOCK_API int dlock_election_observe(dlock_election *election, int enabled)
 {
+	dlock_client *client;
 	int rc;
 
 	if ((rc = check_election(election, "dlock_election_observe")) != DLOCK_OK)
 		return rc;
-	if (!election->lock->client || dlock__client_forked(election->lock->client))
+	client = election->lock->client;
+	if (!client || dlock__client_forked(client))
 		return dlock__error(DLOCK_ECANCELED, "dlock_election_observe: client was freed or "
 		                    "belongs to the parent process");
 	if (!enabled) {
 		dlock__election_observe_stop(election);
 		return DLOCK_OK;
 	}
+	/* A call on the client while the thread starts: the client's free
+	 * (whose callbacks may get here) stops observers only once no call
+	 * is under way, and an observer started later would outlive it. */
+	if ((rc = dlock__client_enter(client)) != DLOCK_OK)
+		return rc;
 	g_mutex_lock(&election->mu);
 	if (!election->observer) {
 		observer_start *start = g_new(observer_start, 1);
@@ -501,5 +571,6 @@ DLOCK_API int dlock_election_observe(dlock_election *election, int enabled)
 		election->observer = dlock__thread_new("dlock-observe", observe_main, start);
 	}
 	g_mutex_unlock(&election->mu);
+	dlock__client_leave(client);
 	return DLOCK_OK;
 }

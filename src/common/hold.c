@@ -33,7 +33,7 @@ typedef enum hold_phase {
  * A hold the core declared LOST by the clock (check_expiry_locked()) is
  * handed to the backend's abandon, once, by the thread that looked, after
  * it lets go of hold->mu; its release waits for an abandon under way and
- * makes a pending one needless.
+ * makes a pending one needless (settle_locked()).
  */
 typedef enum hold_abandon {
 	ABANDON_NONE,    /* not lost by the clock, or the backend has no abandon */
@@ -71,7 +71,9 @@ struct dlock__hold {
 	dlock_lock *handle_owner; /* DLOCK_OWNER_HANDLE: the owning handle, else NULL */
 	dlock__hold *downgrade_of; /* during a downgrade's acquire: the write hold, referenced */
 	hold_abandon abandon;
-	GCond abandoned;         /* broadcast when abandon leaves ABANDON_RUNNING */
+	unsigned pins;           /* downgrades under way that read this write hold */
+	GCond settled;           /* broadcast when abandon leaves ABANDON_RUNNING
+	                          * and when pins drops to 0 */
 	dlock_lock *tell_grant;  /* an election's handle not yet told of this grant */
 };
 
@@ -98,7 +100,7 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock)
 
 	g_atomic_ref_count_init(&hold->ref);
 	g_mutex_init(&hold->mu);
-	g_cond_init(&hold->abandoned);
+	g_cond_init(&hold->settled);
 	hold->slot = lock->slot;
 	hold->resource = g_strdup(lock->resource);
 	/* As dlock__holder_init_self(), without a system call for the host
@@ -144,7 +146,7 @@ void dlock__hold_unref(dlock__hold *hold)
 	dlock__holder_clear(&hold->holder);
 	g_array_unref(hold->via);
 	g_ptr_array_unref(hold->waiters);
-	g_cond_clear(&hold->abandoned);
+	g_cond_clear(&hold->settled);
 	g_mutex_clear(&hold->mu);
 	g_free(hold);
 }
@@ -162,14 +164,6 @@ dlock__mode dlock__hold_mode(const dlock__hold *hold)
 dlock__hold *dlock__hold_downgrade_of(const dlock__hold *hold)
 {
 	return hold->downgrade_of;
-}
-
-void dlock__hold_set_downgrade(dlock__hold *hold, dlock__hold *write)
-{
-	dlock__hold *old = hold->downgrade_of;
-
-	hold->downgrade_of = write ? dlock__hold_ref(write) : NULL;
-	dlock__hold_unref(old);
 }
 
 uint32_t dlock__hold_permits(const dlock__hold *hold)
@@ -304,7 +298,7 @@ static void check_expiry_locked(dlock__hold *hold)
  * stops keeping the hold and removes what is left of it on the server in
  * the background, so others get in without waiting for the owner's
  * release.  Called without hold->mu, by whoever looked; a release that
- * comes meanwhile waits for it (settle_abandon_locked()).
+ * comes meanwhile waits for it (settle_locked()).
  */
 static void abandon_if_due(dlock__hold *hold)
 {
@@ -318,19 +312,56 @@ static void abandon_if_due(dlock__hold *hold)
 	hold->slot->ops->abandon(hold->slot->impl, hold);
 	g_mutex_lock(&hold->mu);
 	hold->abandon = ABANDON_DONE;
-	g_cond_broadcast(&hold->abandoned);
+	g_cond_broadcast(&hold->settled);
 	g_mutex_unlock(&hold->mu);
 }
 
 /* Before the release on the server: an abandon under way finishes first
  * (the backend's state of the hold goes with the release), one not begun
- * never runs (the release does its work).  hold->mu held. */
-static void settle_abandon_locked(dlock__hold *hold)
+ * never runs (the release does its work), and a downgrade that reads the
+ * hold's backend state returns first (dlock__hold_set_downgrade()).
+ * hold->mu held. */
+static void settle_locked(dlock__hold *hold)
 {
-	while (hold->abandon == ABANDON_RUNNING)
-		g_cond_wait(&hold->abandoned, &hold->mu);
+	while (hold->abandon == ABANDON_RUNNING || hold->pins > 0)
+		g_cond_wait(&hold->settled, &hold->mu);
 	if (hold->abandon == ABANDON_DUE)
 		hold->abandon = ABANDON_DONE;
+}
+
+/*
+ * A downgrade's acquire reads the write hold's backend state (its lease,
+ * its node, its descriptor) while it runs, and another thread may release
+ * the write hold meanwhile, by freeing its handle.  So the write hold is
+ * pinned -- only while it is live -- and its release on the server waits
+ * until the downgrade's acquire is over (settle_locked()), which then
+ * keeps the read hold as a downgrade should.  A write hold that ended
+ * before it could be pinned makes no downgrade: the read hold is
+ * acquired as any reader's.
+ */
+bool dlock__hold_set_downgrade(dlock__hold *hold, dlock__hold *write)
+{
+	dlock__hold *old = hold->downgrade_of;
+	bool live = false;
+
+	if (write) {
+		g_mutex_lock(&write->mu);
+		check_expiry_locked(write);
+		live = live_locked(write);
+		if (live)
+			write->pins++;
+		g_mutex_unlock(&write->mu);
+		abandon_if_due(write);
+	}
+	hold->downgrade_of = live ? dlock__hold_ref(write) : NULL;
+	if (old) {
+		g_mutex_lock(&old->mu);
+		if (--old->pins == 0)
+			g_cond_broadcast(&old->settled);
+		g_mutex_unlock(&old->mu);
+		dlock__hold_unref(old);
+	}
+	return live;
 }
 
 /*
@@ -525,7 +556,7 @@ dlock__hold *dlock__hold_find_other(const dlock_lock *lock)
 static int release_on_server(dlock__hold *hold)
 {
 	g_mutex_lock(&hold->mu);
-	settle_abandon_locked(hold);
+	settle_locked(hold);
 	g_mutex_unlock(&hold->mu);
 	return hold->slot->ops->release(hold->slot->impl, hold);
 }

@@ -21,6 +21,9 @@ void dlock__lock_unref(dlock_lock *lock)
 {
 	if (!lock || !g_atomic_ref_count_dec(&lock->ref))
 		return;
+	/* A handle freed from a callback while its client is being freed
+	 * still refers to its hold, which that free has released already. */
+	dlock__hold_unref(lock->hold);
 	g_free(lock->resource);
 	g_free(lock->thread_key);
 	g_free(lock->read_key);
@@ -71,6 +74,10 @@ int dlock__lock_enter(dlock_lock *lock, const char *what)
 		return dlock__error(DLOCK_EINVAL, "%s: lock is NULL", what);
 	if (!lock->client)
 		return dlock__error(DLOCK_ECANCELED, "%s: the lock's client has been freed", what);
+	/* Before any mutex: in a forked child one that a thread of the parent
+	 * held at the fork stays held for good. */
+	if (dlock__client_forked(lock->client))
+		return dlock__client_enter(lock->client);
 	if (!call_begin(lock))
 		return dlock__error(DLOCK_ECANCELED, "%s: the lock handle is being freed", what);
 	rc = dlock__client_enter(lock->client);
@@ -391,8 +398,17 @@ void dlock__lock_add_waiter(dlock_lock *lock, dlock__waiter *waiter)
 {
 	g_mutex_lock(&lock->mu);
 	g_ptr_array_add(lock->waiters, waiter);
-	if (lock->freed)
+	if (lock->freed || lock->closing)
 		dlock__waiter_cancel(waiter);
+	g_mutex_unlock(&lock->mu);
+}
+
+void dlock__lock_cancel_all(dlock_lock *lock)
+{
+	g_mutex_lock(&lock->mu);
+	lock->closing = true;
+	for (guint i = 0; i < lock->waiters->len; i++)
+		dlock__waiter_cancel(lock->waiters->pdata[i]);
 	g_mutex_unlock(&lock->mu);
 }
 

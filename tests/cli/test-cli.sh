@@ -252,6 +252,16 @@ kill -TSTP "$runner"
 sleep 2.5
 check "SIGTSTP ignored by COMMAND: dlock keeps running (state $(proc_state "$runner")) and renewing (key $(rcli exists 'dlock:{cli/tstp-ignored}'))" \
 	test "$(proc_state "$runner")" != T -a "$(rcli exists 'dlock:{cli/tstp-ignored}')" = 1
+# That stop request is not followed later: COMMAND stopped and continued
+# by kill (or a debugger) leaves dlock running and the lease renewed.
+kill -STOP "$cmd"
+for _ in $(seq 100); do [[ "$(proc_state "$cmd")" = T ]] && break; sleep 0.05; done
+sleep 0.5
+state_then=$(proc_state "$runner")
+kill -CONT "$cmd"
+sleep 1.5
+check "COMMAND stopped by kill after an ignored SIGTSTP: dlock keeps running (state $state_then) and the lock stays (key $(rcli exists 'dlock:{cli/tstp-ignored}'))" \
+	test "$state_then" != T -a "$(rcli exists 'dlock:{cli/tstp-ignored}')" = 1
 kill -CONT "$runner" 2>/dev/null
 kill -TERM "$runner"
 wait "$runner"

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -274,6 +276,281 @@ static void test_election_free_from_its_own_callback(void **state)
 	g_async_queue_unref(done);
 }
 
+/* ---- dlock_election_free() while its callback campaigns ----------------- */
+
+#define CAMPAIGN_MS 20000
+
+typedef struct recampaign {
+	gint tid;               /* the callback thread's, once it campaigns */
+	GAsyncQueue *done;      /* char *: what the campaign returned */
+} recampaign;
+
+/* Told who leads (another participant), it campaigns -- on the callback
+ * thread, for a long while. */
+static void campaign_when_told(dlock_election *e, dlock_election_event event, const char *id,
+                               void *data)
+{
+	recampaign *r = data;
+	int rc;
+
+	(void)id;
+	if (event != DLOCK_ELECTION_LEADER_CHANGED || g_atomic_int_get(&r->tid))
+		return;
+	g_atomic_int_set(&r->tid, (gint)syscall(SYS_gettid));
+	rc = dlock_election_campaign(e, CAMPAIGN_MS);
+	g_async_queue_push(r->done, g_strdup(dlock_code_name(rc)));
+}
+
+static bool campaigner_sleeps(void *data)
+{
+	recampaign *r = data;
+
+	return g_atomic_int_get(&r->tid) && test_thread_sleeps(g_atomic_int_get(&r->tid));
+}
+
+/*
+ * The election's free cancels a campaign under way, also one its own
+ * callback runs on the callback thread, whose events the free waits for:
+ * it returns at once, not when the campaign gives up.
+ */
+static void test_election_free_cancels_a_campaign_of_its_callback(void **state)
+{
+	recampaign r = { 0, g_async_queue_new_full(g_free) };
+	dlock_client *client, *peer;
+	dlock_election *e, *leader;
+	int64_t start, took;
+	char *got;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &peer), DLOCK_OK);
+	assert_int_equal(dlock_election_new(peer, "teardown/recampaign", "leader", &leader), DLOCK_OK);
+	assert_int_equal(dlock_election_campaign(leader, WAIT_MS), DLOCK_OK);
+	assert_int_equal(dlock_election_new(client, "teardown/recampaign", "me", &e), DLOCK_OK);
+	assert_int_equal(dlock_election_set_callback(e, campaign_when_told, &r), DLOCK_OK);
+	assert_int_equal(dlock_election_observe(e, 1), DLOCK_OK);
+	assert_true(test_wait_until(campaigner_sleeps, &r, WAIT_MS));
+
+	start = test_now_ms();
+	dlock_election_free(e);
+	took = test_now_ms() - start;
+	print_message("dlock_election_free returned after %" PRId64 " ms\n", took);
+	got = g_async_queue_timeout_pop(r.done, (guint64)CAMPAIGN_MS * test_slack_factor() * 1000);
+	assert_non_null(got);
+	assert_string_equal(got, "DLOCK_ECANCELED");
+	assert_true(took < test_slack(3000));
+	g_free(got);
+	assert_int_equal(dlock_election_resign(leader), DLOCK_OK);
+	dlock_election_free(leader);
+	dlock_client_free(client);
+	dlock_client_free(peer);
+	g_async_queue_unref(r.done);
+}
+
+/* ---- callbacks that run while the client is being freed ----------------- */
+
+/* Set by the worker just before it frees its client. */
+static gint freeing;
+
+static void wait_for_the_free(void)
+{
+	int64_t until = test_now_ms() + (int64_t)WAIT_MS * test_slack_factor();
+
+	while (!g_atomic_int_get(&freeing) && test_now_ms() < until)
+		g_usleep(1000);
+}
+
+typedef struct late {
+	dlock_election *other; /* an election of the same client, not observing */
+	char *uri;             /* the handle's backend as seen before the free */
+} late;
+
+/* Held up until the free has begun and had time to go past its
+ * releases, then does what a callback may: read its handle's backend and
+ * start observing another election, which the free no longer could stop
+ * (refused). */
+static void read_backend_when_elected(dlock_election *e, dlock_election_event event, const char *id,
+                                      void *data)
+{
+	late *l = data;
+	const char *now;
+	int rc;
+
+	(void)id;
+	if (event != DLOCK_ELECTION_ELECTED)
+		return;
+	wait_for_the_free();
+	g_usleep((gulong)test_slack(300) * 1000);
+	now = dlock_lock_backend_uri(dlock_election_lock(e));
+	printf("same-uri %d\n", now && strcmp(now, l->uri) == 0);
+	rc = dlock_election_observe(l->other, 1);
+	printf("observe %s\n", dlock_code_name(rc));
+	fflush(stdout);
+}
+
+static int worker_late_callback(const char *spec)
+{
+	dlock_client *client;
+	dlock_election *e;
+	late l = { NULL, NULL };
+
+	if (dlock_client_new(spec, &client) != DLOCK_OK ||
+	    dlock_election_new(client, "teardown/late", "a", &e) != DLOCK_OK ||
+	    dlock_election_new(client, "teardown/late-other", "a", &l.other) != DLOCK_OK ||
+	    dlock_election_set_callback(e, read_backend_when_elected, &l) != DLOCK_OK)
+		return 2;
+	l.uri = g_strdup(dlock_lock_backend_uri(dlock_election_lock(e)));
+	if (dlock_election_campaign(e, WAIT_MS) != DLOCK_OK)
+		return 3;
+	g_atomic_int_set(&freeing, 1);
+	dlock_client_free(client);
+	printf("freed\n");
+	fflush(stdout);
+	dlock_election_free(e);
+	dlock_election_free(l.other);
+	g_free(l.uri);
+	return 0;
+}
+
+typedef struct child {
+	pid_t pid;
+	int status;
+} child;
+
+static bool child_exited(void *data)
+{
+	child *c = data;
+
+	return waitpid(c->pid, &c->status, WNOHANG) == c->pid;
+}
+
+/* Read the worker's lines until it exits; fail unless it exited 0 within
+ * the wait (one that hangs is killed). */
+static char *worker_output(const char *const *args)
+{
+	GString *out = g_string_new(NULL);
+	char line[1200];
+	child c = { 0, 0 };
+	int out_fd;
+
+	c.pid = test_spawn_worker(args, &out_fd);
+	while (test_read_line(out_fd, line, sizeof(line), (int64_t)WAIT_MS * test_slack_factor()))
+		g_string_append_printf(out, "%s\n", line);
+	close(out_fd);
+	print_message("%s", out->str);
+	if (!test_wait_until(child_exited, &c, WAIT_MS)) {
+		kill(c.pid, SIGKILL);
+		test_wait_child(c.pid, NULL);
+		fail_msg("the worker hung after:\n%s", out->str);
+	}
+	if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0)
+		fail_msg("the worker ended with wait status 0x%x (signal %d) after:\n%s", c.status,
+		         WIFSIGNALED(c.status) ? WTERMSIG(c.status) : 0, out->str);
+	return g_string_free(out, FALSE);
+}
+
+/*
+ * The client's free runs the callbacks already queued before it returns,
+ * and they may call any dlock function but the client's free: a callback
+ * that runs once the free has released the holds still reads its handle's
+ * backend (the backends are still open), and an observer it starts could
+ * not be stopped by the free any more, so it is refused.
+ */
+static void test_a_callback_during_the_client_free_reads_its_backend(void **state)
+{
+	const char *args[] = { "late-callback", uri, NULL };
+	char *out = worker_output(args);
+
+	assert_non_null(strstr(out, "same-uri 1\n"));
+	assert_non_null(strstr(out, "observe DLOCK_ECANCELED\n"));
+	assert_non_null(strstr(out, "freed\n"));
+	g_free(out);
+}
+
+#define LATE_ELECTIONS 20
+
+static gint held_up;
+
+static void free_when_elected_late(dlock_election *e, dlock_election_event event, const char *id,
+                                   void *data)
+{
+	(void)id;
+	(void)data;
+	if (event != DLOCK_ELECTION_ELECTED)
+		return;
+	/* The first holds the others up until the free is under way. */
+	if (g_atomic_int_compare_and_exchange(&held_up, 0, 1)) {
+		wait_for_the_free();
+		g_usleep((gulong)test_slack(500) * 1000);
+	}
+	dlock_election_free(e);
+}
+
+/*
+ * spec names a configuration file whose default backend is the test's
+ * and whose backend "silent" accepts connections and never answers.
+ */
+static int worker_free_elections_during_free(const char *spec)
+{
+	dlock_election *e[LATE_ELECTIONS], *slow;
+	dlock_client *client;
+
+	if (dlock_client_new(spec, &client) != DLOCK_OK ||
+	    dlock_election_new(client, "teardown/slow", "a", &slow) != DLOCK_OK)
+		return 2;
+	for (int i = 0; i < LATE_ELECTIONS; i++) {
+		char name[64];
+
+		g_snprintf(name, sizeof(name), "teardown/late%d", i);
+		if (dlock_election_new(client, name, "a", &e[i]) != DLOCK_OK ||
+		    dlock_election_set_callback(e[i], free_when_elected_late, NULL) != DLOCK_OK)
+			return 3;
+	}
+	/* The callbacks wait for the free before freeing their elections. */
+	for (int i = 0; i < LATE_ELECTIONS; i++)
+		if (dlock_election_campaign(e[i], WAIT_MS) != DLOCK_OK)
+			return 4;
+	/* An observer whose query waits for a server that never answers
+	 * keeps the free's stop of observers busy meanwhile. */
+	if (dlock_election_observe(slow, 1) != DLOCK_OK)
+		return 5;
+	g_usleep(100 * 1000);
+	g_atomic_int_set(&freeing, 1);
+	dlock_client_free(client);
+	dlock_election_free(slow);
+	printf("freed\n");
+	fflush(stdout);
+	return 0;
+}
+
+/*
+ * Callbacks queued when the client's free begins free their elections
+ * (allowed from their own callbacks) while the free stops the elections'
+ * observers: the free does not touch an election freed meanwhile.
+ */
+static void test_elections_freed_by_their_callbacks_during_the_client_free(void **state)
+{
+	int silent_fd, port = test_silent_port(&silent_fd);
+	char *conf_dir = g_dir_make_tmp("dlock-cb-teardown-XXXXXX", NULL);
+	char *conf = g_build_filename(conf_dir, "dlock.conf", NULL);
+	char *text = g_strdup_printf("[defaults]\nbackend = main\n\n[backend main]\nurl = %s\n\n"
+	                             "[backend silent]\nurl = redis://127.0.0.1:%d"
+	                             "?connect-timeout=2s&command-timeout=2s\n\n"
+	                             "[route slow]\nmatch = teardown/slow\nbackend = silent\n",
+	                             uri, port);
+	const char *args[] = { "free-during-free", conf, NULL };
+	char *out;
+
+	assert_true(g_file_set_contents(conf, text, -1, NULL));
+	out = worker_output(args);
+	assert_non_null(strstr(out, "freed\n"));
+	g_free(out);
+	close(silent_fd);
+	test_remove_tree(conf_dir);
+	g_free(text);
+	g_free(conf);
+	g_free(conf_dir);
+}
+
 /* ---- servers ------------------------------------------------------------ */
 
 static int setup(void **state)
@@ -314,6 +591,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_client_free_from_a_callback_is_refused_with_a_message),
 		cmocka_unit_test(test_lock_free_from_its_own_state_callback),
 		cmocka_unit_test(test_election_free_from_its_own_callback),
+		cmocka_unit_test(test_election_free_cancels_a_campaign_of_its_callback),
+		cmocka_unit_test(test_a_callback_during_the_client_free_reads_its_backend),
+		cmocka_unit_test(test_elections_freed_by_their_callbacks_during_the_client_free),
 	};
 	char *name;
 	int failures;
@@ -321,6 +601,10 @@ int main(int argc, char **argv)
 	test_init(argv[0]);
 	if (argc > 3 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "client-free") == 0)
 		return worker_free_in_callback(argv[3]);
+	if (argc > 3 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "late-callback") == 0)
+		return worker_late_callback(argv[3]);
+	if (argc > 3 && strcmp(argv[1], "--worker") == 0 && strcmp(argv[2], "free-during-free") == 0)
+		return worker_free_elections_during_free(argv[3]);
 	backend = argc > 1 ? argv[1] : "";
 	if (strcmp(backend, "file") != 0 && strcmp(backend, "redis") != 0 && strcmp(backend, "zk") != 0) {
 		fprintf(stderr, "usage: %s file|redis|zk\n", argv[0]);

@@ -1,7 +1,8 @@
 /*
  * Handles torn down while calls on them are in flight, on a real backend
  * (argv[1]: "file" or "redis"): freeing a handle while another thread's
- * acquire on it is being granted must neither touch freed memory (the
+ * acquire on it is being granted, or while its owner downgrades its
+ * write hold through another handle, must neither touch freed memory (the
  * ASan build shows that) nor leave the grant behind.
  */
 #include <inttypes.h>
@@ -111,6 +112,77 @@ static void test_freeing_a_handle_while_its_acquire_is_granted_leaves_nothing_he
 	dlock_client_free(client);
 }
 
+/* Frees the write handles it is given, each after a short spin. */
+static void *write_freer(void *data)
+{
+	GAsyncQueue *queue = data;
+	dlock_lock *lock;
+	unsigned spin = 0;
+
+	while ((lock = g_async_queue_pop(queue)) != (dlock_lock *)queue) {
+		for (volatile unsigned i = 0; i < spin % 3000; i++)
+			;
+		spin += 397;
+		dlock_lock_free(lock);
+	}
+	return NULL;
+}
+
+/*
+ * A thread holding a WRITE lock takes a READ hold on the same resource
+ * (a downgrade) while another thread frees the write hold's handle,
+ * which releases it.  Either way the read acquire is granted -- as a
+ * downgrade, or as any reader once the write hold has gone -- with a
+ * later token, and it never reads the write hold's state after that
+ * release freed it (the ASan build shows that).
+ */
+static void test_freeing_the_write_handle_during_its_downgrade_grants_the_read_hold(void **state)
+{
+	const char *resource = "handle-race/downgrade";
+	GAsyncQueue *queue = g_async_queue_new();
+	int64_t until = test_now_ms() + 3000;
+	int rounds = 0, failed = 0, first_rc = DLOCK_OK;
+	dlock_client *client;
+	pthread_t freer;
+
+	(void)state;
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(pthread_create(&freer, NULL, write_freer, queue), 0);
+	while (test_now_ms() < until || rounds < 200) {
+		dlock_lock *w, *r;
+		uint64_t write_token;
+		int rc;
+
+		assert_int_equal(dlock_lock_new(client, resource, &w), DLOCK_OK);
+		assert_int_equal(dlock_lock_new(client, resource, &r), DLOCK_OK);
+		assert_int_equal(dlock_lock_set_mode(w, DLOCK_MODE_WRITE), DLOCK_OK);
+		assert_int_equal(dlock_lock_set_mode(r, DLOCK_MODE_READ), DLOCK_OK);
+		assert_int_equal(dlock_acquire(w, 5000), DLOCK_OK);
+		write_token = dlock_fencing_token(w);
+		g_async_queue_push(queue, w);
+		rc = dlock_acquire(r, 5000);
+		if (rc != DLOCK_OK && failed++ == 0) {
+			first_rc = rc;
+			print_message("round %d: the read acquire returned %s: %s\n", rounds,
+			              dlock_code_name(rc), dlock_last_error_message());
+		}
+		if (rc == DLOCK_OK) {
+			assert_int_equal(dlock_held(r), 1);
+			assert_true(dlock_fencing_token(r) > write_token);
+			assert_int_equal(dlock_release(r), DLOCK_OK);
+		}
+		dlock_lock_free(r);
+		rounds++;
+	}
+	g_async_queue_push(queue, queue);
+	pthread_join(freer, NULL);
+	print_message("%d rounds, %d read acquires not granted\n", rounds, failed);
+	assert_int_equal(failed, 0);
+	assert_int_equal(first_rc, DLOCK_OK);
+	g_async_queue_unref(queue);
+	dlock_client_free(client);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -141,6 +213,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_freeing_a_handle_while_its_acquire_is_granted_leaves_nothing_held),
+		cmocka_unit_test(test_freeing_the_write_handle_during_its_downgrade_grants_the_read_hold),
 	};
 
 	test_init(argv[0]);

@@ -262,6 +262,104 @@ static void test_children_forked_amid_lock_traffic_keep_no_lock_when_the_parent_
 	dlock_client_free(client);
 }
 
+/* ---- calls in a child on the parent's handles ---------------------------- */
+
+#define CHILD_FORKS 300
+
+typedef struct busy {
+	dlock_lock *lock;         /* owned by the handle: shared by the threads */
+	dlock_election *election;
+	atomic_bool stop;
+} busy;
+
+/* Calls on the shared handles without pause, so that their mutexes are
+ * often held by some thread when another one forks. */
+static void *busy_thread(void *data)
+{
+	busy *b = data;
+
+	while (!atomic_load(&b->stop)) {
+		if (dlock_acquire(b->lock, 0) == DLOCK_OK)
+			dlock_release(b->lock);
+		if (dlock_election_campaign(b->election, 0) == DLOCK_OK)
+			dlock_election_resign(b->election);
+		dlock_election_set_callback(b->election, NULL, NULL);
+	}
+	return NULL;
+}
+
+static void noop_event(dlock_election *e, dlock_election_event event, const char *id, void *data)
+{
+	(void)e;
+	(void)event;
+	(void)id;
+	(void)data;
+}
+
+/* In the child: each call on the parent's objects is refused; exit 0 if
+ * all were, 3 if not.  A call that waits for a mutex some thread of the
+ * parent held at the fork never returns: the alarm ends the child. */
+static void child_calls(busy *b)
+{
+	dlock_info *info;
+	bool refused;
+
+	alarm((unsigned)test_slack_factor() * 2);
+	refused = dlock_acquire(b->lock, 0) == DLOCK_ECANCELED &&
+	          dlock_release(b->lock) == DLOCK_ECANCELED &&
+	          dlock_lock_query(b->lock, &info) == DLOCK_ECANCELED &&
+	          dlock_election_campaign(b->election, 0) == DLOCK_ECANCELED &&
+	          dlock_election_resign(b->election) == DLOCK_ECANCELED &&
+	          dlock_election_set_callback(b->election, noop_event, NULL) == DLOCK_ECANCELED;
+	_exit(refused ? 0 : 3);
+}
+
+/*
+ * A child forked while other threads make calls on the same handles and
+ * election: its own calls on them fail with DLOCK_ECANCELED (a child
+ * touches nothing of the parent's), and they return -- none waits for a
+ * mutex that a thread of the parent held at the fork and that no thread
+ * of the child will ever let go.
+ */
+static void test_calls_in_a_child_forked_amid_calls_are_refused_at_once(void **state)
+{
+	busy b = { 0 };
+	pthread_t threads[LOCK_THREADS];
+	dlock_client *client;
+	int hung = 0, answered_wrong = 0;
+
+	(void)state;
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "fork/calls", &b.lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_owner(b.lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	assert_int_equal(dlock_election_new(client, "fork/elect", "p", &b.election), DLOCK_OK);
+	for (int i = 0; i < LOCK_THREADS; i++)
+		assert_int_equal(pthread_create(&threads[i], NULL, busy_thread, &b), 0);
+	for (int i = 0; i < CHILD_FORKS; i++) {
+		pid_t pid = fork();
+		int st;
+
+		if (pid == 0)
+			child_calls(&b);
+		assert_true(pid > 0);
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
+			hung++;
+		else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			answered_wrong++;
+	}
+	atomic_store(&b.stop, true);
+	for (int i = 0; i < LOCK_THREADS; i++)
+		pthread_join(threads[i], NULL);
+	print_message("%d children: %d hung in a call, %d got another answer than DLOCK_ECANCELED\n",
+	              CHILD_FORKS, hung, answered_wrong);
+	assert_int_equal(hung, 0);
+	assert_int_equal(answered_wrong, 0);
+	dlock_election_free(b.election);
+	dlock_lock_free(b.lock);
+	dlock_client_free(client);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -283,6 +381,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_forks_during_lock_traffic_never_hang),
 		cmocka_unit_test(test_children_forked_amid_lock_traffic_keep_no_lock_when_the_parent_dies),
+		cmocka_unit_test(test_calls_in_a_child_forked_amid_calls_are_refused_at_once),
 	};
 
 	test_init(argv[0]);

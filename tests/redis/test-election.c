@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <glib.h>
@@ -167,6 +169,109 @@ static void test_campaign_returns_by_its_deadline_when_its_announcement_is_unans
 	test_proxy_stop(proxy);
 }
 
+typedef struct resigner {
+	dlock_election *e;
+	int rc;
+	int64_t took_ms;
+} resigner;
+
+static gpointer resign_main(gpointer data)
+{
+	resigner *r = data;
+	int64_t t0 = test_now_ms();
+
+	r->rc = dlock_election_resign(r->e);
+	r->took_ms = test_now_ms() - t0;
+	return NULL;
+}
+
+typedef struct campaigner {
+	dlock_election *e;
+	GThread *thread;
+	gint tid;
+	int rc;
+} campaigner;
+
+static gpointer campaign_main(gpointer data)
+{
+	campaigner *c = data;
+
+	g_atomic_int_set(&c->tid, (gint)syscall(SYS_gettid));
+	c->rc = dlock_election_campaign(c->e, -1);
+	return NULL;
+}
+
+/* The campaigner thread has begun and sleeps (in its campaign). */
+static bool campaigner_waits(void *data)
+{
+	campaigner *c = data;
+
+	return g_atomic_int_get(&c->tid) && test_thread_sleeps(g_atomic_int_get(&c->tid));
+}
+
+static bool one_dropped(void *proxy)
+{
+	return test_proxy_dropped(proxy) >= 1;
+}
+
+/*
+ * A resignation whose release gets no answer takes the command timeout
+ * (3 s).  A campaign made meanwhile waits for that resignation to post
+ * its RESIGNED, but no longer than its own wait (300 ms); a cancel ends
+ * that wait too.  Once the resignation is done a campaign leads again.
+ */
+static void test_campaign_waits_for_a_slow_resignation_within_its_deadline(void **state)
+{
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, server->port);
+	char *u = g_strdup_printf("redis://127.0.0.1:%d?command-timeout=3s", test_proxy_port(proxy));
+	resigner r = { 0 };
+	campaigner forever = { 0 };
+	dlock_client *client;
+	GThread *thread;
+	int64_t t0, took;
+	int rc;
+
+	assert_int_equal(dlock_client_new(u, &client), DLOCK_OK);
+	assert_int_equal(dlock_election_new(client, "elect/slow-resign", "a", &r.e), DLOCK_OK);
+	assert_int_equal(dlock_election_campaign(r.e, 5000), DLOCK_OK);
+	/* The release's script runs on the server; its answer never comes. */
+	test_proxy_drop_replies(proxy, "EVALSHA", 1, false);
+	thread = g_thread_new("resigner", resign_main, &r);
+	assert_true(test_wait_until(one_dropped, proxy, 5000));
+
+	t0 = test_now_ms();
+	rc = dlock_election_campaign(r.e, 300);
+	took = test_now_ms() - t0;
+	print_message("campaign with a 300 ms wait during a slow resignation: %s after %" PRId64
+	              " ms\n", dlock_code_name(rc), took);
+	assert_int_equal(rc, DLOCK_ETIMEDOUT);
+	assert_true(took < test_slack(1300));
+
+	/* A campaign without a deadline is ended by a cancel. */
+	forever.e = r.e;
+	forever.thread = g_thread_new("campaigner", campaign_main, &forever);
+	assert_true(test_wait_until(campaigner_waits, &forever, 2000));
+	t0 = test_now_ms();
+	assert_int_equal(dlock_election_cancel(r.e), DLOCK_OK);
+	g_thread_join(forever.thread);
+	took = test_now_ms() - t0;
+	print_message("a campaign without a deadline, canceled: %s after %" PRId64 " ms\n",
+	              dlock_code_name(forever.rc), took);
+	assert_int_equal(forever.rc, DLOCK_ECANCELED);
+	assert_true(took < test_slack(1000));
+
+	g_thread_join(thread);
+	print_message("the resignation returned %s after %" PRId64 " ms\n", dlock_code_name(r.rc),
+	              r.took_ms);
+	assert_int_equal(r.rc, DLOCK_OK);
+	assert_int_equal(dlock_election_campaign(r.e, 5000), DLOCK_OK);
+	assert_int_equal(dlock_election_resign(r.e), DLOCK_OK);
+	dlock_election_free(r.e);
+	dlock_client_free(client);
+	g_free(u);
+	test_proxy_stop(proxy);
+}
+
 static void test_no_key_of_this_suite_remains(void **state)
 {
 	assert_int_equal(test_redis_leftover_keys(server, "dlock:{elect/"), 0);
@@ -199,6 +304,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_resignation_racing_a_campaign_comes_after_elected),
 		cmocka_unit_test(test_free_right_after_resign_delivers_resigned),
 		cmocka_unit_test(test_campaign_returns_by_its_deadline_when_its_announcement_is_unanswered),
+		cmocka_unit_test(test_campaign_waits_for_a_slow_resignation_within_its_deadline),
 		cmocka_unit_test(test_no_key_of_this_suite_remains),
 	};
 

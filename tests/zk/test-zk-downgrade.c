@@ -1,9 +1,12 @@
 /*
  * A ZooKeeper downgrade under faults, against a real server: the write
- * hold it stands beside ends (its handle freed by another thread) while
- * the downgrade waits for its session to reconnect, and a writer of
- * another client queued behind the write node gets in.  The downgrade
- * must then not hold READ beside that writer: it queues as any reader.
+ * hold it stands beside ends on the server (its node deleted, as by an
+ * operator or a session the server ended) while the downgrade waits for
+ * its session to reconnect, and a writer of another client queued behind
+ * the write node gets in.  The downgrade must then not hold READ beside
+ * that writer: it queues as any reader.  (Freeing the write handle from
+ * another thread does not end the hold under a downgrade: that release
+ * waits until the downgrade's acquire has returned.)
  *
  * The downgrading thread of a worker process is held still with ptrace
  * at the right moment (the test process is the worker's parent), its
@@ -179,9 +182,9 @@ static void expect_line(worker *w, const char *prefix, char *line, size_t len)
  * The worker holds WRITE and a writer of another client queues behind
  * it.  The worker's connection drops; it starts a downgrade, which waits
  * for the session to reconnect, and its downgrading thread is held still
- * there.  Meanwhile another of its threads frees the write handle: the
- * release's delete goes out when the session reconnects, and the queued
- * writer is granted WRITE.  Only then does the downgrading thread run on.
+ * there.  Meanwhile the write node is deleted on the server, and the
+ * queued writer is granted WRITE.  Only then does the downgrading thread
+ * run on, once its session is back.
  * The write hold it was to stand beside is gone, so it must not hold READ
  * while that writer holds WRITE: it waits as a reader and is granted once
  * the writer releases.
@@ -195,11 +198,16 @@ static void test_downgrade_after_its_write_hold_ended_never_shares_with_a_writer
 	const char *args[] = { "downgrade", via, "down-race", NULL };
 	test_rw_waiter q;
 	worker w = { 0 };
-	char line[128];
+	char line[128], *write_node, **children;
 	bool early;
 
 	w.pid = test_spawn_worker_io(args, &w.fd_in, &w.fd_out);
 	expect_line(&w, "held", line, sizeof(line));
+	children = test_zk_children(zk, "/dlock/down-race");
+	assert_non_null(children);
+	assert_int_equal(g_strv_length(children), 1);
+	write_node = g_strconcat("/dlock/down-race/", children[0], NULL);
+	g_strfreev(children);
 	test_rw_waiter_start(&q, direct, "down-race", DLOCK_MODE_WRITE, 30000);
 	assert_true(test_zk_wait_children(zk, "/dlock/down-race", 2, 10000));
 
@@ -214,11 +222,10 @@ static void test_downgrade_after_its_write_hold_ended_never_shares_with_a_writer
 	assert_true(test_wait_until(main_thread_settled, &w, 10000));
 	thread_freeze(w.pid);
 
-	/* The write hold ends; its node's delete goes out on reconnection. */
-	assert_true(test_write_str(w.fd_in, "free\n"));
-	expect_line(&w, "freed", line, sizeof(line));
-	test_proxy_admit_mode(proxy, TEST_PROXY_ADMIT);
+	/* The write hold ends on the server: the queued writer gets in. */
+	assert_int_equal(test_zk_delete(zk, write_node), 0);
 	assert_true(test_wait_until(test_rw_waiter_done, &q, 15000));
+	test_proxy_admit_mode(proxy, TEST_PROXY_ADMIT);
 	test_rw_waiter_join(&q);
 	assert_int_equal(q.rc, DLOCK_OK);
 
@@ -244,6 +251,7 @@ static void test_downgrade_after_its_write_hold_ended_never_shares_with_a_writer
 	assert_int_equal(test_zk_leftover_nodes(zk, "/dlock"), 0);
 	test_proxy_stop(proxy);
 	test_zk_stop(zk);
+	g_free(write_node);
 	g_free(via);
 	g_free(direct);
 }
@@ -263,10 +271,10 @@ static bool node_gone(void *arg)
 /*
  * The downgrade's create is applied but its answer is lost with the
  * connection, and before the downgrade tries again its write hold ends
- * (its handle freed by another thread) and the write node goes.  The
- * second try finds no write node; the read node the first one made must
- * not stay behind, where the writer queued behind the write node would
- * wait for it: that writer gets in, and then the downgrade, as a reader.
+ * on the server (the write node deleted).  The second try finds no write
+ * node; the read node the first one made must not stay behind, where the
+ * writer queued behind the write node would wait for it: that writer
+ * gets in, and then the downgrade, as a reader.
  */
 static void test_downgrade_whose_first_create_landed_leaves_no_read_node_when_it_queues(void **state)
 {
@@ -301,11 +309,10 @@ static void test_downgrade_whose_first_create_landed_leaves_no_read_node_when_it
 	assert_true(test_wait_until(main_thread_settled, &w, 10000));
 	thread_freeze(w.pid);
 
-	/* The write hold ends: its node goes once the session is back. */
-	assert_true(test_write_str(w.fd_in, "free\n"));
-	expect_line(&w, "freed", line, sizeof(line));
-	test_proxy_admit_mode(proxy, TEST_PROXY_ADMIT);
+	/* The write hold ends on the server, then the session comes back. */
+	assert_int_equal(test_zk_delete(zk, write_node.path), 0);
 	assert_true(test_wait_until(node_gone, &write_node, 15000));
+	test_proxy_admit_mode(proxy, TEST_PROXY_ADMIT);
 	thread_thaw(w.pid);
 
 	/* The writer that queued behind the write node gets in... */
