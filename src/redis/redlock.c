@@ -158,7 +158,10 @@ static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, dlo
 	for (int i = 0; i < rl->n_masters; i++) {
 		if (calls[i].skipped)
 			continue;
-		if (reply_is_int(calls[i].reply, 1))
+		/* A release sent again after its first answer was lost may
+		 * find the key gone by that first one: only a first answer
+		 * shows that the key was not ours. */
+		if (reply_is_int(calls[i].reply, 1) || (calls[i].reply && calls[i].resent))
 			ours++;
 		else if (calls[i].reply)
 			not_ours++;

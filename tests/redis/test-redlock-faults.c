@@ -19,6 +19,7 @@
 
 #include "dlock.h"
 #include "test-events.h"
+#include "test-proxy.h"
 #include "test-redlock.h"
 
 /* The suite's five masters. */
@@ -470,6 +471,48 @@ static void test_key_deleted_on_one_master_is_not_lost(void **state)
 	close_watched();
 }
 
+/*
+ * The answers to a release lost with their connections, on two masters of
+ * three: each release ran there, and the script sent again on a new
+ * connection finds the key gone -- by the release itself, not by a lost
+ * lease.  The release is DLOCK_OK, every time, and nothing is left.
+ */
+static void test_release_whose_answers_are_lost_with_their_connections_is_not_lost(void **state)
+{
+	test_proxy *proxy[2];
+	char *uri;
+	handle h;
+
+	for (int i = 0; i < 2; i++)
+		proxy[i] = test_proxy_start_proto(TEST_PROXY_REDIS, rl->masters[i]->port);
+	uri = g_strdup_printf("redis://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d?ttl=10s",
+	                      test_proxy_port(proxy[0]), test_proxy_port(proxy[1]),
+	                      rl->masters[2]->port);
+	assert_int_equal(dlock_client_new(uri, &h.client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(h.client, "rl/release-answer-lost", &h.lock), DLOCK_OK);
+	/* The scripts are loaded on every master, so each release is one
+	 * EVALSHA there. */
+	take_turns(&h, 1, 0);
+	for (int round = 0; round < 3; round++) {
+		int rc;
+
+		assert_int_equal(dlock_acquire(h.lock, 5000), DLOCK_OK);
+		for (int i = 0; i < 2; i++)
+			test_proxy_drop_replies(proxy[i], "EVALSHA", 1, true);
+		rc = dlock_release(h.lock);
+		if (rc != DLOCK_OK)
+			fail_msg("round %d: release %s (%s)", round, dlock_code_name(rc),
+			         dlock_last_error_message());
+		assert_int_equal(test_proxy_dropped(proxy[0]) + test_proxy_dropped(proxy[1]),
+		                 2 * (round + 1));
+		assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/release-answer-lost}", NULL), 0);
+	}
+	test_redlock_close(&h);
+	for (int i = 0; i < 2; i++)
+		test_proxy_stop(proxy[i]);
+	g_free(uri);
+}
+
 /* After each test: every master running again (those halted come back
  * empty), and none of them left with a key of the suite. */
 static bool no_lock_key_of_the_suite(void *arg)
@@ -517,6 +560,7 @@ int main(int argc, char **argv)
 		FAULT_TEST(test_tokens_increase_when_quorums_share_only_one_master),
 		FAULT_TEST(test_keys_deleted_on_a_majority_is_lost),
 		FAULT_TEST(test_key_deleted_on_one_master_is_not_lost),
+		FAULT_TEST(test_release_whose_answers_are_lost_with_their_connections_is_not_lost),
 	};
 
 	test_init(argv[0]);
