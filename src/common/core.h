@@ -4,9 +4,10 @@
  * backends see holds only through backend.h.
  *
  * Lock order, outermost first:  an election's turn (election.c), then
- * hold->mu, then client->mu, then lock->mu, then a waiter's mutex.  No
- * I/O is done while holding any of them but the turn, which a resignation
- * keeps across its release.
+ * hold->mu, then client->mu, then lock->mu, then a waiter's mutex; the
+ * announcing thread's queue mutex (announce.c) is taken under client->mu
+ * and nothing under it.  No I/O is done while holding any of them but the
+ * turn, which a resignation keeps across its release.
  */
 #ifndef DLOCK_COMMON_CORE_H
 #define DLOCK_COMMON_CORE_H
