@@ -31,6 +31,10 @@
 
 #define BACKOFF_FIRST_US (20 * 1000)
 #define BACKOFF_CAP_US (1000 * 1000)
+/* After a release missed a quorum of answers, later releases within this
+ * time go to the background at once instead of each waiting out its own
+ * master timeout. */
+#define RELEASE_DEFER_US (1000 * 1000)
 
 int64_t dlock__redlock_drift_us(int64_t ttl_ms)
 {
@@ -485,19 +489,45 @@ int dlock__redlock_acquire(dlock__backend *rl, dlock__hold *hold, dlock__waiter 
 	return rc;
 }
 
+/* Whether a release just now found too few masters answering. */
+static bool release_deferred(dlock__backend *rl)
+{
+	bool defer;
+
+	g_mutex_lock(&rl->pool_mu);
+	defer = dlock__mono_us() < rl->release_defer_until_us;
+	g_mutex_unlock(&rl->pool_mu);
+	return defer;
+}
+
+/*
+ * End a hold on every master at once; the masters that do not answer get
+ * their background release.  When a quorum did not answer, the masters
+ * are likely gone for the releases that follow too (a client freed with
+ * many holds): for a second, releases go to the background at once, so
+ * they cost one master timeout in all, not one each.
+ */
 int dlock__redlock_release(dlock__backend *rl, dlock__hold *hold)
 {
 	rl_lease *lease = dlock__hold_backend_data(hold);
 	bool lost = false;
-	int not_ours = 0, rc = DLOCK_OK;
+	int ours, not_ours = 0, rc = DLOCK_OK;
 
 	if (!lease)
 		return DLOCK_OK;
 	dlock__hold_set_backend_data(hold, NULL);
 	dlock__redlock_unwatch(rl, lease, &lost);
 	/* A lost hold's release may be under way in the background already. */
-	if (!lease->cleaned)
-		dlock__redlock_release_all(rl, lease, &not_ours);
+	if (!lease->cleaned && release_deferred(rl)) {
+		dlock__redlock_release_later(rl, lease);
+	} else if (!lease->cleaned) {
+		ours = dlock__redlock_release_all(rl, lease, &not_ours);
+		if (ours + not_ours < rl->quorum) {
+			g_mutex_lock(&rl->pool_mu);
+			rl->release_defer_until_us = dlock__mono_us() + RELEASE_DEFER_US;
+			g_mutex_unlock(&rl->pool_mu);
+		}
+	}
 	if (lost)
 		rc = dlock__error(DLOCK_ELOST, "%s: '%s' was lost before its release", rl->label,
 		                  dlock__hold_resource(hold));
@@ -518,6 +548,7 @@ void dlock__redlock_close(dlock__backend *rl)
 		dlock__redis_close_host(rl->masters[i]);
 	}
 	g_free(rl->masters);
+	g_mutex_clear(&rl->pool_mu);
 	g_mutex_clear(&rl->lazy_mu);
 	g_free(rl->label);
 	g_free(rl->prefix);

@@ -158,6 +158,54 @@ static void test_majority_frozen_acquire_returns_by_the_callers_deadline(void **
 	assert_true(took <= 500 + test_slack(100));
 }
 
+static bool no_key_of(void *arg)
+{
+	long long found = 0;
+
+	for (int i = 0; i < 3; i++)
+		found += test_redis_count_keys(rl->masters[i], arg);
+	return found == 0;
+}
+
+/*
+ * Twenty holds when two masters of three stop answering: freeing the
+ * client releases each, and one release without a quorum of answers shows
+ * the masters gone, so the rest go to the masters' background releases at
+ * once.  The free costs one master timeout (250 ms here), a renewal round
+ * under way and each frozen master's last try at its background releases
+ * (500 ms), not a master timeout per hold (5 s).  What the frozen masters
+ * hold goes with its 6 s lease.
+ */
+static void test_many_holds_released_with_a_majority_frozen_cost_one_master_timeout(void **state)
+{
+	dlock_lock *locks[20];
+	handle h;
+	int64_t start, took;
+
+	test_redlock_open(rl, &h, 3, "?master-timeout=250ms&ttl=6s", "rl/many-frozen");
+	for (int i = 0; i < 20; i++) {
+		char name[32];
+
+		g_snprintf(name, sizeof(name), "rl/many-frozen-%d", i);
+		assert_int_equal(dlock_lock_new(h.client, name, &locks[i]), DLOCK_OK);
+		assert_int_equal(dlock_lock_set_owner(locks[i], DLOCK_OWNER_HANDLE), DLOCK_OK);
+		assert_int_equal(dlock_acquire(locks[i], 5000), DLOCK_OK);
+	}
+	test_redlock_freeze(rl, 1);
+	test_redlock_freeze(rl, 2);
+	start = test_now_ms();
+	dlock_client_free(h.client);
+	took = test_now_ms() - start;
+	print_message("freeing a client with 20 holds took %" PRId64 " ms\n", took);
+	for (int i = 0; i < 20; i++)
+		dlock_lock_free(locks[i]);
+	dlock_lock_free(h.lock);
+	test_redlock_thaw(rl, 1);
+	test_redlock_thaw(rl, 2);
+	assert_true(test_wait_until(no_key_of, "dlock:{rl/many-frozen*}", 6000 + 2000));
+	assert_true(took <= 2 * 250 + 2 * 500 + test_slack(1000));
+}
+
 /* ---- a frozen master -------------------------------------------------- */
 
 static void test_one_frozen_master_costs_at_most_the_master_timeout(void **state)
@@ -552,6 +600,7 @@ int main(int argc, char **argv)
 		FAULT_TEST(test_majority_killed_acquire_is_unavailable_within_the_deadline),
 		FAULT_TEST(test_majority_frozen_acquire_is_unavailable_within_the_deadline),
 		FAULT_TEST(test_majority_frozen_acquire_returns_by_the_callers_deadline),
+		FAULT_TEST(test_many_holds_released_with_a_majority_frozen_cost_one_master_timeout),
 		FAULT_TEST(test_one_frozen_master_costs_at_most_the_master_timeout),
 		FAULT_TEST(test_failed_attempts_undo_never_removes_a_later_grant),
 		FAULT_TEST(test_majority_frozen_briefly_suspends_then_reconnects),
