@@ -8,13 +8,20 @@
  * and in the order asked for, which keeps a resignation's word after the
  * election's word that came before it.  Observers query the server when a
  * word wakes them, so a late word misleads nobody; a lost one only
- * delays them until their next look.
+ * delays them until their next look.  So of the words for one resource
+ * only the last asked for is worth making: a new one replaces those still
+ * waiting.  Otherwise a backend slower than the campaigns (a frozen
+ * Redlock master costs each word a master timeout) would pile up words
+ * without bound, to be made one after the other, also by the client's
+ * free.
  */
+#include <string.h>
+
 #include "core.h"
 #include "thread.h"
 
 typedef struct announcement {
-	dlock__slot *slot;    /* NULL: the stop sentinel */
+	dlock__slot *slot;
 	char *resource;
 	char *id;             /* NULL: a resignation */
 	uint64_t token;
@@ -22,7 +29,10 @@ typedef struct announcement {
 } announcement;
 
 struct dlock__announcer {
-	GAsyncQueue *queue;
+	GMutex mu;
+	GCond cond;
+	GQueue queue;         /* announcement *, not begun yet */
+	bool stop;            /* make those queued, then end */
 };
 
 static void announcement_free(announcement *a)
@@ -35,13 +45,23 @@ static void announcement_free(announcement *a)
 static gpointer announce_main(gpointer data)
 {
 	dlock__announcer *announcer = data;
-	announcement *a;
 
-	while ((a = g_async_queue_pop(announcer->queue)) && a->slot) {
+	g_mutex_lock(&announcer->mu);
+	for (;;) {
+		announcement *a = g_queue_pop_head(&announcer->queue);
+
+		if (!a && announcer->stop)
+			break;
+		if (!a) {
+			g_cond_wait(&announcer->cond, &announcer->mu);
+			continue;
+		}
+		g_mutex_unlock(&announcer->mu);
 		a->slot->ops->announce(a->slot->impl, a->resource, a->id, a->token, a->ttl_ms);
 		announcement_free(a);
+		g_mutex_lock(&announcer->mu);
 	}
-	g_free(a);
+	g_mutex_unlock(&announcer->mu);
 	return NULL;
 }
 
@@ -51,7 +71,9 @@ static gpointer announcer_new(gpointer data, bool *ret_start)
 
 	(void)data;
 	(void)ret_start;
-	announcer->queue = g_async_queue_new();
+	g_mutex_init(&announcer->mu);
+	g_cond_init(&announcer->cond);
+	g_queue_init(&announcer->queue);
 	return announcer;
 }
 
@@ -59,7 +81,27 @@ static void announcer_tell_stop(gpointer data)
 {
 	dlock__announcer *announcer = data;
 
-	g_async_queue_push(announcer->queue, g_new0(announcement, 1));
+	g_mutex_lock(&announcer->mu);
+	announcer->stop = true;
+	g_cond_signal(&announcer->cond);
+	g_mutex_unlock(&announcer->mu);
+}
+
+/* Queue a, dropping the words for its resource that have not begun.
+ * announcer->mu held. */
+static void enqueue_locked(dlock__announcer *announcer, announcement *a)
+{
+	for (GList *l = announcer->queue.head, *next; l; l = next) {
+		announcement *old = l->data;
+
+		next = l->next;
+		if (old->slot == a->slot && strcmp(old->resource, a->resource) == 0) {
+			announcement_free(old);
+			g_queue_delete_link(&announcer->queue, l);
+		}
+	}
+	g_queue_push_tail(&announcer->queue, a);
+	g_cond_signal(&announcer->cond);
 }
 
 void dlock__announce_later(dlock_client *client, dlock__slot *slot, const char *resource,
@@ -77,12 +119,16 @@ void dlock__announce_later(dlock_client *client, dlock__slot *slot, const char *
 	a->token = token;
 	a->ttl_ms = ttl_ms;
 	/* Queued under client->mu, so that a stop, which marks the thread
-	 * stopped under it first, always finds it ahead of its sentinel. */
+	 * stopped under it first, finds it queued and makes it before the
+	 * thread ends. */
 	g_mutex_lock(&client->mu);
 	announcer = dlock__lazy_thread_get_locked(&client->announcer, "dlock-announce", announcer_new,
 	                                          announce_main, NULL);
-	if (announcer)
-		g_async_queue_push(announcer->queue, a);
+	if (announcer) {
+		g_mutex_lock(&announcer->mu);
+		enqueue_locked(announcer, a);
+		g_mutex_unlock(&announcer->mu);
+	}
 	g_mutex_unlock(&client->mu);
 	if (!announcer)
 		announcement_free(a);
@@ -95,6 +141,7 @@ void dlock__announce_stop(dlock_client *client)
 
 	if (!announcer)
 		return;
-	g_async_queue_unref(announcer->queue);
+	g_mutex_clear(&announcer->mu);
+	g_cond_clear(&announcer->cond);
 	g_free(announcer);
 }

@@ -5,8 +5,10 @@
  *
  * Lock order, outermost first:  an election's turn, then its mu
  * (election.c), then hold->mu, then client->mu, then lock->mu, then a
- * waiter's mutex.  No I/O is done while holding any of them but the turn,
- * which a resignation keeps across its release.
+ * waiter's mutex; the announcing thread's queue mutex (announce.c) is
+ * taken under any of them and nothing under it.  No I/O is done while
+ * holding any of them but the turn, which a resignation keeps across its
+ * release.
  */
 #ifndef DLOCK_COMMON_CORE_H
 #define DLOCK_COMMON_CORE_H

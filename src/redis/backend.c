@@ -220,6 +220,7 @@ static int open_redlock(const dlock__backend_env *env, const dlock__uri *uri,
 	rl->master_timeout_ms = o->master_timeout_ms;
 	rl->plain_keys = o->key_format == KEY_FORMAT_PLAIN;
 	rl->prefix = g_strdup(o->prefix);
+	g_mutex_init(&rl->pool_mu);
 	g_mutex_init(&rl->lazy_mu);
 	if (rc == DLOCK_OK)
 		rc = dlock__redlock_check_masters(rl, uri->redacted);

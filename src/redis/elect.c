@@ -7,13 +7,16 @@
  * the participant that takes over announces itself.  A resignation that
  * hands over is announced by the next leader; one that leaves the lock
  * free is announced on the release channel, which a release nobody waits
- * for leaves silent.  A Redlock does all this on every master.
+ * for leaves silent.  A Redlock does all this on every master.  A user
+ * without channel rights cannot listen: its watch is refused, and the core
+ * looks every second instead.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "clock.h"
+#include "error.h"
 #include "internal.h"
 #include "redlock.h"
 
@@ -38,6 +41,23 @@ static char *elected_channel(const dlock__backend *b, const char *resource)
 	return channel;
 }
 
+/* Whether the server's ACL refused either of o's subscriptions (the user
+ * has no channel rights): then no word can wake the observer. */
+static bool refused(dlock__backend *b, const redis_observer *o)
+{
+	return dlock__redis_sub_refused(b, o->released) || dlock__redis_sub_refused(b, o->elected);
+}
+
+/* DLOCK_OK while o's channels can wake the observer, else the refusal
+ * (the core then looks again every second). */
+static int armed(dlock__backend *b, const redis_observer *o)
+{
+	if (refused(b, o))
+		return dlock__error(DLOCK_EACCES, "%s: subscribing to %s refused: the user has no "
+		                    "channel rights", b->label, o->elected);
+	return DLOCK_OK;
+}
+
 int dlock__redis_observe(dlock__backend *b, const char *resource, dlock__waiter *waiter,
                          void **watch)
 {
@@ -48,7 +68,7 @@ int dlock__redis_observe(dlock__backend *b, const char *resource, dlock__waiter 
 	/* The subscriptions last: the subscriber renews them after a
 	 * reconnect, and wakes its listeners then. */
 	if (*watch)
-		return DLOCK_OK;
+		return armed(b, *watch);
 	o = g_new0(redis_observer, 1);
 	dlock__redis_names_init(&names, b, resource);
 	o->waiter = dlock__waiter_ref(waiter);
@@ -58,13 +78,14 @@ int dlock__redis_observe(dlock__backend *b, const char *resource, dlock__waiter 
 	dlock__redis_sub_listen(b, o->released, waiter);
 	dlock__redis_sub_listen(b, o->elected, waiter);
 	/* A message published before the server confirms a subscription
-	 * is not delivered: wait for both, within the timeouts. */
+	 * is not delivered: wait for both, within the timeouts, or until
+	 * the server refuses one. */
 	until = dlock__mono_us() + (b->connect_timeout_ms + b->command_timeout_ms) * 1000;
 	while (!(dlock__redis_sub_confirmed(b, o->released) && dlock__redis_sub_confirmed(b, o->elected)) &&
-	       dlock__mono_us() < until && !dlock__waiter_canceled(waiter))
+	       !refused(b, o) && dlock__mono_us() < until && !dlock__waiter_canceled(waiter))
 		g_usleep(CONFIRM_POLL_US);
 	*watch = o;
-	return DLOCK_OK;
+	return armed(b, o);
 }
 
 void dlock__redis_unobserve(dlock__backend *b, void *watch)
@@ -138,19 +159,29 @@ typedef struct redlock_observer {
 	void *masters[]; /* redis_observer *, one per master */
 } redlock_observer;
 
+/* Every master publishes every word, so one whose channels can wake the
+ * observer is enough; refused on all of them, the core looks every
+ * second. */
 int dlock__redlock_observe(dlock__backend *rl, const char *resource, dlock__waiter *waiter,
                            void **watch)
 {
-	redlock_observer *o;
+	redlock_observer *o = *watch;
+	int rc = DLOCK_OK, usable = 0;
 
-	if (*watch)
-		return DLOCK_OK;
-	o = g_malloc0(sizeof(*o) + (size_t)rl->n_masters * sizeof(o->masters[0]));
-	o->n = rl->n_masters;
-	for (int i = 0; i < o->n; i++)
-		dlock__redis_observe(rl->masters[i], resource, waiter, &o->masters[i]);
-	*watch = o;
-	return DLOCK_OK;
+	if (!o) {
+		o = g_malloc0(sizeof(*o) + (size_t)rl->n_masters * sizeof(o->masters[0]));
+		o->n = rl->n_masters;
+		*watch = o;
+	}
+	for (int i = 0; i < o->n; i++) {
+		int master_rc = dlock__redis_observe(rl->masters[i], resource, waiter, &o->masters[i]);
+
+		if (master_rc == DLOCK_OK)
+			usable++;
+		else
+			rc = master_rc;
+	}
+	return usable > 0 ? DLOCK_OK : rc;
 }
 
 void dlock__redlock_unobserve(dlock__backend *rl, void *watch)

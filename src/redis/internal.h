@@ -87,8 +87,8 @@ struct dlock__backend {
 	GQueue pool;              /* idle redis_conn * */
 
 	/* Monotonic time until which releases defer at once: the last release
-	 * found the server unreachable.  Bounds teardown with many holds.
-	 * Guarded by pool_mu. */
+	 * found the server unreachable (a Redlock's: too few masters
+	 * answering).  Bounds teardown with many holds.  Guarded by pool_mu. */
 	int64_t release_defer_until_us;
 
 	GMutex lazy_mu;           /* guards starting the threads below */

@@ -31,6 +31,10 @@
 
 #define BACKOFF_FIRST_US (20 * 1000)
 #define BACKOFF_CAP_US (1000 * 1000)
+/* After a release missed a quorum of answers, later releases within this
+ * time go to the background at once instead of each waiting out its own
+ * master timeout. */
+#define RELEASE_DEFER_US (1000 * 1000)
 
 int64_t dlock__redlock_drift_us(int64_t ttl_ms)
 {
@@ -136,13 +140,14 @@ static bool reply_is_int(const redisReply *r, long long value)
 
 /*
  * Delete our key on the masters picked by only (NULL: all) at once, and
- * wake their waiters, within deadline_us.  A master that does not answer,
- * or one that did but may still run an earlier unanswered try, gets the
- * background release.  Returns how many said the key was ours;
- * *ret_not_ours, how many showed it was not.
+ * wake their waiters, within deadline_us; a cancel of waiter (may be
+ * NULL) ends the round.  A master that does not answer, or one that did
+ * but may still run an earlier unanswered try, gets the background
+ * release.  Returns how many said the key was ours; *ret_not_ours, how
+ * many showed it was not.
  */
-static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, int64_t deadline_us,
-                      int *ret_not_ours)
+static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, dlock__waiter *waiter,
+                      int64_t deadline_us, int *ret_not_ours)
 {
 	const char *words[3] = { lease->key.names.key, lease->key.token, lease->key.names.released };
 	/* Once a quorum has deleted, a silent master need not hold the caller
@@ -152,11 +157,15 @@ static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, int
 	rl_call calls[RL_MASTERS_MAX];
 	int ours = 0, not_ours = 0;
 
-	dlock__redlock_round(rl, &req, NULL, round_until(lease, deadline_us, NULL), calls, lease->kept);
+	dlock__redlock_round(rl, &req, waiter, round_until(lease, deadline_us, NULL), calls,
+	                     lease->kept);
 	for (int i = 0; i < rl->n_masters; i++) {
 		if (calls[i].skipped)
 			continue;
-		if (reply_is_int(calls[i].reply, 1))
+		/* A release sent again after its first answer was lost may
+		 * find the key gone by that first one: only a first answer
+		 * shows that the key was not ours. */
+		if (reply_is_int(calls[i].reply, 1) || (calls[i].reply && calls[i].resent))
 			ours++;
 		else if (calls[i].reply)
 			not_ours++;
@@ -171,7 +180,7 @@ static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, int
 
 int dlock__redlock_release_all(dlock__backend *rl, rl_lease *lease, int *ret_not_ours)
 {
-	return release_on(rl, lease, NULL, INT64_MAX, ret_not_ours);
+	return release_on(rl, lease, NULL, NULL, INT64_MAX, ret_not_ours);
 }
 
 /* Whether two masters' hosts are one: the same address however written,
@@ -207,10 +216,15 @@ int dlock__redlock_check_masters(const dlock__backend *rl, const char *redacted_
  * Undo a failed attempt: delete the key at once where a master said yes
  * (within the caller's deadline), and leave the masters that did not
  * answer to their background release, which waits until they are done
- * with the attempt.  Keeps the message of the attempt's failure.
+ * with the attempt.  The caller's deadline bounds the undo as it bounds
+ * the wait: after the deadline or a cancel -- before the undo or during
+ * it -- the masters left go to their background release, and the caller
+ * is not kept waiting for a master that stalls.  Each attempt has a token
+ * of its own, so a background release never touches a later attempt's
+ * key.  Keeps the message of the attempt's failure.
  */
 static void undo(dlock__backend *rl, rl_lease *lease, const bool *yes, const bool *maybe,
-                 int64_t deadline_us, int rc)
+                 dlock__waiter *waiter, int64_t deadline_us, int rc)
 {
 	char *why = g_strdup(dlock_last_error_message());
 	bool any_yes = false;
@@ -220,8 +234,8 @@ static void undo(dlock__backend *rl, rl_lease *lease, const bool *yes, const boo
 			cleanup_master(rl, lease, i);
 		any_yes = any_yes || yes[i];
 	}
-	if (any_yes && dlock__remaining_us(deadline_us) > 0)
-		release_on(rl, lease, yes, deadline_us, NULL);
+	if (any_yes && dlock__remaining_us(deadline_us) > 0 && !dlock__waiter_canceled(waiter))
+		release_on(rl, lease, yes, waiter, deadline_us, NULL);
 	else if (any_yes)
 		for (int i = 0; i < rl->n_masters; i++)
 			if (yes[i])
@@ -449,7 +463,7 @@ int dlock__redlock_acquire(dlock__backend *rl, dlock__hold *hold, dlock__waiter 
 		/* Before the undo, whose releases must not wake this waiter. */
 		if (!stop && dlock__remaining_us(deadline_us) > 0)
 			listen_to(rl, lease, waiter, listening, v.held);
-		undo(rl, lease, v.yes, v.maybe, deadline_us, rc);
+		undo(rl, lease, v.yes, v.maybe, waiter, deadline_us, rc);
 		if (stop)
 			break;
 		first = false;
@@ -475,19 +489,45 @@ int dlock__redlock_acquire(dlock__backend *rl, dlock__hold *hold, dlock__waiter 
 	return rc;
 }
 
+/* Whether a release just now found too few masters answering. */
+static bool release_deferred(dlock__backend *rl)
+{
+	bool defer;
+
+	g_mutex_lock(&rl->pool_mu);
+	defer = dlock__mono_us() < rl->release_defer_until_us;
+	g_mutex_unlock(&rl->pool_mu);
+	return defer;
+}
+
+/*
+ * End a hold on every master at once; the masters that do not answer get
+ * their background release.  When a quorum did not answer, the masters
+ * are likely gone for the releases that follow too (a client freed with
+ * many holds): for a second, releases go to the background at once, so
+ * they cost one master timeout in all, not one each.
+ */
 int dlock__redlock_release(dlock__backend *rl, dlock__hold *hold)
 {
 	rl_lease *lease = dlock__hold_backend_data(hold);
 	bool lost = false;
-	int not_ours = 0, rc = DLOCK_OK;
+	int ours, not_ours = 0, rc = DLOCK_OK;
 
 	if (!lease)
 		return DLOCK_OK;
 	dlock__hold_set_backend_data(hold, NULL);
 	dlock__redlock_unwatch(rl, lease, &lost);
 	/* A lost hold's release may be under way in the background already. */
-	if (!lease->cleaned)
-		dlock__redlock_release_all(rl, lease, &not_ours);
+	if (!lease->cleaned && release_deferred(rl)) {
+		dlock__redlock_release_later(rl, lease);
+	} else if (!lease->cleaned) {
+		ours = dlock__redlock_release_all(rl, lease, &not_ours);
+		if (ours + not_ours < rl->quorum) {
+			g_mutex_lock(&rl->pool_mu);
+			rl->release_defer_until_us = dlock__mono_us() + RELEASE_DEFER_US;
+			g_mutex_unlock(&rl->pool_mu);
+		}
+	}
 	if (lost)
 		rc = dlock__error(DLOCK_ELOST, "%s: '%s' was lost before its release", rl->label,
 		                  dlock__hold_resource(hold));
@@ -508,6 +548,7 @@ void dlock__redlock_close(dlock__backend *rl)
 		dlock__redis_close_host(rl->masters[i]);
 	}
 	g_free(rl->masters);
+	g_mutex_clear(&rl->pool_mu);
 	g_mutex_clear(&rl->lazy_mu);
 	g_free(rl->label);
 	g_free(rl->prefix);

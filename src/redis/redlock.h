@@ -46,6 +46,9 @@ typedef struct rl_call {
 	bool resumed;             /* its connection came from the pool or an earlier
 	                           * round, and may have gone stale meanwhile */
 	bool retried;             /* a stale connection was replaced */
+	bool resent;              /* and the script sent again, after the first send's
+	                           * answer was lost with its connection: the first
+	                           * may have run, so the answer may show its effect */
 	bool by_body;             /* resent as EVAL after NOSCRIPT */
 } rl_call;
 

@@ -214,6 +214,7 @@ static void read_call(round *r, rl_call *call)
 		if (reused && !call->retried && !r->final &&
 		    !(r->waiter && dlock__waiter_canceled(r->waiter))) {
 			call->retried = true;
+			call->resent = true;
 			dlock__redis_pool_clear(m);
 			dial_anew(r, call);
 			return;

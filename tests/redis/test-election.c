@@ -3,7 +3,8 @@
  * -- resignation hands over at once through the wait queue, an observer
  * sees every leader, a killed leader's lease runs out and the next
  * participant leads -- and the elected channel: each new leader is
- * announced on "<prefix>{R}:elected" as "<id> <token>".
+ * announced on "<prefix>{R}:elected" as "<id> <token>"; an observer that
+ * may not listen there looks every second.
  */
 #include <inttypes.h>
 #include <signal.h>
@@ -284,6 +285,102 @@ static int setup(void **state)
 	return 0;
 }
 
+/* ---- an observer that may not subscribe --------------------------------- */
+
+/* What the observer was told last, and when.  Static: a failed test must
+ * not leave the callback writing into its stack. */
+static GMutex seen_mu;
+static char seen_leader[32];
+static int64_t seen_at_ms;
+
+static void record_leader(dlock_election *election, dlock_election_event event,
+                          const char *leader_id, void *user_data)
+{
+	if (event != DLOCK_ELECTION_LEADER_CHANGED)
+		return;
+	g_mutex_lock(&seen_mu);
+	g_strlcpy(seen_leader, leader_id ? leader_id : "-", sizeof(seen_leader));
+	seen_at_ms = test_now_ms();
+	g_mutex_unlock(&seen_mu);
+}
+
+static bool observer_saw(void *arg)
+{
+	bool saw;
+
+	g_mutex_lock(&seen_mu);
+	saw = strcmp(seen_leader, arg) == 0;
+	g_mutex_unlock(&seen_mu);
+	return saw;
+}
+
+/* How long after from_ms the observer was told leader (test_now_ms). */
+static int64_t observer_told_after(const char *leader, int64_t from_ms)
+{
+	int64_t at;
+
+	if (!test_wait_until(observer_saw, (void *)leader, 40000))
+		fail_msg("the observer was never told of '%s'", leader);
+	g_mutex_lock(&seen_mu);
+	at = seen_at_ms;
+	g_mutex_unlock(&seen_mu);
+	return at - from_ms;
+}
+
+/*
+ * An observer whose ACL user has no channel rights (resetchannels, Redis
+ * 7's default for a new user) cannot be woken by the elected and release
+ * channels: its watch is refused, and it looks every second instead.
+ * Trusting the refused channels, it would look only when the leader's
+ * 30 s lease could end (a resignation seen 27 s late), and its first look
+ * would wait out the connect and command timeouts for confirmations that
+ * never come.
+ */
+static void test_observer_without_channel_rights_looks_every_second(void **state)
+{
+	char *acl_uri = g_strdup_printf("redis://observer:acl-pw@127.0.0.1:%d", server->port);
+	redisReply *reply = test_redis_cmd(server, "ACL SETUSER observer on >acl-pw ~* +@all "
+	                                   "resetchannels");
+	dlock_client *watching, *leading;
+	dlock_election *observer, *leader;
+	int64_t from_ms, took;
+
+	assert_non_null(reply);
+	assert_int_equal(reply->type, REDIS_REPLY_STATUS);
+	freeReplyObject(reply);
+	seen_leader[0] = '\0';
+	assert_int_equal(dlock_client_new(acl_uri, &watching), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &leading), DLOCK_OK);
+	assert_int_equal(dlock_election_new(watching, "elect/acl-observer", "o", &observer), DLOCK_OK);
+	assert_int_equal(dlock_election_new(leading, "elect/acl-observer", "a", &leader), DLOCK_OK);
+	assert_int_equal(dlock_election_set_callback(observer, record_leader, NULL), DLOCK_OK);
+
+	from_ms = test_now_ms();
+	assert_int_equal(dlock_election_observe(observer, 1), DLOCK_OK);
+	took = observer_told_after("-", from_ms);
+	print_message("first look after %" PRId64 " ms\n", took);
+	assert_true(took <= test_slack(1000));
+
+	from_ms = test_now_ms();
+	assert_int_equal(dlock_election_campaign(leader, 5000), DLOCK_OK);
+	took = observer_told_after("a", from_ms);
+	print_message("leader seen after %" PRId64 " ms\n", took);
+	assert_true(took <= 1000 + test_slack(500));
+
+	from_ms = test_now_ms();
+	assert_int_equal(dlock_election_resign(leader), DLOCK_OK);
+	took = observer_told_after("-", from_ms);
+	print_message("resignation seen after %" PRId64 " ms\n", took);
+	assert_true(took <= 1000 + test_slack(500));
+
+	dlock_election_free(observer);
+	dlock_election_free(leader);
+	dlock_client_free(watching);
+	dlock_client_free(leading);
+	freeReplyObject(test_redis_cmd(server, "ACL DELUSER observer"));
+	g_free(acl_uri);
+}
+
 static int teardown(void **state)
 {
 	g_free(uri);
@@ -305,6 +402,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_free_right_after_resign_delivers_resigned),
 		cmocka_unit_test(test_campaign_returns_by_its_deadline_when_its_announcement_is_unanswered),
 		cmocka_unit_test(test_campaign_waits_for_a_slow_resignation_within_its_deadline),
+		cmocka_unit_test(test_observer_without_channel_rights_looks_every_second),
 		cmocka_unit_test(test_no_key_of_this_suite_remains),
 	};
 

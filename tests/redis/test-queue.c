@@ -433,6 +433,55 @@ static void check_waiter_without_channel_rights(const char *resource, const char
 	g_free(key);
 }
 
+/*
+ * The holder's ACL user may not publish (no channel rights): its release
+ * cannot tell the head waiter of its grant.  The grant must stand all the
+ * same, the head waiter finding it by its own try, as a waiter no message
+ * can reach does; undone for want of a listener, it would take every
+ * waiter's place in the queue with it and leave the lock free, nobody
+ * told.  So right after that release the lock is the first waiter's and
+ * the other two are still queued; all three are served in arrival order,
+ * each next one as soon as the one before releases.
+ */
+static void test_release_by_a_holder_that_may_not_publish_keeps_the_queue(void **state)
+{
+	const char *resource = "queue/acl-mute-holder";
+	char *key = g_strdup_printf("dlock:{%s}", resource);
+	char *acl_uri = g_strdup_printf("redis://muteholder:acl-pw@127.0.0.1:%d", server->port);
+	redisReply *reply = test_redis_cmd(server, "ACL SETUSER muteholder on >acl-pw ~* +@all "
+	                                   "resetchannels");
+	test_waiter w[3];
+	test_holder h;
+	int64_t from_ms;
+
+	assert_non_null(reply);
+	assert_int_equal(reply->type, REDIS_REPLY_STATUS);
+	freeReplyObject(reply);
+	test_holder_open(&h, acl_uri, resource, marker);
+	test_holder_take(&h);
+	for (int i = 0; i < 3; i++)
+		test_queue_waiter_start(server, &w[i], key, uri, resource, 30000, i + 1, marker);
+	test_holder_release(&h, DLOCK_OK);
+	assert_int_equal(test_redis_int(server, "EXISTS %s", key), 1);
+	assert_int_equal(test_queue_len(server, key), 2);
+	test_waiter_granted(&w[0], HANDOFF_BOUND_MS);
+	for (int i = 0; i < 2; i++) {
+		assert_false(test_waiter_spoke(&w[i + 1]));
+		from_ms = test_now_ms();
+		test_waiter_release(&w[i]);
+		test_waiter_finish(&w[i]);
+		test_waiter_granted(&w[i + 1], 500);
+		print_message("waiter %d got the lock %" PRId64 " ms after the release before it\n",
+		              i + 2, w[i + 1].at_ms - from_ms);
+	}
+	test_waiter_release(&w[2]);
+	test_waiter_finish(&w[2]);
+	test_holder_close(&h);
+	test_queue_assert_only_fence(server, key);
+	g_free(acl_uri);
+	g_free(key);
+}
+
 static void test_waiter_that_may_not_subscribe_queues_and_is_served_in_turn(void **state)
 {
 	check_waiter_without_channel_rights("queue/acl-nosubscribe", "nosubscribe", "-subscribe", "");
@@ -472,6 +521,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_waiter_without_channels_queues_and_is_served_in_turn,
 		                       test_queue_reset),
 		cmocka_unit_test_setup(test_waiter_without_channels_and_a_short_lease_is_served_in_turn,
+		                       test_queue_reset),
+		cmocka_unit_test_setup(test_release_by_a_holder_that_may_not_publish_keeps_the_queue,
 		                       test_queue_reset),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};

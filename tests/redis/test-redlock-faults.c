@@ -19,6 +19,7 @@
 
 #include "dlock.h"
 #include "test-events.h"
+#include "test-proxy.h"
 #include "test-redlock.h"
 
 /* The suite's five masters. */
@@ -155,6 +156,54 @@ static void test_majority_frozen_acquire_returns_by_the_callers_deadline(void **
 	test_redlock_close(&h);
 	assert_int_equal(rc, DLOCK_EUNAVAILABLE);
 	assert_true(took <= 500 + test_slack(100));
+}
+
+static bool no_key_of(void *arg)
+{
+	long long found = 0;
+
+	for (int i = 0; i < 3; i++)
+		found += test_redis_count_keys(rl->masters[i], arg);
+	return found == 0;
+}
+
+/*
+ * Twenty holds when two masters of three stop answering: freeing the
+ * client releases each, and one release without a quorum of answers shows
+ * the masters gone, so the rest go to the masters' background releases at
+ * once.  The free costs one master timeout (250 ms here), a renewal round
+ * under way and each frozen master's last try at its background releases
+ * (500 ms), not a master timeout per hold (5 s).  What the frozen masters
+ * hold goes with its 6 s lease.
+ */
+static void test_many_holds_released_with_a_majority_frozen_cost_one_master_timeout(void **state)
+{
+	dlock_lock *locks[20];
+	handle h;
+	int64_t start, took;
+
+	test_redlock_open(rl, &h, 3, "?master-timeout=250ms&ttl=6s", "rl/many-frozen");
+	for (int i = 0; i < 20; i++) {
+		char name[32];
+
+		g_snprintf(name, sizeof(name), "rl/many-frozen-%d", i);
+		assert_int_equal(dlock_lock_new(h.client, name, &locks[i]), DLOCK_OK);
+		assert_int_equal(dlock_lock_set_owner(locks[i], DLOCK_OWNER_HANDLE), DLOCK_OK);
+		assert_int_equal(dlock_acquire(locks[i], 5000), DLOCK_OK);
+	}
+	test_redlock_freeze(rl, 1);
+	test_redlock_freeze(rl, 2);
+	start = test_now_ms();
+	dlock_client_free(h.client);
+	took = test_now_ms() - start;
+	print_message("freeing a client with 20 holds took %" PRId64 " ms\n", took);
+	for (int i = 0; i < 20; i++)
+		dlock_lock_free(locks[i]);
+	dlock_lock_free(h.lock);
+	test_redlock_thaw(rl, 1);
+	test_redlock_thaw(rl, 2);
+	assert_true(test_wait_until(no_key_of, "dlock:{rl/many-frozen*}", 6000 + 2000));
+	assert_true(took <= 2 * 250 + 2 * 500 + test_slack(1000));
 }
 
 /* ---- a frozen master -------------------------------------------------- */
@@ -470,6 +519,48 @@ static void test_key_deleted_on_one_master_is_not_lost(void **state)
 	close_watched();
 }
 
+/*
+ * The answers to a release lost with their connections, on two masters of
+ * three: each release ran there, and the script sent again on a new
+ * connection finds the key gone -- by the release itself, not by a lost
+ * lease.  The release is DLOCK_OK, every time, and nothing is left.
+ */
+static void test_release_whose_answers_are_lost_with_their_connections_is_not_lost(void **state)
+{
+	test_proxy *proxy[2];
+	char *uri;
+	handle h;
+
+	for (int i = 0; i < 2; i++)
+		proxy[i] = test_proxy_start_proto(TEST_PROXY_REDIS, rl->masters[i]->port);
+	uri = g_strdup_printf("redis://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d?ttl=10s",
+	                      test_proxy_port(proxy[0]), test_proxy_port(proxy[1]),
+	                      rl->masters[2]->port);
+	assert_int_equal(dlock_client_new(uri, &h.client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(h.client, "rl/release-answer-lost", &h.lock), DLOCK_OK);
+	/* The scripts are loaded on every master, so each release is one
+	 * EVALSHA there. */
+	take_turns(&h, 1, 0);
+	for (int round = 0; round < 3; round++) {
+		int rc;
+
+		assert_int_equal(dlock_acquire(h.lock, 5000), DLOCK_OK);
+		for (int i = 0; i < 2; i++)
+			test_proxy_drop_replies(proxy[i], "EVALSHA", 1, true);
+		rc = dlock_release(h.lock);
+		if (rc != DLOCK_OK)
+			fail_msg("round %d: release %s (%s)", round, dlock_code_name(rc),
+			         dlock_last_error_message());
+		assert_int_equal(test_proxy_dropped(proxy[0]) + test_proxy_dropped(proxy[1]),
+		                 2 * (round + 1));
+		assert_int_equal(test_redlock_count_key(rl, "dlock:{rl/release-answer-lost}", NULL), 0);
+	}
+	test_redlock_close(&h);
+	for (int i = 0; i < 2; i++)
+		test_proxy_stop(proxy[i]);
+	g_free(uri);
+}
+
 /* After each test: every master running again (those halted come back
  * empty), and none of them left with a key of the suite. */
 static bool no_lock_key_of_the_suite(void *arg)
@@ -509,6 +600,7 @@ int main(int argc, char **argv)
 		FAULT_TEST(test_majority_killed_acquire_is_unavailable_within_the_deadline),
 		FAULT_TEST(test_majority_frozen_acquire_is_unavailable_within_the_deadline),
 		FAULT_TEST(test_majority_frozen_acquire_returns_by_the_callers_deadline),
+		FAULT_TEST(test_many_holds_released_with_a_majority_frozen_cost_one_master_timeout),
 		FAULT_TEST(test_one_frozen_master_costs_at_most_the_master_timeout),
 		FAULT_TEST(test_failed_attempts_undo_never_removes_a_later_grant),
 		FAULT_TEST(test_majority_frozen_briefly_suspends_then_reconnects),
@@ -517,6 +609,7 @@ int main(int argc, char **argv)
 		FAULT_TEST(test_tokens_increase_when_quorums_share_only_one_master),
 		FAULT_TEST(test_keys_deleted_on_a_majority_is_lost),
 		FAULT_TEST(test_key_deleted_on_one_master_is_not_lost),
+		FAULT_TEST(test_release_whose_answers_are_lost_with_their_connections_is_not_lost),
 	};
 
 	test_init(argv[0]);

@@ -6,8 +6,9 @@
  * listener whose backlog is full).  Each master's connect, setup and
  * script are in flight together, each bounded by the master timeout, so
  * the stalled one costs at most that: acquires succeed and holds stay
- * HELD through their renewals.  The URI selects database 1, so every new
- * connection sends SELECT before its first script.
+ * HELD through their renewals; a canceled wait does not even wait for
+ * that.  The URI selects database 1, so every new connection sends
+ * SELECT before its first script.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -204,6 +205,131 @@ static bool no_lock_key_of_the_suite(void *arg)
 	return found == 0;
 }
 
+/* ---- elections' announcements to a frozen master ------------------------ */
+
+/*
+ * A leader's word goes to every master in turn, each bounded by the master
+ * timeout (300 ms here), on the client's announcing thread.  With the
+ * first master frozen, forty campaigns and resignations in a row ask for
+ * forty words that each cost that bound there; only the last word of a
+ * resource still matters to an observer, so the earlier ones still
+ * waiting are dropped, and freeing the client waits for one or two words,
+ * not for forty master timeouts (12 s).  The frozen master's scripts run
+ * once it thaws; a key they set is left to its 2 s lease.
+ */
+static void test_announcements_to_a_frozen_master_never_pile_up(void **state)
+{
+	char *uri = g_strdup_printf("redis://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/1"
+	                            "?ttl=2s&master-timeout=300ms", rl->masters[0]->port,
+	                            rl->masters[1]->port, rl->masters[2]->port);
+	dlock_client *client;
+	dlock_election *e;
+	int64_t start, took;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_election_new(client, "rl/announce-frozen", "a", &e), DLOCK_OK);
+	assert_int_equal(dlock_election_campaign(e, 5000), DLOCK_OK);
+	assert_int_equal(dlock_election_resign(e), DLOCK_OK);
+	test_redlock_freeze(rl, 0);
+	for (int i = 0; i < 40; i++) {
+		int rc = dlock_election_campaign(e, 5000);
+
+		if (rc != DLOCK_OK)
+			fail_msg("campaign %d: %s (%s)", i, dlock_code_name(rc), dlock_last_error_message());
+		assert_int_equal(dlock_election_resign(e), DLOCK_OK);
+	}
+	dlock_election_free(e);
+	start = test_now_ms();
+	dlock_client_free(client);
+	took = test_now_ms() - start;
+	print_message("client freed in %" PRId64 " ms\n", took);
+	assert_true(took <= 4 * 300 + test_slack(1000));
+	test_redlock_thaw(rl, 0);
+	g_free(uri);
+}
+
+/* ---- a cancel while an attempt's undo would wait ------------------------ */
+
+typedef struct canceled_wait {
+	dlock_lock *lock;
+	int rc;
+	gint returned_ms; /* test_now_ms() + 1 once dlock_acquire returned */
+} canceled_wait;
+
+static gpointer canceled_wait_main(gpointer data)
+{
+	canceled_wait *w = data;
+
+	w->rc = dlock_acquire(w->lock, -1);
+	g_atomic_int_set(&w->returned_ms, (gint)(test_now_ms() + 1));
+	return NULL;
+}
+
+static bool canceled_wait_returned(void *arg)
+{
+	return g_atomic_int_get(&((canceled_wait *)arg)->returned_ms) != 0;
+}
+
+static bool key_set(void *arg)
+{
+	return lock_keys_in_db1(arg) == 1;
+}
+
+/*
+ * A wait forever, canceled while its attempt's first round waits for two
+ * stalled masters, after the third said yes and then stalled too: the
+ * attempt is undone on that master in the background, and the caller is
+ * back at once, not a master timeout (3 s here) later.
+ */
+static void test_a_canceled_wait_does_not_wait_for_its_undo(void **state)
+{
+	test_proxy *proxy[3];
+	canceled_wait w = { 0 };
+	char *uri;
+	handle h;
+	GThread *thread;
+	int64_t canceled_ms, took;
+
+	for (int i = 0; i < 3; i++)
+		proxy[i] = test_proxy_start(rl->masters[i]->port);
+	uri = g_strdup_printf("redis://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/1"
+	                      "?ttl=30s&master-timeout=3s", test_proxy_port(proxy[0]),
+	                      test_proxy_port(proxy[1]), test_proxy_port(proxy[2]));
+	assert_int_equal(dlock_client_new(uri, &h.client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(h.client, "rl/cancel-undo", &h.lock), DLOCK_OK);
+	/* Connected to every master, the scripts loaded. */
+	assert_int_equal(dlock_acquire(h.lock, 5000), DLOCK_OK);
+	assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+
+	test_proxy_stall(proxy[0], TEST_PROXY_BOTH);
+	test_proxy_stall(proxy[1], TEST_PROXY_BOTH);
+	w.lock = h.lock;
+	thread = g_thread_new("canceled-wait", canceled_wait_main, &w);
+	/* The third master took the key; its answer is on the way. */
+	assert_true(test_wait_until(key_set, rl->masters[2], 3000));
+	g_usleep(test_slack(50) * 1000);
+	test_proxy_stall(proxy[2], TEST_PROXY_BOTH);
+	canceled_ms = test_now_ms();
+	assert_int_equal(dlock_lock_cancel(h.lock), DLOCK_OK);
+	if (!test_wait_until(canceled_wait_returned, &w, 10000))
+		fail_msg("the canceled acquire has not returned");
+	g_thread_join(thread);
+	took = g_atomic_int_get(&w.returned_ms) - 1 - canceled_ms;
+	print_message("canceled acquire returned %s %" PRId64 " ms after the cancel\n",
+	              dlock_code_name(w.rc), took);
+	assert_int_equal(w.rc, DLOCK_ECANCELED);
+	assert_true(took <= test_slack(300));
+
+	/* Once the links carry bytes again, nothing of the attempt is left. */
+	for (int i = 0; i < 3; i++)
+		test_proxy_unstall(proxy[i], TEST_PROXY_BOTH);
+	assert_true(test_wait_until(no_lock_key_of_the_suite, NULL, 5000));
+	test_redlock_close(&h);
+	for (int i = 0; i < 3; i++)
+		test_proxy_stop(proxy[i]);
+	g_free(uri);
+}
+
 static int revive(void **state)
 {
 	long long left;
@@ -227,6 +353,8 @@ int main(int argc, char **argv)
 		STALL_TEST(test_a_stalled_link_to_one_master_costs_at_most_the_master_timeout),
 		STALL_TEST(test_a_frozen_master_costs_at_most_the_master_timeout),
 		STALL_TEST(test_a_host_dropping_connection_attempts_costs_at_most_the_master_timeout),
+		STALL_TEST(test_a_canceled_wait_does_not_wait_for_its_undo),
+		STALL_TEST(test_announcements_to_a_frozen_master_never_pile_up),
 	};
 
 	test_init(argv[0]);
