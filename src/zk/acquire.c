@@ -391,8 +391,13 @@ int dlock__zk_attempt_run(zk_attempt *a, zk_session *s)
 				return rc;
 			continue;
 		}
-		if (!predecessor)
+		/* First, by an answer that may have come too late to hold on
+		 * (dlock__zk_session_fresh()): then list again, which also
+		 * finds out whether the session still lives. */
+		if (!predecessor && dlock__zk_session_fresh(s))
 			return DLOCK_OK;
+		if (!predecessor)
+			continue;
 		if (a->wait_ms == 0 && (!a->turn || (rc = a->turn(a, s)) != DLOCK_OK)) {
 			g_free(predecessor);
 			return a->turn ? rc : dlock__error_busy(a->resource);

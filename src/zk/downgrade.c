@@ -57,8 +57,13 @@ static int create_beside(dlock__backend *b, zk_session *s, dlock__waiter *waiter
 		}
 		zrc = call->rc;
 		dlock__zk_call_unref(call);
-		if (zrc == ZOK || zrc == ZNODEEXISTS)
+		/* Made, by an answer that may have come too late to hold on
+		 * (dlock__zk_session_fresh()): then ask again, and find it
+		 * there (ZNODEEXISTS) if the session and the write node are. */
+		if ((zrc == ZOK || zrc == ZNODEEXISTS) && dlock__zk_session_fresh(s))
 			return DLOCK_OK;
+		if (zrc == ZOK || zrc == ZNODEEXISTS)
+			continue;
 		if (zrc == ZNONODE || dlock__zk_rc_session_ended(zrc))
 			return DLOCK_ELOST;
 		if (!dlock__zk_rc_connection(zrc))

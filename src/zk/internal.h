@@ -188,6 +188,16 @@ bool dlock__zk_watch_fired(zk_session *s, const char *path, dlock__waiter *waite
 void dlock__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 /* A request sent at sent_us was answered: the session lived then. */
 void dlock__zk_session_contact(zk_session *s, int64_t sent_us);
+/*
+ * Whether a hold made now on s would outlive the caller's return: the
+ * session's bound (its last contact plus the timeout, less the margin) is
+ * more than one margin away.  An answer that showed a node first but came
+ * long after it was asked for -- the process paused, or starved, in
+ * between -- leaves a bound that has passed or nearly: the server may
+ * have expired the session meanwhile and given the lock to another, so
+ * the answer is asked for again before a grant is made of it.
+ */
+bool dlock__zk_session_fresh(zk_session *s);
 /* Track a granted node (SUSPENDED/RECONNECTED/LOST reports); untrack it.
  * Track returns false, tracking nothing, if s has ended (the node goes
  * with it: the grant is void); a node granted while s is disconnected is

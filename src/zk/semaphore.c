@@ -272,11 +272,20 @@ static int take_lease(zk_attempt *a, zk_attempt *m, zk_attempt *l, zk_session *s
 				return rc;
 			continue;
 		}
-		if (rc == DLOCK_OK && count_of(children) <= permits) {
+		/* A permit, by an answer that may have come too late to hold
+		 * on (dlock__zk_session_fresh()): then list again. */
+		if (rc == DLOCK_OK && count_of(children) <= permits && dlock__zk_session_fresh(s)) {
 			g_strfreev(children);
 			if (watching)
 				dlock__zk_watch_remove(s, l->dir, a->waiter);
 			return DLOCK_OK;
+		}
+		if (rc == DLOCK_OK && count_of(children) <= permits) {
+			g_strfreev(children);
+			children = NULL;
+			if (watching)
+				dlock__zk_watch_remove(s, l->dir, a->waiter);
+			continue;
 		}
 		g_strfreev(children);
 		children = NULL;

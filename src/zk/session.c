@@ -293,6 +293,17 @@ void dlock__zk_session_contact(zk_session *s, int64_t sent_us)
 	g_mutex_unlock(&s->mu);
 }
 
+bool dlock__zk_session_fresh(zk_session *s)
+{
+	bool fresh;
+
+	g_mutex_lock(&s->mu);
+	fresh = s->phase != ZK_ENDED &&
+	        dlock__boot_us() + dlock__lease_margin_us(s->timeout_ms) < expiry_locked(s);
+	g_mutex_unlock(&s->mu);
+	return fresh;
+}
+
 /* ---- opening and waiting ---------------------------------------------- */
 
 static gpointer session_thread(gpointer data);

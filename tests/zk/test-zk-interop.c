@@ -401,6 +401,59 @@ static void test_kazoo_read_and_write_locks_and_dlock_in_every_pairing(void **st
 	every_pairing("kazoo");
 }
 
+/*
+ * Curator's recipes count only the nodes of their own names (its sorting
+ * puts any other name after every sequence number): its read-write
+ * lock's writers and readers pass an EXCLUSIVE hold's "-lock-" node, and
+ * its InterProcessMutex passes WRITE's "__WRIT__" node, although dlock
+ * sees theirs and keeps out of them.  Hence the README's rule: where
+ * Curator's read-write lock shares a path take WRITE (or READ), where
+ * its mutex does EXCLUSIVE.
+ */
+static void test_curator_recipes_pass_dlock_holds_of_the_other_recipe(void **state)
+{
+	const char *path = "/dlock/interop-rw/other-recipe";
+	dlock_client *client;
+	dlock_lock *exclusive, *write;
+	char *answer;
+	peer p;
+
+	open_lock("interop-rw/other-recipe", &client, &exclusive);
+	assert_int_equal(dlock_lock_new(client, "interop-rw/other-recipe", &write), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(write, DLOCK_MODE_WRITE), DLOCK_OK);
+
+	assert_int_equal(dlock_acquire(exclusive, 10000), DLOCK_OK);
+	assert_peer_try("curator", "write", path, "acquired");
+	assert_peer_try("curator", "read", path, "acquired");
+	assert_int_equal(dlock_release(exclusive), DLOCK_OK);
+
+	assert_int_equal(dlock_acquire(write, 10000), DLOCK_OK);
+	answer = peer_try("curator", path);
+	assert_string_equal(answer, "acquired");
+	g_free(answer);
+	assert_int_equal(dlock_release(write), DLOCK_OK);
+
+	/* dlock, the other way round, is kept out by both. */
+	p = peer_start("curator", "write", "hold", path);
+	assert_peer_says(&p, "held");
+	assert_int_equal(dlock_acquire(exclusive, 0), DLOCK_EBUSY);
+	assert_true(test_write_str(p.in_fd, "go\n"));
+	assert_peer_says(&p, "released");
+	peer_finish(&p);
+	p = peer_start("curator", NULL, "hold", path);
+	answer = peer_line(&p);
+	assert_true(g_str_has_prefix(answer, "held"));
+	g_free(answer);
+	assert_int_equal(dlock_acquire(write, 0), DLOCK_EBUSY);
+	assert_true(test_write_str(p.in_fd, "go\n"));
+	assert_peer_says(&p, "released");
+	peer_finish(&p);
+
+	dlock_lock_free(exclusive);
+	dlock_lock_free(write);
+	dlock_client_free(client);
+}
+
 /* Curator's and dlock's reader nodes: InterProcessReadWriteLock's names. */
 static void test_read_write_node_names_match_curators_exactly(void **state)
 {
@@ -458,6 +511,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_curator_read_write_lock_and_dlock_in_every_pairing),
 		cmocka_unit_test(test_kazoo_read_and_write_locks_and_dlock_in_every_pairing),
 		cmocka_unit_test(test_read_write_node_names_match_curators_exactly),
+		cmocka_unit_test(test_curator_recipes_pass_dlock_holds_of_the_other_recipe),
 		cmocka_unit_test(test_no_lock_node_of_this_suite_remains),
 	};
 
