@@ -11,9 +11,9 @@
 #                    run-example.sh);
 #   3. build-asan/ — AddressSanitizer + UndefinedBehaviorSanitizer build,
 #                    every test suite again (the stress suite as it is, the
-#                    torture suite with 20 s per backend instead of 40-50);
+#                    torture suite with 15 s per backend instead of 30-35);
 #   4. build/ again — the unit, redis and file suites under valgrind;
-#   5. build-fuzz/ — the libFuzzer harnesses of tests/fuzz/, 20 s each
+#   5. build-fuzz/ — the libFuzzer harnesses of tests/fuzz/, 15 s each
 #                    (scripts/fuzz.sh; one test per harness in the counts).
 #
 # --quick skips 3, 4 and 5.  Every pass runs even when an earlier one failed
@@ -266,13 +266,13 @@ if ((!quick)); then
 			--no-suite torture --timeout-multiplier 2
 		# The torture run again with sanitized workers, shorter: the plain
 		# pass already spent its minute per backend, and ASan would double it.
-		DLOCK_TORTURE_DURATION=20 ASAN_OPTIONS=$asan LSAN_OPTIONS=$lsan \
+		DLOCK_TORTURE_DURATION=15 ASAN_OPTIONS=$asan LSAN_OPTIONS=$lsan \
 			UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-			test_step "tests build-asan/ (torture, 20 s per backend, ASan+UBSan)" build-asan \
+			test_step "tests build-asan/ (torture, 15 s per backend, ASan+UBSan)" build-asan \
 			--suite torture --timeout-multiplier 2
 	else
 		not_run "tests build-asan/ (all suites but torture, ASan+UBSan)"
-		not_run "tests build-asan/ (torture, 20 s per backend, ASan+UBSan)"
+		not_run "tests build-asan/ (torture, 15 s per backend, ASan+UBSan)"
 	fi
 
 	# -----------------------------------------------------------------------
@@ -299,10 +299,10 @@ if ((!quick)); then
 	fi
 
 	# -----------------------------------------------------------------------
-	# 5. Fuzzing: every harness of tests/fuzz/ for 20 s; a crash, leak,
+	# 5. Fuzzing: every harness of tests/fuzz/ for 15 s; a crash, leak,
 	# sanitizer report or an input slower than 2 s fails the step.
 
-	fuzz_step "fuzz build-fuzz/ (libFuzzer, 20 s per harness)" 20
+	fuzz_step "fuzz build-fuzz/ (libFuzzer, 15 s per harness)" 15
 fi
 
 summary

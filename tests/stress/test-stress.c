@@ -32,7 +32,7 @@
 #include "test-zk.h"
 
 #define OWNERS 6
-#define SECONDS 4
+#define SECONDS 3
 
 static const char *backend;
 static test_redis *redis;
