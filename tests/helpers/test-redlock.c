@@ -137,6 +137,21 @@ long long test_redlock_leftover_keys(test_redlock *rl, const char *prefix)
 	return found;
 }
 
+int test_redlock_revive(test_redlock *rl, bool (*gone)(void *), void *arg, const char *prefix)
+{
+	long long left;
+
+	for (int i = 0; i < rl->n; i++)
+		if (rl->stopped[i])
+			test_redlock_thaw(rl, i);
+	/* A test that failed half-way may leave background releases busy. */
+	test_wait_until(gone, arg, 3000);
+	left = test_redlock_leftover_keys(rl, prefix);
+	if (left != 0)
+		print_error("%lld keys of the suite left on the masters\n", left);
+	return left == 0 ? 0 : -1;
+}
+
 /* A connect to 127.0.0.1:port that has not completed within timeout_ms. */
 static bool connect_hangs(int port, int64_t timeout_ms, int *ret_fd)
 {

@@ -80,4 +80,12 @@ void test_dropping_port_close(test_dropping_port *d);
  * halted ones first (test_redis_leftover_keys). */
 long long test_redlock_leftover_keys(test_redlock *rl, const char *prefix);
 
+/*
+ * A test's teardown: continue the masters it froze, give background
+ * releases 3 s to finish (gone(arg) says when no key is left), then count
+ * the keys starting with prefix left behind, naming their number.  0 if
+ * none, -1 if some.
+ */
+int test_redlock_revive(test_redlock *rl, bool (*gone)(void *), void *arg, const char *prefix);
+
 #endif

@@ -332,17 +332,9 @@ static void test_a_canceled_wait_does_not_wait_for_its_undo(void **state)
 
 static int revive(void **state)
 {
-	long long left;
-
+	(void)state;
 	close_watched();
-	for (int i = 0; i < rl->n; i++)
-		if (rl->stopped[i])
-			test_redlock_thaw(rl, i);
-	test_wait_until(no_lock_key_of_the_suite, NULL, 3000);
-	left = test_redlock_leftover_keys(rl, "dlock:{rl/");
-	if (left != 0)
-		print_error("%lld keys of the suite left on the masters\n", left);
-	return left == 0 ? 0 : -1;
+	return test_redlock_revive(rl, no_lock_key_of_the_suite, NULL, "dlock:{rl/");
 }
 
 #define STALL_TEST(f) cmocka_unit_test_teardown(f, revive)
