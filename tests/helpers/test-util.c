@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -106,6 +107,21 @@ bool test_thread_sleeps(int tid)
 bool test_wait_until(bool (*cond)(void *), void *arg, int64_t timeout_ms)
 {
 	return test_poll_window(cond, arg, timeout_ms * test_slack_factor());
+}
+
+void test_thread_freeze(pid_t tid)
+{
+	int status;
+
+	assert_int_equal(ptrace(PTRACE_SEIZE, tid, NULL, NULL), 0);
+	assert_int_equal(ptrace(PTRACE_INTERRUPT, tid, NULL, NULL), 0);
+	assert_int_equal(waitpid(tid, &status, __WALL), tid);
+	assert_true(WIFSTOPPED(status));
+}
+
+void test_thread_thaw(pid_t tid)
+{
+	assert_int_equal(ptrace(PTRACE_DETACH, tid, NULL, 0), 0);
 }
 
 /* ---- worker processes ------------------------------------------------- */

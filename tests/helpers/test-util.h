@@ -51,6 +51,12 @@ int64_t test_slack(int64_t margin_ms);
  * /proc/self/task/TID/stat); false if it does not exist. */
 bool test_thread_sleeps(int tid);
 
+/* Stop one thread tid of a worker process (the caller its parent), its
+ * other threads running on: ptrace, seized and interrupted; thaw detaches.
+ * A worker's main thread's id is its process id. */
+void test_thread_freeze(pid_t tid);
+void test_thread_thaw(pid_t tid);
+
 /* ---- files ---- */
 
 /* Remove dir and everything below it (symbolic links, not their targets). */

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,21 +108,6 @@ static int worker_downgrade(const char *uri, const char *resource)
 
 /* ---- helpers -------------------------------------------------------------- */
 
-/* Stop one thread of a worker process, the others running on. */
-static void thread_freeze(pid_t tid)
-{
-	int status;
-
-	assert_int_equal(ptrace(PTRACE_SEIZE, tid, NULL, NULL), 0);
-	assert_int_equal(ptrace(PTRACE_INTERRUPT, tid, NULL, NULL), 0);
-	assert_int_equal(waitpid(tid, &status, __WALL), tid);
-	assert_true(WIFSTOPPED(status));
-}
-
-static void thread_thaw(pid_t tid)
-{
-	assert_int_equal(ptrace(PTRACE_DETACH, tid, NULL, 0), 0);
-}
 
 /* Whether thread tid of process pid sleeps in a futex wait (x86_64
  * system call 202): a condition variable's, a waiter's. */
@@ -220,7 +204,7 @@ static void test_downgrade_after_its_write_hold_ended_never_shares_with_a_writer
 	assert_true(test_write_str(w.fd_in, "downgrade\n"));
 	expect_line(&w, "downgrading", line, sizeof(line));
 	assert_true(test_wait_until(main_thread_settled, &w, 10000));
-	thread_freeze(w.pid);
+	test_thread_freeze(w.pid);
 
 	/* The write hold ends on the server: the queued writer gets in. */
 	assert_int_equal(test_zk_delete(zk, write_node), 0);
@@ -230,7 +214,7 @@ static void test_downgrade_after_its_write_hold_ended_never_shares_with_a_writer
 	assert_int_equal(q.rc, DLOCK_OK);
 
 	/* Now the downgrade runs on, while the other client holds WRITE. */
-	thread_thaw(w.pid);
+	test_thread_thaw(w.pid);
 	early = next_line(&w, "downgrade ", line, sizeof(line), 1500);
 	if (early) {
 		print_message("worker, while another client holds WRITE: %s\n", line);
@@ -307,13 +291,13 @@ static void test_downgrade_whose_first_create_landed_leaves_no_read_node_when_it
 	expect_line(&w, "state 1", line, sizeof(line)); /* SUSPENDED: the connection is gone */
 	assert_true(test_zk_wait_children(zk, "/dlock/down-lost", 3, 10000)); /* the read node */
 	assert_true(test_wait_until(main_thread_settled, &w, 10000));
-	thread_freeze(w.pid);
+	test_thread_freeze(w.pid);
 
 	/* The write hold ends on the server, then the session comes back. */
 	assert_int_equal(test_zk_delete(zk, write_node.path), 0);
 	assert_true(test_wait_until(node_gone, &write_node, 15000));
 	test_proxy_admit_mode(proxy, TEST_PROXY_ADMIT);
-	thread_thaw(w.pid);
+	test_thread_thaw(w.pid);
 
 	/* The writer that queued behind the write node gets in... */
 	if (!test_wait_until(test_rw_waiter_done, &q, 10000))

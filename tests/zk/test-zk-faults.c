@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -239,25 +238,6 @@ static void test_waiter_keeps_its_place_across_a_short_disconnection(void **stat
 
 /* ---- a grant read after the connection dropped or the session ended --- */
 
-/*
- * Stopping one thread of a worker process, the others running on:
- * ptrace (the test process is the worker's parent).  The worker's main
- * thread, whose id is the process id, is the one that acquires.
- */
-static void thread_freeze(pid_t tid)
-{
-	int status;
-
-	assert_int_equal(ptrace(PTRACE_SEIZE, tid, NULL, NULL), 0);
-	assert_int_equal(ptrace(PTRACE_INTERRUPT, tid, NULL, NULL), 0);
-	assert_int_equal(waitpid(tid, &status, __WALL), tid);
-	assert_true(WIFSTOPPED(status));
-}
-
-static void thread_thaw(pid_t tid)
-{
-	assert_int_equal(ptrace(PTRACE_DETACH, tid, NULL, 0), 0);
-}
 
 typedef struct events {
 	GMutex mu;
@@ -431,7 +411,7 @@ static void late_grant_start(late_grant *g, const char *resource, const char *se
 	assert_int_equal(dlock_release(g->lb), DLOCK_OK);
 	assert_true(test_wait_until(no_watch, g->zk, 5000)); /* the worker's watch fired */
 	g_usleep(200 * 1000); /* and its listing is kept in the proxy */
-	thread_freeze(g->pid);
+	test_thread_freeze(g->pid);
 	test_proxy_unstall(g->proxy, TEST_PROXY_UP);
 	g_usleep(300 * 1000); /* the answer reaches the worker */
 	g_free(via);
@@ -474,7 +454,7 @@ static void test_grant_read_after_the_session_ended_is_not_a_hold(void **state)
 	/* The server has expired it too: we acquire. */
 	assert_int_equal(dlock_acquire(g.lb, 20000), DLOCK_OK);
 	test_proxy_unstall(g.proxy, TEST_PROXY_BOTH);
-	thread_thaw(g.pid);
+	test_thread_thaw(g.pid);
 
 	read_reply(g.fd_out, "acquire ", line, sizeof(line));
 	print_message("worker: %s\n", line);
@@ -506,7 +486,7 @@ static void test_grant_read_after_the_connection_dropped_is_suspended_at_once(vo
 	test_proxy_reset_all(g.proxy);
 	/* SUSPENDED on its other hold: the worker knows it is disconnected. */
 	read_reply(g.fd_out, "keep 1", line, sizeof(line));
-	thread_thaw(g.pid);
+	test_thread_thaw(g.pid);
 	read_reply(g.fd_out, "acquire ", line, sizeof(line));
 	print_message("worker: %s\n", line);
 	assert_string_equal(line, "acquire 0");
@@ -612,14 +592,14 @@ static void test_late_reported_reconnect_does_not_delay_lost(void **state)
 	g_usleep(1500 * 1000); /* a few keep-alive rounds */
 
 	completion = completion_thread(pid);
-	thread_freeze(completion);
+	test_thread_freeze(completion);
 	test_proxy_reset_all(proxy);
 	/* The client reconnects to its session on its own (I/O) thread. */
 	assert_true(test_wait_until(proxy_accepted_two, proxy, 5000));
 	g_usleep(200 * 1000);
 	test_proxy_stall(proxy, TEST_PROXY_BOTH);
 	g_usleep(1000 * 1000);
-	thread_thaw(completion);
+	test_thread_thaw(completion);
 
 	/* The server expires the session: we acquire. */
 	job.lock = lb;

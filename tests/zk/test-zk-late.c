@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,20 +78,6 @@ static int worker_late(const char *uri, const char *resource, const char *kind)
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static void thread_freeze(pid_t tid)
-{
-	int status;
-
-	assert_int_equal(ptrace(PTRACE_SEIZE, tid, NULL, NULL), 0);
-	assert_int_equal(ptrace(PTRACE_INTERRUPT, tid, NULL, NULL), 0);
-	assert_int_equal(waitpid(tid, &status, __WALL), tid);
-	assert_true(WIFSTOPPED(status));
-}
-
-static void thread_thaw(pid_t tid)
-{
-	assert_int_equal(ptrace(PTRACE_DETACH, tid, NULL, 0), 0);
-}
 
 /* Hold every thread of process pid still; *ret_session gets the id of
  * its ZooKeeper session thread ("dlock-zksession"). */
@@ -119,7 +104,7 @@ static GArray *process_freeze(pid_t pid, pid_t *ret_session)
 	g_free(dir);
 	assert_true(*ret_session > 0);
 	for (guint i = 0; i < tids->len; i++)
-		thread_freeze(g_array_index(tids, pid_t, i));
+		test_thread_freeze(g_array_index(tids, pid_t, i));
 	return tids;
 }
 
@@ -271,12 +256,12 @@ static void late_answer_grants_nothing(const char *kind)
 
 	for (guint i = 0; i < tids->len; i++)
 		if (g_array_index(tids, pid_t, i) != session_tid)
-			thread_thaw(g_array_index(tids, pid_t, i));
+			test_thread_thaw(g_array_index(tids, pid_t, i));
 	if (next_line(&w, "acquired ", line, sizeof(line), 3000)) {
 		print_message("worker, while the other client holds (token %" PRIu64 "): %s\n", token, line);
 		fail_msg("the %s was granted while another client holds", kind);
 	}
-	thread_thaw(session_tid);
+	test_thread_thaw(session_tid);
 	g_array_unref(tids);
 
 	for (int i = 0; i < o.count; i++)
