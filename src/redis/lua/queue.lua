@@ -51,21 +51,6 @@
 -- stands for can no longer be granted in order, and the entry goes: it
 -- would otherwise block the queue, and become a reader when the peer
 -- lets go.  The read hold's next renewal then reports it LOST.
--- heard(id, mute, n, ticket): tell a waiter of its grant, fencing token
--- n, on its own channel; whether it heard (a mute waiter counts as
--- heard: it finds the grant by its own try).  So does a waiter that the
--- releaser may not tell (its ACL user has no channel rights: PUBLISH is
--- refused): nobody can say whether it listens, and the grant stands for
--- its own next try to find, as a mute one's does.
--- grant(now): the lock is free: hand it to the head writer, or to every
--- reader at the head up to the next writer (a downgrade without a
--- message: its owner knows).  A grant is published on the waiter's own
--- channel as "<fencing token> <ticket>"; one that reaches no subscriber
--- (the waiter is gone) is undone, up to 8.  When nobody took it the lock
--- stays free and "released" goes out on the release channel, so the next
--- live waiter takes it by its own try.  PUBLISH goes through pcall: a
--- user without channel rights still releases, and hands the lock on.
--- ARGV[2] and ARGV[3]: the release channel and the waits' channel prefix.
 
 local function reseed()
   local t = redis.call('TIME')
