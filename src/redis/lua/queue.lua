@@ -40,10 +40,10 @@
 -- second entry of ours is dropped on the way).
 -- readers(now): -1 when the lock is a string, else the number of live
 -- readers (0: free).
--- add_reader(token, lease end): add or re-score a reader; the set expires
--- with its latest lease.
--- downgrade(): the downgrade entry, and its lease end, token and the
--- write hold's wait id (the random part of the write's token).
+-- add_reader(reader, lease end): add or re-score a reader (its owner
+-- token); the set expires with its latest lease.
+-- downgrade(): the downgrade entry, and its lease end, its reader's token
+-- and the write hold's wait id (the random part of the write's token).
 -- settle(now): a downgrade whose write hold is gone becomes the reader it
 -- stands for if the lock is free (the write released in the background,
 -- or expired) or shared; if someone else's string holds it (the write
@@ -97,24 +97,24 @@ local function readers(now)
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   return redis.call('ZCARD', KEYS[1])
 end
-local function add_reader(token, lease_end)
-  redis.call('ZADD', KEYS[1], string.format('%d', lease_end), token)
+local function add_reader(reader, lease_end)
+  redis.call('ZADD', KEYS[1], string.format('%d', lease_end), reader)
   redis.call('PEXPIREAT', KEYS[1], redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
 end
 local function downgrade()
   local d = redis.call('ZRANGEBYSCORE', KEYS[3], 0, 0)[1]
   if not d then return nil end
-  local t, id, token = string.match(d, '^(%d+)|%d+d|([^|]+)|(.*)$')
-  return d, tonumber(t), token, id
+  local t, id, reader = string.match(d, '^(%d+)|%d+d|([^|]+)|(.*)$')
+  return d, tonumber(t), reader, id
 end
 local function settle(now)
-  local d, t, token, id = downgrade()
+  local d, t, reader, id = downgrade()
   if not d then return end
   local kind = redis.call('TYPE', KEYS[1]).ok
   if kind == 'string' and
      string.match(redis.call('GET', KEYS[1]), '^[^:]*:([^:]*)') == id then return end
   redis.call('ZREM', KEYS[3], d)
-  if (kind == 'none' or kind == 'zset') and token and t > now then add_reader(token, t) end
+  if (kind == 'none' or kind == 'zset') and reader and t > now then add_reader(reader, t) end
 end
 local function extend_queue(ms)
   if redis.call('PTTL', KEYS[3]) < tonumber(ms) then redis.call('PEXPIRE', KEYS[3], ms) end
