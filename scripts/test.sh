@@ -8,7 +8,8 @@
 #   2. build/      — plain build, -Dwerror=true, every test suite (the
 #                    torture and stress suites included); then the README's
 #                    commands (scripts/dlock.sh, dlock-servers.sh,
-#                    run-example.sh);
+#                    run-example.sh), and luacheck over the Redis scripts
+#                    (scripts/luacheck.sh);
 #   3. build-asan/ — AddressSanitizer + UndefinedBehaviorSanitizer build,
 #                    every test suite again (the stress suite as it is, the
 #                    torture suite with 15 s per backend instead of 30-35);
@@ -240,11 +241,13 @@ if step "configure build/" dlock_meson_setup build \
 	step "README: scripts/dlock.sh (the main job)" scripts/dlock.sh
 	step "README: scripts/dlock-servers.sh" scripts/dlock-servers.sh
 	step "README: scripts/run-example.sh" scripts/run-example.sh
+	step "luacheck: the Redis scripts (src/redis/lua)" scripts/luacheck.sh
 else
 	not_run "tests build/ (all suites)"
 	not_run "README: scripts/dlock.sh (the main job)"
 	not_run "README: scripts/dlock-servers.sh"
 	not_run "README: scripts/run-example.sh"
+	not_run "luacheck: the Redis scripts (src/redis/lua)"
 fi
 
 if ((!quick)); then

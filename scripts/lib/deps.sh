@@ -15,7 +15,7 @@ DLOCK_PACKAGES=(
 	redis-server redis-tools python3-redis             # Redis backend: server for tests, CLI, peer
 	libzookeeper-mt-dev zookeeper                      # ZooKeeper backend: C client, server (and a JVM) for tests
 	python3-kazoo libcurator-recipes-java default-jdk-headless  # ZooKeeper peers: kazoo, Curator (javac for its driver)
-	valgrind g++ binutils                              # checks: valgrind pass, C++ header test, nm in the abi test
+	valgrind g++ binutils lua-check                    # checks: valgrind pass, C++ header test, nm in the abi test, luacheck
 	clang-14 libclang-rt-14-dev                        # fuzzing: clang -fsanitize=fuzzer (scripts/fuzz.sh)
 )
 

@@ -3,7 +3,7 @@
  *
  * Acquire tries once (the uncontended path is one EVALSHA round trip).
  * If the lock is held elsewhere the wait joins the resource's queue
- * (scripts.c): it listens, through the client's one subscriber connection,
+ * (lua/acquire.lua): it listens, through the client's one subscriber connection,
  * on a channel of its own and on the release channel, and once the server
  * has confirmed that, queues.  A release then hands the lock to the head
  * of the queue itself and tells it on its channel, so the waiter holds the
@@ -296,9 +296,8 @@ static void give_up(dlock__backend *b, redis_lease *lease, const queue_place *pl
 
 /*
  * A READ hold for the owner of write, a live EXCLUSIVE or WRITE hold on
- * the same resource: granted at once, never queued (scripts.c,
- * downgrade_lua).  Until the write is released the read hold renews
- * through it.
+ * the same resource: granted at once, never queued (lua/downgrade.lua).
+ * Until the write is released the read hold renews through it.
  */
 static int downgrade(dlock__backend *b, redis_lease *lease, const redis_lease *write,
                      dlock__waiter *waiter, int64_t wait_ms, int64_t deadline_us)

@@ -148,7 +148,6 @@ int dlock__redis_open_host(const dlock__backend_env *env, const dlock__uri *uri,
 	g_queue_init(&b->pool);
 	g_mutex_init(&b->lazy_mu);
 	b->resolver = dlock__resolver_new();
-	dlock__redis_scripts_init(b);
 	*ret = b;
 	return DLOCK_OK;
 }
@@ -174,7 +173,6 @@ void dlock__redis_close_host(dlock__backend *b)
 	dlock__redis_sub_stop(b);
 	dlock__redis_watchdog_stop(b);
 	dlock__redis_pool_clear(b);
-	dlock__redis_scripts_clear(b);
 	dlock__resolver_free(b->resolver);
 	g_mutex_clear(&b->pool_mu);
 	g_mutex_clear(&b->lazy_mu);

@@ -3,7 +3,7 @@
  *   backend.c     options, open/close, the ops table
  *   keys.c        key and channel names
  *   conn.c        connections: connect, AUTH/SELECT, the pool, commands
- *   scripts.c     the Lua scripts and EVALSHA with the NOSCRIPT fallback
+ *   scripts.c     EVALSHA of the scripts of lua/, with the NOSCRIPT fallback
  *   acquire.c     acquire (try, subscribe, wait, downgrade), release
  *   query.c       query: the holder, or every reader
  *   subscriber.c  the one pub/sub connection that wakes waiters
@@ -45,7 +45,7 @@ typedef enum redis_script {
 	SCRIPT_RELEASE,
 	SCRIPT_RENEW,
 	SCRIPT_DOWNGRADE,
-	SCRIPT_RL_ACQUIRE,        /* Redlock (scripts.c) */
+	SCRIPT_RL_ACQUIRE,        /* Redlock (lua/redlock-*.lua) */
 	SCRIPT_RL_FENCE,
 	SCRIPT_RL_RELEASE,
 	SCRIPT_RL_RENEW,
@@ -79,9 +79,6 @@ struct dlock__backend {
 	int64_t command_timeout_ms;
 	bool plain_keys;
 	char *prefix;
-
-	char *script_body[SCRIPT_COUNT];
-	char *script_sha[SCRIPT_COUNT];
 
 	GMutex pool_mu;
 	GQueue pool;              /* idle redis_conn * */
@@ -117,7 +114,7 @@ typedef struct redis_lease { /* a g_atomic_rc_box */
 	char *token;
 	char *id;                 /* names this hold's wait: its channel, its queue entry */
 	char mode[16];            /* "r" for a READ hold, "s<N>" for a permit of a semaphore
-	                           * of N, "w" for the others (scripts.c) */
+	                           * of N, "w" for the others (lua/acquire.lua) */
 	char *under;              /* a READ hold made by a downgrade: the write hold's
 	                           * token, which it renews through until the write's
 	                           * release makes it a reader; else NULL */
@@ -245,14 +242,15 @@ redis_conn *dlock__redis_conn_pooled(dlock__backend *b);
 void dlock__redis_run_id(dlock__backend *b, char *buf, size_t size);
 
 /* ---- scripts.c ---- */
-void dlock__redis_scripts_init(dlock__backend *b);
-void dlock__redis_scripts_clear(dlock__backend *b);
+/* The scripts as the server runs them, and their SHA1s for EVALSHA: made
+ * at build time from the files of lua/ (lua/embed.py). */
+extern const char *const dlock__redis_script_text[SCRIPT_COUNT];
+extern const char *const dlock__redis_script_sha1[SCRIPT_COUNT];
 /* Run a script by EVALSHA (loading it on NOSCRIPT, once).  args after the
  * keys.  Same returns as dlock__redis_command, plus DLOCK_EBACKEND for an
  * error reply. */
 int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script, int nkeys,
                       int nargs, const char **words, redisReply **ret);
-const char *dlock__redis_script_body(const dlock__backend *b, redis_script script);
 /* The 4 keys and 6 arguments of the release script, into words. */
 void dlock__redis_release_words(const redis_names *names, const char *token, const char *ticket,
                                 const char *id, const char *mode, const char **words);

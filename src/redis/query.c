@@ -1,7 +1,7 @@
 /*
  * Query on Redis: who holds a resource, in one pipelined round trip.
  * The lock is a string (one holder: a dlock token or a peer's value) or a
- * sorted set of readers (scripts.c); GET and ZRANGE are both sent, and
+ * sorted set of readers (lua/queue.lua); GET and ZRANGE are both sent, and
  * the one that does not fit the key's type answers WRONGTYPE, which here
  * only says which it is.  Readers whose lease has ended in the server's
  * time (TIME) but that no script has dropped yet are not listed.  A set

@@ -65,7 +65,7 @@ static bool send_script(dlock__backend *m, redis_conn *conn, redis_script script
 	g_assert(nkeys + nargs <= 10);
 	g_snprintf(nkeys_text, sizeof(nkeys_text), "%d", nkeys);
 	argv[0] = by_body ? "EVAL" : "EVALSHA";
-	argv[1] = by_body ? dlock__redis_script_body(m, script) : m->script_sha[script];
+	argv[1] = by_body ? dlock__redis_script_text[script] : dlock__redis_script_sha1[script];
 	argv[2] = nkeys_text;
 	memcpy(&argv[3], words, sizeof(*words) * (size_t)(nkeys + nargs));
 	return redisAppendCommandArgv(conn->ctx, 3 + nkeys + nargs, argv, NULL) == REDIS_OK &&

@@ -242,7 +242,7 @@ static void append_renew(dlock__backend *b, redisContext *ctx, const redis_lease
 
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
 	redisAppendCommand(ctx, "%s %s 4 %s %s %s %s %s %s %s %s", by_body ? "EVAL" : "EVALSHA",
-	                   by_body ? dlock__redis_script_body(b, SCRIPT_RENEW) : b->script_sha[SCRIPT_RENEW],
+	                   by_body ? dlock__redis_script_text[SCRIPT_RENEW] : dlock__redis_script_sha1[SCRIPT_RENEW],
 	                   lease->names.key, lease->names.fence, lease->names.queue, lease->names.permits,
 	                   lease->token, ttl, lease->mode, lease->under ? lease->under : "");
 }
@@ -379,7 +379,7 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 	deferred_release *c = data;
 	redis_watchdog *wd = ctx;
 	dlock__backend *b = wd->b;
-	const char *argv[13] = { "EVAL", dlock__redis_script_body(b, SCRIPT_RELEASE), "4" };
+	const char *argv[13] = { "EVAL", dlock__redis_script_text[SCRIPT_RELEASE], "4" };
 	dlock__cleanup_result result = DLOCK__CLEANUP_RETRY;
 	redisReply *reply;
 
@@ -390,7 +390,7 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 		return DLOCK__CLEANUP_UNANSWERED;
 	set_timeout(wd->ctx, MIN(CLEANUP_TIMEOUT_US, b->command_timeout_ms * 1000));
 	if (c->redlock) {
-		const char *rl_argv[6] = { "EVAL", dlock__redis_script_body(b, SCRIPT_RL_RELEASE), "1",
+		const char *rl_argv[6] = { "EVAL", dlock__redis_script_text[SCRIPT_RL_RELEASE], "1",
 		                           c->names.key, c->token, c->names.released };
 
 		reply = dlock__redis_call(wd->ctx, 6, rl_argv, NULL);
