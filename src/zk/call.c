@@ -70,8 +70,11 @@ static void finish(zk_call *call, int rc)
 	dlock__waiter *waiter;
 
 	/* Before the waiter wakes: it may make a hold of this answer, and the
-	 * session timer must then count from this request. */
-	if (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZNOTEMPTY)
+	 * session timer must then count from this request.  Only a write's
+	 * answer counts: a follower answers reads from what it knows, also
+	 * after it lost its leader, which meanwhile expires our session; a
+	 * write is answered only once the leader has it. */
+	if (call->quorum && (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZNOTEMPTY))
 		dlock__zk_session_contact(call->session, call->sent_us);
 	g_mutex_lock(&call->mu);
 	call->done = true;
@@ -181,6 +184,7 @@ static void void_done(int rc, const void *data)
 void dlock__zk_create(zk_call *call, const char *path, const char *data, int flags,
                       const struct ACL_vector *acl)
 {
+	call->quorum = true;
 	SEND(call, zoo_acreate2(s_->zh, path, data, data ? (int)strlen(data) : -1, acl, flags,
 	                        string_stat_done, ref_));
 }
@@ -199,6 +203,7 @@ void dlock__zk_create_beside(zk_call *call, const char *beside, const char *path
 	/* The node it makes if it succeeds (not sequential: known now), so
 	 * that one made after its waiter gave up is deleted (finish()). */
 	call->path = g_strdup(path);
+	call->quorum = true;
 	SEND(call, zoo_amulti(s_->zh, 2, m->ops, m->results, void_done, ref_));
 }
 
@@ -232,11 +237,13 @@ void dlock__zk_exists_watch(zk_call *call, const char *path)
 
 void dlock__zk_set(zk_call *call, const char *path, const char *data, int version)
 {
+	call->quorum = true;
 	SEND(call, zoo_aset(s_->zh, path, data, (int)strlen(data), version, stat_done, ref_));
 }
 
 void dlock__zk_delete(zk_call *call, const char *path)
 {
+	call->quorum = true;
 	SEND(call, zoo_adelete(s_->zh, path, -1, void_done, ref_));
 }
 

@@ -80,7 +80,7 @@ struct zk_session {
 	bool ever_connected;
 	const char *end_reason;    /* static text, set when ENDED */
 	int64_t timeout_ms;        /* negotiated, once connected */
-	int64_t contact_us;        /* CLOCK_BOOTTIME: send time of the last answered request */
+	int64_t contact_us;        /* CLOCK_BOOTTIME: send time of the last write or sync answered */
 	int64_t probe_due_us;      /* CLOCK_BOOTTIME: next keep-alive probe */
 	bool probing;              /* a probe is in flight */
 	GPtrArray *holds;          /* zk_node * granted on this session (referenced) */
@@ -129,6 +129,7 @@ typedef struct zk_call {
 	gatomicrefcount ref;
 	zk_session *session;       /* referenced */
 	zk_call_kind kind;
+	bool quorum;               /* a write: its answer comes through the leader */
 	int64_t sent_us;           /* CLOCK_BOOTTIME */
 	GMutex mu;
 	/* guarded by mu */
@@ -186,7 +187,8 @@ void dlock__zk_watch_remove(zk_session *s, const char *path, dlock__waiter *wait
 bool dlock__zk_watch_fired(zk_session *s, const char *path, dlock__waiter *waiter);
 /* The watcher of every session and data watch (context: the session). */
 void dlock__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
-/* A request sent at sent_us was answered: the session lived then. */
+/* A write or sync sent at sent_us was answered (by way of the leader):
+ * the session lived then. */
 void dlock__zk_session_contact(zk_session *s, int64_t sent_us);
 /*
  * Whether a hold made now on s would outlive the caller's return: the

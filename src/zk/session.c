@@ -6,16 +6,20 @@
  * reports connection loss and reconnection; dlock turns them into
  * SUSPENDED and RECONNECTED for every hold on the session.  The C client
  * learns that a session expired only once it reaches a server again, so
- * dlock also keeps its own timer: every answered request records when it
+ * dlock also keeps its own timer: every answered write or sync records when it
  * was sent, and when the negotiated session timeout (less a margin) has
  * passed since then, the server may already have expired the session and
  * deleted our nodes.  The session thread then declares its holds LOST and
  * closes it; the next acquisition opens a new session.  While holds exist
  * or acquires wait on the session, the session thread sends a cheap
- * request (exists "/") every third of the timeout, and one right after
+ * request (a sync of "/") every third of the timeout, and one right after
  * each reconnect, so the timer measures real contact, not the client's
- * guess.  Contact is never stamped with a time the server may not yet
- * have heard from us: a loss must be declared early rather than late.
+ * guess.  Only writes and syncs count: the leader expires sessions, and a
+ * follower cut off from it goes on answering reads until it notices
+ * (ZooKeeper's sync limit, which may be longer than the session timeout),
+ * while writes and syncs are answered by way of the leader.  Contact is
+ * never stamped with a time the server may not yet have heard from us: a
+ * loss must be declared early rather than late.
  * While a session is not connected and some servers' names did not
  * resolve when it opened, the session thread also looks them up again
  * (servers.c).
@@ -737,19 +741,20 @@ void dlock__zk_delete_later(zk_session *s, const char *path)
 
 /* ---- the session thread ------------------------------------------------- */
 
-/* The send time of a keep-alive probe travels with it, so that its
- * answer records exactly when the request left. */
+/* The send time of a keep-alive probe (a sync: the server we talk to
+ * passes it to the leader) travels with it, so that its answer records
+ * exactly when the request left. */
 typedef struct probe_ctx {
 	zk_session *session;
 	int64_t sent_us;
 } probe_ctx;
 
-static void probe_answered(int rc, const struct Stat *stat, const void *data)
+static void probe_answered(int rc, const char *value, const void *data)
 {
 	probe_ctx *ctx = (probe_ctx *)data;
 	zk_session *s = ctx->session;
 
-	(void)stat;
+	(void)value;
 	g_mutex_lock(&s->mu);
 	s->probing = false;
 	if (rc == ZOK || rc == ZNONODE)
@@ -769,7 +774,7 @@ static void probe_send_locked(zk_session *s, int64_t now)
 	ctx->sent_us = now;
 	s->probing = true;
 	dlock__zk_request_sent_locked(s);
-	if (zoo_aexists(s->zh, "/", 0, probe_answered, ctx) != ZOK) {
+	if (zoo_async(s->zh, "/", probe_answered, ctx) != ZOK) {
 		s->outstanding--;
 		s->probing = false;
 		g_atomic_ref_count_dec(&s->ref); /* the caller holds another */

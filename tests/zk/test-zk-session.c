@@ -1,8 +1,9 @@
 /*
  * ZooKeeper sessions under faults: a holder paused until the server expires
  * its session, a server
- * frozen past the session timeout, and an ensemble losing its leader while
- * locks are held and contended.
+ * frozen past the session timeout, an ensemble losing its leader while
+ * locks are held and contended, and a follower cut off from its leader
+ * that still answers its clients.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -14,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -386,6 +389,110 @@ static void test_leader_kill_keeps_holds_and_exclusion(void **state)
 	g_free(u);
 }
 
+/* ---- a follower cut off from its leader -------------------------------- */
+
+/* The threads of server i's JVM by which it follows its leader
+ * ("QuorumPeer[myid=N]..." and its listener), held still with ptrace: the
+ * leader hears nothing more from it, while its client threads go on
+ * answering reads from what it knew, as a follower does for its sync
+ * limit when the network between it and the leader fails. */
+static GArray *cut_off_from_leader(test_zk *zk, int i)
+{
+	GArray *tids = g_array_new(FALSE, FALSE, sizeof(pid_t));
+	char *dir = g_strdup_printf("/proc/%d/task", (int)zk->servers[i].pid);
+	GDir *d = g_dir_open(dir, 0, NULL);
+	const char *name;
+
+	assert_non_null(d);
+	while ((name = g_dir_read_name(d))) {
+		char *path = g_strdup_printf("%s/%s/comm", dir, name);
+		char *comm = NULL;
+
+		if (g_file_get_contents(path, &comm, NULL, NULL) && g_str_has_prefix(comm, "QuorumPeer")) {
+			pid_t tid = (pid_t)atoi(name);
+			int status;
+
+			assert_int_equal(ptrace(PTRACE_SEIZE, tid, NULL, NULL), 0);
+			assert_int_equal(ptrace(PTRACE_INTERRUPT, tid, NULL, NULL), 0);
+			assert_int_equal(waitpid(tid, &status, __WALL), tid);
+			g_array_append_val(tids, tid);
+		}
+		g_free(comm);
+		g_free(path);
+	}
+	g_dir_close(d);
+	g_free(dir);
+	assert_true(tids->len > 0);
+	return tids;
+}
+
+static void reconnect_to_leader(GArray *tids)
+{
+	for (guint k = 0; k < tids->len; k++)
+		ptrace(PTRACE_DETACH, g_array_index(tids, pid_t, k), NULL, 0);
+	g_array_unref(tids);
+}
+
+/*
+ * A holder connected to a follower that lost its leader: the leader
+ * expires the holder's session a session timeout later and another
+ * client, on another server, is granted the lock.  The follower still
+ * answers reads, so answers to reads prove nothing of the session: the
+ * holder must have been told LOST by the time the other is granted.
+ */
+static void test_holder_on_a_follower_cut_off_from_its_leader_is_lost_before_another_holds(void **state)
+{
+	test_zk *zk = test_zk_start(3, 200, 30000);
+	int leader = test_zk_leader(zk, 10000);
+	int follower = (leader + 1) % 3, other = (leader + 2) % 3;
+	char *u1 = g_strdup_printf("zk://127.0.0.1:%d?session-timeout=2s", zk->servers[follower].port);
+	char *u2 = g_strdup_printf("zk://127.0.0.1:%d?session-timeout=2s", zk->servers[other].port);
+	dlock_client *c1, *c2;
+	dlock_lock *held, *next;
+	events ev = { 0 };
+	seen_state lost;
+	GArray *frozen;
+	int64_t cut_ms, granted_ms, lost_ms;
+	int held_at_grant;
+
+	(void)state;
+	assert_true(leader >= 0);
+	g_mutex_init(&ev.mu);
+	assert_int_equal(dlock_client_new(u1, &c1), DLOCK_OK);
+	assert_int_equal(dlock_client_new(u2, &c2), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(c1, "cut/off", &held), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(c2, "cut/off", &next), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(held, record, &ev), DLOCK_OK);
+	assert_int_equal(dlock_acquire(held, 10000), DLOCK_OK);
+	g_usleep(1000 * 1000); /* a few keep-alives */
+
+	frozen = cut_off_from_leader(zk, follower);
+	cut_ms = test_now_ms();
+	assert_int_equal(dlock_acquire(next, 20000), DLOCK_OK);
+	granted_ms = test_now_ms();
+	held_at_grant = dlock_held(held);
+	lost_ms = first_at(&ev, DLOCK_STATE_LOST);
+	print_message("cut off at 0 ms; the other client granted at %" PRId64 " ms; the holder %s\n",
+	              granted_ms - cut_ms, held_at_grant ? "still held" : "no longer held");
+	assert_int_equal(held_at_grant, 0);
+	/* Reported too (the report may come a moment after the clock's verdict). */
+	lost.e = &ev;
+	lost.state = DLOCK_STATE_LOST;
+	assert_true(lost_ms >= 0 || test_wait_until(has_state, &lost, 10000));
+
+	reconnect_to_leader(frozen);
+	assert_int_equal(dlock_release(next), DLOCK_OK);
+	dlock_release(held);
+	dlock_lock_free(held);
+	dlock_lock_free(next);
+	dlock_client_free(c1);
+	dlock_client_free(c2);
+	test_zk_stop(zk);
+	g_mutex_clear(&ev.mu);
+	g_free(u1);
+	g_free(u2);
+}
+
 /* ---- the log callback and the session's locks ------------------------- */
 
 /* A log callback that blocks on the first "disconnected" message, for
@@ -522,6 +629,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_resumed_holder_sees_lost_at_once_past_its_session),
 		cmocka_unit_test(test_frozen_server_gives_suspended_then_lost_before_the_timeout),
 		cmocka_unit_test(test_leader_kill_keeps_holds_and_exclusion),
+		cmocka_unit_test(test_holder_on_a_follower_cut_off_from_its_leader_is_lost_before_another_holds),
 		cmocka_unit_test(test_a_blocking_log_callback_stalls_no_release),
 		cmocka_unit_test(test_two_servers_one_down_every_drop_reconnects),
 	};
