@@ -130,8 +130,13 @@ static char self_path[4096];
 
 void test_init(const char *argv0)
 {
+	const char *only = getenv("DLOCK_TEST_ONLY");
+
 	if (!realpath(argv0, self_path))
 		g_strlcpy(self_path, "/proc/self/exe", sizeof(self_path));
+	/* Run only the tests whose names match this glob (for a rerun of one). */
+	if (only && *only)
+		cmocka_set_test_filter(only);
 }
 
 pid_t test_spawn(const char *const *argv, int *ret_in_fd, int *ret_out_fd)

@@ -87,7 +87,9 @@ int test_logs_finish(int failures);
 /* ---- worker processes ---- */
 
 /* Remember the test program's own path (call first in main): under
- * valgrind /proc/self/exe is valgrind, not the test. */
+ * valgrind /proc/self/exe is valgrind, not the test.  With
+ * DLOCK_TEST_ONLY=GLOB in the environment, only the tests whose names
+ * match GLOB run. */
 void test_init(const char *argv0);
 
 /*
