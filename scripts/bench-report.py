@@ -17,7 +17,7 @@ Debian's /usr/bin/python3.
         Write results.md and the plots beside results.json.
 
     bench-report.py compare BEFORE/results.json AFTER/results.json
-        Print (markdown) the targets of issue #11 and the many-waiters
+        Print (markdown) the handoff targets and the many-waiters
         figures of two runs side by side: before and after a change.
 
 Rounds: scripts/bench.sh runs each measurement in several rounds,
@@ -45,10 +45,10 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 from bench_results import (handoff, latency, num, ratio, select,  # noqa: E402
                            table, throughput, times, us, verdict, waiters)
-import bench_issue11  # noqa: E402
-import bench_issue12  # noqa: E402
-import bench_issue13  # noqa: E402
-import bench_issue14  # noqa: E402
+import bench_handoff  # noqa: E402
+import bench_readers  # noqa: E402
+import bench_recipes  # noqa: E402
+import bench_redlock  # noqa: E402
 
 BACKENDS = ["redis", "zk", "zk3", "file"]
 BACKEND_TITLES = {
@@ -550,13 +550,13 @@ def render(path):
               + ", ".join(f"{k}={v}" for k, v in sorted(s.items())
                           if k not in ("placement", "zookeeper_server")) + ".")
 
-    md += bench_issue11.section(res)
-    md += bench_issue12.section(res)
-    md += bench_issue13.section(res)
-    md += bench_issue14.section(res)
+    md += bench_handoff.section(res)
+    md += bench_readers.section(res)
+    md += bench_redlock.section(res)
+    md += bench_recipes.section(res)
 
     rows, why = targets(res, notes_by_peer)
-    md.append("\n## Targets (issue #5)\n")
+    md.append("\n## Targets (latency, handoff, peers)\n")
     md.append(table(["target", "backend", "measured", "result"], rows, left=3))
     md.append("\nCriteria: latency ratio of means; handoff in mean round trips measured in the same "
               "run, judged against a round trip made after the same idle time as the handoff "
@@ -692,7 +692,7 @@ def main(argv):
         for path in argv[1:]:
             with open(path) as f:
                 docs.append(json.load(f))
-        sys.stdout.write(bench_issue11.compare(*docs))
+        sys.stdout.write(bench_handoff.compare(*docs))
         return 0
     print(__doc__, file=sys.stderr)
     return 64

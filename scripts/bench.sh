@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
 # scripts/bench.sh [--quick] — dlock against the raw server floor and
-# against peer libraries, side by side in one run (issues #5, #11, #13).
+# against peer libraries, side by side in one run.
 #
 # Builds dlock-bench, starts throwaway servers on free loopback ports — one
 # redis-server, three more as Redlock masters, one ZooKeeper server, one
@@ -12,7 +12,7 @@
 # bench/peers/ (redis-py and tooz on Redis; kazoo and Curator on
 # ZooKeeper) on the same servers with the same counts.  Writes
 # docs/bench/results.json (machine, versions, every result),
-# docs/bench/results.md (tables of ratios, the issues' targets judged from
+# docs/bench/results.md (tables of ratios, the targets judged from
 # the run) and PNG plots, through scripts/bench-report.py.  Two runs, say
 # before and after a change, compare with
 # scripts/bench-report.py compare BEFORE/results.json AFTER/results.json.  Stops every server it started,
@@ -256,7 +256,7 @@ for b in "${backends[@]}"; do
 	done
 done
 
-# Redlock (issue #13): dlock on the Redlock URI beside dlock on its first
+# Redlock: dlock on the Redlock URI beside dlock on its first
 # master, the Redlock floor with and without its fencing round, and the
 # single-master floor, interleaved in one process.
 read -r rounds count warmup <<<"$(latency_args redis)"
@@ -308,7 +308,7 @@ for b in "${backends[@]}"; do
 	run_dlock 1 readers "$b" --waiters "$reader_list" --count "$reader_pairs" --seconds "$tp_seconds"
 done
 
-# Semaphores (issue #14): a permit of 4 beside the mutex and its floor,
+# Semaphores: a permit of 4 beside the mutex and its floor,
 # interleaved; then 4 permits under 8 threads.
 for b in "${backends[@]}"; do
 	read -r rounds count warmup <<<"$(latency_args "$b")"
@@ -316,7 +316,7 @@ for b in "${backends[@]}"; do
 		--seconds "$tp_seconds"
 done
 
-# Election failover (issue #14): a leader killed (lease, session, kernel)
+# Election failover: a leader killed (lease, session, kernel)
 # and a leader resigning, to the next leader.
 for b in redis-ttl2s zk-session4s file; do
 	run_dlock 1 failover "$b" --count "$failovers"

@@ -1,7 +1,7 @@
 """bench_results.py -- reading the results of scripts/bench.sh: selecting
 and combining the rounds of one measurement, and the formatting the
 report's tables share.  Used by scripts/bench-report.py and
-bench_issue11.py; standard library only.
+bench_handoff.py; standard library only.
 """
 
 

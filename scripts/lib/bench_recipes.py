@@ -1,5 +1,5 @@
-"""bench_issue14.py -- the part of the benchmark report about issue #14
-(semaphores and leader election): a semaphore's permit beside the mutex
+"""bench_recipes.py -- the part of the benchmark report about semaphores
+and leader election: a semaphore's permit beside the mutex
 and its floor on each backend, N permits under 2N threads, and an
 election's failover (a leader killed, a leader resigning) by backend.
 
@@ -35,13 +35,13 @@ def _semaphore(res):
 
 
 def section(res):
-    """The markdown of issue #14's measurements."""
+    """The markdown of the semaphore and election measurements."""
     rows, contended = _semaphore(res)
     fo = [(b, what, bound, {s: combine(select(res, mode="failover", backend=b, subject=s))
                             for s in ("killed", "resigned")}) for b, what, bound in FAILOVER]
     if not rows and not any(p["killed"] for _, _, _, p in fo):
         return []
-    md = ["\n## Semaphores and leader election (issue #14)\n"]
+    md = ["\n## Semaphores and leader election\n"]
     if rows:
         md.append("### A semaphore's permit, uncontended\n")
         md.append(table(["backend", "n", "semaphore (4)", "mutex", "floor", "/ mutex", "/ floor"],

@@ -1,5 +1,5 @@
-"""bench_issue12.py -- the part of the benchmark report about issue #12
-(read-write locks): an uncontended READ acquire+release beside the mutex
+"""bench_readers.py -- the part of the benchmark report about read-write
+locks: an uncontended READ acquire+release beside the mutex
 and the floor, measured in the latency mode's rounds; the readers mode's
 read pair as readers pile up (latency and server work per pair) and R
 readers with one writer (reads and writes per second).
@@ -29,7 +29,7 @@ def _work(rec):
 
 def section(res):
     """The markdown of the read-write lock measurements."""
-    md = ["\n## Read-write locks (issue #12)\n"]
+    md = ["\n## Read-write locks\n"]
     rows = []
     for b in BACKENDS:
         d, rd, f = latency(res, b, "dlock"), latency(res, b, "dlock-read"), latency(res, b, "floor")

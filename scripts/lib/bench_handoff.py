@@ -1,5 +1,5 @@
-"""bench_issue11.py -- the part of the benchmark report about issue #11
-(one notification per handoff): its targets, each a ratio of two figures
+"""bench_handoff.py -- the part of the benchmark report about the wait
+queue's handoff (one notification per handoff): its targets, each a ratio of two figures
 measured in the same run and judged here, never by hand; the FIFO check;
 and the comparison of two runs (before and after a change).
 
@@ -25,7 +25,7 @@ def _row(label, backend, value, detail, limit, strict=False):
 
 
 def _info(label, backend, value, detail):
-    """A figure the issue sets no target for, shown beside the targets."""
+    """A figure with no target, shown beside the targets."""
     if value is None:
         return [label, backend, detail or "not measured", "–", None]
     return [label, backend, f"{times(value)} ({detail})", "(no target)", value]
@@ -128,8 +128,8 @@ def target_rows(res):
 
 
 def section(res):
-    """The markdown of the issue's targets and the FIFO check."""
-    md = ["\n## Targets (issue #11)\n"]
+    """The markdown of the handoff targets and the FIFO check."""
+    md = ["\n## Targets (one notification per handoff)\n"]
     rows = target_rows(res)
     md.append(table(["target", "backend", "measured", "result"], [r[:4] for r in rows], left=3))
     md.append("\nEvery ratio is of two figures from the same run: the waiters mode's W=64 and W=1 "
@@ -140,7 +140,7 @@ def section(res):
               "latency mode's dlock, sequential floor (create, get_children, delete, each after the "
               "previous answer) and pipelined floor (create and get_children in flight together, "
               "then delete), interleaved in one process, and Curator's run alternating with it.  "
-              "Judged on means, as the issue's ratios are; the p50 ratio is shown beside them, "
+              "Judged on means, as the targets' ratios are; the p50 ratio is shown beside them, "
               "since on a shared machine a few slow outliers move a mean.  \"Below\" is strict.  "
               "Rows marked (no target) are shown for comparison.")
 

@@ -1,9 +1,9 @@
-"""bench_issue13.py -- the part of the benchmark report about issue #13
-(Redlock on several Redis masters): the redlock mode's uncontended pairs
+"""bench_redlock.py -- the part of the benchmark report about Redlock on
+several Redis masters: the redlock mode's uncontended pairs
 (dlock on the Redlock URI, dlock on its first master alone, the Redlock
 floor with and without its fencing round, the single-master floor, round
-trips), the handoff on Redlock beside the single master's, and the
-issue's target judged from the run.
+trips), the handoff on Redlock beside the single master's, and its
+target judged from the run.
 
 Used by scripts/bench-report.py; standard library only.
 """
@@ -35,12 +35,12 @@ def _mean(rec):
 
 
 def section(res):
-    """The markdown of the Redlock measurements and issue #13's target."""
+    """The markdown of the Redlock measurements and their target."""
     p = _pairs(res)
     if not p["redlock"]:
         return []
     masters = select(res, mode="redlock", backend=BACKEND, subject="redlock")[0].get("masters", "?")
-    md = [f"\n## Redlock ({masters} masters, issue #13)\n",
+    md = [f"\n## Redlock ({masters} masters)\n",
           "### Uncontended acquire + release\n"]
     rows = []
     for s in SUBJECTS:
@@ -72,7 +72,7 @@ def section(res):
         md.append("\nThe Redlock floor's waiter subscribes on every master's release channel and "
                   "tries again after each message; dlock's Redlock waiter does the same with a "
                   "backoff (it has no queue).")
-    md.append("\n### Targets (issue #13)\n")
+    md.append("\n### Targets (Redlock)\n")
     value = ratio(_mean(p["redlock"]), _mean(p["single"]))
     rows = [["Redlock uncontended pair / one master's", f"≤ {TO_SINGLE}",
              f"{times(value)} ({us(_mean(p['redlock']))} vs {us(_mean(p['single']))}, mean)",
