@@ -442,16 +442,20 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
  * from now on.  Waiting readers are woken: they may share.  b->rw_mu
  * held (the read hold's release takes it too).  False if the locks could
  * not be changed: the read hold is then lost, as it never held alone.
+ * The writer's record is cleared while the lock is still ours alone: once
+ * it is shared, readers draw tokens from the counter beside it, and a
+ * rewrite of the counter after that would hand a later holder a token
+ * again.
  */
 static bool pass_to_reader(dlock__backend *b, file_hold *fw, file_hold *fr)
 {
+	write_content(fw->fd, fw->fence, NULL);
 	if (dlock__file_downgrade_locks(fw->fd) != 0) {
 		dlock__log(b->logger, DLOCK_LOG_WARNING, "file %s: cannot turn the write lock into a read "
 		           "lock: %s", fw->path, g_strerror(errno));
 		dlock__hold_report(fr->hold, DLOCK_STATE_LOST);
 		return false;
 	}
-	write_content(fw->fd, fw->fence, NULL);
 	if (dlock__file_slot_write(fw->fd, 0, fr->token) == 0)
 		fr->slot = 0;
 	fr->fd = fw->fd;

@@ -5,6 +5,7 @@
  * is kept out by readers and gets in once they are gone.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -277,6 +278,89 @@ static void test_short_waits_time_out_in_every_mode(void **state)
 	}
 }
 
+/* ---- token order across a downgrade's handover ------------------------ */
+
+#define HANDOVER_READERS 3
+
+typedef struct handover {
+	int stop;          /* atomic */
+	uint64_t max_read; /* atomic: the largest token a reader was granted */
+	int reads;         /* atomic */
+} handover;
+
+/* A reader trying without pause: it gets in the moment the write lock
+ * becomes a downgrade's read lock, and records its token before it
+ * releases. */
+static void *handover_reader(void *data)
+{
+	handover *h = data;
+	test_rw_owner o;
+
+	test_rw_owner_open(&o, uri, "rw/handover", DLOCK_MODE_READ);
+	while (!__atomic_load_n(&h->stop, __ATOMIC_SEQ_CST)) {
+		uint64_t token, seen;
+
+		if (dlock_acquire(o.lock, 0) != DLOCK_OK)
+			continue;
+		token = dlock_fencing_token(o.lock);
+		seen = __atomic_load_n(&h->max_read, __ATOMIC_SEQ_CST);
+		while (seen < token &&
+		       !__atomic_compare_exchange_n(&h->max_read, &seen, token, false, __ATOMIC_SEQ_CST,
+		                                    __ATOMIC_SEQ_CST))
+			;
+		__atomic_add_fetch(&h->reads, 1, __ATOMIC_SEQ_CST);
+		dlock_release(o.lock);
+	}
+	test_rw_owner_close(&o);
+	return NULL;
+}
+
+/*
+ * A write hold released after its owner downgraded hands its lock to the
+ * owner's read hold, and readers may join at once: a writer that comes
+ * after them must still get a larger token than any of theirs.  The
+ * handover once rewrote the lock file's counter after the readers could
+ * draw from it, so a later writer could get a reader's token again.
+ */
+static void test_a_writer_after_a_downgrades_readers_gets_a_larger_token(void **state)
+{
+	handover h = { 0 };
+	pthread_t readers[HANDOVER_READERS];
+	test_rw_owner writer, reader;
+	int rounds = 0, repeated = 0;
+	int64_t until = test_now_ms() + 4000;
+
+	(void)state;
+	test_rw_owner_open(&writer, uri, "rw/handover", DLOCK_MODE_WRITE);
+	assert_int_equal(dlock_lock_new(writer.client, "rw/handover", &reader.lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(reader.lock, DLOCK_MODE_READ), DLOCK_OK);
+	for (int i = 0; i < HANDOVER_READERS; i++)
+		assert_int_equal(pthread_create(&readers[i], NULL, handover_reader, &h), 0);
+	while (test_now_ms() < until) {
+		uint64_t token, before;
+
+		assert_int_equal(dlock_acquire(writer.lock, -1), DLOCK_OK);
+		token = dlock_fencing_token(writer.lock);
+		before = __atomic_load_n(&h.max_read, __ATOMIC_SEQ_CST);
+		if (token <= before && repeated++ == 0)
+			print_message("round %d: write token %" PRIu64 ", a reader before it had %" PRIu64 "\n",
+			              rounds, token, before);
+		assert_int_equal(dlock_acquire(reader.lock, 0), DLOCK_OK);
+		assert_int_equal(dlock_release(writer.lock), DLOCK_OK);
+		assert_int_equal(dlock_release(reader.lock), DLOCK_OK);
+		rounds++;
+	}
+	__atomic_store_n(&h.stop, 1, __ATOMIC_SEQ_CST);
+	for (int i = 0; i < HANDOVER_READERS; i++)
+		pthread_join(readers[i], NULL);
+	print_message("%d rounds, %d reads: %d write tokens not larger than an earlier reader's\n", rounds,
+	              __atomic_load_n(&h.reads, __ATOMIC_SEQ_CST), repeated);
+	dlock_lock_free(reader.lock);
+	test_rw_owner_close(&writer);
+	assert_true(rounds > 10);
+	assert_int_equal(repeated, 0);
+}
+
 static int setup(void **state)
 {
 	test_file_dir_make("dlock-file-rw", &dir, &uri);
@@ -295,6 +379,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_readers_share_writers_exclude_tokens_increase),
+		cmocka_unit_test(test_a_writer_after_a_downgrades_readers_gets_a_larger_token),
 		cmocka_unit_test(test_upgrade_is_refused_at_once),
 		cmocka_unit_test(test_downgrade_keeps_the_read_hold_and_lets_no_writer_in),
 		cmocka_unit_test(test_readers_in_processes_share_and_a_killed_one_frees_its_part),
