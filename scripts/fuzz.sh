@@ -2,14 +2,14 @@
 #
 # scripts/fuzz.sh — build the libFuzzer harnesses of tests/fuzz/ with
 # clang (-fsanitize=fuzzer,address,undefined) into build-fuzz/, and run
-# each for a bounded time.  scripts/test.sh runs it with --seconds 20.
+# each for a bounded time.  scripts/test.sh runs it with --seconds 15.
 #
-# The harnesses link the parsing sources of src/common directly (not the
-# shared library, whose hidden symbols they need).  Each run starts from
-# the seed corpus in tests/fuzz/corpus/<harness>/ plus what earlier runs
-# found (build-fuzz/corpus/<harness>/, never written into the tree).  A
-# crash, leak, sanitizer report, failed check or an input taking over
-# -timeout seconds fails the harness; the input is kept in
+# The harnesses link the parsing sources of src/kit and src/common/config.c
+# directly (not the shared library, whose hidden symbols they need).  Each
+# run starts from the seed corpus in tests/fuzz/corpus/<harness>/ plus what
+# earlier runs found (build-fuzz/corpus/<harness>/, never written into the
+# tree).  A crash, leak, sanitizer report, failed check or an input
+# taking over -timeout seconds fails the harness; the input is kept in
 # build-fuzz/artifacts/<harness>/.
 #
 # The last line is "fuzz.sh: N passed, N failed" (harnesses).
@@ -92,7 +92,8 @@ if [[ -z "$cc" ]]; then
 fi
 
 out=build-fuzz
-sources=(error duration uri options resource holder self config clock)
+sources=(kit/error kit/duration kit/uri kit/options kit/resource kit/holder kit/self common/config
+	kit/clock)
 mkdir -p "$out/obj" "$out/include" || exit 1
 
 # dlock.h, made from include/dlock.h.in with project()'s version as
@@ -121,15 +122,15 @@ read -r -a glib_libs < <(pkg-config --libs glib-2.0) || exit 1
 cflags=(-std=c11 -g -O1 -D_GNU_SOURCE -DDLOCK_BUILDING_LIBRARY
 	-Wall -Wextra -Wno-unused-parameter -Werror
 	-fno-omit-frame-pointer -fno-sanitize-recover=undefined
-	-I"$out/include" -Isrc/common -Isrc "${glib_flags[@]}")
+	-I"$out/include" -Isrc/kit -Isrc/common -Isrc "${glib_flags[@]}")
 
 # The library sources get coverage instrumentation and the sanitizers,
 # without libFuzzer's main; rebuilt only when a source or header changed.
 objects=()
 for s in "${sources[@]}"; do
-	src=src/common/$s.c obj=$out/obj/$s.o
+	src=src/$s.c obj=$out/obj/${s##*/}.o
 	objects+=("$obj")
-	if [[ -f "$obj" && "$obj" -nt "$src" && "$obj" -nt src/common/parse.h &&
+	if [[ -f "$obj" && "$obj" -nt "$src" && "$obj" -nt src/kit/parse.h &&
 		"$obj" -nt src/common/config.h && "$obj" -nt "$out/include/dlock.h" &&
 		"$obj" -nt "$0" ]]; then
 		continue

@@ -167,10 +167,6 @@ dlock_hold dlock__hold_state(dlock__hold *hold, uint64_t *ret_token);
 /* Client teardown: release a hold whatever its count and detach it. */
 void dlock__hold_teardown(dlock__hold *hold);
 
-/* ---- waiters ---------------------------------------------------------- */
-
-void dlock__waiter_cancel(dlock__waiter *waiter);
-
 /* ---- locks ------------------------------------------------------------ */
 
 dlock_lock *dlock__lock_ref(dlock_lock *lock);

@@ -30,7 +30,7 @@
  *
  * The renewing thread also retries deletes that could not be done at
  * release time (server unreachable, or an acquire whose answer never
- * came), on the deferred-cleanup queue of src/common/cleanup.h: 100 ms
+ * came), on the deferred-cleanup queue of src/kit/cleanup.h: 100 ms
  * doubling to 2 s, until done or the lease has ended anyway.  The delete
  * for a try left unanswered waits until the server is done with the try's
  * connection (dlock__redis_conn_settled()): sent on another connection, it

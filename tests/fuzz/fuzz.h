@@ -1,7 +1,7 @@
 /*
  * Shared by the libFuzzer harnesses: each defines LLVMFuzzerTestOneInput
- * over one parser of src/common and checks what must hold for every
- * input, beyond "no crash, no leak, no hang" (the sanitizers and
+ * over one parser of src/kit or src/common and checks what must hold for
+ * every input, beyond "no crash, no leak, no hang" (the sanitizers and
  * libFuzzer's -timeout see to those).
  */
 #ifndef DLOCK_TESTS_FUZZ_H

@@ -1,5 +1,5 @@
 /*
- * Name resolution within a deadline (src/common/resolve.c): lookups that
+ * Name resolution within a deadline (src/kit/resolve.c): lookups that
  * finish just as the caller's deadline passes, over and over.  A wait that
  * gives up must leave nothing of itself behind for the C library's helper
  * thread to touch when the lookup then finishes -- the race a waiting

@@ -5,13 +5,14 @@
  * and address family): far past any caller's deadline.  Backends resolve
  * through here and hand their client libraries IP literals.
  */
-#ifndef DLOCK_COMMON_RESOLVE_H
-#define DLOCK_COMMON_RESOLVE_H
+#ifndef DLOCK_KIT_RESOLVE_H
+#define DLOCK_KIT_RESOLVE_H
 
 #include <stdint.h>
 
+#include "waiter.h"
+
 typedef struct dlock__resolver dlock__resolver;
-typedef struct dlock__waiter dlock__waiter;
 
 /* One per backend; no thread, no I/O. */
 dlock__resolver *dlock__resolver_new(void);

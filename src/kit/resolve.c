@@ -27,7 +27,6 @@
 
 #include <glib.h>
 
-#include "backend.h"
 #include "clock.h"
 #include "error.h"
 #include "resolve.h"

@@ -5,7 +5,6 @@
  */
 #include <stdarg.h>
 
-#include "backend.h"
 #include "log.h"
 
 void dlock__logger_init(dlock__logger *logger)

@@ -8,8 +8,8 @@
  * on failure, leave a message naming what was wrong in
  * dlock_last_error_message() (see error.h).
  */
-#ifndef DLOCK_COMMON_PARSE_H
-#define DLOCK_COMMON_PARSE_H
+#ifndef DLOCK_KIT_PARSE_H
+#define DLOCK_KIT_PARSE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -8,8 +8,8 @@
  * the same safety margin off, so that the loss is declared before the
  * server could give the lock to anyone else.
  */
-#ifndef DLOCK_COMMON_LEASE_H
-#define DLOCK_COMMON_LEASE_H
+#ifndef DLOCK_KIT_LEASE_H
+#define DLOCK_KIT_LEASE_H
 
 #include <stdint.h>
 

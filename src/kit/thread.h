@@ -3,8 +3,8 @@
  * blocked (so the host program's handlers run only on its own threads), and
  * is joined by whoever started it.
  */
-#ifndef DLOCK_COMMON_THREAD_H
-#define DLOCK_COMMON_THREAD_H
+#ifndef DLOCK_KIT_THREAD_H
+#define DLOCK_KIT_THREAD_H
 
 #include <signal.h>
 #include <stdbool.h>

@@ -2,8 +2,8 @@
  * Status codes and the thread-local error detail behind
  * dlock_last_error_message().
  */
-#ifndef DLOCK_COMMON_ERROR_H
-#define DLOCK_COMMON_ERROR_H
+#ifndef DLOCK_KIT_ERROR_H
+#define DLOCK_KIT_ERROR_H
 
 #include <stdint.h>
 

@@ -13,8 +13,8 @@
  * add (dlock__cleanups_due(), _attempt(), _settle()) or with it held
  * (dlock__cleanups_run()).
  */
-#ifndef DLOCK_COMMON_CLEANUP_H
-#define DLOCK_COMMON_CLEANUP_H
+#ifndef DLOCK_KIT_CLEANUP_H
+#define DLOCK_KIT_CLEANUP_H
 
 #include <stdint.h>
 

@@ -15,14 +15,14 @@
  * says so, for a backend that must then let go of what the key stands for
  * (an inotify watch).
  */
-#ifndef DLOCK_COMMON_WAKETABLE_H
-#define DLOCK_COMMON_WAKETABLE_H
+#ifndef DLOCK_KIT_WAKETABLE_H
+#define DLOCK_KIT_WAKETABLE_H
 
 #include <stdbool.h>
 
 #include <glib.h>
 
-#include "backend.h"
+#include "waiter.h"
 
 typedef struct dlock__waketable dlock__waketable;
 typedef struct dlock__wake_entry dlock__wake_entry;

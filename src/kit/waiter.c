@@ -10,8 +10,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <glib.h>
+
 #include "clock.h"
-#include "core.h"
+#include "error.h"
+#include "waiter.h"
 
 struct dlock__waiter {
 	gatomicrefcount ref; /* the owner's, and a waker's while it wakes */

@@ -1,10 +1,10 @@
 /*
  * The client's logger: where the library's messages go (never stdout or
  * stderr).  A client embeds one; backends reach it only through
- * dlock__log() (backend.h).
+ * dlock__log().
  */
-#ifndef DLOCK_COMMON_LOG_H
-#define DLOCK_COMMON_LOG_H
+#ifndef DLOCK_KIT_LOG_H
+#define DLOCK_KIT_LOG_H
 
 #include <glib.h>
 
@@ -18,6 +18,10 @@ struct dlock__logger {
 	void *user_data;
 	dlock_log_level max_level;
 };
+
+/* A message to the logger's callback, if it wants this level. */
+void dlock__log(const dlock__logger *logger, dlock_log_level level, const char *fmt, ...)
+	G_GNUC_PRINTF(3, 4);
 
 void dlock__logger_init(dlock__logger *logger);
 void dlock__logger_clear(dlock__logger *logger);

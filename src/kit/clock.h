@@ -4,8 +4,8 @@
  * is suspended (a lease on the server runs on through a suspend); wall-clock
  * time appears only in holder records shown to people.
  */
-#ifndef DLOCK_COMMON_CLOCK_H
-#define DLOCK_COMMON_CLOCK_H
+#ifndef DLOCK_KIT_CLOCK_H
+#define DLOCK_KIT_CLOCK_H
 
 #include <stdint.h>
 
