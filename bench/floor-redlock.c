@@ -5,7 +5,7 @@
  *
  * A round sends one EVALSHA to every master before it reads any answer,
  * so the masters work at once and the round costs about the slowest of
- * them, as dlock's rounds (src/redis/round.c) do.  The fenced pair is
+ * them, as dlock's rounds (src/redis/redlock-round.c) do.  The fenced pair is
  * dlock's uncontended path: round 1, the acquire script on every master;
  * the token, 1 + the largest counter of the masters that said yes; round
  * 2, the fencing round on those masters; round 3, the release script

@@ -8,9 +8,9 @@
  *   query.c       query: the holder, or every reader
  *   subscriber.c  the one pub/sub connection that wakes waiters
  *   watchdog.c    lease renewal, loss detection, background cleanup
- *   redlock.c     Redlock: N independent masters, quorum, fencing round
- *   round.c       Redlock: one script on every master at once
- *   dial.c        Redlock: connections made without blocking
+ *   redlock.c        Redlock: N independent masters, quorum, fencing round
+ *   redlock-round.c  Redlock: one script on every master at once
+ *   redlock-dial.c   Redlock: connections made without blocking
  *   redlock-watch.c  Redlock: renewal by quorum, loss detection
  *   redlock-query.c  Redlock: the quorum's holder and each master's view
  */
@@ -213,7 +213,7 @@ int dlock__redis_io_error(dlock__backend *b, redisContext *ctx, bool timed_out, 
 /* DLOCK_EBACKEND with the server's message if reply is an error reply. */
 int dlock__redis_reply_error(dlock__backend *b, const redisReply *reply, const char *what);
 
-/* ---- dial.c ---- */
+/* ---- redlock-dial.c ---- */
 /*
  * Connections made without blocking (Redlock rounds).  _start() begins a
  * TCP connect to the first of addrs (taken: numeric addresses, tried in

@@ -4,8 +4,8 @@
  * increasing across holders.
  *
  * An acquire is two rounds, each one script on every master at once
- * (round.c).  The first sets the key where it is free and returns each
- * such master's counter without drawing from it.  The token is 1 + the
+ * (redlock-round.c).  The first sets the key where it is free and returns
+ * each such master's counter without drawing from it.  The token is 1 + the
  * largest counter of the quorum; the second round (the fencing round)
  * raises the counter of each of those masters to the token, only while
  * it still holds our key.  Any two quorums share a master, so a later

@@ -1,6 +1,7 @@
 /*
- * Redlock's internals, shared by redlock.c, round.c and redlock-watch.c:
- * a round (one script on every master at once) and the lease of a hold.
+ * Redlock's internals, shared by redlock.c, redlock-round.c and
+ * redlock-watch.c: a round (one script on every master at once) and the
+ * lease of a hold.
  */
 #ifndef DLOCK_REDIS_REDLOCK_H
 #define DLOCK_REDIS_REDLOCK_H

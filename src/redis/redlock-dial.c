@@ -1,7 +1,7 @@
 /*
  * Connections made without blocking, for Redlock rounds: one thread makes
  * a new connection to each master at once, its socket polled together
- * with the other masters' answers (round.c).  The TCP connect, then AUTH,
+ * with the other masters' answers (redlock-round.c).  The TCP connect, then AUTH,
  * SELECT and INFO server pipelined in one write; a step runs each time
  * poll() finds the socket ready.  INFO tells the server's run_id, which a
  * round compares across masters: one server named twice would count

@@ -2,7 +2,7 @@
  * A Redlock round: one script sent to every master at once, the answers
  * read as they come, on one thread.  A master with a pooled connection
  * gets the script at once; one without gets a new connection made without
- * blocking (conn.c: the TCP connect, then AUTH, SELECT and INFO server in
+ * blocking (redlock-dial.c: the TCP connect, then AUTH, SELECT and INFO server in
  * one write) and the script once that is done.  One poll() waits on every
  * socket -- connecting, setting up or waiting for an answer -- so a round
  * costs the slowest master, not the sum, and a master that stalls at any
