@@ -90,11 +90,7 @@ int dlock__zk_attempt_reconnect(zk_attempt *a, zk_session *s)
 
 int dlock__zk_attempt_unexpected(zk_attempt *a, int zrc, const char *what, const char *path)
 {
-	if (zrc == ZNOAUTH)
-		return dlock__error(DLOCK_EACCES, "%s: not allowed to %s %s: its ACL does not admit these "
-		                    "credentials (another user or password made it)", a->b->label, what, path);
-	return dlock__error(DLOCK_EBACKEND, "%s: %s %s: %s", a->b->label, what, path,
-	                    dlock__zk_strerror(zrc));
+	return dlock__zk_rc_error(a->b, zrc, what, path);
 }
 
 /* Create the resource's node and its parents as containers. */

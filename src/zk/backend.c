@@ -60,24 +60,6 @@ char *dlock__zk_dir(const dlock__backend *b, const char *resource)
 	return g_strconcat(b->root, "/", resource, NULL);
 }
 
-/* ZSESSIONMOVED: the session was re-established on another server while
- * the request was on its way; the server that got it refused it and drops
- * the connection, but the session lives on, with whatever nodes it has. */
-bool dlock__zk_rc_connection(int zrc)
-{
-	return zrc == ZCONNECTIONLOSS || zrc == ZOPERATIONTIMEOUT || zrc == ZSESSIONMOVED;
-}
-
-bool dlock__zk_rc_session_ended(int zrc)
-{
-	return zrc == ZSESSIONEXPIRED || zrc == ZINVALIDSTATE || zrc == ZCLOSING || zrc == ZAUTHFAILED;
-}
-
-const char *dlock__zk_strerror(int zrc)
-{
-	return zerror(zrc);
-}
-
 static int check_resource(const dlock__backend *b, const char *resource)
 {
 	char *segment = dlock__zk_ambiguous_segment(resource);

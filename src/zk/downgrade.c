@@ -67,8 +67,7 @@ static int create_beside(dlock__backend *b, zk_session *s, dlock__waiter *waiter
 		if (zrc == ZNONODE || dlock__zk_rc_session_ended(zrc))
 			return DLOCK_ELOST;
 		if (!dlock__zk_rc_connection(zrc))
-			return dlock__error(DLOCK_EBACKEND, "%s: create %s: %s", b->label, path,
-			                    dlock__zk_strerror(zrc));
+			return dlock__zk_rc_error(b, zrc, "create", path);
 	}
 }
 

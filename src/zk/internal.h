@@ -1,6 +1,7 @@
 /*
  * The ZooKeeper backend's internals, shared by its files:
  *   backend.c  options, paths, open/close, the ops table
+ *   errors.c   what each ZooKeeper result code means to dlock (one table)
  *   nodes.c    lock node names and their order (pure; see nodes.h)
  *   session.c  sessions: state, loss detection, the session thread
  *   servers.c  the servers' names resolved, and again while some are missing
@@ -147,6 +148,8 @@ typedef struct zk_call {
 /* ---- backend.c ---- */
 /* "<root>/<resource>" */
 char *dlock__zk_dir(const dlock__backend *b, const char *resource);
+
+/* ---- errors.c: what each result code means (its table) ---- */
 /* The ZooKeeper error as text, for messages. */
 const char *dlock__zk_strerror(int zrc);
 /* Whether zrc means the request may not have reached the server or its
@@ -154,6 +157,10 @@ const char *dlock__zk_strerror(int zrc);
 bool dlock__zk_rc_connection(int zrc);
 /* Whether zrc means the session is over. */
 bool dlock__zk_rc_session_ended(int zrc);
+/* The status and message for an answer the caller did not expect to
+ * "what path" ("create /dlock/x"): DLOCK_EACCES for an ACL's refusal,
+ * else DLOCK_EBACKEND. */
+int dlock__zk_rc_error(const dlock__backend *b, int zrc, const char *what, const char *path);
 
 /* ---- session.c ---- */
 zk_session *dlock__zk_session_ref(zk_session *s);
