@@ -3,7 +3,10 @@
  *   backend.c  options, paths, open/close, the ops table
  *   errors.c   what each ZooKeeper result code means to dlock (one table)
  *   nodes.c    lock node names and their order (pure; see nodes.h)
- *   session.c  sessions: state, loss detection, the session thread
+ *   session.c  sessions: state, contact, holds' reports, watches, waiting
+ *   session-thread.c  the session thread: probes, expiry by dlock's clock,
+ *              closing ended sessions, lookups of missing servers again
+ *   deletes.c  deletes in the background, again after a reconnect
  *   servers.c  the servers' names resolved, and again while some are missing
  *   sweep.c    finding and deleting nodes whose create went unanswered
  *   cloexec.c  close-on-exec for the client library's descriptors
@@ -221,14 +224,46 @@ bool dlock__zk_session_untrack(zk_session *s, zk_node *node);
  * those whose answers arrive while its handle is closed. */
 void dlock__zk_request_sent_locked(zk_session *s);
 void dlock__zk_request_done(zk_session *s);
+/* When s may have expired on the server, by dlock's count: its last
+ * contact plus the negotiated timeout, less the lease margin.  s->mu
+ * held. */
+int64_t dlock__zk_session_expiry_locked(const zk_session *s);
+/* dlock__zk_session_contact() with s->mu held. */
+void dlock__zk_session_contact_locked(zk_session *s, int64_t sent_us);
+/*
+ * End s (expired, auth refused, or dlock's timer ran out): every hold on
+ * it is lost, waiters move on, and the session thread will close it.
+ * b->mu and s->mu held; returns the holds to report LOST
+ * (dlock__zk_holds_report()), and adds to notes what to log after.
+ */
+GPtrArray *dlock__zk_session_end_locked(dlock__backend *b, zk_session *s, const char *reason,
+                                        GPtrArray *notes);
+/* Report state to each hold of holds (referenced; may be NULL), and
+ * unreference the array. */
+void dlock__zk_holds_report(GPtrArray *holds, dlock_state state);
+/*
+ * What the session code has to say while it holds b->mu or s->mu is
+ * noted and logged once they are released (the user's log callback may
+ * block): a list of notes, and its flush, with no lock held, which logs
+ * and empties it.
+ */
+GPtrArray *dlock__zk_notes_new(void);
+void dlock__zk_notes_flush(dlock__backend *b, GPtrArray *notes);
+
+/* ---- session-thread.c ---- */
+/* The session thread's body (data: the backend), started lazily by the
+ * first session. */
+gpointer dlock__zk_session_thread(gpointer data);
+/* Stop the session thread and close every session (backend close). */
+void dlock__zk_sessions_stop(dlock__backend *b);
+
+/* ---- deletes.c ---- */
 /* Delete path in the background: now if possible, and again after each
  * reconnect, until it is gone or the session ends.  Any thread. */
 void dlock__zk_delete_later(zk_session *s, const char *path);
 /* Send the delete of path now; s->mu held.  Kept for the next reconnect
  * if there is no connection; nothing if s has ended. */
 void dlock__zk_delete_send_locked(zk_session *s, const char *path);
-/* Stop the session thread and close every session (backend close). */
-void dlock__zk_sessions_stop(dlock__backend *b);
 
 /* ---- servers.c ---- */
 /*

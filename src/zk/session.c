@@ -1,6 +1,6 @@
 /*
- * ZooKeeper sessions: connection state, hold reports, loss detection and
- * the session thread.
+ * ZooKeeper sessions: connection state, hold reports, loss detection (the
+ * session thread that acts on it is session-thread.c).
  *
  * A backend uses one session at a time ("current").  The client library
  * reports connection loss and reconnection; dlock turns them into
@@ -37,18 +37,13 @@
 #include "lease.h"
 #include "thread.h"
 
-/* The session thread looks at each session at least this often. */
-#define TICK_US (1000 * 1000)
-/* How long closing a connected session waits for answers still due. */
-#define CLOSE_SETTLE_US (500 * 1000)
-
 /*
  * When the session may have expired on the server, by our count: its last
  * contact plus the negotiated timeout, less the lease margin (lease.h).
  * The server counts its timeout from when it last heard from us, which is
  * after we sent, so counting from the send time is safe.  s->mu held.
  */
-static int64_t expiry_locked(const zk_session *s)
+int64_t dlock__zk_session_expiry_locked(const zk_session *s)
 {
 	return dlock__lease_end_us(s->contact_us, s->timeout_ms);
 }
@@ -61,7 +56,7 @@ static int64_t expiry_locked(const zk_session *s)
  */
 static void bounds_push_locked(zk_session *s)
 {
-	int64_t until = expiry_locked(s);
+	int64_t until = dlock__zk_session_expiry_locked(s);
 
 	for (guint i = 0; i < s->holds->len; i++) {
 		zk_node *node = s->holds->pdata[i];
@@ -71,7 +66,7 @@ static void bounds_push_locked(zk_session *s)
 }
 
 /* Record the send time of a request the server answered.  s->mu held. */
-static void contact_locked(zk_session *s, int64_t sent_us)
+void dlock__zk_session_contact_locked(zk_session *s, int64_t sent_us)
 {
 	if (sent_us <= s->contact_us)
 		return;
@@ -133,7 +128,7 @@ static void note_free(note *n)
 	g_free(n);
 }
 
-static GPtrArray *notes_new(void)
+GPtrArray *dlock__zk_notes_new(void)
 {
 	return g_ptr_array_new_with_free_func((GDestroyNotify)note_free);
 }
@@ -154,7 +149,7 @@ static void note_add(GPtrArray *notes, dlock_log_level level, const char *fmt, .
 }
 
 /* Log the notes (with no lock held) and empty the list. */
-static void notes_flush(dlock__backend *b, GPtrArray *notes)
+void dlock__zk_notes_flush(dlock__backend *b, GPtrArray *notes)
 {
 	for (guint i = 0; i < notes->len; i++) {
 		note *n = notes->pdata[i];
@@ -183,7 +178,7 @@ static void wake_all_locked(zk_session *s)
 	dlock__waketable_wake_all(s->waiters);
 }
 
-static void report(GPtrArray *holds, dlock_state state)
+void dlock__zk_holds_report(GPtrArray *holds, dlock_state state)
 {
 	if (!holds)
 		return;
@@ -198,7 +193,8 @@ static void report(GPtrArray *holds, dlock_state state)
  * Called with b->mu and s->mu held; returns the holds to report LOST, and
  * adds to notes what to log after.
  */
-static GPtrArray *end_locked(dlock__backend *b, zk_session *s, const char *reason, GPtrArray *notes)
+GPtrArray *dlock__zk_session_end_locked(dlock__backend *b, zk_session *s, const char *reason,
+                                        GPtrArray *notes)
 {
 	s->phase = ZK_ENDED;
 	s->end_reason = reason;
@@ -217,7 +213,7 @@ static GPtrArray *end_locked(dlock__backend *b, zk_session *s, const char *reaso
 static void state_changed(zk_session *s, zhandle_t *zh, int state)
 {
 	dlock__backend *b = s->b;
-	GPtrArray *holds = NULL, *notes = notes_new();
+	GPtrArray *holds = NULL, *notes = dlock__zk_notes_new();
 	dlock_state what = DLOCK_STATE_SUSPENDED;
 
 	g_mutex_lock(&b->mu);
@@ -257,17 +253,17 @@ static void state_changed(zk_session *s, zhandle_t *zh, int state)
 			g_cond_broadcast(&b->cond);
 		}
 	} else if (state == ZOO_EXPIRED_SESSION_STATE) {
-		holds = end_locked(b, s, "expired by the server", notes);
+		holds = dlock__zk_session_end_locked(b, s, "expired by the server", notes);
 		what = DLOCK_STATE_LOST;
 	} else if (state == ZOO_AUTH_FAILED_STATE) {
-		holds = end_locked(b, s, "authentication refused", notes);
+		holds = dlock__zk_session_end_locked(b, s, "authentication refused", notes);
 		what = DLOCK_STATE_LOST;
 	}
 	g_mutex_unlock(&s->mu);
 	g_mutex_unlock(&b->mu);
-	notes_flush(b, notes);
+	dlock__zk_notes_flush(b, notes);
 	g_ptr_array_unref(notes);
-	report(holds, what);
+	dlock__zk_holds_report(holds, what);
 }
 
 void dlock__zk_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
@@ -293,7 +289,7 @@ void dlock__zk_watcher(zhandle_t *zh, int type, int state, const char *path, voi
 void dlock__zk_session_contact(zk_session *s, int64_t sent_us)
 {
 	g_mutex_lock(&s->mu);
-	contact_locked(s, sent_us);
+	dlock__zk_session_contact_locked(s, sent_us);
 	g_mutex_unlock(&s->mu);
 }
 
@@ -303,21 +299,16 @@ bool dlock__zk_session_fresh(zk_session *s)
 
 	g_mutex_lock(&s->mu);
 	fresh = s->phase != ZK_ENDED &&
-	        dlock__boot_us() + dlock__lease_margin_us(s->timeout_ms) < expiry_locked(s);
+	        dlock__boot_us() + dlock__lease_margin_us(s->timeout_ms) < dlock__zk_session_expiry_locked(s);
 	g_mutex_unlock(&s->mu);
 	return fresh;
 }
 
 /* ---- opening and waiting ---------------------------------------------- */
 
-static gpointer session_thread(gpointer data);
-
 /* The first pause before names left out of a session are looked up
- * again, and the longest (servers.c). */
+ * again (servers.c). */
 #define RESOLVE_FIRST_US (500 * 1000)
-#define RESOLVE_MAX_US (10 * 1000 * 1000)
-/* How long one round of those lookups may take. */
-#define RESOLVE_BUDGET_US (500 * 1000)
 
 /* Open a session on servers, "ip:port,..." (no I/O: the client library
  * connects in its own thread), missing names having been left out of it.
@@ -370,7 +361,7 @@ static int session_open(dlock__backend *b, const char *servers, unsigned missing
 
 	g_ptr_array_add(b->sessions, s);           /* the list's reference */
 	b->current = dlock__zk_session_ref(s);     /* current's reference */
-	dlock__lazy_thread_get_locked(&b->thread, "dlock-zksession", NULL, session_thread, b);
+	dlock__lazy_thread_get_locked(&b->thread, "dlock-zksession", NULL, dlock__zk_session_thread, b);
 	*ret = s;
 	return DLOCK_OK;
 }
@@ -610,10 +601,10 @@ bool dlock__zk_session_track(zk_session *s, zk_node *node)
 	phase = s->phase;
 	if (phase != ZK_ENDED) {
 		g_ptr_array_add(s->holds, node);
-		dlock__hold_set_valid_until(node->hold, expiry_locked(s));
+		dlock__hold_set_valid_until(node->hold, dlock__zk_session_expiry_locked(s));
 		if (s->holds->len == 1)
 			s->probe_due_us = dlock__boot_us() + s->timeout_ms * 1000 / 3;
-		due = MIN(expiry_locked(s), s->probe_due_us);
+		due = MIN(dlock__zk_session_expiry_locked(s), s->probe_due_us);
 	}
 	/* Granted by an answer that came just before the connection dropped:
 	 * the disconnection was reported before this hold existed.  Told
@@ -652,335 +643,4 @@ void dlock__zk_request_done(zk_session *s)
 	if (--s->outstanding == 0)
 		g_cond_broadcast(&s->settled);
 	g_mutex_unlock(&s->mu);
-}
-
-/* ---- background deletes ------------------------------------------------ */
-
-typedef struct delete_ctx {
-	zk_session *session;
-	char *path;
-} delete_ctx;
-
-static void delete_ctx_free(delete_ctx *ctx)
-{
-	dlock__zk_session_unref(ctx->session);
-	g_free(ctx->path);
-	g_free(ctx);
-}
-
-static dlock__cleanup_result delete_try(gpointer data, gpointer ctx);
-
-static const dlock__cleanup_ops delete_ops = { delete_try, g_free };
-
-/* Keep path's delete for the next reconnect; s->mu held. */
-static void delete_keep_locked(zk_session *s, char *path)
-{
-	dlock__cleanups_add(s->cleanups, &delete_ops, path, INT64_MAX, dlock__boot_us());
-}
-
-static void delete_done(int rc, const void *data)
-{
-	delete_ctx *ctx = (delete_ctx *)data;
-	zk_session *s = ctx->session;
-
-	if (dlock__zk_rc_connection(rc)) {
-		/* Sent again by the session thread after the next reconnect. */
-		g_mutex_lock(&s->mu);
-		if (s->phase != ZK_ENDED) {
-			delete_keep_locked(s, ctx->path);
-			ctx->path = NULL;
-		}
-		g_mutex_unlock(&s->mu);
-	} else if (rc != ZOK && rc != ZNONODE && !dlock__zk_rc_session_ended(rc)) {
-		dlock__log(s->b->logger, DLOCK_LOG_WARNING, "%s: cannot delete %s: %s", s->b->label,
-		           ctx->path, dlock__zk_strerror(rc));
-	}
-	dlock__zk_request_done(s);
-	delete_ctx_free(ctx);
-}
-
-/*
- * Send the delete of path (the completion takes it from there): done, or
- * to retry if the client refused it for want of a connection, else given
- * up.  s->mu held, which keeps the handle open meanwhile.
- */
-static dlock__cleanup_result delete_try(gpointer data, gpointer session)
-{
-	zk_session *s = session;
-	const char *path = data;
-	delete_ctx *ctx = g_new0(delete_ctx, 1);
-	int rc;
-
-	ctx->session = dlock__zk_session_ref(s);
-	ctx->path = g_strdup(path);
-	dlock__zk_request_sent_locked(s);
-	rc = zoo_adelete(s->zh, path, -1, delete_done, ctx);
-	if (rc == ZOK)
-		return DLOCK__CLEANUP_DONE;
-	s->outstanding--;
-	/* Not queued: no completion will run.  The caller holds another
-	 * reference, so this unref cannot free s under its own mutex. */
-	delete_ctx_free(ctx);
-	return dlock__zk_rc_connection(rc) ? DLOCK__CLEANUP_RETRY : DLOCK__CLEANUP_GIVE_UP;
-}
-
-void dlock__zk_delete_send_locked(zk_session *s, const char *path)
-{
-	if (s->phase == ZK_ENDED)
-		return; /* the node ends with its session */
-	if (delete_try((gpointer)path, s) == DLOCK__CLEANUP_RETRY)
-		delete_keep_locked(s, g_strdup(path));
-}
-
-void dlock__zk_delete_later(zk_session *s, const char *path)
-{
-	g_mutex_lock(&s->mu);
-	dlock__zk_delete_send_locked(s, path);
-	g_mutex_unlock(&s->mu);
-}
-
-/* ---- the session thread ------------------------------------------------- */
-
-/* The send time of a keep-alive probe (a sync: the server we talk to
- * passes it to the leader) travels with it, so that its answer records
- * exactly when the request left. */
-typedef struct probe_ctx {
-	zk_session *session;
-	int64_t sent_us;
-} probe_ctx;
-
-static void probe_answered(int rc, const char *value, const void *data)
-{
-	probe_ctx *ctx = (probe_ctx *)data;
-	zk_session *s = ctx->session;
-
-	(void)value;
-	g_mutex_lock(&s->mu);
-	s->probing = false;
-	if (rc == ZOK || rc == ZNONODE)
-		contact_locked(s, ctx->sent_us);
-	g_mutex_unlock(&s->mu);
-	dlock__zk_request_done(s);
-	dlock__zk_session_unref(s);
-	g_free(ctx);
-}
-
-/* Send a keep-alive probe; s->mu held. */
-static void probe_send_locked(zk_session *s, int64_t now)
-{
-	probe_ctx *ctx = g_new0(probe_ctx, 1);
-
-	ctx->session = dlock__zk_session_ref(s);
-	ctx->sent_us = now;
-	s->probing = true;
-	dlock__zk_request_sent_locked(s);
-	if (zoo_async(s->zh, "/", probe_answered, ctx) != ZOK) {
-		s->outstanding--;
-		s->probing = false;
-		g_atomic_ref_count_dec(&s->ref); /* the caller holds another */
-		g_free(ctx);
-	}
-}
-
-/*
- * Whether a session is worth keeping alive: it holds locks, or acquires
- * wait on it with their nodes queued.  A waiter's session that ended
- * would cost it its place in the queue, so it is probed like a holder's:
- * otherwise its last contact is whenever its last request was answered,
- * which may be far longer ago than the session timeout, and a short
- * disconnection would end it at once.  s->mu held.
- */
-static bool in_use_locked(const zk_session *s)
-{
-	return s->holds->len > 0 || dlock__waketable_count(s->waiters, ZK_SESSION_WAITERS) > 0;
-}
-
-/*
- * One pass over the sessions, with b->mu held: declare lost the sessions
- * whose timer ran out, send probes and retried deletes, and take ended
- * sessions off the list (into to_close).  Returns when it wants to run
- * next (CLOCK_BOOTTIME), the holds to report LOST in lost, what to log in
- * notes, and the nearest session expiry in *ret_expiry (INT64_MAX: none).
- */
-static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lost,
-                           GPtrArray *notes, int64_t *ret_expiry)
-{
-	int64_t now = dlock__boot_us();
-	int64_t next = now + TICK_US;
-
-	*ret_expiry = INT64_MAX;
-
-	for (guint i = 0; i < b->sessions->len;) {
-		zk_session *s = b->sessions->pdata[i];
-
-		g_mutex_lock(&s->mu);
-		if (s->phase != ZK_ENDED && s->ever_connected &&
-		    (s->phase == ZK_CONNECTING || s->holds->len > 0)) {
-			int64_t expiry = expiry_locked(s);
-
-			if (now >= expiry) {
-				GPtrArray *holds = end_locked(b, s, "no contact with a server within the session timeout",
-				                              notes);
-
-				g_ptr_array_extend_and_steal(lost, holds);
-			} else {
-				next = MIN(next, expiry);
-				*ret_expiry = MIN(*ret_expiry, expiry);
-			}
-		}
-		if (s->phase == ZK_CONNECTED) {
-			if (in_use_locked(s) && !s->probing) {
-				if (now >= s->probe_due_us) {
-					probe_send_locked(s, now);
-					s->probe_due_us = now + s->timeout_ms * 1000 / 3;
-				}
-				next = MIN(next, s->probe_due_us);
-			}
-			/* The time read under s->mu: everything queued before is due. */
-			dlock__cleanups_run(s->cleanups, dlock__boot_us());
-		}
-		if (s->phase == ZK_ENDED) {
-			g_mutex_unlock(&s->mu);
-			g_ptr_array_add(to_close, g_ptr_array_steal_index(b->sessions, i));
-			continue;
-		}
-		g_mutex_unlock(&s->mu);
-		i++;
-	}
-	return next;
-}
-
-/*
- * Close a session's handle: with the server's cooperation if it is still
- * reachable (our ephemeral nodes go at once), otherwise locally.  Never on
- * the completion thread, and with no lock held: it waits for that thread.
- */
-static void session_close(zk_session *s)
-{
-	int64_t until = dlock__mono_us() + CLOSE_SETTLE_US;
-	zhandle_t *zh;
-
-	g_mutex_lock(&s->mu);
-	zh = s->zh;
-	/* The client library loses a completion whose answer arrives while
-	 * zookeeper_close() takes the handle apart (with what it refers to:
-	 * a call, a session reference), so the answers still due on a
-	 * connected session are let in first; on a healthy server that is a
-	 * round trip. */
-	while (s->phase == ZK_CONNECTED && s->outstanding > 0 &&
-	       g_cond_wait_until(&s->settled, &s->mu, until))
-		;
-	s->phase = ZK_ENDED;
-	g_mutex_unlock(&s->mu);
-	if (zh)
-		zookeeper_close(zh);
-	/* After zookeeper_close no callback runs; s->zh is not used again
-	 * (every sender checks the phase first). */
-	dlock__cleanups_clear(s->cleanups);
-	dlock__zk_session_unref(s);
-}
-
-/*
- * A session whose list lacks servers whose names did not resolve, and
- * that is not connected, once its pause has passed: referenced, its next
- * look set a longer pause ahead (servers.c).  NULL if none, and
- * *ret_next the earliest time one will be due (INT64_MAX: none).  b->mu
- * held.
- */
-static zk_session *refresh_due_locked(dlock__backend *b, int64_t *ret_next)
-{
-	int64_t now = dlock__boot_us();
-
-	*ret_next = INT64_MAX;
-	for (guint i = 0; i < b->sessions->len; i++) {
-		zk_session *s = b->sessions->pdata[i];
-		bool due = false;
-
-		g_mutex_lock(&s->mu);
-		if (s->phase == ZK_CONNECTING && s->missing > 0) {
-			due = now >= s->resolve_due_us;
-			if (due) {
-				s->resolve_pause_us = MIN(s->resolve_pause_us * 2, RESOLVE_MAX_US);
-				s->resolve_due_us = now + s->resolve_pause_us;
-			}
-			*ret_next = MIN(*ret_next, s->resolve_due_us);
-		}
-		g_mutex_unlock(&s->mu);
-		if (due)
-			return dlock__zk_session_ref(s);
-	}
-	return NULL;
-}
-
-static gpointer session_thread(gpointer data)
-{
-	dlock__backend *b = data;
-
-	GPtrArray *notes = notes_new();
-	zk_session *refresh;
-
-	g_mutex_lock(&b->mu);
-	while (!b->stopping) {
-		GPtrArray *to_close = g_ptr_array_new();
-		GPtrArray *lost = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__hold_unref);
-		int64_t expiry, resolve_next;
-		int64_t next = pass_locked(b, to_close, lost, notes, &expiry);
-
-		if (to_close->len > 0 || lost->len > 0 || notes->len > 0) {
-			g_mutex_unlock(&b->mu);
-			notes_flush(b, notes);
-			report(lost, DLOCK_STATE_LOST);
-			for (guint i = 0; i < to_close->len; i++)
-				session_close(to_close->pdata[i]);
-			g_ptr_array_unref(to_close);
-			g_mutex_lock(&b->mu);
-			continue;
-		}
-		g_ptr_array_unref(lost);
-		g_ptr_array_unref(to_close);
-		if ((refresh = refresh_due_locked(b, &resolve_next))) {
-			/* The lookups take at most half a second, and never past
-			 * a session's expiry, so that no LOST comes late; a
-			 * probe may wait for them (no connected session is
-			 * refreshed). */
-			int64_t budget = MIN(expiry - dlock__boot_us(), RESOLVE_BUDGET_US);
-
-			g_mutex_unlock(&b->mu);
-			dlock__zk_servers_refresh(b, refresh, dlock__mono_us() + MAX(budget, 0));
-			dlock__zk_session_unref(refresh);
-			g_mutex_lock(&b->mu);
-			continue;
-		}
-		b->thread_wake_us = MAX(MIN(next, resolve_next), dlock__boot_us() + 1000);
-		g_cond_wait_until(&b->cond, &b->mu,
-		                  dlock__mono_us() + (b->thread_wake_us - dlock__boot_us()));
-		b->thread_wake_us = 0;
-	}
-	g_mutex_unlock(&b->mu);
-	g_ptr_array_unref(notes);
-	return NULL;
-}
-
-void dlock__zk_sessions_stop(dlock__backend *b)
-{
-	GPtrArray *sessions;
-
-	g_mutex_lock(&b->mu);
-	b->stopping = true;
-	g_cond_broadcast(&b->cond);
-	g_mutex_unlock(&b->mu);
-	dlock__lazy_thread_stop(&b->thread, &b->mu, NULL);
-
-	g_mutex_lock(&b->mu);
-	sessions = b->sessions;
-	b->sessions = g_ptr_array_new();
-	if (b->current) {
-		g_atomic_ref_count_dec(&b->current->ref); /* the list holds another */
-		b->current = NULL;
-	}
-	g_mutex_unlock(&b->mu);
-	/* Closing tells the servers: our nodes go at once. */
-	for (guint i = 0; i < sessions->len; i++)
-		session_close(sessions->pdata[i]);
-	g_ptr_array_unref(sessions);
 }
