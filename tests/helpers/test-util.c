@@ -241,6 +241,19 @@ bool test_read_line(int fd, char *buf, size_t len, int64_t timeout_ms)
 	return true;
 }
 
+bool test_read_line_prefixed(int fd, const char *prefix, char *buf, size_t len, int64_t timeout_ms)
+{
+	int64_t until = test_now_ms() + timeout_ms;
+
+	do {
+		int64_t left = until - test_now_ms();
+
+		if (left <= 0 || !test_read_line(fd, buf, len, left))
+			return false;
+	} while (!g_str_has_prefix(buf, prefix));
+	return true;
+}
+
 void test_run_threads(int n, void *(*fn)(void *), void *arg)
 {
 	pthread_t *tids = g_new(pthread_t, n);

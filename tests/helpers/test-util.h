@@ -112,6 +112,9 @@ pid_t test_spawn_worker_io(const char *const *args, int *ret_in_fd, int *ret_out
 /* Read one line (without '\n') from fd into buf; false at EOF or after
  * timeout_ms. */
 bool test_read_line(int fd, char *buf, size_t len, int64_t timeout_ms);
+/* Read lines from fd until one begins with prefix (into buf); false at
+ * EOF or when none came within timeout_ms. */
+bool test_read_line_prefixed(int fd, const char *prefix, char *buf, size_t len, int64_t timeout_ms);
 /* Write a whole string to fd; false on error. */
 bool test_write_str(int fd, const char *text);
 /* Run fn(arg) on n threads at once and wait for them all. */

@@ -141,22 +141,9 @@ static bool main_thread_settled(void *arg)
 /* The next line from the worker that starts with prefix ("state" lines
  * from its callback thread may come in between); false if none comes
  * within timeout_ms. */
-static bool next_line(worker *w, const char *prefix, char *line, size_t len, int64_t timeout_ms)
-{
-	int64_t until = test_now_ms() + timeout_ms;
-
-	do {
-		int64_t left = until - test_now_ms();
-
-		if (left <= 0 || !test_read_line(w->fd_out, line, len, left))
-			return false;
-	} while (!g_str_has_prefix(line, prefix));
-	return true;
-}
-
 static void expect_line(worker *w, const char *prefix, char *line, size_t len)
 {
-	if (!next_line(w, prefix, line, len, 30000 * test_slack_factor()))
+	if (!test_read_line_prefixed(w->fd_out, prefix, line, len, 30000 * test_slack_factor()))
 		fail_msg("no '%s' line from the worker", prefix);
 }
 
@@ -215,7 +202,7 @@ static void test_downgrade_after_its_write_hold_ended_never_shares_with_a_writer
 
 	/* Now the downgrade runs on, while the other client holds WRITE. */
 	test_thread_thaw(w.pid);
-	early = next_line(&w, "downgrade ", line, sizeof(line), 1500);
+	early = test_read_line_prefixed(w.fd_out, "downgrade ", line, sizeof(line), 1500);
 	if (early) {
 		print_message("worker, while another client holds WRITE: %s\n", line);
 		if (strcmp(line, "downgrade 0 held=1") == 0)

@@ -115,22 +115,9 @@ typedef struct worker {
 
 /* The next line from the worker that starts with prefix; false if none
  * comes within timeout_ms. */
-static bool next_line(worker *w, const char *prefix, char *line, size_t len, int64_t timeout_ms)
-{
-	int64_t until = test_now_ms() + timeout_ms;
-
-	do {
-		int64_t left = until - test_now_ms();
-
-		if (left <= 0 || !test_read_line(w->fd_out, line, len, left))
-			return false;
-	} while (!g_str_has_prefix(line, prefix));
-	return true;
-}
-
 static void expect_line(worker *w, const char *prefix, char *line, size_t len)
 {
-	if (!next_line(w, prefix, line, len, 30000 * test_slack_factor()))
+	if (!test_read_line_prefixed(w->fd_out, prefix, line, len, 30000 * test_slack_factor()))
 		fail_msg("no '%s' line from the worker", prefix);
 }
 
@@ -257,7 +244,7 @@ static void late_answer_grants_nothing(const char *kind)
 	for (guint i = 0; i < tids->len; i++)
 		if (g_array_index(tids, pid_t, i) != session_tid)
 			test_thread_thaw(g_array_index(tids, pid_t, i));
-	if (next_line(&w, "acquired ", line, sizeof(line), 3000)) {
+	if (test_read_line_prefixed(w.fd_out, "acquired ", line, sizeof(line), 3000)) {
 		print_message("worker, while the other client holds (token %" PRIu64 "): %s\n", token, line);
 		fail_msg("the %s was granted while another client holds", kind);
 	}
