@@ -23,6 +23,7 @@
 #include "error.h"
 #include "internal.h"
 #include "lease.h"
+#include "scripts-lua.h"
 
 #define BACKOFF_FIRST_US (50 * 1000)
 #define BACKOFF_CAP_US (1000 * 1000)
@@ -89,9 +90,19 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
                            int *ret_rc)
 {
 	char ttl[24], ticket[24] = "", entry_lease[24];
-	const char *words[11] = { lease->names.key, lease->names.fence, lease->names.queue,
-	                          lease->names.permits, lease->token, ttl, place ? lease->id : "",
-	                          ticket, entry_lease, lease->mode, place && place->polls ? "~" : "" };
+	const char *words[ACQUIRE_WORDS] = {
+		[ACQUIRE_KEY_LOCK] = lease->names.key,
+		[ACQUIRE_KEY_FENCE] = lease->names.fence,
+		[ACQUIRE_KEY_QUEUE] = lease->names.queue,
+		[ACQUIRE_KEY_PERMITS] = lease->names.permits,
+		[ACQUIRE_ARG_TOKEN] = lease->token,
+		[ACQUIRE_ARG_TTL] = ttl,
+		[ACQUIRE_ARG_WAIT_ID] = place ? lease->id : "",
+		[ACQUIRE_ARG_TICKET] = ticket,
+		[ACQUIRE_ARG_ENTRY_LEASE] = entry_lease,
+		[ACQUIRE_ARG_MODE] = lease->mode,
+		[ACQUIRE_ARG_UNREACHABLE] = place && place->polls ? "~" : "",
+	};
 	size_t want = place ? 4 : 2;
 	redisReply *reply;
 	bool uncertain = false;
@@ -103,8 +114,8 @@ static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter 
 		g_snprintf(ticket, sizeof(ticket), "%" G_GINT64_FORMAT, place->ticket);
 	g_snprintf(entry_lease, sizeof(entry_lease), "%d", QUEUE_ENTRY_LEASE_MS);
 	ans->sent_us = dlock__boot_us();
-	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, 4, 7, words, &reply,
-	                              &uncertain, lease->kept);
+	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, words, &reply, &uncertain,
+	                              lease->kept);
 	if (rc != DLOCK_OK) {
 		*ret_rc = rc;
 		if (uncertain && (rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ECANCELED))
@@ -303,8 +314,15 @@ static int downgrade(dlock__backend *b, redis_lease *lease, const redis_lease *w
                      dlock__waiter *waiter, int64_t wait_ms, int64_t deadline_us)
 {
 	char ttl[24];
-	const char *words[7] = { lease->names.key, lease->names.fence, lease->names.queue,
-	                         write->token, lease->token, ttl, write->id };
+	const char *words[DOWNGRADE_WORDS] = {
+		[DOWNGRADE_KEY_LOCK] = lease->names.key,
+		[DOWNGRADE_KEY_FENCE] = lease->names.fence,
+		[DOWNGRADE_KEY_QUEUE] = lease->names.queue,
+		[DOWNGRADE_ARG_WRITE_TOKEN] = write->token,
+		[DOWNGRADE_ARG_TOKEN] = lease->token,
+		[DOWNGRADE_ARG_TTL] = ttl,
+		[DOWNGRADE_ARG_WAIT_ID] = write->id,
+	};
 	int64_t sent_us = dlock__boot_us();
 	bool uncertain = false;
 	redisReply *reply;
@@ -312,7 +330,7 @@ static int downgrade(dlock__backend *b, redis_lease *lease, const redis_lease *w
 	int rc;
 
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
-	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_DOWNGRADE, 3, 4, words, &reply,
+	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_DOWNGRADE, words, &reply,
 	                              &uncertain, lease->kept);
 	if (rc == DLOCK_ETIMEDOUT)
 		rc = out_of_time(dlock__hold_resource(lease->hold), wait_ms, deadline_us);
@@ -470,14 +488,14 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 static int release_script(dlock__backend *b, redis_lease *lease, const char *ticket,
                           int64_t until_us, int *ret_deleted)
 {
-	const char *words[10];
+	const char *words[RELEASE_WORDS];
 	redisReply *reply;
 	bool uncertain = false;
 	int rc;
 
 	dlock__redis_release_words(&lease->names, lease->token, ticket, lease->id, lease->mode, words);
-	rc = dlock__redis_eval_pooled(b, NULL, until_us, SCRIPT_RELEASE, 4, 6, words, &reply,
-	                              &uncertain, NULL);
+	rc = dlock__redis_eval_pooled(b, NULL, until_us, SCRIPT_RELEASE, words, &reply, &uncertain,
+	                              NULL);
 	if (rc != DLOCK_OK)
 		return rc;
 	/* After an attempt without an answer, "not ours" may mean that attempt

@@ -242,16 +242,32 @@ redis_conn *dlock__redis_conn_pooled(dlock__backend *b);
 void dlock__redis_run_id(dlock__backend *b, char *buf, size_t size);
 
 /* ---- scripts.c ---- */
-/* The scripts as the server runs them, and their SHA1s for EVALSHA: made
- * at build time from the files of lua/ (lua/embed.py). */
+/*
+ * The scripts as the server runs them, their SHA1s for EVALSHA, and how
+ * many keys and words (keys and arguments) each takes: made at build time
+ * from the files of lua/ (lua/embed.py), whose header scripts-lua.h names
+ * each script's words (ACQUIRE_KEY_LOCK, ..., ACQUIRE_ARG_TOKEN, ...).
+ * A script's words are one array: its keys, then its arguments.
+ */
 extern const char *const dlock__redis_script_text[SCRIPT_COUNT];
 extern const char *const dlock__redis_script_sha1[SCRIPT_COUNT];
-/* Run a script by EVALSHA (loading it on NOSCRIPT, once).  args after the
- * keys.  Same returns as dlock__redis_command, plus DLOCK_EBACKEND for an
- * error reply. */
-int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script, int nkeys,
-                      int nargs, const char **words, redisReply **ret);
-/* The 4 keys and 6 arguments of the release script, into words. */
+extern const int dlock__redis_script_keys[SCRIPT_COUNT];
+extern const int dlock__redis_script_words[SCRIPT_COUNT];
+/* The most words a script takes, and room for a script's command. */
+#define SCRIPT_WORDS_MAX 11
+#define SCRIPT_ARGV_MAX (3 + SCRIPT_WORDS_MAX)
+/*
+ * The command running script with words: EVALSHA, or EVAL with the
+ * script's text (by_body), into argv (SCRIPT_ARGV_MAX entries), the count
+ * of keys written into nkeys_text.  Returns the command's word count.
+ */
+int dlock__redis_script_argv(redis_script script, bool by_body, const char *const *words,
+                             const char **argv, char nkeys_text[8]);
+/* Run a script by EVALSHA (loading it on NOSCRIPT, once).  Same returns
+ * as dlock__redis_command, plus DLOCK_EBACKEND for an error reply. */
+int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script,
+                      const char *const *words, redisReply **ret);
+/* The words of the release script, into words (RELEASE_WORDS of them). */
 void dlock__redis_release_words(const redis_names *names, const char *token, const char *ticket,
                                 const char *id, const char *mode, const char **words);
 /* The server does not have the script cached (flushed, or restarted). */
@@ -271,8 +287,8 @@ bool dlock__redis_is_noscript(const redisReply *reply);
  * dlock__redis_command).
  */
 int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
-                             redis_script script, int nkeys, int nargs, const char **words,
-                             redisReply **ret, bool *ret_uncertain, GArray *kept);
+                             redis_script script, const char *const *words, redisReply **ret,
+                             bool *ret_uncertain, GArray *kept);
 
 /* ---- acquire.c: the ops table's acquire and release ---- */
 dlock__backend_acquire_fn dlock__redis_acquire;

@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "error.h"
 #include "redlock.h"
+#include "scripts-lua.h"
 
 /* Master i's answer to the query script, or NULL. */
 static const redisReply *query_reply(const rl_call *call)
@@ -45,16 +46,16 @@ int dlock__redlock_query(dlock__backend *rl, const char *resource, int64_t deadl
                          dlock__server_info *ret)
 {
 	redis_names names;
-	const char *words[2];
-	rl_request req = { SCRIPT_RL_QUERY, 2, 0, words, NULL, 0, resource, rl->command_timeout_ms,
-	                   true, false };
+	const char *words[RL_QUERY_WORDS];
+	rl_request req = { SCRIPT_RL_QUERY, words, NULL, 0, resource, rl->command_timeout_ms, true,
+	                   false };
 	rl_call calls[RL_MASTERS_MAX];
 	int64_t until_us;
 	int answered, rc = DLOCK_OK;
 
 	dlock__redis_names_init(&names, rl, resource);
-	words[0] = names.key;
-	words[1] = names.fence;
+	words[RL_QUERY_KEY_LOCK] = names.key;
+	words[RL_QUERY_KEY_FENCE] = names.fence;
 	until_us = MIN(deadline_us, dlock__mono_us() + rl->command_timeout_ms * 1000);
 	answered = dlock__redlock_round(rl, &req, NULL, until_us, calls, NULL);
 	memset(ret, 0, sizeof(*ret));

@@ -57,18 +57,13 @@ typedef struct round {
 
 /* Append the script (EVALSHA, or EVAL with its body) and send it. */
 static bool send_script(dlock__backend *m, redis_conn *conn, redis_script script, bool by_body,
-                        int nkeys, int nargs, const char *const *words)
+                        const char *const *words)
 {
-	const char *argv[3 + 10];
+	const char *argv[SCRIPT_ARGV_MAX];
 	char nkeys_text[8];
+	int argc = dlock__redis_script_argv(script, by_body, words, argv, nkeys_text);
 
-	g_assert(nkeys + nargs <= 10);
-	g_snprintf(nkeys_text, sizeof(nkeys_text), "%d", nkeys);
-	argv[0] = by_body ? "EVAL" : "EVALSHA";
-	argv[1] = by_body ? dlock__redis_script_text[script] : dlock__redis_script_sha1[script];
-	argv[2] = nkeys_text;
-	memcpy(&argv[3], words, sizeof(*words) * (size_t)(nkeys + nargs));
-	return redisAppendCommandArgv(conn->ctx, 3 + nkeys + nargs, argv, NULL) == REDIS_OK &&
+	return redisAppendCommandArgv(conn->ctx, argc, argv, NULL) == REDIS_OK &&
 	       dlock__redis_flush(conn->ctx) == REDIS_OK;
 }
 
@@ -179,8 +174,7 @@ static void use_conn(round *r, rl_call *call, redis_conn *conn)
 		fail_late(r, call, "no answer");
 		return;
 	}
-	if (send_script(m, conn, r->req->script, call->by_body, r->req->nkeys, r->req->nargs,
-	                r->req->words)) {
+	if (send_script(m, conn, r->req->script, call->by_body, r->req->words)) {
 		call->conn = conn;
 		call->pending = true;
 		return;

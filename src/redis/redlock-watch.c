@@ -20,6 +20,7 @@
 #include "clock.h"
 #include "error.h"
 #include "redlock.h"
+#include "scripts-lua.h"
 
 /* A round that missed the quorum is tried again after this (or sooner,
  * TTL/10 for short leases). */
@@ -63,10 +64,14 @@ static void renew(redlock_watch *w, rl_lease *lease, int64_t until_us)
 {
 	dlock__backend *rl = w->rl;
 	char ttl[24];
-	const char *words[3] = { lease->key.names.key, lease->key.token, ttl };
+	const char *words[RL_RENEW_WORDS] = {
+		[RL_RENEW_KEY_LOCK] = lease->key.names.key,
+		[RL_RENEW_ARG_TOKEN] = lease->key.token,
+		[RL_RENEW_ARG_TTL] = ttl,
+	};
 	/* A quorum renewed is a renewal: a silent master does not hold up
 	 * every other hold's round. */
-	rl_request req = { SCRIPT_RL_RENEW, 1, 2, words, NULL, rl->quorum, lease->key.names.key,
+	rl_request req = { SCRIPT_RL_RENEW, words, NULL, rl->quorum, lease->key.names.key,
 	                   lease->master_timeout_ms, false, false };
 	rl_call calls[RL_MASTERS_MAX];
 	int64_t sent_us = dlock__boot_us();

@@ -28,6 +28,7 @@
 #include "error.h"
 #include "lease.h"
 #include "redlock.h"
+#include "scripts-lua.h"
 
 #define BACKOFF_FIRST_US (20 * 1000)
 #define BACKOFF_CAP_US (1000 * 1000)
@@ -149,11 +150,15 @@ static bool reply_is_int(const redisReply *r, long long value)
 static int release_on(dlock__backend *rl, rl_lease *lease, const bool *only, dlock__waiter *waiter,
                       int64_t deadline_us, int *ret_not_ours)
 {
-	const char *words[3] = { lease->key.names.key, lease->key.token, lease->key.names.released };
+	const char *words[RL_RELEASE_WORDS] = {
+		[RL_RELEASE_KEY_LOCK] = lease->key.names.key,
+		[RL_RELEASE_ARG_TOKEN] = lease->key.token,
+		[RL_RELEASE_ARG_RELEASED] = lease->key.names.released,
+	};
 	/* Once a quorum has deleted, a silent master need not hold the caller
 	 * up: its background release follows. */
-	rl_request req = { SCRIPT_RL_RELEASE, 1, 2, words, only, only ? 0 : rl->quorum,
-	                   lease->key.names.key, lease->master_timeout_ms, false, false };
+	rl_request req = { SCRIPT_RL_RELEASE, words, only, only ? 0 : rl->quorum, lease->key.names.key,
+	                   lease->master_timeout_ms, false, false };
 	rl_call calls[RL_MASTERS_MAX];
 	int ours = 0, not_ours = 0;
 
@@ -250,9 +255,13 @@ static int fence_round(dlock__backend *rl, rl_lease *lease, const bool *yes, uin
                        dlock__waiter *waiter, int64_t deadline_us, bool *ret_cut)
 {
 	char token_text[24];
-	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token,
-	                         token_text };
-	rl_request req = { SCRIPT_RL_FENCE, 2, 2, words, yes, rl->quorum, lease->key.names.key,
+	const char *words[RL_FENCE_WORDS] = {
+		[RL_FENCE_KEY_LOCK] = lease->key.names.key,
+		[RL_FENCE_KEY_FENCE] = lease->key.names.fence,
+		[RL_FENCE_ARG_TOKEN] = lease->key.token,
+		[RL_FENCE_ARG_FENCE_TOKEN] = token_text,
+	};
+	rl_request req = { SCRIPT_RL_FENCE, words, yes, rl->quorum, lease->key.names.key,
 	                   lease->master_timeout_ms, false, false };
 	rl_call calls[RL_MASTERS_MAX];
 	int confirmed = 0;
@@ -335,12 +344,17 @@ static int attempt(dlock__backend *rl, rl_lease *lease, dlock__waiter *waiter, i
 {
 	const char *resource = dlock__hold_resource(lease->hold);
 	char ttl[24];
-	const char *words[4] = { lease->key.names.key, lease->key.names.fence, lease->key.token, ttl };
+	const char *words[RL_ACQUIRE_WORDS] = {
+		[RL_ACQUIRE_KEY_LOCK] = lease->key.names.key,
+		[RL_ACQUIRE_KEY_FENCE] = lease->key.names.fence,
+		[RL_ACQUIRE_ARG_TOKEN] = lease->key.token,
+		[RL_ACQUIRE_ARG_TTL] = ttl,
+	};
 	/* Once a quorum took the key (or too few are left to), a master that
 	 * is not connected yet does not hold the attempt up; one that has the
 	 * script gets the master timeout, so a quorum of healthy masters all
 	 * hold the key, fenced, when the acquire returns. */
-	rl_request req = { SCRIPT_RL_ACQUIRE, 2, 2, words, NULL, rl->quorum, resource,
+	rl_request req = { SCRIPT_RL_ACQUIRE, words, NULL, rl->quorum, resource,
 	                   lease->master_timeout_ms, true, true };
 	rl_call calls[RL_MASTERS_MAX];
 	int64_t sent_us = dlock__boot_us();

@@ -14,8 +14,7 @@
 /* What a round sends: the same script and words to each master. */
 typedef struct rl_request {
 	redis_script script;
-	int nkeys, nargs;
-	const char *const *words;
+	const char *const *words;  /* its keys, then its arguments (scripts-lua.h) */
 	const bool *only;         /* per master: send there; NULL for every master */
 	int enough_ones;          /* once this many masters answered 1 (or an array
 	                           * starting with 1), or too few are left to, the

@@ -11,20 +11,40 @@
 #include "clock.h"
 #include "error.h"
 #include "internal.h"
+#include "scripts-lua.h"
+
+G_STATIC_ASSERT(ACQUIRE_WORDS <= SCRIPT_WORDS_MAX && RELEASE_WORDS <= SCRIPT_WORDS_MAX &&
+                RENEW_WORDS <= SCRIPT_WORDS_MAX && DOWNGRADE_WORDS <= SCRIPT_WORDS_MAX &&
+                RL_ACQUIRE_WORDS <= SCRIPT_WORDS_MAX && RL_FENCE_WORDS <= SCRIPT_WORDS_MAX &&
+                RL_RELEASE_WORDS <= SCRIPT_WORDS_MAX && RL_RENEW_WORDS <= SCRIPT_WORDS_MAX &&
+                RL_QUERY_WORDS <= SCRIPT_WORDS_MAX);
 
 void dlock__redis_release_words(const redis_names *names, const char *token, const char *ticket,
                                 const char *id, const char *mode, const char **words)
 {
-	words[0] = names->key;
-	words[1] = names->fence;
-	words[2] = names->queue;
-	words[3] = names->permits;
-	words[4] = token;
-	words[5] = names->released;
-	words[6] = names->wait;
-	words[7] = ticket;
-	words[8] = *ticket ? id : "";
-	words[9] = mode;
+	words[RELEASE_KEY_LOCK] = names->key;
+	words[RELEASE_KEY_FENCE] = names->fence;
+	words[RELEASE_KEY_QUEUE] = names->queue;
+	words[RELEASE_KEY_PERMITS] = names->permits;
+	words[RELEASE_ARG_TOKEN] = token;
+	words[RELEASE_ARG_RELEASED] = names->released;
+	words[RELEASE_ARG_WAITS] = names->wait;
+	words[RELEASE_ARG_TICKET] = ticket;
+	words[RELEASE_ARG_WAIT_ID] = *ticket ? id : "";
+	words[RELEASE_ARG_MODE] = mode;
+}
+
+int dlock__redis_script_argv(redis_script script, bool by_body, const char *const *words,
+                             const char **argv, char nkeys_text[8])
+{
+	int nwords = dlock__redis_script_words[script];
+
+	g_snprintf(nkeys_text, 8, "%d", dlock__redis_script_keys[script]);
+	argv[0] = by_body ? "EVAL" : "EVALSHA";
+	argv[1] = by_body ? dlock__redis_script_text[script] : dlock__redis_script_sha1[script];
+	argv[2] = nkeys_text;
+	memcpy(&argv[3], words, sizeof(*words) * (size_t)nwords);
+	return 3 + nwords;
 }
 
 bool dlock__redis_is_noscript(const redisReply *reply)
@@ -33,21 +53,14 @@ bool dlock__redis_is_noscript(const redisReply *reply)
 	       strncmp(reply->str, "NOSCRIPT", 8) == 0;
 }
 
-int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script, int nkeys,
-                      int nargs, const char **words, redisReply **ret)
+int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script,
+                      const char *const *words, redisReply **ret)
 {
-	const char *argv[3 + 11];
+	const char *argv[SCRIPT_ARGV_MAX];
 	char nkeys_text[8];
 	redisReply *reply;
-	int argc = 3 + nkeys + nargs;
+	int argc = dlock__redis_script_argv(script, false, words, argv, nkeys_text);
 	int rc;
-
-	g_assert(nkeys + nargs <= 11);
-	g_snprintf(nkeys_text, sizeof(nkeys_text), "%d", nkeys);
-	argv[0] = "EVALSHA";
-	argv[1] = dlock__redis_script_sha1[script];
-	argv[2] = nkeys_text;
-	memcpy(&argv[3], words, sizeof(*words) * (size_t)(nkeys + nargs));
 
 	rc = dlock__redis_command(b, conn, argc, argv, NULL, &reply);
 	if (rc == DLOCK_OK && dlock__redis_is_noscript(reply)) {
@@ -75,8 +88,8 @@ int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script, 
 }
 
 int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
-                             redis_script script, int nkeys, int nargs, const char **words,
-                             redisReply **ret, bool *ret_uncertain, GArray *kept)
+                             redis_script script, const char *const *words, redisReply **ret,
+                             bool *ret_uncertain, GArray *kept)
 {
 	int rc = DLOCK_EUNAVAILABLE;
 
@@ -96,7 +109,7 @@ int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t d
 			dlock__redis_conn_put(b, conn, true);
 			return dlock__error(DLOCK_ECANCELED, "%s: canceled", b->label);
 		}
-		rc = dlock__redis_eval(b, conn, script, nkeys, nargs, words, ret);
+		rc = dlock__redis_eval(b, conn, script, words, ret);
 		timed_out = conn->timed_out;
 		canceled = dlock__waiter_io_end(waiter);
 		unanswered = rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ETIMEDOUT;

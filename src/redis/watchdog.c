@@ -44,6 +44,7 @@
 #include "error.h"
 #include "internal.h"
 #include "lease.h"
+#include "scripts-lua.h"
 #include "thread.h"
 
 #define CLEANUP_FIRST_US (100 * 1000)
@@ -238,13 +239,23 @@ static void set_timeout(redisContext *ctx, int64_t us)
 
 static void append_renew(dlock__backend *b, redisContext *ctx, const redis_lease *lease, bool by_body)
 {
-	char ttl[24];
+	char ttl[24], nkeys[8];
+	const char *words[RENEW_WORDS] = {
+		[RENEW_KEY_LOCK] = lease->names.key,
+		[RENEW_KEY_FENCE] = lease->names.fence,
+		[RENEW_KEY_QUEUE] = lease->names.queue,
+		[RENEW_KEY_PERMITS] = lease->names.permits,
+		[RENEW_ARG_TOKEN] = lease->token,
+		[RENEW_ARG_TTL] = ttl,
+		[RENEW_ARG_MODE] = lease->mode,
+		[RENEW_ARG_WRITE_TOKEN] = lease->under ? lease->under : "",
+	};
+	const char *argv[SCRIPT_ARGV_MAX];
+	int argc;
 
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
-	redisAppendCommand(ctx, "%s %s 4 %s %s %s %s %s %s %s %s", by_body ? "EVAL" : "EVALSHA",
-	                   by_body ? dlock__redis_script_text[SCRIPT_RENEW] : dlock__redis_script_sha1[SCRIPT_RENEW],
-	                   lease->names.key, lease->names.fence, lease->names.queue, lease->names.permits,
-	                   lease->token, ttl, lease->mode, lease->under ? lease->under : "");
+	argc = dlock__redis_script_argv(SCRIPT_RENEW, by_body, words, argv, nkeys);
+	redisAppendCommandArgv(ctx, argc, argv, NULL);
 }
 
 /* What one renewal reply says: 1 renewed, 0 not ours any more, -1 no
@@ -379,8 +390,10 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 	deferred_release *c = data;
 	redis_watchdog *wd = ctx;
 	dlock__backend *b = wd->b;
-	const char *argv[13] = { "EVAL", dlock__redis_script_text[SCRIPT_RELEASE], "4" };
+	const char *words[SCRIPT_WORDS_MAX], *argv[SCRIPT_ARGV_MAX];
 	dlock__cleanup_result result = DLOCK__CLEANUP_RETRY;
+	char nkeys[8];
+	int argc;
 	redisReply *reply;
 
 	/* The last attempt at close cannot wait: it deletes what it can. */
@@ -390,14 +403,15 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 		return DLOCK__CLEANUP_UNANSWERED;
 	set_timeout(wd->ctx, MIN(CLEANUP_TIMEOUT_US, b->command_timeout_ms * 1000));
 	if (c->redlock) {
-		const char *rl_argv[6] = { "EVAL", dlock__redis_script_text[SCRIPT_RL_RELEASE], "1",
-		                           c->names.key, c->token, c->names.released };
-
-		reply = dlock__redis_call(wd->ctx, 6, rl_argv, NULL);
+		words[RL_RELEASE_KEY_LOCK] = c->names.key;
+		words[RL_RELEASE_ARG_TOKEN] = c->token;
+		words[RL_RELEASE_ARG_RELEASED] = c->names.released;
+		argc = dlock__redis_script_argv(SCRIPT_RL_RELEASE, true, words, argv, nkeys);
 	} else {
-		dlock__redis_release_words(&c->names, c->token, c->ticket, c->id, c->mode, &argv[3]);
-		reply = dlock__redis_call(wd->ctx, 13, argv, NULL);
+		dlock__redis_release_words(&c->names, c->token, c->ticket, c->id, c->mode, words);
+		argc = dlock__redis_script_argv(SCRIPT_RELEASE, true, words, argv, nkeys);
 	}
+	reply = dlock__redis_call(wd->ctx, argc, argv, NULL);
 	if (!reply) {
 		redisFree(wd->ctx);
 		wd->ctx = NULL;

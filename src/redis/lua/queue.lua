@@ -1,4 +1,5 @@
--- What the scripts share.  KEYS: lock, fence counter, wait queue.
+-- What the scripts share.  KEYS (declared by the including script):
+-- lock, fence counter, wait queue.
 --
 -- The lock is a string (an EXCLUSIVE or WRITE hold: the holder's token,
 -- or a peer's value) or a sorted set (READ holds: member = each reader's
@@ -54,11 +55,11 @@
 
 local function reseed()
   local t = redis.call('TIME')
-  redis.call('SET', KEYS[2], t[1] .. string.sub('000000' .. t[2], -6))
-  return redis.call('INCR', KEYS[2])
+  redis.call('SET', KEYS.fence, t[1] .. string.sub('000000' .. t[2], -6))
+  return redis.call('INCR', KEYS.fence)
 end
 local function fence()
-  local n = redis.call('INCR', KEYS[2])
+  local n = redis.call('INCR', KEYS.fence)
   if n == 1 then n = reseed() end
   return n
 end
@@ -68,10 +69,10 @@ local function now_ms()
 end
 local function head(now)
   for _ = 1, 64 do
-    local e = redis.call('ZRANGE', KEYS[3], 0, 0)
+    local e = redis.call('ZRANGE', KEYS.queue, 0, 0)
     if #e == 0 then return nil end
     if (tonumber(string.match(e[1], '^(%d+)|')) or 0) > now then return e[1] end
-    redis.call('ZREM', KEYS[3], e[1])
+    redis.call('ZREM', KEYS.queue, e[1])
   end
   return false
 end
@@ -79,30 +80,30 @@ local function mine(ticket, id)
   if ticket == '' then return nil end
   if ticket == '?' then
     local found
-    for _, e in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+    for _, e in ipairs(redis.call('ZRANGE', KEYS.queue, 0, -1)) do
       if string.match(e, '^%d+|%d+%a?~?|([^|]+)|') == id then
-        if found then redis.call('ZREM', KEYS[3], e) else found = e end
+        if found then redis.call('ZREM', KEYS.queue, e) else found = e end
       end
     end
     return found
   end
-  local m = redis.call('ZRANGEBYSCORE', KEYS[3], ticket, ticket)[1]
+  local m = redis.call('ZRANGEBYSCORE', KEYS.queue, ticket, ticket)[1]
   if m and string.match(m, '^%d+|%d+%a?~?|([^|]+)|') == id then return m end
   return nil
 end
 local function readers(now)
-  local kind = redis.call('TYPE', KEYS[1]).ok
+  local kind = redis.call('TYPE', KEYS.lock).ok
   if kind == 'none' then return 0 end
   if kind ~= 'zset' then return -1 end
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-  return redis.call('ZCARD', KEYS[1])
+  redis.call('ZREMRANGEBYSCORE', KEYS.lock, '-inf', now)
+  return redis.call('ZCARD', KEYS.lock)
 end
 local function add_reader(reader, lease_end)
-  redis.call('ZADD', KEYS[1], string.format('%d', lease_end), reader)
-  redis.call('PEXPIREAT', KEYS[1], redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
+  redis.call('ZADD', KEYS.lock, string.format('%d', lease_end), reader)
+  redis.call('PEXPIREAT', KEYS.lock, redis.call('ZRANGE', KEYS.lock, -1, -1, 'WITHSCORES')[2])
 end
 local function downgrade()
-  local d = redis.call('ZRANGEBYSCORE', KEYS[3], 0, 0)[1]
+  local d = redis.call('ZRANGEBYSCORE', KEYS.queue, 0, 0)[1]
   if not d then return nil end
   local t, id, reader = string.match(d, '^(%d+)|%d+d|([^|]+)|(.*)$')
   return d, tonumber(t), reader, id
@@ -110,12 +111,12 @@ end
 local function settle(now)
   local d, t, reader, id = downgrade()
   if not d then return end
-  local kind = redis.call('TYPE', KEYS[1]).ok
+  local kind = redis.call('TYPE', KEYS.lock).ok
   if kind == 'string' and
-     string.match(redis.call('GET', KEYS[1]), '^[^:]*:([^:]*)') == id then return end
-  redis.call('ZREM', KEYS[3], d)
+     string.match(redis.call('GET', KEYS.lock), '^[^:]*:([^:]*)') == id then return end
+  redis.call('ZREM', KEYS.queue, d)
   if (kind == 'none' or kind == 'zset') and reader and t > now then add_reader(reader, t) end
 end
 local function extend_queue(ms)
-  if redis.call('PTTL', KEYS[3]) < tonumber(ms) then redis.call('PEXPIRE', KEYS[3], ms) end
+  if redis.call('PTTL', KEYS.queue) < tonumber(ms) then redis.call('PEXPIRE', KEYS.queue, ms) end
 end

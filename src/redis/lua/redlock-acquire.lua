@@ -5,16 +5,18 @@
 -- an earlier round's answer was lost) and return {1, the counter} without
 -- drawing from it, the counter seeded from the server's clock in
 -- microseconds when missing; else {0, PTTL}.
+--@keys lock fence
+--@argv token ttl
 
-if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {0, redis.call('PTTL', KEYS[1])}
+if redis.pcall('GET', KEYS.lock) == ARGV.token then
+  redis.call('PEXPIRE', KEYS.lock, ARGV.ttl)
+elseif not redis.call('SET', KEYS.lock, ARGV.token, 'NX', 'PX', ARGV.ttl) then
+  return {0, redis.call('PTTL', KEYS.lock)}
 end
-local c = redis.call('GET', KEYS[2])
+local c = redis.call('GET', KEYS.fence)
 if not c then
   local t = redis.call('TIME')
   c = t[1] .. string.sub('000000' .. t[2], -6)
-  redis.call('SET', KEYS[2], c)
+  redis.call('SET', KEYS.fence, c)
 end
 return {1, tonumber(c)}

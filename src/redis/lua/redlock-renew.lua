@@ -1,5 +1,7 @@
 -- Renew, ARGV token, TTL (ms): compare-and-PEXPIRE.  1, or 0.
+--@keys lock
+--@argv token ttl
 
-if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if redis.pcall('GET', KEYS.lock) ~= ARGV.token then return 0 end
+redis.call('PEXPIRE', KEYS.lock, ARGV.ttl)
 return 1

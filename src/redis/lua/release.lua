@@ -9,24 +9,26 @@
 -- no queue and no entry of ours, run before the definitions: a writer's
 -- compare-and-delete, a reader's ZREM (with nobody queued there is no one
 -- to grant to).
+--@keys lock fence queue permits
+--@argv token released waits ticket wait_id mode
 
-if ARGV[4] == '' and redis.call('EXISTS', KEYS[3]) == 0 then
-  if ARGV[6] == 'w' then
-    if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-    redis.call('DEL', KEYS[1])
+if ARGV.ticket == '' and redis.call('EXISTS', KEYS.queue) == 0 then
+  if ARGV.mode == 'w' then
+    if redis.pcall('GET', KEYS.lock) ~= ARGV.token then return 0 end
+    redis.call('DEL', KEYS.lock)
     return 1
   end
-  if redis.call('TYPE', KEYS[1]).ok ~= 'zset' then return 0 end
+  if redis.call('TYPE', KEYS.lock).ok ~= 'zset' then return 0 end
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-  if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
-  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
+  redis.call('ZREMRANGEBYSCORE', KEYS.lock, '-inf', now)
+  if redis.call('ZREM', KEYS.lock, ARGV.token) == 0 then return 0 end
+  local top = redis.call('ZRANGE', KEYS.lock, -1, -1, 'WITHSCORES')[2]
   if top then
-    redis.call('PEXPIREAT', KEYS[1], top)
-    redis.call('PEXPIREAT', KEYS[4], top)
+    redis.call('PEXPIREAT', KEYS.lock, top)
+    redis.call('PEXPIREAT', KEYS.permits, top)
   else
-    redis.call('DEL', KEYS[4])
+    redis.call('DEL', KEYS.permits)
   end
   return 1
 end
@@ -51,14 +53,14 @@ end
 
 local function heard(id, mute, n, ticket)
   if mute == '~' then return true end
-  local r = redis.pcall('PUBLISH', ARGV[3] .. id, string.format('%d %d', n, tonumber(ticket)))
+  local r = redis.pcall('PUBLISH', ARGV.waits .. id, string.format('%d %d', n, tonumber(ticket)))
   return type(r) ~= 'number' or r > 0
 end
 local function grant(now)
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS.lock)
   local tries, shared = 0, 0
   for _ = 1, 72 do
-    local e = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+    local e = redis.call('ZRANGE', KEYS.queue, 0, 0, 'WITHSCORES')
     if #e == 0 then break end
     local t, ttl, mode, mute, id, token =
       string.match(e[1], '^(%d+)|(%d+)(%a?)(~?)|([^|]+)|(.*)$')
@@ -66,13 +68,13 @@ local function grant(now)
     if mode == '' then mode = 'w' end
     if live and mode == 'w' and shared > 0 then break end
     if live and mode == 's' then break end
-    redis.call('ZREM', KEYS[3], e[1])
+    redis.call('ZREM', KEYS.queue, e[1])
     if live and mode == 'd' then
       add_reader(token, tonumber(t))
       shared = shared + 1
     elseif live then
       if mode == 'w' then
-        redis.call('SET', KEYS[1], token, 'PX', ttl)
+        redis.call('SET', KEYS.lock, token, 'PX', ttl)
       else
         add_reader(token, now + tonumber(ttl))
       end
@@ -80,15 +82,15 @@ local function grant(now)
         if mode == 'w' then return end
         shared = shared + 1
       else
-        if mode == 'w' then redis.call('DEL', KEYS[1]) else redis.call('ZREM', KEYS[1], token) end
+        if mode == 'w' then redis.call('DEL', KEYS.lock) else redis.call('ZREM', KEYS.lock, token) end
         tries = tries + 1
         if tries == 8 then break end
       end
     end
   end
   if shared > 0 then return end
-  redis.call('DEL', KEYS[1])
-  redis.pcall('PUBLISH', ARGV[2], 'released')
+  redis.call('DEL', KEYS.lock)
+  redis.pcall('PUBLISH', ARGV.released, 'released')
 end
 
 -- grant_permits(now, N): a semaphore's permit was given back: hand the
@@ -102,63 +104,63 @@ end
 local function grant_permits(now, sem)
   local tries = 0
   for _ = 1, 72 do
-    if redis.call('ZCARD', KEYS[1]) >= sem then return end
-    local e = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+    if redis.call('ZCARD', KEYS.lock) >= sem then return end
+    local e = redis.call('ZRANGE', KEYS.queue, 0, 0, 'WITHSCORES')
     if #e == 0 then return end
     local t, ttl, mode, mute, id, token =
       string.match(e[1], '^(%d+)|(%d+)(%a?)(~?)|([^|]+)|(.*)$')
     local live = token and tonumber(t) > now
     if live and mode ~= 's' then break end
-    redis.call('ZREM', KEYS[3], e[1])
+    redis.call('ZREM', KEYS.queue, e[1])
     if live then
       add_reader(token, now + tonumber(ttl))
       if not heard(id, mute, fence(), e[2]) then
-        redis.call('ZREM', KEYS[1], token)
+        redis.call('ZREM', KEYS.lock, token)
         tries = tries + 1
         if tries == 8 then break end
       end
     end
   end
-  redis.pcall('PUBLISH', ARGV[2], 'released')
+  redis.pcall('PUBLISH', ARGV.released, 'released')
 end
 
-if ARGV[4] ~= '' then
-  local m = mine(ARGV[4], ARGV[5])
-  if m then redis.call('ZREM', KEYS[3], m) end
+if ARGV.ticket ~= '' then
+  local m = mine(ARGV.ticket, ARGV.wait_id)
+  if m then redis.call('ZREM', KEYS.queue, m) end
 end
 local now = now_ms()
-local queued = redis.call('EXISTS', KEYS[3]) == 1
-local sem = tonumber(string.match(ARGV[6], '^s(%d+)$'))
+local queued = redis.call('EXISTS', KEYS.queue) == 1
+local sem = tonumber(string.match(ARGV.mode, '^s(%d+)$'))
 if sem then
-  if readers(now) <= 0 or redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+  if readers(now) <= 0 or redis.call('ZREM', KEYS.lock, ARGV.token) == 0 then return 0 end
   if queued then grant_permits(now, sem) end
-  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
+  local top = redis.call('ZRANGE', KEYS.lock, -1, -1, 'WITHSCORES')[2]
   if top then
-    redis.call('PEXPIREAT', KEYS[1], top)
-    redis.call('PEXPIREAT', KEYS[4], top)
+    redis.call('PEXPIREAT', KEYS.lock, top)
+    redis.call('PEXPIREAT', KEYS.permits, top)
   else
-    redis.call('DEL', KEYS[4])
+    redis.call('DEL', KEYS.permits)
   end
   return 1
 end
-if ARGV[6] == 'r' then
+if ARGV.mode == 'r' then
   if queued then settle(now) end
   local held = readers(now)
-  if held > 0 and redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  if held > 0 and redis.call('ZREM', KEYS.lock, ARGV.token) == 1 then
     if held > 1 then
-      redis.call('PEXPIREAT', KEYS[1], redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
+      redis.call('PEXPIREAT', KEYS.lock, redis.call('ZRANGE', KEYS.lock, -1, -1, 'WITHSCORES')[2])
     elseif queued then
       grant(now)
     end
     return 1
   end
   local d, _, token = downgrade()
-  if d and token == ARGV[1] then
-    redis.call('ZREM', KEYS[3], d)
+  if d and token == ARGV.token then
+    redis.call('ZREM', KEYS.queue, d)
     return 1
   end
   return 0
 end
-if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if queued then grant(now) else redis.call('DEL', KEYS[1]) end
+if redis.pcall('GET', KEYS.lock) ~= ARGV.token then return 0 end
+if queued then grant(now) else redis.call('DEL', KEYS.lock) end
 return 1

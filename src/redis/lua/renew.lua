@@ -4,32 +4,34 @@
 -- the definitions.  A reader re-scores its own member only; while it is
 -- still a downgrade entry, the entry's lease is renewed as long as the
 -- lock holds its write hold's token.
+--@keys lock fence queue permits
+--@argv token ttl mode write_token
 
-if ARGV[3] == 'w' then
-  if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-    return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if ARGV.mode == 'w' then
+  if redis.pcall('GET', KEYS.lock) == ARGV.token then
+    return redis.call('PEXPIRE', KEYS.lock, ARGV.ttl)
   end
   return 0
 end
 
 --@include queue.lua
 
-local now, ttl = now_ms(), tonumber(ARGV[2])
+local now, ttl = now_ms(), tonumber(ARGV.ttl)
 settle(now)
 local held = readers(now)
 if held > 0 then
-  if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
-  redis.call('ZADD', KEYS[1], 'XX', string.format('%d', now + ttl), ARGV[1])
-  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
-  redis.call('PEXPIREAT', KEYS[1], top)
-  redis.call('PEXPIREAT', KEYS[4], top)
+  if not redis.call('ZSCORE', KEYS.lock, ARGV.token) then return 0 end
+  redis.call('ZADD', KEYS.lock, 'XX', string.format('%d', now + ttl), ARGV.token)
+  local top = redis.call('ZRANGE', KEYS.lock, -1, -1, 'WITHSCORES')[2]
+  redis.call('PEXPIREAT', KEYS.lock, top)
+  redis.call('PEXPIREAT', KEYS.permits, top)
   return 1
 end
-if held < 0 and ARGV[4] ~= '' and redis.call('GET', KEYS[1]) == ARGV[4] then
+if held < 0 and ARGV.write_token ~= '' and redis.call('GET', KEYS.lock) == ARGV.write_token then
   local d, _, token = downgrade()
-  if d and token == ARGV[1] then
-    redis.call('ZREM', KEYS[3], d)
-    redis.call('ZADD', KEYS[3], 0, (string.gsub(d, '^%d+', string.format('%d', now + ttl))))
+  if d and token == ARGV.token then
+    redis.call('ZREM', KEYS.queue, d)
+    redis.call('ZADD', KEYS.queue, 0, (string.gsub(d, '^%d+', string.format('%d', now + ttl))))
     extend_queue(ttl)
     return 1
   end
