@@ -446,7 +446,7 @@ int64_t dlock__zk_cleanup_until(const zk_attempt *a, int rc)
 
 int dlock__zk_attempt_session(zk_attempt *a, bool first, zk_session **ret)
 {
-	dlock__backend *b = a->b;
+	zk_backend *b = a->b;
 	int64_t bound = dlock__mono_us() + b->connect_timeout_ms * 1000;
 	int64_t until = first ? MIN(a->deadline_us, bound) : a->deadline_us;
 	int rc;
@@ -471,7 +471,7 @@ int dlock__zk_attempt_session(zk_attempt *a, bool first, zk_session **ret)
 /* Queue for the lock, on a new session whenever the one in use ends. */
 static int acquire_queued(zk_attempt *a)
 {
-	dlock__backend *b = a->b;
+	zk_backend *b = a->b;
 	bool first = true;
 	int rc;
 
@@ -509,9 +509,10 @@ static int acquire_queued(zk_attempt *a)
 	}
 }
 
-int dlock__zk_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
+int dlock__zk_acquire(dlock__backend *backend, dlock__hold *hold, dlock__waiter *waiter,
                       int64_t wait_ms, int64_t deadline_us)
 {
+	zk_backend *b = zk_of(backend);
 	zk_attempt a = { 0 };
 	int rc = DLOCK_ELOST;
 
@@ -569,7 +570,7 @@ bool dlock__zk_grant(dlock__hold *hold, zk_session *s, const char *path, int64_t
 	return true;
 }
 
-zk_node *dlock__zk_node_of(dlock__backend *b, dlock__hold *hold)
+zk_node *dlock__zk_node_of(zk_backend *b, dlock__hold *hold)
 {
 	zk_node *node;
 
@@ -600,11 +601,10 @@ void dlock__zk_node_unref(zk_node *node)
  * release then has nothing left to do.  No I/O here: the delete is only
  * queued.
  */
-void dlock__zk_abandon(dlock__backend *b, dlock__hold *hold)
+void dlock__zk_abandon(dlock__backend *backend, dlock__hold *hold)
 {
 	zk_node *node = dlock__hold_backend_data(hold);
 
-	(void)b;
 	if (!node)
 		return;
 	node->abandoned = true;
@@ -618,8 +618,9 @@ void dlock__zk_abandon(dlock__backend *b, dlock__hold *hold)
  * background until it succeeds or the session ends (which deletes the
  * node too).
  */
-int dlock__zk_release(dlock__backend *b, dlock__hold *hold)
+int dlock__zk_release(dlock__backend *backend, dlock__hold *hold)
 {
+	zk_backend *b = zk_of(backend);
 	zk_node *node;
 	zk_session *s;
 	int rc = DLOCK_OK;

@@ -55,12 +55,12 @@ static const dlock__option options[] = {
 	{ .name = NULL },
 };
 
-char *dlock__zk_dir(const dlock__backend *b, const char *resource)
+char *dlock__zk_dir(const zk_backend *b, const char *resource)
 {
 	return g_strconcat(b->root, "/", resource, NULL);
 }
 
-static int check_resource(const dlock__backend *b, const char *resource)
+static int check_resource(const dlock__backend *backend, const char *resource)
 {
 	char *segment = dlock__zk_ambiguous_segment(resource);
 
@@ -109,7 +109,7 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
                         const dlock__options *opts, dlock__backend **ret)
 {
 	const zk_options *o = opts->values;
-	dlock__backend *b;
+	zk_backend *b;
 
 	if (uri->hosts->len == 0)
 		return dlock__error(DLOCK_ECONFIG, "URI %s: zk takes one or more host[:port]", uri->redacted);
@@ -124,7 +124,7 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	if (o->session_timeout_ms > INT32_MAX)
 		return dlock__error(DLOCK_ECONFIG, "URI %s: session-timeout is too large", uri->redacted);
 
-	b = g_new0(dlock__backend, 1);
+	b = g_new0(zk_backend, 1);
 	b->logger = env->logger;
 	b->hosts = connect_string(uri);
 	b->label = g_strdup_printf("zk %s", b->hosts);
@@ -156,12 +156,13 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	g_mutex_init(&b->mu);
 	g_cond_init(&b->cond);
 	b->sessions = g_ptr_array_new();
-	*ret = b;
+	*ret = (dlock__backend *)(void *)b;
 	return DLOCK_OK;
 }
 
-static void close_backend(dlock__backend *b)
+static void close_backend(dlock__backend *backend)
 {
+	zk_backend *b = zk_of(backend);
 	dlock__zk_sessions_stop(b);
 	g_ptr_array_unref(b->sessions);
 	g_mutex_clear(&b->mu);

@@ -38,7 +38,7 @@
  * the write node is gone (released, or its session ended), or the
  * failed wait (DLOCK_ETIMEDOUT, DLOCK_ECANCELED) or another failure.
  */
-static int create_beside(dlock__backend *b, zk_session *s, dlock__waiter *waiter,
+static int create_beside(zk_backend *b, zk_session *s, dlock__waiter *waiter,
                          const char *beside, const char *path, const char *data,
                          int64_t deadline_us)
 {
@@ -71,7 +71,7 @@ static int create_beside(dlock__backend *b, zk_session *s, dlock__waiter *waiter
 	}
 }
 
-int dlock__zk_downgrade(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
+int dlock__zk_downgrade(zk_backend *b, dlock__hold *hold, dlock__waiter *waiter,
                         const char *data, int64_t deadline_us)
 {
 	/* Referenced: another thread may release the write hold meanwhile. */

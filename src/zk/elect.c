@@ -27,8 +27,10 @@ static void leave_session(zk_observer *o)
 	o->session = NULL;
 }
 
-int dlock__zk_observe(dlock__backend *b, const char *resource, dlock__waiter *waiter, void **watch)
+int dlock__zk_observe(dlock__backend *backend, const char *resource, dlock__waiter *waiter,
+                      void **watch)
 {
+	zk_backend *b = zk_of(backend);
 	int64_t until_us = dlock__mono_us() + b->connect_timeout_ms * 1000;
 	zk_observer *o = *watch;
 	zk_session *s;
@@ -66,7 +68,7 @@ int dlock__zk_observe(dlock__backend *b, const char *resource, dlock__waiter *wa
 	return DLOCK_OK;
 }
 
-void dlock__zk_unobserve(dlock__backend *b, void *watch)
+void dlock__zk_unobserve(dlock__backend *backend, void *watch)
 {
 	zk_observer *o = watch;
 

@@ -71,7 +71,7 @@ const char *dlock__zk_strerror(int zrc)
 	return zerror(zrc);
 }
 
-int dlock__zk_rc_error(const dlock__backend *b, int zrc, const char *what, const char *path)
+int dlock__zk_rc_error(const zk_backend *b, int zrc, const char *what, const char *path)
 {
 	if (kind_of(zrc) == ZK_RC_DENIED)
 		return dlock__error(DLOCK_EACCES, "%s: not allowed to %s %s: its ACL does not admit these "

@@ -43,8 +43,16 @@
 #include "waketable.h"
 
 typedef struct zk_session zk_session;
+typedef struct zk_backend zk_backend;
 
-struct dlock__backend {
+/* The seam's handle of a ZooKeeper backend is its zk_backend: the ops
+ * receive it as a dlock__backend, and see it again as what it is. */
+static inline zk_backend *zk_of(dlock__backend *backend)
+{
+	return (zk_backend *)(void *)backend;
+}
+
+struct zk_backend {
 	const dlock__logger *logger;
 	char *label;               /* "zk 127.0.0.1:2181,127.0.0.1:2182/chroot", for messages */
 	char *hosts;               /* the connect string as given (names), chroot included */
@@ -76,7 +84,7 @@ typedef enum zk_phase {
 
 struct zk_session {
 	gatomicrefcount ref;
-	dlock__backend *b;
+	zk_backend *b;
 	zhandle_t *zh;             /* closed by the session thread or backend close */
 	GMutex mu;
 	/* guarded by mu */
@@ -150,7 +158,7 @@ typedef struct zk_call {
 
 /* ---- backend.c ---- */
 /* "<root>/<resource>" */
-char *dlock__zk_dir(const dlock__backend *b, const char *resource);
+char *dlock__zk_dir(const zk_backend *b, const char *resource);
 
 /* ---- errors.c: what each result code means (its table) ---- */
 /* The ZooKeeper error as text, for messages. */
@@ -163,7 +171,7 @@ bool dlock__zk_rc_session_ended(int zrc);
 /* The status and message for an answer the caller did not expect to
  * "what path" ("create /dlock/x"): DLOCK_EACCES for an ACL's refusal,
  * else DLOCK_EBACKEND. */
-int dlock__zk_rc_error(const dlock__backend *b, int zrc, const char *what, const char *path);
+int dlock__zk_rc_error(const zk_backend *b, int zrc, const char *what, const char *path);
 
 /* ---- session.c ---- */
 zk_session *dlock__zk_session_ref(zk_session *s);
@@ -174,7 +182,7 @@ void dlock__zk_session_unref(zk_session *s);
  * be NULL).  DLOCK_OK and a reference, or DLOCK_EUNAVAILABLE (no
  * connection in time), DLOCK_ECANCELED, DLOCK_EBACKEND (auth refused).
  */
-int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
+int dlock__zk_session_get(zk_backend *b, dlock__waiter *waiter, int64_t until_us,
                           zk_session **ret);
 /*
  * Whether the servers are known to refuse us: the current session's last
@@ -182,7 +190,7 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
  * A wait for a session that ends before the connect timeout is then
  * DLOCK_EUNAVAILABLE; without it, it only ran out of time.
  */
-bool dlock__zk_session_refused(dlock__backend *b);
+bool dlock__zk_session_refused(zk_backend *b);
 /* Wait until s is connected: DLOCK_OK, DLOCK_ETIMEDOUT (until_us passed),
  * DLOCK_ECANCELED, or DLOCK_ELOST (the session ended). */
 int dlock__zk_session_wait_connected(zk_session *s, dlock__waiter *waiter, int64_t until_us);
@@ -236,7 +244,7 @@ void dlock__zk_session_contact_locked(zk_session *s, int64_t sent_us);
  * b->mu and s->mu held; returns the holds to report LOST
  * (dlock__zk_holds_report()), and adds to notes what to log after.
  */
-GPtrArray *dlock__zk_session_end_locked(dlock__backend *b, zk_session *s, const char *reason,
+GPtrArray *dlock__zk_session_end_locked(zk_backend *b, zk_session *s, const char *reason,
                                         GPtrArray *notes);
 /* Report state to each hold of holds (referenced; may be NULL), and
  * unreference the array. */
@@ -248,14 +256,14 @@ void dlock__zk_holds_report(GPtrArray *holds, dlock_state state);
  * and empties it.
  */
 GPtrArray *dlock__zk_notes_new(void);
-void dlock__zk_notes_flush(dlock__backend *b, GPtrArray *notes);
+void dlock__zk_notes_flush(zk_backend *b, GPtrArray *notes);
 
 /* ---- session-thread.c ---- */
 /* The session thread's body (data: the backend), started lazily by the
  * first session. */
 gpointer dlock__zk_session_thread(gpointer data);
 /* Stop the session thread and close every session (backend close). */
-void dlock__zk_sessions_stop(dlock__backend *b);
+void dlock__zk_sessions_stop(zk_backend *b);
 
 /* ---- deletes.c ---- */
 /* Delete path in the background: now if possible, and again after each
@@ -273,11 +281,11 @@ void dlock__zk_delete_send_locked(zk_session *s, const char *path);
  * left out and their names added to missing (borrowed from b); or
  * DLOCK_EUNAVAILABLE when none resolved, DLOCK_ECANCELED.  No lock held.
  */
-int dlock__zk_servers_resolve(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
+int dlock__zk_servers_resolve(zk_backend *b, dlock__waiter *waiter, int64_t until_us,
                               char **ret_servers, GPtrArray *missing);
 /* Look up the names left out of s again, until until_us, and give the
  * client the longer list if s is still not connected.  No lock held. */
-void dlock__zk_servers_refresh(dlock__backend *b, zk_session *s, int64_t until_us);
+void dlock__zk_servers_refresh(zk_backend *b, zk_session *s, int64_t until_us);
 
 /* ---- sweep.c ---- */
 /*
@@ -347,7 +355,7 @@ dlock__backend_abandon_fn dlock__zk_abandon;
  * each such a queue (semaphore.c).
  */
 typedef struct zk_attempt {
-	dlock__backend *b;
+	zk_backend *b;
 	dlock__hold *hold;
 	dlock__waiter *waiter;
 	int64_t wait_ms;
@@ -413,7 +421,7 @@ int64_t dlock__zk_cleanup_until(const zk_attempt *a, int rc);
 bool dlock__zk_grant(dlock__hold *hold, zk_session *s, const char *path, int64_t czxid);
 /* The node of hold, referenced, or NULL once it was released: safe while
  * another thread releases hold (release takes it off under b->mu). */
-zk_node *dlock__zk_node_of(dlock__backend *b, dlock__hold *hold);
+zk_node *dlock__zk_node_of(zk_backend *b, dlock__hold *hold);
 void dlock__zk_node_unref(zk_node *node);
 
 /* ---- downgrade.c ---- */
@@ -423,19 +431,19 @@ void dlock__zk_node_unref(zk_node *node);
  * DLOCK_ECANCELED, another error, or DLOCK_ELOST when the write node's
  * session has ended: then the hold is to queue as any reader's.
  */
-int dlock__zk_downgrade(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
+int dlock__zk_downgrade(zk_backend *b, dlock__hold *hold, dlock__waiter *waiter,
                         const char *data, int64_t deadline_us);
 
 /* ---- semaphore.c ---- */
 /* The acquire of a semaphore's permit (dlock__hold_permits() > 1). */
-int dlock__zk_semaphore_acquire(dlock__backend *b, zk_attempt *a);
+int dlock__zk_semaphore_acquire(zk_backend *b, zk_attempt *a);
 /* A lock on a resource named "<R>/leases" while a semaphore on R keeps
  * its leases there: DLOCK_EINVAL (its nodes would count as leases). */
-int dlock__zk_semaphore_guard(dlock__backend *b, zk_attempt *a, zk_session *s);
+int dlock__zk_semaphore_guard(zk_backend *b, zk_attempt *a, zk_session *s);
 /* The query of a semaphore on the resource at dir: DLOCK_OK with ret
  * filled in when its leases node has leases or dir holds an N, else
  * DLOCK_OK with ret untouched. */
-int dlock__zk_semaphore_query(dlock__backend *b, zk_session *s, dlock__waiter *w, const char *dir,
+int dlock__zk_semaphore_query(zk_backend *b, zk_session *s, dlock__waiter *w, const char *dir,
                               int64_t deadline_us, dlock__server_info *ret);
 
 /* ---- query.c ---- */

@@ -8,7 +8,7 @@
 
 /* Read the data of the node at path: DLOCK_OK with ZOK and *ret (owned)
  * set, or ZNONODE (gone meanwhile), or an error. */
-static int read_node(dlock__backend *b, zk_session *s, dlock__waiter *w, const char *resource,
+static int read_node(zk_backend *b, zk_session *s, dlock__waiter *w, const char *resource,
                      const char *path, int64_t deadline_us, int *ret_zrc, char **ret,
                      int64_t *ret_czxid)
 {
@@ -51,7 +51,7 @@ static char **holder_names(char *const *children)
  * each reader's among readers (shared).  DLOCK_OK, with ret->locked
  * false if a node went meanwhile (list again), or an error.
  */
-static int read_holders(dlock__backend *b, zk_session *s, dlock__waiter *w, const char *resource,
+static int read_holders(zk_backend *b, zk_session *s, dlock__waiter *w, const char *resource,
                         const char *dir, char **names, int64_t deadline_us,
                         dlock__server_info *ret)
 {
@@ -90,9 +90,10 @@ static int read_holders(dlock__backend *b, zk_session *s, dlock__waiter *w, cons
  * or whatever a peer stores) and its czxid, the holder's fencing token;
  * when readers hold, every one of them, and the latest one's czxid.
  */
-int dlock__zk_query(dlock__backend *b, const char *resource, int64_t deadline_us,
+int dlock__zk_query(dlock__backend *backend, const char *resource, int64_t deadline_us,
                     dlock__server_info *ret)
 {
+	zk_backend *b = zk_of(backend);
 	char *dir = dlock__zk_dir(b, resource);
 	dlock__waiter *w = dlock__waiter_new();
 	zk_session *s = NULL;

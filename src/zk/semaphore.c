@@ -376,7 +376,7 @@ static void finish_attempt(zk_session *s, zk_attempt *m, zk_attempt *l, int rc)
 	dlock__zk_attempt_forget(m);
 }
 
-int dlock__zk_semaphore_acquire(dlock__backend *b, zk_attempt *a)
+int dlock__zk_semaphore_acquire(zk_backend *b, zk_attempt *a)
 {
 	uint32_t permits = dlock__hold_permits(a->hold);
 	zk_attempt m, l;
@@ -422,7 +422,7 @@ int dlock__zk_semaphore_acquire(dlock__backend *b, zk_attempt *a)
 	return rc;
 }
 
-int dlock__zk_semaphore_guard(dlock__backend *b, zk_attempt *a, zk_session *s)
+int dlock__zk_semaphore_guard(zk_backend *b, zk_attempt *a, zk_session *s)
 {
 	char *parent = g_strndup(a->dir, strlen(a->dir) - strlen(LEASES));
 	uint32_t stored = 0;
@@ -448,7 +448,7 @@ int dlock__zk_semaphore_guard(dlock__backend *b, zk_attempt *a, zk_session *s)
 }
 
 /* Read the data of path into *ret (NULL when gone). */
-static int read_data(dlock__backend *b, zk_session *s, dlock__waiter *w, const char *path,
+static int read_data(zk_backend *b, zk_session *s, dlock__waiter *w, const char *path,
                      int64_t deadline_us, char **ret, int64_t *ret_czxid)
 {
 	zk_call *call = dlock__zk_call_new(s, CALL_GET, w);
@@ -472,7 +472,7 @@ static int read_data(dlock__backend *b, zk_session *s, dlock__waiter *w, const c
 	return rc;
 }
 
-int dlock__zk_semaphore_query(dlock__backend *b, zk_session *s, dlock__waiter *w, const char *dir,
+int dlock__zk_semaphore_query(zk_backend *b, zk_session *s, dlock__waiter *w, const char *dir,
                               int64_t deadline_us, dlock__server_info *ret)
 {
 	char *leases = g_strconcat(dir, LEASES, NULL);

@@ -52,7 +52,7 @@ static void pad_to_odd(GString *servers)
 	g_free(first);
 }
 
-int dlock__zk_servers_resolve(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
+int dlock__zk_servers_resolve(zk_backend *b, dlock__waiter *waiter, int64_t until_us,
                               char **ret_servers, GPtrArray *missing)
 {
 	unsigned n = g_strv_length(b->server_hosts);
@@ -88,7 +88,7 @@ int dlock__zk_servers_resolve(dlock__backend *b, dlock__waiter *waiter, int64_t 
 	return DLOCK_OK;
 }
 
-void dlock__zk_servers_refresh(dlock__backend *b, zk_session *s, int64_t until_us)
+void dlock__zk_servers_refresh(zk_backend *b, zk_session *s, int64_t until_us)
 {
 	GPtrArray *missing = g_ptr_array_new();
 	char *servers = NULL, *added = NULL;

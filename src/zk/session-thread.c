@@ -87,7 +87,7 @@ static bool in_use_locked(const zk_session *s)
  * next (CLOCK_BOOTTIME), the holds to report LOST in lost, what to log in
  * notes, and the nearest session expiry in *ret_expiry (INT64_MAX: none).
  */
-static int64_t pass_locked(dlock__backend *b, GPtrArray *to_close, GPtrArray *lost,
+static int64_t pass_locked(zk_backend *b, GPtrArray *to_close, GPtrArray *lost,
                            GPtrArray *notes, int64_t *ret_expiry)
 {
 	int64_t now = dlock__boot_us();
@@ -172,7 +172,7 @@ static void session_close(zk_session *s)
  * *ret_next the earliest time one will be due (INT64_MAX: none).  b->mu
  * held.
  */
-static zk_session *refresh_due_locked(dlock__backend *b, int64_t *ret_next)
+static zk_session *refresh_due_locked(zk_backend *b, int64_t *ret_next)
 {
 	int64_t now = dlock__boot_us();
 
@@ -199,7 +199,7 @@ static zk_session *refresh_due_locked(dlock__backend *b, int64_t *ret_next)
 
 gpointer dlock__zk_session_thread(gpointer data)
 {
-	dlock__backend *b = data;
+	zk_backend *b = data;
 
 	GPtrArray *notes = dlock__zk_notes_new();
 	zk_session *refresh;
@@ -246,7 +246,7 @@ gpointer dlock__zk_session_thread(gpointer data)
 	return NULL;
 }
 
-void dlock__zk_sessions_stop(dlock__backend *b)
+void dlock__zk_sessions_stop(zk_backend *b)
 {
 	GPtrArray *sessions;
 

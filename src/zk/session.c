@@ -149,7 +149,7 @@ static void note_add(GPtrArray *notes, dlock_log_level level, const char *fmt, .
 }
 
 /* Log the notes (with no lock held) and empty the list. */
-void dlock__zk_notes_flush(dlock__backend *b, GPtrArray *notes)
+void dlock__zk_notes_flush(zk_backend *b, GPtrArray *notes)
 {
 	for (guint i = 0; i < notes->len; i++) {
 		note *n = notes->pdata[i];
@@ -193,7 +193,7 @@ void dlock__zk_holds_report(GPtrArray *holds, dlock_state state)
  * Called with b->mu and s->mu held; returns the holds to report LOST, and
  * adds to notes what to log after.
  */
-GPtrArray *dlock__zk_session_end_locked(dlock__backend *b, zk_session *s, const char *reason,
+GPtrArray *dlock__zk_session_end_locked(zk_backend *b, zk_session *s, const char *reason,
                                         GPtrArray *notes)
 {
 	s->phase = ZK_ENDED;
@@ -212,7 +212,7 @@ GPtrArray *dlock__zk_session_end_locked(dlock__backend *b, zk_session *s, const 
 
 static void state_changed(zk_session *s, zhandle_t *zh, int state)
 {
-	dlock__backend *b = s->b;
+	zk_backend *b = s->b;
 	GPtrArray *holds = NULL, *notes = dlock__zk_notes_new();
 	dlock_state what = DLOCK_STATE_SUSPENDED;
 
@@ -313,7 +313,7 @@ bool dlock__zk_session_fresh(zk_session *s)
 /* Open a session on servers, "ip:port,..." (no I/O: the client library
  * connects in its own thread), missing names having been left out of it.
  * Called with b->mu held. */
-static int session_open(dlock__backend *b, const char *servers, unsigned missing, zk_session **ret)
+static int session_open(zk_backend *b, const char *servers, unsigned missing, zk_session **ret)
 {
 	zk_session *s = g_new0(zk_session, 1);
 	char *hosts = g_strconcat(servers, b->chroot, NULL);
@@ -384,7 +384,7 @@ zk_phase dlock__zk_session_phase(zk_session *s)
  * holds b->mu from its pass over the sessions until it sleeps, so it has
  * either seen the change or is asleep with thread_wake_us set.
  */
-static void nudge_thread(dlock__backend *b, int64_t due_us)
+static void nudge_thread(zk_backend *b, int64_t due_us)
 {
 	g_mutex_lock(&b->mu);
 	if (b->thread_wake_us != 0 && due_us < b->thread_wake_us)
@@ -464,7 +464,7 @@ static void refresh_soon(zk_session *s)
 		nudge_thread(s->b, due);
 }
 
-int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t until_us,
+int dlock__zk_session_get(zk_backend *b, dlock__waiter *waiter, int64_t until_us,
                           zk_session **ret)
 {
 	for (;;) {
@@ -543,7 +543,7 @@ int dlock__zk_session_get(dlock__backend *b, dlock__waiter *waiter, int64_t unti
 	}
 }
 
-bool dlock__zk_session_refused(dlock__backend *b)
+bool dlock__zk_session_refused(zk_backend *b)
 {
 	bool refused = false;
 
