@@ -85,7 +85,7 @@ static bool reply_is_integers(const redisReply *reply, size_t n)
  * The connection of an attempt left unanswered is kept in lease->kept
  * (dlock__redis_conn_keep()).
  */
-static try_result try_once(dlock__backend *b, redis_lease *lease, dlock__waiter *waiter,
+static try_result try_once(redis_backend *b, redis_lease *lease, dlock__waiter *waiter,
                            const queue_place *place, int64_t deadline_us, try_answer *ans,
                            int *ret_rc)
 {
@@ -171,7 +171,7 @@ static char *wait_id(const char *token)
 	return g_strndup(start + 1, strcspn(start + 1, ":"));
 }
 
-static redis_lease *lease_new(dlock__backend *b, dlock__hold *hold)
+static redis_lease *lease_new(redis_backend *b, dlock__hold *hold)
 {
 	/* Reference-counted (the watchdog keeps one while it renews). */
 	redis_lease *lease = g_atomic_rc_box_new0(redis_lease);
@@ -228,7 +228,7 @@ static int64_t next_sleep_us(const queue_place *place, int64_t ttl_ms, int64_t p
 }
 
 /* The lease is ours from sent_us on: hand it to the hold and the watchdog. */
-static void take_grant(dlock__backend *b, redis_lease *lease, uint64_t token, int64_t sent_us)
+static void take_grant(redis_backend *b, redis_lease *lease, uint64_t token, int64_t sent_us)
 {
 	/* Earlier tries the server is done with are no concern. */
 	if (dlock__redis_kept_settled(lease->kept)) {
@@ -241,7 +241,7 @@ static void take_grant(dlock__backend *b, redis_lease *lease, uint64_t token, in
 	dlock__redis_watch(b, lease);
 }
 
-static void start_listening(dlock__backend *b, redis_lease *lease, queue_place *place,
+static void start_listening(redis_backend *b, redis_lease *lease, queue_place *place,
                             dlock__waiter *waiter)
 {
 	place->channel = g_strconcat(lease->names.wait, lease->id, NULL);
@@ -249,7 +249,7 @@ static void start_listening(dlock__backend *b, redis_lease *lease, queue_place *
 	place->listening = true;
 }
 
-static void stop_listening(dlock__backend *b, redis_lease *lease, queue_place *place,
+static void stop_listening(redis_backend *b, redis_lease *lease, queue_place *place,
                            dlock__waiter *waiter)
 {
 	if (!place->listening)
@@ -258,7 +258,7 @@ static void stop_listening(dlock__backend *b, redis_lease *lease, queue_place *p
 	g_free(place->channel);
 }
 
-static int release_script(dlock__backend *b, redis_lease *lease, const char *ticket,
+static int release_script(redis_backend *b, redis_lease *lease, const char *ticket,
                           int64_t until_us, int *ret_deleted);
 
 /*
@@ -274,7 +274,7 @@ static int release_script(dlock__backend *b, redis_lease *lease, const char *tic
  * it on, so the cleanup lasts as long as such a grant could (the entry's
  * lease, then the hold's).
  */
-static void give_up(dlock__backend *b, redis_lease *lease, const queue_place *place, bool uncertain,
+static void give_up(redis_backend *b, redis_lease *lease, const queue_place *place, bool uncertain,
                     int64_t until_us)
 {
 	char ticket[24] = "";
@@ -310,7 +310,7 @@ static void give_up(dlock__backend *b, redis_lease *lease, const queue_place *pl
  * the same resource: granted at once, never queued (lua/downgrade.lua).
  * Until the write is released the read hold renews through it.
  */
-static int downgrade(dlock__backend *b, redis_lease *lease, const redis_lease *write,
+static int downgrade(redis_backend *b, redis_lease *lease, const redis_lease *write,
                      dlock__waiter *waiter, int64_t wait_ms, int64_t deadline_us)
 {
 	char ttl[24];
@@ -365,9 +365,10 @@ static int downgrade(dlock__backend *b, redis_lease *lease, const redis_lease *w
 	return rc;
 }
 
-int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
+int dlock__redis_acquire(dlock__backend *backend, dlock__hold *hold, dlock__waiter *waiter,
                          int64_t wait_ms, int64_t deadline_us)
 {
+	redis_backend *b = redis_of(backend);
 	const char *resource = dlock__hold_resource(hold);
 	redis_lease *lease = lease_new(b, hold);
 	dlock__hold *write = dlock__hold_downgrade_of(hold);
@@ -485,7 +486,7 @@ int dlock__redis_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wa
 
 /* The release script for lease, bounded by until_us (monotonic): a
  * reconnect included.  *ret_deleted: whether it deleted our lock. */
-static int release_script(dlock__backend *b, redis_lease *lease, const char *ticket,
+static int release_script(redis_backend *b, redis_lease *lease, const char *ticket,
                           int64_t until_us, int *ret_deleted)
 {
 	const char *words[RELEASE_WORDS];
@@ -514,7 +515,7 @@ static GArray *take_kept(redis_lease *lease)
 	return kept;
 }
 
-static bool release_deferred(dlock__backend *b)
+static bool release_deferred(redis_backend *b)
 {
 	bool defer;
 
@@ -525,8 +526,9 @@ static bool release_deferred(dlock__backend *b)
 }
 
 /* A hold the core found past its lease's end: see dlock__redis_lease_abandon(). */
-void dlock__redis_abandon(dlock__backend *b, dlock__hold *hold)
+void dlock__redis_abandon(dlock__backend *backend, dlock__hold *hold)
 {
+	redis_backend *b = redis_of(backend);
 	redis_lease *lease = dlock__hold_backend_data(hold);
 
 	if (lease)
@@ -539,8 +541,9 @@ void dlock__redis_abandon(dlock__backend *b, dlock__hold *hold)
  * watchdog already found it so), the delete goes on in the background and
  * the caller is not kept waiting.
  */
-int dlock__redis_release(dlock__backend *b, dlock__hold *hold)
+int dlock__redis_release(dlock__backend *backend, dlock__hold *hold)
 {
+	redis_backend *b = redis_of(backend);
 	redis_lease *lease = dlock__hold_backend_data(hold);
 	bool lost = false, suspended;
 	int deleted = 0;

@@ -56,8 +56,9 @@ static const dlock__option redlock_options[] = {
 	{ .name = NULL },
 };
 
-static int check_resource(const dlock__backend *b, const char *resource)
+static int check_resource(const dlock__backend *backend, const char *resource)
 {
+	const redis_backend *b = redis_of_const(backend);
 	if (b->plain_keys && (g_str_has_suffix(resource, ":fence") ||
 	                      g_str_has_suffix(resource, ":q") ||
 	                      g_str_has_suffix(resource, ":permits") ||
@@ -118,15 +119,15 @@ static int check_uri(const dlock__uri *uri, const dlock__options *opts, int *ret
 
 int dlock__redis_open_host(const dlock__backend_env *env, const dlock__uri *uri,
                            const dlock__host *host, const dlock__options *opts,
-                           dlock__backend **ret)
+                           redis_backend **ret)
 {
 	const redis_options *o = opts->values;
-	dlock__backend *b;
+	redis_backend *b;
 	int db;
 
 	if (check_uri(uri, opts, &db) != DLOCK_OK)
 		return DLOCK_ECONFIG;
-	b = g_new0(dlock__backend, 1);
+	b = g_new0(redis_backend, 1);
 	b->logger = env->logger;
 	if (!host) {
 		b->unix_path = g_strdup(uri->path);
@@ -152,8 +153,8 @@ int dlock__redis_open_host(const dlock__backend_env *env, const dlock__uri *uri,
 	return DLOCK_OK;
 }
 
-static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
-                        const dlock__options *opts, dlock__backend **ret)
+static int open_single(const dlock__backend_env *env, const dlock__uri *uri,
+                       const dlock__options *opts, redis_backend **ret)
 {
 	bool is_unix = strcmp(uri->scheme, "redis+unix") == 0;
 
@@ -168,7 +169,7 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	return dlock__redis_open_host(env, uri, is_unix ? NULL : uri->hosts->pdata[0], opts, ret);
 }
 
-void dlock__redis_close_host(dlock__backend *b)
+void dlock__redis_close_host(redis_backend *b)
 {
 	dlock__redis_sub_stop(b);
 	dlock__redis_watchdog_stop(b);
@@ -191,10 +192,10 @@ void dlock__redis_close_host(dlock__backend *b)
  * allowed, as the README says.
  */
 static int open_redlock(const dlock__backend_env *env, const dlock__uri *uri,
-                        const dlock__options *opts, dlock__backend **ret)
+                        const dlock__options *opts, redis_backend **ret)
 {
 	const redis_options *o = opts->values;
-	dlock__backend *rl;
+	redis_backend *rl;
 	int db, rc = DLOCK_OK;
 
 	if (strcmp(uri->scheme, "redis") != 0 || uri->hosts->len < 2)
@@ -205,11 +206,11 @@ static int open_redlock(const dlock__backend_env *env, const dlock__uri *uri,
 		                    uri->redacted, uri->hosts->len, RL_MASTERS_MAX);
 	if (check_uri(uri, opts, &db) != DLOCK_OK)
 		return DLOCK_ECONFIG;
-	rl = g_new0(dlock__backend, 1);
+	rl = g_new0(redis_backend, 1);
 	rl->logger = env->logger;
 	rl->n_masters = (int)uri->hosts->len;
 	rl->quorum = rl->n_masters / 2 + 1;
-	rl->masters = g_new0(dlock__backend *, rl->n_masters);
+	rl->masters = g_new0(redis_backend *, rl->n_masters);
 	for (int i = 0; i < rl->n_masters && rc == DLOCK_OK; i++)
 		rc = dlock__redis_open_host(env, uri, uri->hosts->pdata[i], opts, &rl->masters[i]);
 	rl->label = g_strdup_printf("redlock %s", uri->redacted);
@@ -230,13 +231,44 @@ static int open_redlock(const dlock__backend_env *env, const dlock__uri *uri,
 	return DLOCK_OK;
 }
 
+/* The ops see a backend as the seam's dlock__backend: these convert. */
+static int open_single_op(const dlock__backend_env *env, const dlock__uri *uri,
+                          const dlock__options *opts, dlock__backend **ret)
+{
+	redis_backend *b = NULL;
+	int rc = open_single(env, uri, opts, &b);
+
+	*ret = (dlock__backend *)(void *)b;
+	return rc;
+}
+
+static int open_redlock_op(const dlock__backend_env *env, const dlock__uri *uri,
+                           const dlock__options *opts, dlock__backend **ret)
+{
+	redis_backend *rl = NULL;
+	int rc = open_redlock(env, uri, opts, &rl);
+
+	*ret = (dlock__backend *)(void *)rl;
+	return rc;
+}
+
+static void close_single_op(dlock__backend *backend)
+{
+	dlock__redis_close_host(redis_of(backend));
+}
+
+static void close_redlock_op(dlock__backend *backend)
+{
+	dlock__redlock_close(redis_of(backend));
+}
+
 const dlock__backend_ops dlock__redis_ops = {
 	.type = "redis",
 	.caps = DLOCK__CAP_LEASE | DLOCK__CAP_SHARED | DLOCK__CAP_PERMITS,
 	.options = options,
 	.options_size = sizeof(redis_options),
-	.open = open_backend,
-	.close = dlock__redis_close_host,
+	.open = open_single_op,
+	.close = close_single_op,
 	.acquire = dlock__redis_acquire,
 	.release = dlock__redis_release,
 	.abandon = dlock__redis_abandon,
@@ -252,8 +284,8 @@ const dlock__backend_ops dlock__redlock_ops = {
 	.caps = DLOCK__CAP_LEASE,
 	.options = redlock_options,
 	.options_size = sizeof(redis_options),
-	.open = open_redlock,
-	.close = dlock__redlock_close,
+	.open = open_redlock_op,
+	.close = close_redlock_op,
 	.acquire = dlock__redlock_acquire,
 	.release = dlock__redlock_release,
 	.abandon = dlock__redlock_abandon,

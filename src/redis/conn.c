@@ -76,7 +76,7 @@ static bool error_starts(const redisReply *reply, const char *prefix)
  * unauthenticated multibulk length" and closes the connection; older
  * servers word a bad password "invalid password".
  */
-int dlock__redis_reply_error(dlock__backend *b, const redisReply *reply, const char *what)
+int dlock__redis_reply_error(redis_backend *b, const redisReply *reply, const char *what)
 {
 	const char *user = b->user ? b->user : "default";
 
@@ -142,7 +142,7 @@ redisReply *dlock__redis_call(redisContext *ctx, int argc, const char **argv, co
  * most a command timeout and never past deadline_us: each setup command
  * gets what is left of the connect's time, not a fresh timeout of its own.
  */
-static int setup_command(dlock__backend *b, redisContext *ctx, int64_t deadline_us,
+static int setup_command(redis_backend *b, redisContext *ctx, int64_t deadline_us,
                          const char *what, int argc, const char **argv)
 {
 	int64_t left = dlock__remaining_us(deadline_us);
@@ -243,7 +243,7 @@ static int dial(const char *addr, int port, dlock__waiter *waiter, int64_t deadl
 	return fd;
 }
 
-static int canceled_error(dlock__backend *b)
+static int canceled_error(redis_backend *b)
 {
 	return dlock__error(DLOCK_ECANCELED, "%s: canceled while waiting for the server", b->label);
 }
@@ -255,7 +255,7 @@ static int canceled_error(dlock__backend *b)
  * here too, so that a cancel of waiter (may be NULL) ends either at once;
  * hiredis gets the connected socket.  Messages keep the name.
  */
-static redisContext *connect_tcp(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
+static redisContext *connect_tcp(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
                                  int *ret_rc)
 {
 	int64_t timeout_ms = dlock__remaining_us(deadline_us) / 1000;
@@ -309,7 +309,7 @@ static redisContext *connect_tcp(dlock__backend *b, dlock__waiter *waiter, int64
  * of waiter (may be NULL) interrupts every step: the resolve, the connect,
  * and the AUTH and SELECT, which can wait out a whole command timeout.
  */
-static redisContext *connect_for(dlock__backend *b, dlock__waiter *waiter, int64_t timeout_us,
+static redisContext *connect_for(redis_backend *b, dlock__waiter *waiter, int64_t timeout_us,
                                  bool select, int *ret_rc)
 {
 	int64_t deadline_us = dlock__mono_us() + timeout_us;
@@ -364,12 +364,12 @@ static redisContext *connect_for(dlock__backend *b, dlock__waiter *waiter, int64
 	return ctx;
 }
 
-redisContext *dlock__redis_connect(dlock__backend *b, int64_t timeout_us, bool select, int *ret_rc)
+redisContext *dlock__redis_connect(redis_backend *b, int64_t timeout_us, bool select, int *ret_rc)
 {
 	return connect_for(b, NULL, timeout_us, select, ret_rc);
 }
 
-int dlock__redis_conn_get(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
+int dlock__redis_conn_get(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
                           redis_conn **ret)
 {
 	redis_conn *conn;
@@ -402,7 +402,7 @@ static void conn_free(redis_conn *conn)
 	g_free(conn);
 }
 
-void dlock__redis_conn_put(dlock__backend *b, redis_conn *conn, bool ok)
+void dlock__redis_conn_put(redis_backend *b, redis_conn *conn, bool ok)
 {
 	if (!conn)
 		return;
@@ -471,7 +471,7 @@ void dlock__redis_kept_close(GArray *fds)
 	g_array_unref(fds);
 }
 
-void dlock__redis_pool_clear(dlock__backend *b)
+void dlock__redis_pool_clear(redis_backend *b)
 {
 	redis_conn *conn;
 
@@ -481,7 +481,7 @@ void dlock__redis_pool_clear(dlock__backend *b)
 	g_mutex_unlock(&b->pool_mu);
 }
 
-int dlock__redis_io_error(dlock__backend *b, redisContext *ctx, bool timed_out, int64_t timeout_us)
+int dlock__redis_io_error(redis_backend *b, redisContext *ctx, bool timed_out, int64_t timeout_us)
 {
 	if (timed_out && timeout_us > 0)
 		return dlock__error(DLOCK_ETIMEDOUT, "%s: no answer within %" G_GINT64_FORMAT " ms",
@@ -492,7 +492,7 @@ int dlock__redis_io_error(dlock__backend *b, redisContext *ctx, bool timed_out, 
 	                    ctx->errstr[0] ? ctx->errstr : "connection closed without an answer");
 }
 
-int dlock__redis_command(dlock__backend *b, redis_conn *conn, int argc, const char **argv,
+int dlock__redis_command(redis_backend *b, redis_conn *conn, int argc, const char **argv,
                          const size_t *lens, redisReply **ret)
 {
 	redisReply *reply;

@@ -32,7 +32,7 @@ typedef struct redis_observer {
 
 /* "<lock key>:elected": "<prefix>{R}:elected", or "R:elected" in the
  * plain format, as every name of R is made. */
-static char *elected_channel(const dlock__backend *b, const char *resource)
+static char *elected_channel(const redis_backend *b, const char *resource)
 {
 	char *key = dlock__redis_key(b, resource);
 	char *channel = g_strconcat(key, ":elected", NULL);
@@ -43,14 +43,14 @@ static char *elected_channel(const dlock__backend *b, const char *resource)
 
 /* Whether the server's ACL refused either of o's subscriptions (the user
  * has no channel rights): then no word can wake the observer. */
-static bool refused(dlock__backend *b, const redis_observer *o)
+static bool refused(redis_backend *b, const redis_observer *o)
 {
 	return dlock__redis_sub_refused(b, o->released) || dlock__redis_sub_refused(b, o->elected);
 }
 
 /* DLOCK_OK while o's channels can wake the observer, else the refusal
  * (the core then looks again every second). */
-static int armed(dlock__backend *b, const redis_observer *o)
+static int armed(redis_backend *b, const redis_observer *o)
 {
 	if (refused(b, o))
 		return dlock__error(DLOCK_EACCES, "%s: subscribing to %s refused: the user has no "
@@ -58,8 +58,7 @@ static int armed(dlock__backend *b, const redis_observer *o)
 	return DLOCK_OK;
 }
 
-int dlock__redis_observe(dlock__backend *b, const char *resource, dlock__waiter *waiter,
-                         void **watch)
+static int observe(redis_backend *b, const char *resource, dlock__waiter *waiter, void **watch)
 {
 	redis_observer *o;
 	redis_names names;
@@ -88,7 +87,7 @@ int dlock__redis_observe(dlock__backend *b, const char *resource, dlock__waiter 
 	return armed(b, o);
 }
 
-void dlock__redis_unobserve(dlock__backend *b, void *watch)
+static void unobserve(redis_backend *b, void *watch)
 {
 	redis_observer *o = watch;
 
@@ -100,6 +99,17 @@ void dlock__redis_unobserve(dlock__backend *b, void *watch)
 	g_free(o);
 }
 
+int dlock__redis_observe(dlock__backend *backend, const char *resource, dlock__waiter *waiter,
+                         void **watch)
+{
+	return observe(redis_of(backend), resource, waiter, watch);
+}
+
+void dlock__redis_unobserve(dlock__backend *backend, void *watch)
+{
+	unobserve(redis_of(backend), watch);
+}
+
 /* A resignation's word, when the release left the lock free: the
  * release itself publishes only to queued waiters. */
 static const char vacated_lua[] =
@@ -107,7 +117,7 @@ static const char vacated_lua[] =
 	"return 0\n";
 
 /* The announcement on one server, bounded by until_us. */
-static void announce_until(dlock__backend *b, const char *resource, const char *id, uint64_t token,
+static void announce_until(redis_backend *b, const char *resource, const char *id, uint64_t token,
                            int64_t until_us)
 {
 	redis_names names;
@@ -146,9 +156,10 @@ static void announce_until(dlock__backend *b, const char *resource, const char *
 	g_free(message);
 }
 
-void dlock__redis_announce(dlock__backend *b, const char *resource, const char *id, uint64_t token,
-                           int64_t ttl_ms)
+void dlock__redis_announce(dlock__backend *backend, const char *resource, const char *id,
+                           uint64_t token, int64_t ttl_ms)
 {
+	redis_backend *b = redis_of(backend);
 	announce_until(b, resource, id, token, dlock__mono_us() + b->command_timeout_ms * 1000);
 }
 
@@ -162,9 +173,10 @@ typedef struct redlock_observer {
 /* Every master publishes every word, so one whose channels can wake the
  * observer is enough; refused on all of them, the core looks every
  * second. */
-int dlock__redlock_observe(dlock__backend *rl, const char *resource, dlock__waiter *waiter,
+int dlock__redlock_observe(dlock__backend *backend, const char *resource, dlock__waiter *waiter,
                            void **watch)
 {
+	redis_backend *rl = redis_of(backend);
 	redlock_observer *o = *watch;
 	int rc = DLOCK_OK, usable = 0;
 
@@ -174,7 +186,7 @@ int dlock__redlock_observe(dlock__backend *rl, const char *resource, dlock__wait
 		*watch = o;
 	}
 	for (int i = 0; i < o->n; i++) {
-		int master_rc = dlock__redis_observe(rl->masters[i], resource, waiter, &o->masters[i]);
+		int master_rc = observe(rl->masters[i], resource, waiter, &o->masters[i]);
 
 		if (master_rc == DLOCK_OK)
 			usable++;
@@ -184,12 +196,13 @@ int dlock__redlock_observe(dlock__backend *rl, const char *resource, dlock__wait
 	return usable > 0 ? DLOCK_OK : rc;
 }
 
-void dlock__redlock_unobserve(dlock__backend *rl, void *watch)
+void dlock__redlock_unobserve(dlock__backend *backend, void *watch)
 {
+	redis_backend *rl = redis_of(backend);
 	redlock_observer *o = watch;
 
 	for (int i = 0; i < o->n; i++)
-		dlock__redis_unobserve(rl->masters[i], o->masters[i]);
+		unobserve(rl->masters[i], o->masters[i]);
 	g_free(o);
 }
 
@@ -199,9 +212,10 @@ void dlock__redlock_unobserve(dlock__backend *rl, void *watch)
  * the campaign by that much at most.  A resignation needs no word: a
  * Redlock's release publishes on every master's release channel.
  */
-void dlock__redlock_announce(dlock__backend *rl, const char *resource, const char *id,
+void dlock__redlock_announce(dlock__backend *backend, const char *resource, const char *id,
                              uint64_t token, int64_t ttl_ms)
 {
+	redis_backend *rl = redis_of(backend);
 	int64_t bound_us = dlock__redlock_master_timeout_ms(rl, ttl_ms) * 1000;
 
 	if (!id)

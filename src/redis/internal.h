@@ -27,6 +27,7 @@
 #include "thread.h"
 #include "resolve.h"
 
+typedef struct redis_backend redis_backend;
 typedef struct redis_sub redis_sub;
 typedef struct redis_watchdog redis_watchdog;
 
@@ -61,7 +62,20 @@ typedef struct redis_conn {
 	bool timed_out;           /* the last command failed for want of an answer */
 } redis_conn;
 
-struct dlock__backend {
+/* The seam's handle of a Redis backend (a single server's, or a
+ * Redlock's) is its redis_backend: the ops receive it as a
+ * dlock__backend, and see it again as what it is. */
+static inline redis_backend *redis_of(dlock__backend *backend)
+{
+	return (redis_backend *)(void *)backend;
+}
+
+static inline const redis_backend *redis_of_const(const dlock__backend *backend)
+{
+	return (const redis_backend *)(const void *)backend;
+}
+
+struct redis_backend {
 	const dlock__logger *logger;
 	char *label;              /* "redis 127.0.0.1:6379" / "redis unix:/path", for messages */
 
@@ -95,7 +109,7 @@ struct dlock__backend {
 	/* Redlock (redlock.c): a backend of several masters, each a backend
 	 * of its own (host, pool, subscriber, deferred cleanup); NULL for a
 	 * single server.  A master's own fields above serve it alone. */
-	dlock__backend **masters;
+	redis_backend **masters;
 	int n_masters;
 	int quorum;               /* n_masters / 2 + 1 */
 	int64_t master_timeout_ms; /* 0: the smaller of the command timeout and TTL/20 */
@@ -134,8 +148,8 @@ typedef struct redis_lease { /* a g_atomic_rc_box */
 /* Open the backend of one server of uri (a master of a Redlock). */
 int dlock__redis_open_host(const dlock__backend_env *env, const dlock__uri *uri,
                            const dlock__host *host, const dlock__options *opts,
-                           dlock__backend **ret);
-void dlock__redis_close_host(dlock__backend *b);
+                           redis_backend **ret);
+void dlock__redis_close_host(redis_backend *b);
 
 /* ---- elect.c: leader elections' observers and announcements ---- */
 dlock__backend_watch_fn dlock__redis_observe;
@@ -146,25 +160,25 @@ dlock__backend_unwatch_fn dlock__redlock_unobserve;
 dlock__backend_announce_fn dlock__redlock_announce;
 
 /* ---- keys.c ---- */
-char *dlock__redis_key(const dlock__backend *b, const char *resource);
-char *dlock__redis_fence_key(const dlock__backend *b, const char *resource);
-void dlock__redis_names_init(redis_names *names, const dlock__backend *b, const char *resource);
+char *dlock__redis_key(const redis_backend *b, const char *resource);
+char *dlock__redis_fence_key(const redis_backend *b, const char *resource);
+void dlock__redis_names_init(redis_names *names, const redis_backend *b, const char *resource);
 void dlock__redis_names_copy(redis_names *to, const redis_names *from);
 void dlock__redis_names_clear(redis_names *names);
 
 /* ---- conn.c ---- */
 /* Connect, with AUTH and SELECT as configured (select: false for pub/sub).
  * Bounded by timeout_us.  NULL with the message recorded on failure. */
-redisContext *dlock__redis_connect(dlock__backend *b, int64_t timeout_us, bool select, int *ret_rc);
+redisContext *dlock__redis_connect(redis_backend *b, int64_t timeout_us, bool select, int *ret_rc);
 /* A pooled connection (or a new one), bounded by deadline_us.  A cancel of
  * waiter (may be NULL) interrupts the setup of a new one: DLOCK_ECANCELED.
  * DLOCK_ETIMEDOUT when the connect or its setup ran out of time (see
  * dlock__redis_command). */
-int dlock__redis_conn_get(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
+int dlock__redis_conn_get(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
                           redis_conn **ret);
 /* Return a connection; broken ones (ok false or ctx->err) are closed. */
-void dlock__redis_conn_put(dlock__backend *b, redis_conn *conn, bool ok);
-void dlock__redis_pool_clear(dlock__backend *b);
+void dlock__redis_conn_put(redis_backend *b, redis_conn *conn, bool ok);
+void dlock__redis_pool_clear(redis_backend *b);
 /*
  * Commands on two connections have no order on the server: a command
  * left unanswered on one (canceled, timed out, the connection broken) may
@@ -204,14 +218,14 @@ redisReply *dlock__redis_call(redisContext *ctx, int argc, const char **argv, co
  * of time means for it: an acquire whose deadline has passed timed out;
  * anything else found the server unavailable.
  */
-int dlock__redis_command(dlock__backend *b, redis_conn *conn, int argc, const char **argv,
+int dlock__redis_command(redis_backend *b, redis_conn *conn, int argc, const char **argv,
                          const size_t *lens, redisReply **ret);
 /* The failure of I/O on ctx, worded: DLOCK_ETIMEDOUT "no answer within N
  * ms" when timed_out (timeout_us: the bound it had, or <= 0 if unknown),
  * else DLOCK_EUNAVAILABLE with hiredis's reason. */
-int dlock__redis_io_error(dlock__backend *b, redisContext *ctx, bool timed_out, int64_t timeout_us);
+int dlock__redis_io_error(redis_backend *b, redisContext *ctx, bool timed_out, int64_t timeout_us);
 /* DLOCK_EBACKEND with the server's message if reply is an error reply. */
-int dlock__redis_reply_error(dlock__backend *b, const redisReply *reply, const char *what);
+int dlock__redis_reply_error(redis_backend *b, const redisReply *reply, const char *what);
 
 /* ---- redlock-dial.c ---- */
 /*
@@ -228,18 +242,18 @@ int dlock__redis_reply_error(dlock__backend *b, const redisReply *reply, const c
  * _free() abandons one (NULL: no-op).
  */
 typedef struct redis_dial redis_dial;
-int dlock__redis_dial_start(dlock__backend *b, char **addrs, redis_dial **ret);
-int dlock__redis_dial_identify(dlock__backend *b, redis_conn *conn, redis_dial **ret);
+int dlock__redis_dial_start(redis_backend *b, char **addrs, redis_dial **ret);
+int dlock__redis_dial_identify(redis_backend *b, redis_conn *conn, redis_dial **ret);
 int dlock__redis_dial_fd(const redis_dial *d);
 short dlock__redis_dial_events(const redis_dial *d);
 int dlock__redis_dial_step(redis_dial *d, redis_conn **ret);
 void dlock__redis_dial_free(redis_dial *d);
-void dlock__redis_dial_park(dlock__backend *b, redis_dial *d);
-redis_dial *dlock__redis_dial_unpark(dlock__backend *b);
+void dlock__redis_dial_park(redis_backend *b, redis_dial *d);
+redis_dial *dlock__redis_dial_unpark(redis_backend *b);
 /* A pooled connection, or NULL: never connects. */
-redis_conn *dlock__redis_conn_pooled(dlock__backend *b);
-/* The server's run_id as last seen (see dlock__backend.run_id). */
-void dlock__redis_run_id(dlock__backend *b, char *buf, size_t size);
+redis_conn *dlock__redis_conn_pooled(redis_backend *b);
+/* The server's run_id as last seen (see redis_backend.run_id). */
+void dlock__redis_run_id(redis_backend *b, char *buf, size_t size);
 
 /* ---- scripts.c ---- */
 /*
@@ -265,7 +279,7 @@ int dlock__redis_script_argv(redis_script script, bool by_body, const char *cons
                              const char **argv, char nkeys_text[8]);
 /* Run a script by EVALSHA (loading it on NOSCRIPT, once).  Same returns
  * as dlock__redis_command, plus DLOCK_EBACKEND for an error reply. */
-int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script,
+int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
                       const char *const *words, redisReply **ret);
 /* The words of the release script, into words (RELEASE_WORDS of them). */
 void dlock__redis_release_words(const redis_names *names, const char *token, const char *ticket,
@@ -286,7 +300,7 @@ bool dlock__redis_is_noscript(const redisReply *reply);
  * DLOCK_ETIMEDOUT when the connect or the answer ran out of time (see
  * dlock__redis_command).
  */
-int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
+int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
                              redis_script script, const char *const *words, redisReply **ret,
                              bool *ret_uncertain, GArray *kept);
 
@@ -309,49 +323,49 @@ typedef struct redis_grant {
  * the release channel (starting the subscriber thread on first use); it is
  * woken when its own channel is confirmed, on every message on either, and
  * after every reconnect.  Remove it. */
-void dlock__redis_sub_add_wait(dlock__backend *b, const char *released, const char *channel,
+void dlock__redis_sub_add_wait(redis_backend *b, const char *released, const char *channel,
                                dlock__waiter *waiter, redis_grant *box);
-void dlock__redis_sub_remove_wait(dlock__backend *b, const char *released, const char *channel,
+void dlock__redis_sub_remove_wait(redis_backend *b, const char *released, const char *channel,
                                   dlock__waiter *waiter);
 /* Register a waiter on channel alone (a Redlock's release channel): woken
  * on every message and after every reconnect.  Remove it. */
-void dlock__redis_sub_listen(dlock__backend *b, const char *channel, dlock__waiter *waiter);
-void dlock__redis_sub_unlisten(dlock__backend *b, const char *channel, dlock__waiter *waiter);
+void dlock__redis_sub_listen(redis_backend *b, const char *channel, dlock__waiter *waiter);
+void dlock__redis_sub_unlisten(redis_backend *b, const char *channel, dlock__waiter *waiter);
 /* Whether the server has confirmed the subscription to channel. */
-bool dlock__redis_sub_confirmed(dlock__backend *b, const char *channel);
+bool dlock__redis_sub_confirmed(redis_backend *b, const char *channel);
 /* Whether the server's ACL refused it on the current connection (the
  * user has no rights on that channel, or may not SUBSCRIBE at all). */
-bool dlock__redis_sub_refused(dlock__backend *b, const char *channel);
+bool dlock__redis_sub_refused(redis_backend *b, const char *channel);
 /* Take the grant left in box if it is for ticket (an older one is dropped). */
-bool dlock__redis_sub_take_grant(dlock__backend *b, redis_grant *box, int64_t ticket,
+bool dlock__redis_sub_take_grant(redis_backend *b, redis_grant *box, int64_t ticket,
                                  uint64_t *ret_token);
-void dlock__redis_sub_stop(dlock__backend *b);
+void dlock__redis_sub_stop(redis_backend *b);
 
 /* ---- watchdog.c ---- */
 redis_lease *dlock__redis_lease_ref(redis_lease *lease);
 void dlock__redis_lease_unref(redis_lease *lease);
 /* Start tracking a granted lease (renewal and/or expiry). */
-void dlock__redis_watch(dlock__backend *b, redis_lease *lease);
+void dlock__redis_watch(redis_backend *b, redis_lease *lease);
 /* Stop tracking it.  Returns true if the watchdog had seen it fail to
  * renew (suspended) or lost, so release need not wait on a dead server.
  * Afterwards lease->cleaned tells whether its deferred release is queued
  * already. */
-bool dlock__redis_unwatch(dlock__backend *b, redis_lease *lease, bool *ret_lost);
+bool dlock__redis_unwatch(redis_backend *b, redis_lease *lease, bool *ret_lost);
 /* The core declared the lease's hold lost: no more renewals, and the key
  * deleted in the background (dlock__backend_abandon_fn). */
-void dlock__redis_lease_abandon(dlock__backend *b, redis_lease *lease);
+void dlock__redis_lease_abandon(redis_backend *b, redis_lease *lease);
 /* Release lease's lock if it still holds lease's token (and leave the
  * queue, when ticket is not ""), in the background, until done or until
  * expires_us (CLOCK_BOOTTIME), after which the lease has ended it.
  * kept (taken, may be NULL): connections of tries with this token left
  * unanswered; the delete waits until the server is done with them. */
-void dlock__redis_cleanup_later(dlock__backend *b, const redis_lease *lease, const char *ticket,
+void dlock__redis_cleanup_later(redis_backend *b, const redis_lease *lease, const char *ticket,
                                 int64_t expires_us, GArray *kept);
 /* The same for a Redlock master's share of a hold (b: the master): by
  * Redlock's release script, whose message on the release channel wakes
  * the Redlock's waiters as a release round's does. */
-void dlock__redis_cleanup_later_redlock(dlock__backend *b, const redis_lease *lease,
+void dlock__redis_cleanup_later_redlock(redis_backend *b, const redis_lease *lease,
                                         int64_t expires_us, GArray *kept);
-void dlock__redis_watchdog_stop(dlock__backend *b);
+void dlock__redis_watchdog_stop(redis_backend *b);
 
 #endif

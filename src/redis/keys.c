@@ -11,24 +11,24 @@
 #include "internal.h"
 
 /* The names are built on every acquire: concatenation, not printf. */
-static char *key_with(const dlock__backend *b, const char *resource, const char *suffix)
+static char *key_with(const redis_backend *b, const char *resource, const char *suffix)
 {
 	if (b->plain_keys)
 		return g_strconcat(resource, suffix, NULL);
 	return g_strconcat(b->prefix, "{", resource, "}", suffix, NULL);
 }
 
-char *dlock__redis_key(const dlock__backend *b, const char *resource)
+char *dlock__redis_key(const redis_backend *b, const char *resource)
 {
 	return key_with(b, resource, "");
 }
 
-char *dlock__redis_fence_key(const dlock__backend *b, const char *resource)
+char *dlock__redis_fence_key(const redis_backend *b, const char *resource)
 {
 	return key_with(b, resource, ":fence");
 }
 
-void dlock__redis_names_init(redis_names *names, const dlock__backend *b, const char *resource)
+void dlock__redis_names_init(redis_names *names, const redis_backend *b, const char *resource)
 {
 	names->key = dlock__redis_key(b, resource);
 	names->fence = dlock__redis_fence_key(b, resource);

@@ -50,9 +50,10 @@ static void take_readers(const redisReply *reply, int64_t now_ms, dlock__server_
 	}
 }
 
-int dlock__redis_query(dlock__backend *b, const char *resource, int64_t deadline_us,
+int dlock__redis_query(dlock__backend *backend, const char *resource, int64_t deadline_us,
                        dlock__server_info *ret)
 {
+	redis_backend *b = redis_of(backend);
 	char *key = dlock__redis_key(b, resource);
 	char *fence_key = dlock__redis_fence_key(b, resource);
 	char *permits_key = g_strconcat(key, ":permits", NULL);

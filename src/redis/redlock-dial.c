@@ -26,7 +26,7 @@
 enum { SETUP_AUTH, SETUP_SELECT, SETUP_INFO };
 
 struct redis_dial {
-	dlock__backend *b;
+	redis_backend *b;
 	char **addrs;             /* numeric addresses, tried in turn */
 	int next;                 /* the next of them */
 	int fd;                   /* connecting (ctx NULL), or ctx's */
@@ -65,7 +65,7 @@ static int dial_begin(const char *addr, int port, int *ret_fd)
 /* Send the setup commands (and INFO server) in one write. */
 static int setup_send(redis_dial *d)
 {
-	dlock__backend *b = d->b;
+	redis_backend *b = d->b;
 
 	d->n_setup = d->got = 0;
 	if (!d->conn && b->password) {
@@ -117,7 +117,7 @@ static int dial_next(redis_dial *d)
 	                    g_strerror(d->err));
 }
 
-int dlock__redis_dial_start(dlock__backend *b, char **addrs, redis_dial **ret)
+int dlock__redis_dial_start(redis_backend *b, char **addrs, redis_dial **ret)
 {
 	redis_dial *d = g_new0(redis_dial, 1);
 	int rc;
@@ -136,7 +136,7 @@ int dlock__redis_dial_start(dlock__backend *b, char **addrs, redis_dial **ret)
 	return DLOCK_OK;
 }
 
-int dlock__redis_dial_identify(dlock__backend *b, redis_conn *conn, redis_dial **ret)
+int dlock__redis_dial_identify(redis_backend *b, redis_conn *conn, redis_dial **ret)
 {
 	redis_dial *d = g_new0(redis_dial, 1);
 	int rc;
@@ -166,7 +166,7 @@ short dlock__redis_dial_events(const redis_dial *d)
 }
 
 /* The run_id line of an INFO reply, into b->run_id ("?" if it has none). */
-static void note_run_id(dlock__backend *b, const redisReply *reply)
+static void note_run_id(redis_backend *b, const redisReply *reply)
 {
 	char id[sizeof(b->run_id)] = "?";
 	const char *line = NULL;
@@ -192,7 +192,7 @@ static void note_run_id(dlock__backend *b, const redisReply *reply)
  * all are in, or a failure. */
 static int setup_read(redis_dial *d)
 {
-	dlock__backend *b = d->b;
+	redis_backend *b = d->b;
 
 	if (redisBufferRead(d->ctx) != REDIS_OK)
 		return dlock__error(DLOCK_EUNAVAILABLE, "%s: connection lost: %s", b->label,
@@ -282,7 +282,7 @@ void dlock__redis_dial_free(redis_dial *d)
 	g_free(d);
 }
 
-void dlock__redis_dial_park(dlock__backend *b, redis_dial *d)
+void dlock__redis_dial_park(redis_backend *b, redis_dial *d)
 {
 	g_mutex_lock(&b->pool_mu);
 	if (!b->parked_dial) {
@@ -297,7 +297,7 @@ void dlock__redis_dial_park(dlock__backend *b, redis_dial *d)
  * The parked connection, if it is still worth waiting for: younger than
  * the connect timeout, and neither refused nor closed meanwhile.
  */
-redis_dial *dlock__redis_dial_unpark(dlock__backend *b)
+redis_dial *dlock__redis_dial_unpark(redis_backend *b)
 {
 	struct pollfd pfd = { .events = POLLIN | POLLOUT };
 	redis_dial *d;
@@ -317,7 +317,7 @@ redis_dial *dlock__redis_dial_unpark(dlock__backend *b)
 	return d;
 }
 
-redis_conn *dlock__redis_conn_pooled(dlock__backend *b)
+redis_conn *dlock__redis_conn_pooled(redis_backend *b)
 {
 	redis_conn *conn;
 
@@ -329,7 +329,7 @@ redis_conn *dlock__redis_conn_pooled(dlock__backend *b)
 	return conn;
 }
 
-void dlock__redis_run_id(dlock__backend *b, char *buf, size_t size)
+void dlock__redis_run_id(redis_backend *b, char *buf, size_t size)
 {
 	g_mutex_lock(&b->pool_mu);
 	g_strlcpy(buf, b->run_id, size);

@@ -22,7 +22,7 @@ static const redisReply *query_reply(const rl_call *call)
 	return r;
 }
 
-static dlock__master_view master_view(const dlock__backend *m, const redisReply *r)
+static dlock__master_view master_view(const redis_backend *m, const redisReply *r)
 {
 	dlock__master_view v = { g_strdup_printf("%s:%d", m->host, m->port), r != NULL, NULL, -1, 0 };
 
@@ -42,9 +42,10 @@ static dlock__master_view master_view(const dlock__backend *m, const redisReply 
  * Fewer than a quorum answering: DLOCK_EUNAVAILABLE, or the refusal that
  * kept them from answering (DLOCK_EACCES, DLOCK_ECONFIG, DLOCK_EBACKEND).
  */
-int dlock__redlock_query(dlock__backend *rl, const char *resource, int64_t deadline_us,
+int dlock__redlock_query(dlock__backend *backend, const char *resource, int64_t deadline_us,
                          dlock__server_info *ret)
 {
+	redis_backend *rl = redis_of(backend);
 	redis_names names;
 	const char *words[RL_QUERY_WORDS];
 	rl_request req = { SCRIPT_RL_QUERY, words, NULL, 0, resource, rl->command_timeout_ms, true,

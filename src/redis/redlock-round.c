@@ -45,7 +45,7 @@
 #define GRACE_MIN_US 2000
 
 typedef struct round {
-	dlock__backend *rl;
+	redis_backend *rl;
 	const rl_request *req;
 	dlock__waiter *waiter;
 	rl_call *calls;
@@ -56,7 +56,7 @@ typedef struct round {
 } round;
 
 /* Append the script (EVALSHA, or EVAL with its body) and send it. */
-static bool send_script(dlock__backend *m, redis_conn *conn, redis_script script, bool by_body,
+static bool send_script(redis_backend *m, redis_conn *conn, redis_script script, bool by_body,
                         const char *const *words)
 {
 	const char *argv[SCRIPT_ARGV_MAX];
@@ -148,7 +148,7 @@ static bool distinct(round *r, rl_call *call, int i, redis_conn *conn)
 /* A connection of call's master is ready: send the script on it. */
 static void use_conn(round *r, rl_call *call, redis_conn *conn)
 {
-	dlock__backend *m = call->master;
+	redis_backend *m = call->master;
 	int i = (int)(call - r->calls);
 	char id[sizeof(m->run_id)];
 	bool reused;
@@ -195,7 +195,7 @@ static void use_conn(round *r, rl_call *call, redis_conn *conn)
  * failure, or stays pending for the rest of a partial reply. */
 static void read_call(round *r, rl_call *call)
 {
-	dlock__backend *m = call->master;
+	redis_backend *m = call->master;
 	redis_conn *conn = call->conn;
 	redisReply *reply = NULL;
 
@@ -267,7 +267,7 @@ static void step_dial(round *r, rl_call *call)
  * names resolved together, then a connection begun to each. */
 static void dial_needed(round *r, const bool *need)
 {
-	dlock__backend *rl = r->rl;
+	redis_backend *rl = r->rl;
 	const char *hosts[RL_MASTERS_MAX];
 	char **addrs[RL_MASTERS_MAX];
 	int map[RL_MASTERS_MAX];
@@ -327,7 +327,7 @@ static bool decided(const round *r)
  * parked, or on a new one. */
 static bool start(round *r)
 {
-	dlock__backend *rl = r->rl;
+	redis_backend *rl = r->rl;
 	bool need[RL_MASTERS_MAX] = { false };
 
 	for (int i = 0; i < rl->n_masters; i++) {
@@ -459,7 +459,7 @@ static void finish(round *r, bool canceled, int shut_fd, GArray **kept)
 	}
 }
 
-int dlock__redlock_round(dlock__backend *rl, const rl_request *req, dlock__waiter *waiter,
+int dlock__redlock_round(redis_backend *rl, const rl_request *req, dlock__waiter *waiter,
                          int64_t until_us, rl_call *calls, GArray **kept)
 {
 	round r = { rl, req, waiter, calls, dlock__mono_us(), until_us, false, false };

@@ -33,7 +33,7 @@ typedef struct rl_request {
 
 /* One master's part of a round. */
 typedef struct rl_call {
-	dlock__backend *master;
+	redis_backend *master;
 	redis_conn *conn;         /* while its script is in flight */
 	redis_dial *dial;         /* while a connection is being made or identified */
 	redisReply *reply;        /* the answer (not an error reply), or NULL */
@@ -62,7 +62,7 @@ typedef struct rl_call {
  * (the call of the second has the message).  Free the replies with
  * dlock__redlock_calls_clear().
  */
-int dlock__redlock_round(dlock__backend *rl, const rl_request *req, dlock__waiter *waiter,
+int dlock__redlock_round(redis_backend *rl, const rl_request *req, dlock__waiter *waiter,
                          int64_t until_us, rl_call *calls, GArray **kept);
 void dlock__redlock_calls_clear(rl_call *calls, int n);
 /* After a round returned DLOCK_ECONFIG: that, with the message of the
@@ -95,7 +95,7 @@ typedef struct rl_lease {
 
 /* Each master's bound in a round for a hold of ttl_ms: the option
  * master-timeout, else the smaller of the command timeout and TTL/20. */
-int64_t dlock__redlock_master_timeout_ms(const dlock__backend *rl, int64_t ttl_ms);
+int64_t dlock__redlock_master_timeout_ms(const redis_backend *rl, int64_t ttl_ms);
 
 /* The drift SPEC 10 allows for: 1% of the TTL plus 2 ms.  Microseconds. */
 int64_t dlock__redlock_drift_us(int64_t ttl_ms);
@@ -105,30 +105,30 @@ void dlock__redlock_lease_unref(rl_lease *lease);
 
 /* ---- redlock-watch.c ---- */
 /* Start renewing the lease (watchdog on) and watching its validity. */
-void dlock__redlock_watch(dlock__backend *rl, rl_lease *lease);
+void dlock__redlock_watch(redis_backend *rl, rl_lease *lease);
 /* Stop; returns whether it had been lost (*ret_lost) or suspended.
  * Afterwards lease->cleaned tells whether its release is under way in the
  * background already. */
-bool dlock__redlock_unwatch(dlock__backend *rl, rl_lease *lease, bool *ret_lost);
+bool dlock__redlock_unwatch(redis_backend *rl, rl_lease *lease, bool *ret_lost);
 /* The core declared the hold lost (dlock__backend_abandon_fn). */
 dlock__backend_abandon_fn dlock__redlock_abandon;
-void dlock__redlock_watch_stop(dlock__backend *rl);
+void dlock__redlock_watch_stop(redis_backend *rl);
 
 /* ---- redlock.c ---- */
 /* DLOCK_ECONFIG, naming it, if uri names one master twice (the same
  * address or host name, whatever its case, and port). */
-int dlock__redlock_check_masters(const dlock__backend *rl, const char *redacted_uri);
-void dlock__redlock_close(dlock__backend *rl);
+int dlock__redlock_check_masters(const redis_backend *rl, const char *redacted_uri);
+void dlock__redlock_close(redis_backend *rl);
 dlock__backend_acquire_fn dlock__redlock_acquire;
 dlock__backend_release_fn dlock__redlock_release;
 /* Release lease on every master at once; those that do not answer get
  * the background retry.  The number of masters that said it was ours,
  * and in *ret_not_ours the number that showed it was not. */
-int dlock__redlock_release_all(dlock__backend *rl, rl_lease *lease, int *ret_not_ours);
+int dlock__redlock_release_all(redis_backend *rl, rl_lease *lease, int *ret_not_ours);
 /* Release lease on every master in the background (each master's deferred
  * release, which waits until it is done with the connections left
  * unanswered there). */
-void dlock__redlock_release_later(dlock__backend *rl, rl_lease *lease);
+void dlock__redlock_release_later(redis_backend *rl, rl_lease *lease);
 
 /* ---- redlock-query.c ---- */
 dlock__backend_query_fn dlock__redlock_query;

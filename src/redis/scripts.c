@@ -53,7 +53,7 @@ bool dlock__redis_is_noscript(const redisReply *reply)
 	       strncmp(reply->str, "NOSCRIPT", 8) == 0;
 }
 
-int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script,
+int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
                       const char *const *words, redisReply **ret)
 {
 	const char *argv[SCRIPT_ARGV_MAX];
@@ -87,7 +87,7 @@ int dlock__redis_eval(dlock__backend *b, redis_conn *conn, redis_script script,
 	return DLOCK_OK;
 }
 
-int dlock__redis_eval_pooled(dlock__backend *b, dlock__waiter *waiter, int64_t deadline_us,
+int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
                              redis_script script, const char *const *words, redisReply **ret,
                              bool *ret_uncertain, GArray *kept)
 {

@@ -54,7 +54,7 @@ enum {
 };
 
 struct redis_sub {
-	dlock__backend *b;
+	redis_backend *b;
 	GMutex mu;
 	dlock__waketable *channels; /* name -> waiters, and the channel's state */
 	GHashTable *boxes;        /* a wait's channel -> its redis_grant * */
@@ -249,7 +249,7 @@ static bool stopping(redis_sub *sub)
  * whether the server answered anything but an error on it. */
 static bool serve(redis_sub *sub, redisContext *ctx)
 {
-	dlock__backend *b = sub->b;
+	redis_backend *b = sub->b;
 	int64_t last_input_us = dlock__mono_us();
 	int64_t ping_sent_us = 0;
 	bool answered = false;
@@ -328,7 +328,7 @@ static void pause_for(redis_sub *sub, int64_t us)
 static gpointer subscriber_main(gpointer data)
 {
 	redis_sub *sub = data;
-	dlock__backend *b = sub->b;
+	redis_backend *b = sub->b;
 	int64_t backoff_us = RECONNECT_FIRST_US;
 
 	for (;;) {
@@ -378,12 +378,12 @@ static gpointer sub_new(gpointer data, bool *ret_start)
 	return sub;
 }
 
-static redis_sub *sub_get(dlock__backend *b)
+static redis_sub *sub_get(redis_backend *b)
 {
 	return dlock__lazy_thread_get(&b->sub, &b->lazy_mu, "dlock-subscribe", sub_new, subscriber_main, b);
 }
 
-void dlock__redis_sub_add_wait(dlock__backend *b, const char *released, const char *name,
+void dlock__redis_sub_add_wait(redis_backend *b, const char *released, const char *name,
                                dlock__waiter *waiter, redis_grant *box)
 {
 	redis_sub *sub = sub_get(b);
@@ -399,7 +399,7 @@ void dlock__redis_sub_add_wait(dlock__backend *b, const char *released, const ch
 	poke(sub);
 }
 
-void dlock__redis_sub_remove_wait(dlock__backend *b, const char *released, const char *name,
+void dlock__redis_sub_remove_wait(redis_backend *b, const char *released, const char *name,
                                   dlock__waiter *waiter)
 {
 	redis_sub *sub = dlock__lazy_thread_peek(&b->sub);
@@ -418,7 +418,7 @@ void dlock__redis_sub_remove_wait(dlock__backend *b, const char *released, const
 	 * entry is queued under it any more. */
 }
 
-void dlock__redis_sub_listen(dlock__backend *b, const char *channel, dlock__waiter *waiter)
+void dlock__redis_sub_listen(redis_backend *b, const char *channel, dlock__waiter *waiter)
 {
 	redis_sub *sub = sub_get(b);
 
@@ -428,7 +428,7 @@ void dlock__redis_sub_listen(dlock__backend *b, const char *channel, dlock__wait
 	poke(sub);
 }
 
-void dlock__redis_sub_unlisten(dlock__backend *b, const char *channel, dlock__waiter *waiter)
+void dlock__redis_sub_unlisten(redis_backend *b, const char *channel, dlock__waiter *waiter)
 {
 	redis_sub *sub = dlock__lazy_thread_peek(&b->sub);
 
@@ -439,7 +439,7 @@ void dlock__redis_sub_unlisten(dlock__backend *b, const char *channel, dlock__wa
 	g_mutex_unlock(&sub->mu);
 }
 
-bool dlock__redis_sub_refused(dlock__backend *b, const char *name)
+bool dlock__redis_sub_refused(redis_backend *b, const char *name)
 {
 	redis_sub *sub = dlock__lazy_thread_peek(&b->sub);
 	bool refused;
@@ -452,7 +452,7 @@ bool dlock__redis_sub_refused(dlock__backend *b, const char *name)
 	return refused;
 }
 
-bool dlock__redis_sub_confirmed(dlock__backend *b, const char *name)
+bool dlock__redis_sub_confirmed(redis_backend *b, const char *name)
 {
 	redis_sub *sub = dlock__lazy_thread_peek(&b->sub);
 	bool confirmed;
@@ -465,7 +465,7 @@ bool dlock__redis_sub_confirmed(dlock__backend *b, const char *name)
 	return confirmed;
 }
 
-bool dlock__redis_sub_take_grant(dlock__backend *b, redis_grant *box, int64_t ticket,
+bool dlock__redis_sub_take_grant(redis_backend *b, redis_grant *box, int64_t ticket,
                                  uint64_t *ret_token)
 {
 	redis_sub *sub = dlock__lazy_thread_peek(&b->sub);
@@ -492,7 +492,7 @@ static void sub_tell_stop(gpointer data)
 	poke(sub);
 }
 
-void dlock__redis_sub_stop(dlock__backend *b)
+void dlock__redis_sub_stop(redis_backend *b)
 {
 	redis_sub *sub = dlock__lazy_thread_stop(&b->sub, &b->lazy_mu, sub_tell_stop);
 

@@ -75,7 +75,7 @@ typedef struct deferred_release {
 } deferred_release;
 
 struct redis_watchdog {
-	dlock__backend *b;
+	redis_backend *b;
 	GMutex mu;
 	GCond cond;
 	bool stop;
@@ -237,7 +237,7 @@ static void set_timeout(redisContext *ctx, int64_t us)
 	redisSetTimeout(ctx, tv);
 }
 
-static void append_renew(dlock__backend *b, redisContext *ctx, const redis_lease *lease, bool by_body)
+static void append_renew(redis_backend *b, redisContext *ctx, const redis_lease *lease, bool by_body)
 {
 	char ttl[24], nkeys[8];
 	const char *words[RENEW_WORDS] = {
@@ -260,7 +260,7 @@ static void append_renew(dlock__backend *b, redisContext *ctx, const redis_lease
 
 /* What one renewal reply says: 1 renewed, 0 not ours any more, -1 no
  * verdict (an error reply is logged). */
-static int renew_result(dlock__backend *b, const redisReply *reply)
+static int renew_result(redis_backend *b, const redisReply *reply)
 {
 	if (reply->type == REDIS_REPLY_INTEGER)
 		return reply->integer == 1 ? 1 : 0;
@@ -305,7 +305,7 @@ static void read_renewals(redis_watchdog *wd, guint n, const guint *which, int *
  */
 static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 {
-	dlock__backend *b = wd->b;
+	redis_backend *b = wd->b;
 	int64_t sent_us = dlock__boot_us();
 	int64_t deadline_us = sent_us + budget_us;
 	int *results = g_new0(int, due->len); /* 1 renewed, 0 not ours, -1 no answer */
@@ -389,7 +389,7 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 {
 	deferred_release *c = data;
 	redis_watchdog *wd = ctx;
-	dlock__backend *b = wd->b;
+	redis_backend *b = wd->b;
 	const char *words[SCRIPT_WORDS_MAX], *argv[SCRIPT_ARGV_MAX];
 	dlock__cleanup_result result = DLOCK__CLEANUP_RETRY;
 	char nkeys[8];
@@ -552,13 +552,13 @@ static gpointer watchdog_new(gpointer data, bool *ret_start)
 	return wd;
 }
 
-static redis_watchdog *watchdog_get(dlock__backend *b)
+static redis_watchdog *watchdog_get(redis_backend *b)
 {
 	return dlock__lazy_thread_get(&b->watchdog_thread, &b->lazy_mu, "dlock-watchdog", watchdog_new,
 	                              watchdog_main, b);
 }
 
-void dlock__redis_watch(dlock__backend *b, redis_lease *lease)
+void dlock__redis_watch(redis_backend *b, redis_lease *lease)
 {
 	redis_watchdog *wd = watchdog_get(b);
 
@@ -577,7 +577,7 @@ void dlock__redis_watch(dlock__backend *b, redis_lease *lease)
 	g_mutex_unlock(&wd->mu);
 }
 
-bool dlock__redis_unwatch(dlock__backend *b, redis_lease *lease, bool *ret_lost)
+bool dlock__redis_unwatch(redis_backend *b, redis_lease *lease, bool *ret_lost)
 {
 	redis_watchdog *wd = dlock__lazy_thread_peek(&b->watchdog_thread);
 	bool troubled;
@@ -593,7 +593,7 @@ bool dlock__redis_unwatch(dlock__backend *b, redis_lease *lease, bool *ret_lost)
 	return troubled;
 }
 
-void dlock__redis_lease_abandon(dlock__backend *b, redis_lease *lease)
+void dlock__redis_lease_abandon(redis_backend *b, redis_lease *lease)
 {
 	redis_watchdog *wd = dlock__lazy_thread_peek(&b->watchdog_thread);
 
@@ -605,7 +605,7 @@ void dlock__redis_lease_abandon(dlock__backend *b, redis_lease *lease)
 	g_mutex_unlock(&wd->mu);
 }
 
-static void queue_release(dlock__backend *b, const redis_lease *lease, const char *ticket,
+static void queue_release(redis_backend *b, const redis_lease *lease, const char *ticket,
                           int64_t expires_us, GArray *kept, bool redlock)
 {
 	redis_watchdog *wd = watchdog_get(b);
@@ -615,13 +615,13 @@ static void queue_release(dlock__backend *b, const redis_lease *lease, const cha
 	g_mutex_unlock(&wd->mu);
 }
 
-void dlock__redis_cleanup_later(dlock__backend *b, const redis_lease *lease, const char *ticket,
+void dlock__redis_cleanup_later(redis_backend *b, const redis_lease *lease, const char *ticket,
                                 int64_t expires_us, GArray *kept)
 {
 	queue_release(b, lease, ticket, expires_us, kept, false);
 }
 
-void dlock__redis_cleanup_later_redlock(dlock__backend *b, const redis_lease *lease,
+void dlock__redis_cleanup_later_redlock(redis_backend *b, const redis_lease *lease,
                                         int64_t expires_us, GArray *kept)
 {
 	queue_release(b, lease, "", expires_us, kept, true);
@@ -643,7 +643,7 @@ static void watchdog_tell_stop(gpointer data)
 	g_mutex_unlock(&wd->mu);
 }
 
-void dlock__redis_watchdog_stop(dlock__backend *b)
+void dlock__redis_watchdog_stop(redis_backend *b)
 {
 	redis_watchdog *wd = dlock__lazy_thread_stop(&b->watchdog_thread, &b->lazy_mu, watchdog_tell_stop);
 

@@ -21,7 +21,7 @@
  * of the waits' channels and a semaphore's permits key, in that order. */
 static void names(const char *prefix, bool plain, const char *resource, const char *const *expected)
 {
-	dlock__backend b = { .prefix = (char *)prefix, .plain_keys = plain };
+	redis_backend b = { .prefix = (char *)prefix, .plain_keys = plain };
 	redis_names n;
 	const char *got[6];
 
@@ -81,7 +81,7 @@ static void test_braced_keys_of_a_resource_share_one_cluster_slot(void **state)
 	const char *prefixes[] = { "dlock:", "", "app:" };
 
 	for (size_t p = 0; p < G_N_ELEMENTS(prefixes); p++) {
-		dlock__backend b = { .prefix = (char *)prefixes[p] };
+		redis_backend b = { .prefix = (char *)prefixes[p] };
 
 		for (size_t r = 0; r < G_N_ELEMENTS(resources); r++) {
 			redis_names n;
