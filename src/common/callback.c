@@ -15,8 +15,9 @@ typedef struct mark {
 
 typedef struct event {
 	dlock_lock *lock; /* referenced; NULL with no mark is the stop sentinel */
-	int state;        /* a dlock_state, or an election's event (election.c) */
-	char *text;       /* an election's leader id, or NULL */
+	dlock__event_kind kind;
+	int code;         /* a dlock_state, or a recipe's own event */
+	char *text;       /* a recipe event's text, or NULL */
 	mark *mark;       /* a flush's mark instead of an event, or NULL */
 } event;
 
@@ -52,15 +53,15 @@ static gpointer callback_main(gpointer data)
 			continue;
 		}
 
-		if (lock->election) {
-			dlock__election_dispatch(lock->election, ev->state, ev->text);
+		if (lock->recipe_ops) {
+			lock->recipe_ops->event(lock->recipe, ev->kind, ev->code, ev->text);
 		} else {
 			g_mutex_lock(&lock->mu);
 			fn = lock->freed ? NULL : lock->state_fn;
 			user_data = lock->state_user_data;
 			g_mutex_unlock(&lock->mu);
 			if (fn)
-				fn(lock, (dlock_state)ev->state, user_data);
+				fn(lock, (dlock_state)ev->code, user_data);
 		}
 		dlock__lock_unref(lock);
 		g_free(ev->text);
@@ -87,10 +88,11 @@ static void callbacks_tell_stop(gpointer data)
 
 void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state state)
 {
-	dlock__callbacks_post_event(client, lock, (int)state, NULL);
+	dlock__callbacks_post_event(client, lock, DLOCK__EVENT_STATE, (int)state, NULL);
 }
 
-void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, int state, const char *text)
+void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, dlock__event_kind kind,
+                                 int code, const char *text)
 {
 	dlock__callbacks *cbs;
 	event *ev;
@@ -98,9 +100,9 @@ void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, int sta
 
 	g_mutex_lock(&client->mu);
 	g_mutex_lock(&lock->mu);
-	/* An election's handle posts every event: whether its callback is
-	 * set is for the election to say when the event runs. */
-	wanted = !lock->freed && (lock->state_fn || lock->election);
+	/* A recipe's handle posts every event: whether its callback is set
+	 * is for the recipe to say when the event runs. */
+	wanted = !lock->freed && (lock->state_fn || lock->recipe_ops);
 	g_mutex_unlock(&lock->mu);
 	cbs = wanted ? dlock__lazy_thread_get_locked(&client->callbacks, "dlock-callback", callbacks_new,
 	                                             callback_main, NULL)
@@ -111,7 +113,8 @@ void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, int sta
 	}
 	ev = g_new0(event, 1);
 	ev->lock = dlock__lock_ref(lock);
-	ev->state = state;
+	ev->kind = kind;
+	ev->code = code;
 	ev->text = g_strdup(text);
 	g_async_queue_push(cbs->queue, ev);
 	g_mutex_unlock(&client->mu);

@@ -293,13 +293,14 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 }
 
 /*
- * Stop every election's observer.  Each election is held by a reference
- * to its handle meanwhile: a callback that runs during the free may free
- * its election (allowed there), and the handle's last reference takes
- * the election with it.  Called once the client is closing, when no
- * observer can start any more (dlock_election_observe() enters the client).
+ * Stop what every recipe runs on threads of its own (an election's
+ * observer).  Each recipe is held by a reference to its handle meanwhile:
+ * a callback that runs during the free may free its recipe (allowed
+ * there), and the handle's last reference takes the recipe with it.
+ * Called once the client is closing, when no such thread can start any
+ * more (dlock_election_observe() enters the client).
  */
-static void stop_observers(dlock_client *client)
+static void stop_recipes(dlock_client *client)
 {
 	GPtrArray *handles = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__lock_unref);
 	GHashTableIter iter;
@@ -308,11 +309,14 @@ static void stop_observers(dlock_client *client)
 	g_mutex_lock(&client->mu);
 	g_hash_table_iter_init(&iter, client->locks);
 	while (g_hash_table_iter_next(&iter, &key, NULL))
-		if (((dlock_lock *)key)->election)
+		if (((dlock_lock *)key)->recipe_ops)
 			g_ptr_array_add(handles, dlock__lock_ref(key));
 	g_mutex_unlock(&client->mu);
-	for (guint i = 0; i < handles->len; i++)
-		dlock__election_observe_stop(((dlock_lock *)handles->pdata[i])->election);
+	for (guint i = 0; i < handles->len; i++) {
+		dlock_lock *lock = handles->pdata[i];
+
+		lock->recipe_ops->stop(lock->recipe);
+	}
 	g_ptr_array_unref(handles);
 }
 
@@ -357,7 +361,7 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 	g_mutex_unlock(&client->mu);
 
 	/* Elections' observers query through the client; none starts now. */
-	stop_observers(client);
+	stop_recipes(client);
 
 	/* Release what is still held; each release is bounded by its backend. */
 	for (guint i = 0; i < holds->len; i++) {

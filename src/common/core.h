@@ -4,7 +4,7 @@
  * backends see holds only through backend.h.
  *
  * Lock order, outermost first:  an election's turn, then its mu
- * (election.c), then hold->mu, then client->mu, then lock->mu, then a
+ * (src/recipes/election.c), then hold->mu, then client->mu, then lock->mu, then a
  * waiter's mutex; the announcing thread's queue mutex (announce.c) is
  * taken under any of them and nothing under it.  No I/O is done while
  * holding any of them but the turn, which a resignation keeps across its
@@ -47,6 +47,7 @@ typedef struct dlock__route {
 
 typedef struct dlock__callbacks dlock__callbacks;
 typedef struct dlock__announcer dlock__announcer;
+typedef struct dlock__recipe_ops dlock__recipe_ops;
 
 struct dlock_client {
 	pid_t pid;               /* the process that built it; calls elsewhere are refused */
@@ -63,7 +64,7 @@ struct dlock_client {
 	GHashTable *holds;       /* set of live dlock__hold * (one reference each) */
 	GHashTable *locks;       /* set of dlock_lock * not yet freed */
 	dlock__lazy_thread callbacks; /* dlock__callbacks *; later events are dropped once stopped */
-	dlock__lazy_thread announcer; /* dlock__announcer *: elections' announcements */
+	dlock__lazy_thread announcer; /* dlock__announcer *: leaders' announcements */
 };
 
 struct dlock_lock {
@@ -94,9 +95,10 @@ struct dlock_lock {
 	dlock_state_fn state_fn;
 	void *state_user_data;
 	/* fixed before the handle is shared */
-	dlock_election *election; /* the election this handle campaigns for, or NULL:
-	                           * its events go to the election's callback, and
-	                           * its holds record the participant id */
+	const dlock__recipe_ops *recipe_ops; /* a recipe built on the handle, or NULL:
+	                          * its events go to the recipe, and its holds
+	                          * record the recipe's holder id */
+	void *recipe;
 };
 
 /* ---- client ---------------------------------------------------------- */
@@ -186,22 +188,42 @@ void dlock__lock_leave(dlock_lock *lock);
 dlock_hold dlock__lock_caller_hold(const dlock_lock *lock);
 void dlock__lock_unref(dlock_lock *lock);
 
-/* ---- elections (election.c) ----------------------------------------- */
+/* ---- recipes on a lock handle (src/recipes) --------------------------- */
 
-/* The participant id its handle's holds record. */
-const char *dlock__election_id(const dlock_election *election);
-/* Run the election's callback for an event of its handle (callback thread). */
-void dlock__election_dispatch(dlock_election *election, int state, const char *text);
-/* Stop and join the observer thread, if any (not from that thread). */
-void dlock__election_observe_stop(dlock_election *election);
-/* Free the election: its handle's last reference is going. */
-void dlock__election_destroy(dlock_election *election);
+/* What happened to a recipe's handle, as the callback thread tells it. */
+typedef enum dlock__event_kind {
+	DLOCK__EVENT_STATE,  /* a state of its hold: code is a dlock_state */
+	DLOCK__EVENT_GRANT,  /* a grant of its hold: posted by hold.c once the grant
+	                      * is installed, or earlier if a state of the hold or
+	                      * its end comes first -- always before them, so an
+	                      * event the recipe posts after its grant (a
+	                      * resignation's) cannot overtake it */
+	DLOCK__EVENT_RECIPE  /* one the recipe posted itself: code and text are its own */
+} dlock__event_kind;
 
-/* The event an election's handle gets for a grant, told as ELECTED:
- * posted by hold.c once the grant is installed, or earlier if a state of
- * the hold (1 to 3) or its end comes first -- always before them, so a
- * resignation's RESIGNED cannot overtake it. */
-#define DLOCK__EVENT_GRANTED 0
+/*
+ * A recipe built on one lock handle (the leader election, in
+ * src/recipes): the handle's events go to it instead of a state callback,
+ * its holds carry the recipe's holder id, and the handle's end ends it.
+ * The core calls these hooks and never names a recipe.
+ */
+struct dlock__recipe_ops {
+	const char *kind;    /* "election", for messages */
+	/* The id the handle's holds record in their holder record. */
+	const char *(*holder_id)(const void *recipe);
+	/* An event of the handle, on the callback thread, in the order the
+	 * events were posted (text: a recipe event's, or NULL). */
+	void (*event)(void *recipe, dlock__event_kind kind, int code, const char *text);
+	/* The client is closing: stop and join the recipe's own threads. */
+	void (*stop)(void *recipe);
+	/* The handle's last reference is going: free the recipe. */
+	void (*destroy)(void *recipe);
+};
+
+/* Build recipe on lock, an exclusive handle of one permit for as long as
+ * it lives; before the handle is shared (the callback thread reads it
+ * without the handle's mutex). */
+void dlock__lock_set_recipe(dlock_lock *lock, const dlock__recipe_ops *ops, void *recipe);
 
 /* ---- announcements (announce.c) -------------------------------------- */
 
@@ -220,10 +242,10 @@ void dlock__announce_stop(dlock_client *client);
 /* Queue a state change for lock's callback (if any) on the client's
  * callback thread, starting it if needed.  Called with hold->mu held. */
 void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state state);
-/* The same for any event of an election's handle (a dlock_state, or one
- * of election.c's own), with a text that is copied (NULL: none). */
-void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, int state,
-                                 const char *text);
+/* The same for any event of a recipe's handle, with a text that is
+ * copied (NULL: none). */
+void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, dlock__event_kind kind,
+                                 int code, const char *text);
 void dlock__callbacks_stop(dlock_client *client);
 /* Whether the calling thread is the client's callback thread (running one
  * of its callbacks): what would wait for that thread must not run there. */

@@ -74,7 +74,7 @@ struct dlock__hold {
 	unsigned pins;           /* downgrades under way that read this write hold */
 	GCond settled;           /* broadcast when abandon leaves ABANDON_RUNNING
 	                          * and when pins drops to 0 */
-	dlock_lock *tell_grant;  /* an election's handle not yet told of this grant */
+	dlock_lock *tell_grant;  /* a recipe's handle not yet told of this grant */
 };
 
 static void thread_table_destroy(gpointer data);
@@ -120,8 +120,8 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock)
 	}
 	if (lock->owner == DLOCK_OWNER_HANDLE)
 		hold->handle_owner = lock;
-	if (lock->election)
-		hold->holder.id = g_strdup(dlock__election_id(lock->election));
+	if (lock->recipe_ops)
+		hold->holder.id = g_strdup(lock->recipe_ops->holder_id(lock->recipe));
 	g_mutex_unlock(&lock->mu);
 	hold->client = client;
 	hold->phase = HOLD_ACQUIRING;
@@ -235,16 +235,16 @@ static bool ended_locked(const dlock__hold *hold)
 }
 
 /*
- * An election's handle hears of its grant (DLOCK__EVENT_GRANTED, told as
- * ELECTED) once, before anything else of the hold: when the grant is
- * installed and can be found, or, if a state change or the hold's end
- * comes first (a resignation from another thread as the campaign
- * returns), just before that.  Called with hold->mu held.
+ * A recipe's handle hears of its grant (DLOCK__EVENT_GRANT; an election
+ * tells it as ELECTED) once, before anything else of the hold: when the
+ * grant is installed and can be found, or, if a state change or the
+ * hold's end comes first (a resignation from another thread as the
+ * campaign returns), just before that.  Called with hold->mu held.
  */
 static void tell_grant_locked(dlock__hold *hold)
 {
 	if (hold->tell_grant && hold->client)
-		dlock__callbacks_post_event(hold->client, hold->tell_grant, DLOCK__EVENT_GRANTED, NULL);
+		dlock__callbacks_post_event(hold->client, hold->tell_grant, DLOCK__EVENT_GRANT, 0, NULL);
 	hold->tell_grant = NULL;
 }
 
@@ -617,7 +617,7 @@ void dlock__hold_install(dlock__hold *hold, dlock_lock *lock)
 	granted = hold->phase;
 	if (hold->phase == HOLD_ACQUIRING)
 		hold->phase = HOLD_HELD;
-	if (lock->election)
+	if (lock->recipe_ops)
 		hold->tell_grant = lock;
 	g_mutex_unlock(&hold->mu);
 

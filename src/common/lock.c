@@ -30,9 +30,15 @@ void dlock__lock_unref(dlock_lock *lock)
 	g_ptr_array_unref(lock->waiters);
 	g_mutex_clear(&lock->mu);
 	g_cond_clear(&lock->idle);
-	if (lock->election)
-		dlock__election_destroy(lock->election);
+	if (lock->recipe_ops)
+		lock->recipe_ops->destroy(lock->recipe);
 	g_free(lock);
+}
+
+void dlock__lock_set_recipe(dlock_lock *lock, const dlock__recipe_ops *ops, void *recipe)
+{
+	lock->recipe_ops = ops;
+	lock->recipe = recipe;
 }
 
 /*
@@ -483,10 +489,11 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 	/* The first acquire freezes the options once they are found to fit
 	 * the backend; a refused handle may still be set right. */
 	g_mutex_lock(&lock->mu);
-	if (!lock->started && lock->election &&
+	if (!lock->started && lock->recipe_ops &&
 	    (lock->mode != DLOCK__MODE_EXCLUSIVE || lock->permits != 1))
-		rc = dlock__error(DLOCK_EINVAL, "election '%s': its lock handle was given a mode or "
-		                  "permits; an election is an exclusive lock", lock->resource);
+		rc = dlock__error(DLOCK_EINVAL, "%s '%s': its lock handle was given a mode or "
+		                  "permits; an %s is an exclusive lock", lock->recipe_ops->kind,
+		                  lock->resource, lock->recipe_ops->kind);
 	else if (!lock->started)
 		rc = check_support(lock->slot, lock->resource, lock->mode, lock->permits);
 	if (rc == DLOCK_OK)

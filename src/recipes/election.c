@@ -7,9 +7,11 @@
  * the callback thread, with the election's own events (ELECTED, RESIGNED,
  * LEADER_CHANGED) queued the same way and in the same order.
  *
- * ELECTED is posted by the core for a campaign's grant
- * (DLOCK__EVENT_GRANTED, hold.c) before any state of that hold and before
- * its end, so a resignation that lands as the campaign returns is told
+ * The election is a recipe on its handle (core.h's dlock__recipe_ops):
+ * the core tells it the handle's events and asks it for the holder id;
+ * it never calls the election.  ELECTED is told for a campaign's grant
+ * (DLOCK__EVENT_GRANT, posted by hold.c) before any state of that hold and
+ * before its end, so a resignation that lands as the campaign returns is told
  * after it; a fresh campaign waits, before it asks the server, until a
  * resignation under way has posted its RESIGNED, so the next ELECTED
  * cannot overtake it either -- within its deadline, and a cancel ends
@@ -36,9 +38,6 @@
 #include "clock.h"
 #include "core.h"
 #include "thread.h"
-
-/* The election's own events, queued after the hold states (1..3). */
-#define EVENT_BASE 100
 
 /* Observing: how long to trust a quiet backend, how often to look at one
  * that cannot notify (a watch that could not be set), and the backoff
@@ -67,13 +66,19 @@ struct dlock_election {
 	GPtrArray *turn_waiters; /* dlock__waiter * of campaigns waiting for it */
 };
 
-const char *dlock__election_id(const dlock_election *election)
+/* ---- the core's hooks --------------------------------------------------- */
+
+static const char *holder_id(const void *recipe)
 {
+	const dlock_election *election = recipe;
+
 	return election->id;
 }
 
-void dlock__election_destroy(dlock_election *election)
+static void destroy(void *recipe)
 {
+	dlock_election *election = recipe;
+
 	g_free(election->id);
 	g_ptr_array_unref(election->turn_waiters);
 	g_mutex_clear(&election->turn);
@@ -84,33 +89,30 @@ void dlock__election_destroy(dlock_election *election)
 static void post(dlock_election *e, dlock_election_event event, const char *text)
 {
 	if (e->lock->client)
-		dlock__callbacks_post_event(e->lock->client, e->lock, EVENT_BASE + (int)event, text);
+		dlock__callbacks_post_event(e->lock->client, e->lock, DLOCK__EVENT_RECIPE, (int)event, text);
 }
 
-void dlock__election_dispatch(dlock_election *e, int state, const char *text)
+/* The handle's events, as the election's: a grant is ELECTED, and so is a
+ * hold RECONNECTED; SUSPENDED and LOST are the leader's; the election's
+ * own (RESIGNED, LEADER_CHANGED) come as it posted them. */
+static void on_event(void *recipe, dlock__event_kind kind, int code, const char *text)
 {
+	dlock_election *e = recipe;
 	dlock_election_event event;
 	dlock_election_fn fn;
 	void *user_data;
 	bool freed;
 
-	switch (state) {
-	case DLOCK__EVENT_GRANTED:
+	if (kind == DLOCK__EVENT_GRANT)
 		event = DLOCK_ELECTION_ELECTED;
-		break;
-	case DLOCK_STATE_SUSPENDED:
+	else if (kind == DLOCK__EVENT_RECIPE)
+		event = (dlock_election_event)code;
+	else if (code == DLOCK_STATE_SUSPENDED)
 		event = DLOCK_ELECTION_SUSPENDED;
-		break;
-	case DLOCK_STATE_RECONNECTED:
+	else if (code == DLOCK_STATE_RECONNECTED)
 		event = DLOCK_ELECTION_ELECTED;
-		break;
-	case DLOCK_STATE_LOST:
+	else
 		event = DLOCK_ELECTION_LOST;
-		break;
-	default:
-		event = (dlock_election_event)(state - EVENT_BASE);
-		break;
-	}
 	g_mutex_lock(&e->lock->mu);
 	freed = e->lock->freed;
 	g_mutex_unlock(&e->lock->mu);
@@ -140,6 +142,16 @@ static int check_participant(const char *id)
 	}
 	return DLOCK_OK;
 }
+
+static void stop(void *recipe);
+
+static const dlock__recipe_ops election_recipe = {
+	.kind = "election",
+	.holder_id = holder_id,
+	.event = on_event,
+	.stop = stop,
+	.destroy = destroy,
+};
 
 DLOCK_API int dlock_election_new(dlock_client *client, const char *name,
                                  const char *participant_id, dlock_election **ret_election)
@@ -171,7 +183,7 @@ DLOCK_API int dlock_election_new(dlock_client *client, const char *name,
 	e->turn_waiters = g_ptr_array_new();
 	/* Before the handle is shared: the callback thread reads it without
 	 * the handle's mutex. */
-	lock->election = e;
+	dlock__lock_set_recipe(lock, &election_recipe, e);
 	*ret_election = e;
 	return DLOCK_OK;
 }
@@ -183,7 +195,8 @@ static int check_election(const dlock_election *e, const char *what)
 	return DLOCK_OK;
 }
 
-void dlock__election_observe_stop(dlock_election *e)
+/* Stop and join the observer thread, if any (not from that thread). */
+static void observe_stop(dlock_election *e)
 {
 	GThread *thread;
 	dlock__waiter *waiter;
@@ -201,6 +214,12 @@ void dlock__election_observe_stop(dlock_election *e)
 	dlock__waiter_free(waiter);
 }
 
+/* The client is closing (the core's hook). */
+static void stop(void *recipe)
+{
+	observe_stop(recipe);
+}
+
 DLOCK_API void dlock_election_free(dlock_election *election)
 {
 	dlock_client *client;
@@ -212,7 +231,7 @@ DLOCK_API void dlock_election_free(dlock_election *election)
 		dlock_lock_free(election->lock);
 		return;
 	}
-	dlock__election_observe_stop(election);
+	observe_stop(election);
 	/* A campaign under way ends now, and one that starts gets nowhere:
 	 * on the callback thread, the flush below would wait for it. */
 	dlock__lock_cancel_all(election->lock);
@@ -553,7 +572,7 @@ DLOCK_API int dlock_election_observe(dlock_election *election, int enabled)
 		return dlock__error(DLOCK_ECANCELED, "dlock_election_observe: client was freed or "
 		                    "belongs to the parent process");
 	if (!enabled) {
-		dlock__election_observe_stop(election);
+		observe_stop(election);
 		return DLOCK_OK;
 	}
 	/* A call on the client while the thread starts: the client's free
