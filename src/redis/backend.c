@@ -56,9 +56,8 @@ static const dlock__option redlock_options[] = {
 	{ .name = NULL },
 };
 
-static int check_resource(const dlock__backend *backend, const char *resource)
+static int check_names(const redis_backend *b, const char *resource)
 {
-	const redis_backend *b = redis_of_const(backend);
 	if (b->plain_keys && (g_str_has_suffix(resource, ":fence") ||
 	                      g_str_has_suffix(resource, ":q") ||
 	                      g_str_has_suffix(resource, ":permits") ||
@@ -68,6 +67,19 @@ static int check_resource(const dlock__backend *backend, const char *resource)
 		                    "':fence', ':q', ':permits' or ':released' would collide with dlock's "
 		                    "own keys", resource);
 	return DLOCK_OK;
+}
+
+static int check_resource(const dlock__backend *backend, const char *resource)
+{
+	return check_names(redis_of_const(backend), resource);
+}
+
+/* A Redlock's masters share one key format and prefix. */
+static int check_resource_redlock(const dlock__backend *backend, const char *resource)
+{
+	const redlock_backend *rl = (const redlock_backend *)(const void *)backend;
+
+	return check_names(rl->masters[0], resource);
 }
 
 static int parse_db(const dlock__uri *uri, int *ret_db)
@@ -192,10 +204,10 @@ void dlock__redis_close_host(redis_backend *b)
  * allowed, as the README says.
  */
 static int open_redlock(const dlock__backend_env *env, const dlock__uri *uri,
-                        const dlock__options *opts, redis_backend **ret)
+                        const dlock__options *opts, redlock_backend **ret)
 {
 	const redis_options *o = opts->values;
-	redis_backend *rl;
+	redlock_backend *rl;
 	int db, rc = DLOCK_OK;
 
 	if (strcmp(uri->scheme, "redis") != 0 || uri->hosts->len < 2)
@@ -206,7 +218,7 @@ static int open_redlock(const dlock__backend_env *env, const dlock__uri *uri,
 		                    uri->redacted, uri->hosts->len, RL_MASTERS_MAX);
 	if (check_uri(uri, opts, &db) != DLOCK_OK)
 		return DLOCK_ECONFIG;
-	rl = g_new0(redis_backend, 1);
+	rl = g_new0(redlock_backend, 1);
 	rl->logger = env->logger;
 	rl->n_masters = (int)uri->hosts->len;
 	rl->quorum = rl->n_masters / 2 + 1;
@@ -217,9 +229,7 @@ static int open_redlock(const dlock__backend_env *env, const dlock__uri *uri,
 	rl->command_timeout_ms = o->command_timeout_ms;
 	rl->connect_timeout_ms = o->connect_timeout_ms;
 	rl->master_timeout_ms = o->master_timeout_ms;
-	rl->plain_keys = o->key_format == KEY_FORMAT_PLAIN;
-	rl->prefix = g_strdup(o->prefix);
-	g_mutex_init(&rl->pool_mu);
+	g_mutex_init(&rl->mu);
 	g_mutex_init(&rl->lazy_mu);
 	if (rc == DLOCK_OK)
 		rc = dlock__redlock_check_masters(rl, uri->redacted);
@@ -245,7 +255,7 @@ static int open_single_op(const dlock__backend_env *env, const dlock__uri *uri,
 static int open_redlock_op(const dlock__backend_env *env, const dlock__uri *uri,
                            const dlock__options *opts, dlock__backend **ret)
 {
-	redis_backend *rl = NULL;
+	redlock_backend *rl = NULL;
 	int rc = open_redlock(env, uri, opts, &rl);
 
 	*ret = (dlock__backend *)(void *)rl;
@@ -259,7 +269,7 @@ static void close_single_op(dlock__backend *backend)
 
 static void close_redlock_op(dlock__backend *backend)
 {
-	dlock__redlock_close(redis_of(backend));
+	dlock__redlock_close(redlock_of(backend));
 }
 
 const dlock__backend_ops dlock__redis_ops = {
@@ -289,7 +299,7 @@ const dlock__backend_ops dlock__redlock_ops = {
 	.acquire = dlock__redlock_acquire,
 	.release = dlock__redlock_release,
 	.abandon = dlock__redlock_abandon,
-	.check_resource = check_resource,
+	.check_resource = check_resource_redlock,
 	.query = dlock__redlock_query,
 	.watch = dlock__redlock_observe,
 	.unwatch = dlock__redlock_unobserve,

@@ -160,6 +160,7 @@ void dlock__redis_announce(dlock__backend *backend, const char *resource, const 
                            uint64_t token, int64_t ttl_ms)
 {
 	redis_backend *b = redis_of(backend);
+
 	announce_until(b, resource, id, token, dlock__mono_us() + b->command_timeout_ms * 1000);
 }
 
@@ -176,7 +177,7 @@ typedef struct redlock_observer {
 int dlock__redlock_observe(dlock__backend *backend, const char *resource, dlock__waiter *waiter,
                            void **watch)
 {
-	redis_backend *rl = redis_of(backend);
+	redlock_backend *rl = redlock_of(backend);
 	redlock_observer *o = *watch;
 	int rc = DLOCK_OK, usable = 0;
 
@@ -198,7 +199,7 @@ int dlock__redlock_observe(dlock__backend *backend, const char *resource, dlock_
 
 void dlock__redlock_unobserve(dlock__backend *backend, void *watch)
 {
-	redis_backend *rl = redis_of(backend);
+	redlock_backend *rl = redlock_of(backend);
 	redlock_observer *o = watch;
 
 	for (int i = 0; i < o->n; i++)
@@ -215,7 +216,7 @@ void dlock__redlock_unobserve(dlock__backend *backend, void *watch)
 void dlock__redlock_announce(dlock__backend *backend, const char *resource, const char *id,
                              uint64_t token, int64_t ttl_ms)
 {
-	redis_backend *rl = redis_of(backend);
+	redlock_backend *rl = redlock_of(backend);
 	int64_t bound_us = dlock__redlock_master_timeout_ms(rl, ttl_ms) * 1000;
 
 	if (!id)

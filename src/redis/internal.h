@@ -98,23 +98,15 @@ struct redis_backend {
 	GQueue pool;              /* idle redis_conn * */
 
 	/* Monotonic time until which releases defer at once: the last release
-	 * found the server unreachable (a Redlock's: too few masters
-	 * answering).  Bounds teardown with many holds.  Guarded by pool_mu. */
+	 * found the server unreachable.  Bounds teardown with many holds.
+	 * Guarded by pool_mu. */
 	int64_t release_defer_until_us;
 
 	GMutex lazy_mu;           /* guards starting the threads below */
 	dlock__lazy_thread sub;      /* redis_sub * */
 	dlock__lazy_thread watchdog_thread; /* redis_watchdog * */
 
-	/* Redlock (redlock.c): a backend of several masters, each a backend
-	 * of its own (host, pool, subscriber, deferred cleanup); NULL for a
-	 * single server.  A master's own fields above serve it alone. */
-	redis_backend **masters;
-	int n_masters;
-	int quorum;               /* n_masters / 2 + 1 */
-	int64_t master_timeout_ms; /* 0: the smaller of the command timeout and TTL/20 */
-	dlock__lazy_thread rl_watch_thread; /* redlock_watch * */
-	/* A master's: its server's run_id, from INFO at its last new
+	/* A Redlock master's (redlock.h): its server's run_id, from INFO at its last new
 	 * connection ("" not known yet, "?" not told), and a connection a
 	 * round left unfinished, for the next one.  Guarded by pool_mu. */
 	char run_id[48];

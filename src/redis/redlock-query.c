@@ -45,7 +45,7 @@ static dlock__master_view master_view(const redis_backend *m, const redisReply *
 int dlock__redlock_query(dlock__backend *backend, const char *resource, int64_t deadline_us,
                          dlock__server_info *ret)
 {
-	redis_backend *rl = redis_of(backend);
+	redlock_backend *rl = redlock_of(backend);
 	redis_names names;
 	const char *words[RL_QUERY_WORDS];
 	rl_request req = { SCRIPT_RL_QUERY, words, NULL, 0, resource, rl->command_timeout_ms, true,
@@ -54,7 +54,7 @@ int dlock__redlock_query(dlock__backend *backend, const char *resource, int64_t 
 	int64_t until_us;
 	int answered, rc = DLOCK_OK;
 
-	dlock__redis_names_init(&names, rl, resource);
+	dlock__redis_names_init(&names, rl->masters[0], resource);
 	words[RL_QUERY_KEY_LOCK] = names.key;
 	words[RL_QUERY_KEY_FENCE] = names.fence;
 	until_us = MIN(deadline_us, dlock__mono_us() + rl->command_timeout_ms * 1000);

@@ -45,7 +45,7 @@
 #define GRACE_MIN_US 2000
 
 typedef struct round {
-	redis_backend *rl;
+	redlock_backend *rl;
 	const rl_request *req;
 	dlock__waiter *waiter;
 	rl_call *calls;
@@ -113,7 +113,7 @@ static void dial_anew(round *r, rl_call *call)
 /* Another master known to be the same server as master i, or -1. */
 static int twin_of(const round *r, int i, char *id, size_t size)
 {
-	char other[sizeof(r->rl->run_id)];
+	char other[sizeof(r->rl->masters[0]->run_id)];
 
 	dlock__redis_run_id(r->rl->masters[i], id, size);
 	if (!id[0] || strcmp(id, "?") == 0)
@@ -267,7 +267,7 @@ static void step_dial(round *r, rl_call *call)
  * names resolved together, then a connection begun to each. */
 static void dial_needed(round *r, const bool *need)
 {
-	redis_backend *rl = r->rl;
+	redlock_backend *rl = r->rl;
 	const char *hosts[RL_MASTERS_MAX];
 	char **addrs[RL_MASTERS_MAX];
 	int map[RL_MASTERS_MAX];
@@ -327,7 +327,7 @@ static bool decided(const round *r)
  * parked, or on a new one. */
 static bool start(round *r)
 {
-	redis_backend *rl = r->rl;
+	redlock_backend *rl = r->rl;
 	bool need[RL_MASTERS_MAX] = { false };
 
 	for (int i = 0; i < rl->n_masters; i++) {
@@ -459,7 +459,7 @@ static void finish(round *r, bool canceled, int shut_fd, GArray **kept)
 	}
 }
 
-int dlock__redlock_round(redis_backend *rl, const rl_request *req, dlock__waiter *waiter,
+int dlock__redlock_round(redlock_backend *rl, const rl_request *req, dlock__waiter *waiter,
                          int64_t until_us, rl_call *calls, GArray **kept)
 {
 	round r = { rl, req, waiter, calls, dlock__mono_us(), until_us, false, false };

@@ -28,7 +28,7 @@
 #define MAX_SLEEP_US (10 * 1000 * 1000)
 
 typedef struct redlock_watch {
-	redis_backend *rl;
+	redlock_backend *rl;
 	GMutex mu;
 	GCond cond;
 	GPtrArray *leases;        /* rl_lease *, referenced */
@@ -62,7 +62,7 @@ static void lose_locked(redlock_watch *w, rl_lease *lease)
 /* One renewal round of lease, ending by until_us (monotonic); under no lock. */
 static void renew(redlock_watch *w, rl_lease *lease, int64_t until_us)
 {
-	redis_backend *rl = w->rl;
+	redlock_backend *rl = w->rl;
 	char ttl[24];
 	const char *words[RL_RENEW_WORDS] = {
 		[RL_RENEW_KEY_LOCK] = lease->key.names.key,
@@ -201,9 +201,9 @@ static gpointer watch_new(gpointer data, bool *ret_start)
 	return w;
 }
 
-void dlock__redlock_watch(redis_backend *rl, rl_lease *lease)
+void dlock__redlock_watch(redlock_backend *rl, rl_lease *lease)
 {
-	redlock_watch *w = dlock__lazy_thread_get(&rl->rl_watch_thread, &rl->lazy_mu, "dlock-redlock",
+	redlock_watch *w = dlock__lazy_thread_get(&rl->watch_thread, &rl->lazy_mu, "dlock-redlock",
 	                                          watch_new, watch_main, rl);
 
 	g_mutex_lock(&w->mu);
@@ -214,9 +214,9 @@ void dlock__redlock_watch(redis_backend *rl, rl_lease *lease)
 	g_mutex_unlock(&w->mu);
 }
 
-bool dlock__redlock_unwatch(redis_backend *rl, rl_lease *lease, bool *ret_lost)
+bool dlock__redlock_unwatch(redlock_backend *rl, rl_lease *lease, bool *ret_lost)
 {
-	redlock_watch *w = dlock__lazy_thread_peek(&rl->rl_watch_thread);
+	redlock_watch *w = dlock__lazy_thread_peek(&rl->watch_thread);
 	bool troubled;
 
 	if (!w)
@@ -232,9 +232,9 @@ bool dlock__redlock_unwatch(redis_backend *rl, rl_lease *lease, bool *ret_lost)
 
 void dlock__redlock_abandon(dlock__backend *backend, dlock__hold *hold)
 {
-	redis_backend *rl = redis_of(backend);
+	redlock_backend *rl = redlock_of(backend);
 	rl_lease *lease = dlock__hold_backend_data(hold);
-	redlock_watch *w = dlock__lazy_thread_peek(&rl->rl_watch_thread);
+	redlock_watch *w = dlock__lazy_thread_peek(&rl->watch_thread);
 
 	if (!lease || !w)
 		return;
@@ -254,9 +254,9 @@ static void watch_tell_stop(gpointer data)
 	g_mutex_unlock(&w->mu);
 }
 
-void dlock__redlock_watch_stop(redis_backend *rl)
+void dlock__redlock_watch_stop(redlock_backend *rl)
 {
-	redlock_watch *w = dlock__lazy_thread_stop(&rl->rl_watch_thread, &rl->lazy_mu, watch_tell_stop);
+	redlock_watch *w = dlock__lazy_thread_stop(&rl->watch_thread, &rl->lazy_mu, watch_tell_stop);
 
 	if (!w)
 		return;

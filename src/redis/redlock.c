@@ -42,19 +42,19 @@ int64_t dlock__redlock_drift_us(int64_t ttl_ms)
 	return ttl_ms * 10 + 2000;
 }
 
-int64_t dlock__redlock_master_timeout_ms(const redis_backend *rl, int64_t ttl_ms)
+int64_t dlock__redlock_master_timeout_ms(const redlock_backend *rl, int64_t ttl_ms)
 {
 	if (rl->master_timeout_ms > 0)
 		return rl->master_timeout_ms;
 	return MAX(1, MIN(rl->command_timeout_ms, ttl_ms / 20));
 }
 
-static rl_lease *lease_new(redis_backend *rl, dlock__hold *hold)
+static rl_lease *lease_new(redlock_backend *rl, dlock__hold *hold)
 {
 	rl_lease *lease = g_atomic_rc_box_new0(rl_lease);
 
 	lease->hold = dlock__hold_ref(hold);
-	dlock__redis_names_init(&lease->key.names, rl, dlock__hold_resource(hold));
+	dlock__redis_names_init(&lease->key.names, rl->masters[0], dlock__hold_resource(hold));
 	lease->key.id = g_strdup("");
 	g_strlcpy(lease->key.mode, "w", sizeof(lease->key.mode));
 	lease->ttl_ms = dlock__hold_ttl_ms(hold);
@@ -102,7 +102,7 @@ static int64_t round_until(const rl_lease *lease, int64_t deadline_us, bool *ret
  * enough with the masters it stopped waiting for, had the caller's
  * deadline not ended it first: then the attempt timed out, and says
  * nothing about the masters being unreachable. */
-static bool cut_short(const redis_backend *rl, bool cut, int got, const rl_call *calls)
+static bool cut_short(const redlock_backend *rl, bool cut, int got, const rl_call *calls)
 {
 	int late = 0;
 
@@ -121,14 +121,14 @@ static int64_t validity_left_us(const rl_lease *lease, int64_t sent_us)
 
 /* Master i's connections left unanswered go to its background release,
  * which waits for them, and wakes waiters as a release round does. */
-static void cleanup_master(redis_backend *rl, rl_lease *lease, int i)
+static void cleanup_master(redlock_backend *rl, rl_lease *lease, int i)
 {
 	dlock__redis_cleanup_later_redlock(rl->masters[i], &lease->key,
 	                                   dlock__boot_us() + lease->ttl_ms * 1000, lease->kept[i]);
 	lease->kept[i] = g_array_new(FALSE, FALSE, sizeof(int));
 }
 
-void dlock__redlock_release_later(redis_backend *rl, rl_lease *lease)
+void dlock__redlock_release_later(redlock_backend *rl, rl_lease *lease)
 {
 	for (int i = 0; i < rl->n_masters; i++)
 		cleanup_master(rl, lease, i);
@@ -147,7 +147,7 @@ static bool reply_is_int(const redisReply *r, long long value)
  * release.  Returns how many said the key was ours; *ret_not_ours, how
  * many showed it was not.
  */
-static int release_on(redis_backend *rl, rl_lease *lease, const bool *only, dlock__waiter *waiter,
+static int release_on(redlock_backend *rl, rl_lease *lease, const bool *only, dlock__waiter *waiter,
                       int64_t deadline_us, int *ret_not_ours)
 {
 	const char *words[RL_RELEASE_WORDS] = {
@@ -183,7 +183,7 @@ static int release_on(redis_backend *rl, rl_lease *lease, const bool *only, dloc
 	return ours;
 }
 
-int dlock__redlock_release_all(redis_backend *rl, rl_lease *lease, int *ret_not_ours)
+int dlock__redlock_release_all(redlock_backend *rl, rl_lease *lease, int *ret_not_ours)
 {
 	return release_on(rl, lease, NULL, NULL, INT64_MAX, ret_not_ours);
 }
@@ -200,7 +200,7 @@ static bool same_host(const char *a, const char *b)
 	return g_ascii_strcasecmp(a, b) == 0;
 }
 
-int dlock__redlock_check_masters(const redis_backend *rl, const char *redacted_uri)
+int dlock__redlock_check_masters(const redlock_backend *rl, const char *redacted_uri)
 {
 	for (int i = 0; i < rl->n_masters; i++)
 		for (int k = 0; k < i; k++)
@@ -228,7 +228,7 @@ int dlock__redlock_check_masters(const redis_backend *rl, const char *redacted_u
  * of its own, so a background release never touches a later attempt's
  * key.  Keeps the message of the attempt's failure.
  */
-static void undo(redis_backend *rl, rl_lease *lease, const bool *yes, const bool *maybe,
+static void undo(redlock_backend *rl, rl_lease *lease, const bool *yes, const bool *maybe,
                  dlock__waiter *waiter, int64_t deadline_us, int rc)
 {
 	char *why = g_strdup(dlock_last_error_message());
@@ -251,7 +251,7 @@ static void undo(redis_backend *rl, rl_lease *lease, const bool *yes, const bool
 
 /* The fencing round on the masters that took the key: how many confirmed.
  * *ret_cut: the caller's deadline cut it short (cut_short()). */
-static int fence_round(redis_backend *rl, rl_lease *lease, const bool *yes, uint64_t token,
+static int fence_round(redlock_backend *rl, rl_lease *lease, const bool *yes, uint64_t token,
                        dlock__waiter *waiter, int64_t deadline_us, bool *ret_cut)
 {
 	char token_text[24];
@@ -283,7 +283,7 @@ static int fence_round(redis_backend *rl, rl_lease *lease, const bool *yes, uint
  * 1 + the largest counter among them, raised on each of them by the
  * fencing round.  Granted when a quorum confirms within the validity.
  */
-static int fence_and_grant(redis_backend *rl, rl_lease *lease, const bool *yes, uint64_t token,
+static int fence_and_grant(redlock_backend *rl, rl_lease *lease, const bool *yes, uint64_t token,
                            dlock__waiter *waiter, int64_t wait_ms, int64_t deadline_us,
                            int64_t sent_us)
 {
@@ -339,7 +339,7 @@ typedef struct votes {
  * DLOCK_EUNAVAILABLE.  *ret_pttl: the shortest remaining time of the lock
  * among the masters that found it held (-1: none).
  */
-static int attempt(redis_backend *rl, rl_lease *lease, dlock__waiter *waiter, int64_t wait_ms,
+static int attempt(redlock_backend *rl, rl_lease *lease, dlock__waiter *waiter, int64_t wait_ms,
                    int64_t deadline_us, int64_t *ret_pttl, votes *v)
 {
 	const char *resource = dlock__hold_resource(lease->hold);
@@ -420,7 +420,7 @@ static int attempt(redis_backend *rl, rl_lease *lease, dlock__waiter *waiter, in
  * the background release of an unanswered try would wake its own waiter
  * in a loop when that master is slow and free.  listening: per master.
  */
-static void listen_to(redis_backend *rl, rl_lease *lease, dlock__waiter *waiter, bool *listening,
+static void listen_to(redlock_backend *rl, rl_lease *lease, dlock__waiter *waiter, bool *listening,
                       const bool *want)
 {
 	for (int i = 0; i < rl->n_masters; i++) {
@@ -449,7 +449,7 @@ static int64_t nap_us(int64_t backoff_us, int64_t pttl_ms)
 int dlock__redlock_acquire(dlock__backend *backend, dlock__hold *hold, dlock__waiter *waiter,
                            int64_t wait_ms, int64_t deadline_us)
 {
-	redis_backend *rl = redis_of(backend);
+	redlock_backend *rl = redlock_of(backend);
 	const char *resource = dlock__hold_resource(hold);
 	rl_lease *lease = lease_new(rl, hold);
 	int64_t backoff_us = BACKOFF_FIRST_US;
@@ -505,13 +505,13 @@ int dlock__redlock_acquire(dlock__backend *backend, dlock__hold *hold, dlock__wa
 }
 
 /* Whether a release just now found too few masters answering. */
-static bool release_deferred(redis_backend *rl)
+static bool release_deferred(redlock_backend *rl)
 {
 	bool defer;
 
-	g_mutex_lock(&rl->pool_mu);
+	g_mutex_lock(&rl->mu);
 	defer = dlock__mono_us() < rl->release_defer_until_us;
-	g_mutex_unlock(&rl->pool_mu);
+	g_mutex_unlock(&rl->mu);
 	return defer;
 }
 
@@ -524,7 +524,7 @@ static bool release_deferred(redis_backend *rl)
  */
 int dlock__redlock_release(dlock__backend *backend, dlock__hold *hold)
 {
-	redis_backend *rl = redis_of(backend);
+	redlock_backend *rl = redlock_of(backend);
 	rl_lease *lease = dlock__hold_backend_data(hold);
 	bool lost = false;
 	int ours, not_ours = 0, rc = DLOCK_OK;
@@ -539,9 +539,9 @@ int dlock__redlock_release(dlock__backend *backend, dlock__hold *hold)
 	} else if (!lease->cleaned) {
 		ours = dlock__redlock_release_all(rl, lease, &not_ours);
 		if (ours + not_ours < rl->quorum) {
-			g_mutex_lock(&rl->pool_mu);
+			g_mutex_lock(&rl->mu);
 			rl->release_defer_until_us = dlock__mono_us() + RELEASE_DEFER_US;
-			g_mutex_unlock(&rl->pool_mu);
+			g_mutex_unlock(&rl->mu);
 		}
 	}
 	if (lost)
@@ -554,7 +554,7 @@ int dlock__redlock_release(dlock__backend *backend, dlock__hold *hold)
 	return rc;
 }
 
-void dlock__redlock_close(redis_backend *rl)
+void dlock__redlock_close(redlock_backend *rl)
 {
 	dlock__redlock_watch_stop(rl);
 	for (int i = 0; i < rl->n_masters; i++) {
@@ -564,9 +564,8 @@ void dlock__redlock_close(redis_backend *rl)
 		dlock__redis_close_host(rl->masters[i]);
 	}
 	g_free(rl->masters);
-	g_mutex_clear(&rl->pool_mu);
+	g_mutex_clear(&rl->mu);
 	g_mutex_clear(&rl->lazy_mu);
 	g_free(rl->label);
-	g_free(rl->prefix);
 	g_free(rl);
 }

@@ -11,6 +11,34 @@
 /* More masters than this in one URI are refused. */
 #define RL_MASTERS_MAX 15
 
+/*
+ * A Redlock: N independent masters, each a single server's backend of its
+ * own (host, pool, subscriber, deferred cleanup, all sharing one set of
+ * options), and what deciding by quorum needs.
+ */
+typedef struct redlock_backend {
+	const dlock__logger *logger;
+	char *label;              /* "redlock redis://h1,h2,h3", for messages */
+	redis_backend **masters;
+	int n_masters;
+	int quorum;               /* n_masters / 2 + 1 */
+	int64_t connect_timeout_ms;
+	int64_t command_timeout_ms;
+	int64_t master_timeout_ms; /* 0: the smaller of the command timeout and TTL/20 */
+	GMutex mu;                /* guards release_defer_until_us */
+	/* Monotonic time until which releases defer at once: the last release
+	 * found too few masters answering.  Bounds teardown with many holds. */
+	int64_t release_defer_until_us;
+	GMutex lazy_mu;           /* guards starting the watch thread */
+	dlock__lazy_thread watch_thread; /* redlock_watch * */
+} redlock_backend;
+
+/* The seam's handle of a Redlock is its redlock_backend. */
+static inline redlock_backend *redlock_of(dlock__backend *backend)
+{
+	return (redlock_backend *)(void *)backend;
+}
+
 /* What a round sends: the same script and words to each master. */
 typedef struct rl_request {
 	redis_script script;
@@ -62,7 +90,7 @@ typedef struct rl_call {
  * (the call of the second has the message).  Free the replies with
  * dlock__redlock_calls_clear().
  */
-int dlock__redlock_round(redis_backend *rl, const rl_request *req, dlock__waiter *waiter,
+int dlock__redlock_round(redlock_backend *rl, const rl_request *req, dlock__waiter *waiter,
                          int64_t until_us, rl_call *calls, GArray **kept);
 void dlock__redlock_calls_clear(rl_call *calls, int n);
 /* After a round returned DLOCK_ECONFIG: that, with the message of the
@@ -95,7 +123,7 @@ typedef struct rl_lease {
 
 /* Each master's bound in a round for a hold of ttl_ms: the option
  * master-timeout, else the smaller of the command timeout and TTL/20. */
-int64_t dlock__redlock_master_timeout_ms(const redis_backend *rl, int64_t ttl_ms);
+int64_t dlock__redlock_master_timeout_ms(const redlock_backend *rl, int64_t ttl_ms);
 
 /* The drift SPEC 10 allows for: 1% of the TTL plus 2 ms.  Microseconds. */
 int64_t dlock__redlock_drift_us(int64_t ttl_ms);
@@ -105,30 +133,30 @@ void dlock__redlock_lease_unref(rl_lease *lease);
 
 /* ---- redlock-watch.c ---- */
 /* Start renewing the lease (watchdog on) and watching its validity. */
-void dlock__redlock_watch(redis_backend *rl, rl_lease *lease);
+void dlock__redlock_watch(redlock_backend *rl, rl_lease *lease);
 /* Stop; returns whether it had been lost (*ret_lost) or suspended.
  * Afterwards lease->cleaned tells whether its release is under way in the
  * background already. */
-bool dlock__redlock_unwatch(redis_backend *rl, rl_lease *lease, bool *ret_lost);
+bool dlock__redlock_unwatch(redlock_backend *rl, rl_lease *lease, bool *ret_lost);
 /* The core declared the hold lost (dlock__backend_abandon_fn). */
 dlock__backend_abandon_fn dlock__redlock_abandon;
-void dlock__redlock_watch_stop(redis_backend *rl);
+void dlock__redlock_watch_stop(redlock_backend *rl);
 
 /* ---- redlock.c ---- */
 /* DLOCK_ECONFIG, naming it, if uri names one master twice (the same
  * address or host name, whatever its case, and port). */
-int dlock__redlock_check_masters(const redis_backend *rl, const char *redacted_uri);
-void dlock__redlock_close(redis_backend *rl);
+int dlock__redlock_check_masters(const redlock_backend *rl, const char *redacted_uri);
+void dlock__redlock_close(redlock_backend *rl);
 dlock__backend_acquire_fn dlock__redlock_acquire;
 dlock__backend_release_fn dlock__redlock_release;
 /* Release lease on every master at once; those that do not answer get
  * the background retry.  The number of masters that said it was ours,
  * and in *ret_not_ours the number that showed it was not. */
-int dlock__redlock_release_all(redis_backend *rl, rl_lease *lease, int *ret_not_ours);
+int dlock__redlock_release_all(redlock_backend *rl, rl_lease *lease, int *ret_not_ours);
 /* Release lease on every master in the background (each master's deferred
  * release, which waits until it is done with the connections left
  * unanswered there). */
-void dlock__redlock_release_later(redis_backend *rl, rl_lease *lease);
+void dlock__redlock_release_later(redlock_backend *rl, rl_lease *lease);
 
 /* ---- redlock-query.c ---- */
 dlock__backend_query_fn dlock__redlock_query;

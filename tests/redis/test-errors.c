@@ -195,6 +195,24 @@ static void test_plain_key_format_refuses_names_that_collide_with_its_keys(void 
 	g_free(uri);
 }
 
+/* A Redlock's masters share the key format: the same names are refused,
+ * before any connection (the masters here do not exist). */
+static void test_plain_key_format_refuses_colliding_names_on_a_redlock_too(void **state)
+{
+	dlock_client *client;
+	dlock_lock *lock;
+
+	assert_int_equal(dlock_client_new("redis://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
+	                                  "?key-format=plain", &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "err/x:fence", &lock), DLOCK_EINVAL);
+	assert_message_names(":fence");
+	assert_int_equal(dlock_lock_new(client, "err/x:permits", &lock), DLOCK_EINVAL);
+	assert_message_names(":permits");
+	assert_int_equal(dlock_lock_new(client, "err/x", &lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
 static void test_invalid_specifications_are_econfig_naming_the_problem_without_io(void **state)
 {
 	/* Each spec with a word its message must contain. */
@@ -558,6 +576,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_silent_server_is_unavailable_within_connect_and_command_timeouts),
 		cmocka_unit_test(test_invalid_resource_names_are_einval_without_io),
 		cmocka_unit_test(test_plain_key_format_refuses_names_that_collide_with_its_keys),
+		cmocka_unit_test(test_plain_key_format_refuses_colliding_names_on_a_redlock_too),
 		cmocka_unit_test(test_invalid_specifications_are_econfig_naming_the_problem_without_io),
 		cmocka_unit_test(test_specifications_without_a_host_are_econfig_not_a_crash),
 		cmocka_unit_test(test_ttl_below_minimum_and_late_options_are_einval),
