@@ -163,6 +163,7 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 static void close_backend(dlock__backend *backend)
 {
 	zk_backend *b = zk_of(backend);
+
 	dlock__zk_sessions_stop(b);
 	g_ptr_array_unref(b->sessions);
 	g_mutex_clear(&b->mu);
