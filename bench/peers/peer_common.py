@@ -25,7 +25,7 @@ Command line (identical for every peer, the Java one included):
     PEER try        --server ADDR --resource NAME
     PEER hold       --server ADDR --resource NAME
 
-try and hold are for the interoperability tests (tests/redis/test-interop.c,
+try and hold are for the interoperability tests (tests/redis/test-redis-interop.c,
 tests/zk/test-zk-interop.c), which read the peer's stdout line by line:
   try:  acquire without waiting; print "acquired" (then release) or "busy".
   hold: acquire without waiting; print "held" or "busy"; when held, wait

@@ -607,5 +607,5 @@ int main(int argc, char **argv)
 	test_init(argv[0]);
 	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
 		return worker_main(argc, argv);
-	return cmocka_run_group_tests_name("file", tests, setup, teardown);
+	return cmocka_run_group_tests_name("file-lock", tests, setup, teardown);
 }

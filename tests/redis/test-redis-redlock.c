@@ -3,7 +3,7 @@
  * masters by quorum.  Holding, releasing, fencing tokens and exclusion
  * with every master up, on 3 and 5 masters, and the input Redlock refuses.
  * Faults (masters killed, frozen, emptied, keys deleted) are in
- * test-redlock-faults.c.
+ * test-redis-redlock-faults.c.
  */
 #include <inttypes.h>
 #include <setjmp.h>

@@ -3,7 +3,7 @@
  * fencing counter "<prefix>{R}:fence" and release channel
  * "<prefix>{R}:released"; with key-format=plain, R, "R:fence" and
  * "R:released".  Peers and older dlock builds find a lock by these names.
- * tests/redis/test-keys.c checks them on a server; these need none.
+ * tests/redis/test-redis-keys.c checks them on a server; these need none.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -116,5 +116,5 @@ int main(void)
 		cmocka_unit_test(test_braced_keys_of_a_resource_share_one_cluster_slot),
 	};
 
-	return cmocka_run_group_tests_name("redis-keys", tests, NULL, NULL);
+	return cmocka_run_group_tests_name("redis-key-names", tests, NULL, NULL);
 }
