@@ -123,6 +123,11 @@ dlock__file_wake_result dlock__file_wake_wait(dlock__backend *b, int fd, const c
  * change (the word gets a fresh value first); without, to pass on a
  * wake-up that a waiter giving up may have taken. */
 void dlock__file_wake_next(dlock__backend *b, int fd, const char *path, bool change);
+/* Wake every waiter of the file open on fd (the word gets a fresh value
+ * first): when a write lock becomes a read lock, any reader may share,
+ * wherever it sleeps in the queue, and a writer woken first would not
+ * pass its wake-up on. */
+void dlock__file_wake_all(dlock__backend *b, int fd, const char *path);
 /* The backend's mappings of lock files (wake.c). */
 dlock__file_wakes *dlock__file_wakes_new(void);
 void dlock__file_wakes_free(dlock__file_wakes *wakes);

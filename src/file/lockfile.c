@@ -443,8 +443,9 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
  * The release of a write hold whose owner made a read hold by a downgrade
  * (fr, pending): the write lock becomes the reader's in place, so no
  * waiting writer gets in between, and the descriptor is the read hold's
- * from now on, as its watch already was (downgrade()).  Waiting readers
- * are woken: they may share.  b->rw_mu held (the read hold's release
+ * from now on, as its watch already was (downgrade()).  Every waiter is
+ * woken: readers may share, and one wake-up could go to a writer, who
+ * cannot get in and does not pass it on.  b->rw_mu held (the read hold's release
  * takes it too).  False if the locks could not be changed: the read hold
  * is then lost, as it never held alone, and unwatched before the write
  * hold's release closes the descriptor.
@@ -467,7 +468,7 @@ static bool pass_to_reader(dlock__backend *b, file_hold *fw, file_hold *fr)
 	if (dlock__file_slot_write(fw->fd, 0, fr->token) == 0)
 		fr->slot = 0;
 	fr->fd = fw->fd;
-	dlock__file_wake_next(b, fr->fd, fr->path, true);
+	dlock__file_wake_all(b, fr->fd, fr->path);
 	return true;
 }
 

@@ -11,7 +11,9 @@
  * and only holds threads that are still asleep, so a dead waiter is never
  * chosen.  Unlocking before writing means a waiter whose try failed either
  * sees the new value when it goes to sleep (and tries again at once) or is
- * already queued when the wake comes: no release is missed.
+ * already queued when the wake comes: no release is missed.  A write
+ * lock that becomes a read lock (a downgrade's handover) wakes every
+ * sleeper instead: the readers among them may all share.
  *
  * The word is read and written with pread/pwrite, never through the
  * mapping: a file someone else truncated would make a mapped access raise
@@ -201,7 +203,8 @@ dlock__file_wake_result dlock__file_wake_wait(dlock__backend *b, int fd, const c
 	return DLOCK__FILE_WAKE_UNSUPPORTED; /* ENOSYS before Linux 5.16, EFAULT */
 }
 
-void dlock__file_wake_next(dlock__backend *b, int fd, const char *path, bool change)
+/* Wake up to n sleepers of the file, after a change of the word if asked. */
+static void wake(dlock__backend *b, int fd, const char *path, bool change, int n)
 {
 	uint32_t fresh = g_random_int() | 1;
 	const uint32_t *word;
@@ -211,6 +214,16 @@ void dlock__file_wake_next(dlock__backend *b, int fd, const char *path, bool cha
 		return;
 	if (!(word = word_get(b->wakes, fd, path, &own)))
 		return;
-	syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
+	syscall(SYS_futex, word, FUTEX_WAKE, n, NULL, NULL, 0);
 	word_put(word, own);
+}
+
+void dlock__file_wake_next(dlock__backend *b, int fd, const char *path, bool change)
+{
+	wake(b, fd, path, change, 1);
+}
+
+void dlock__file_wake_all(dlock__backend *b, int fd, const char *path)
+{
+	wake(b, fd, path, true, INT_MAX);
 }

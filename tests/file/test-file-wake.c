@@ -387,6 +387,73 @@ static void test_timed_out_and_canceled_waiters_leave_nothing_behind(void **stat
 }
 
 /*
+ * A downgrade hands its write lock to its read hold, and the file is
+ * shared from then on: a reader waiting there gets in at once, woken by
+ * the handover, even when a writer, who cannot get in, sleeps ahead of it
+ * in the futex queue -- not only when its 200 ms nap ends.
+ */
+static void test_readers_behind_a_waiting_writer_are_woken_by_a_downgrade(void **state)
+{
+	enum { ROUNDS = 3 };
+	dlock_client *owner_client, *client;
+	dlock_lock *write, *read;
+	int64_t worst = 0;
+
+	(void)state;
+	assert_int_equal(dlock_client_new(uri, &owner_client), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	dlock_client_set_log_callback(client, DLOCK_LOG_DEBUG, count_tries, NULL);
+	assert_int_equal(dlock_lock_new(owner_client, "wake/downgrade", &write), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(write, DLOCK_MODE_WRITE), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(owner_client, "wake/downgrade", &read), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(read, DLOCK_MODE_READ), DLOCK_OK);
+	for (int round = 0; round < ROUNDS; round++) {
+		waiter w[2] = { 0 };
+		waiters ws = { w, 0 };
+		tries_seen seen = { &ws, 0 };
+		int64_t t0, elapsed;
+
+		parked_go = false;
+		atomic_store(&busy_tries, 0);
+		assert_int_equal(dlock_acquire(write, 0), DLOCK_OK);
+		/* A writer falls asleep first, then a reader behind it. */
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(dlock_lock_new(client, "wake/downgrade", &w[i].lock), DLOCK_OK);
+			assert_int_equal(dlock_lock_set_mode(w[i].lock, i == 0 ? DLOCK_MODE_WRITE : DLOCK_MODE_READ),
+			                 DLOCK_OK);
+			w[i].wait_ms = 60000;
+			atomic_store(&w[i].tid, 0);
+			atomic_store(&w[i].rc, 1);
+			w[i].thread = g_thread_new("test-waiter", waiter_main, &w[i]);
+			ws.n = i + 1;
+			seen.tries = 2 * (i + 1);
+			assert_true(test_wait_until(asleep_after_tries, &seen, 10000));
+		}
+		assert_int_equal(dlock_acquire(read, 0), DLOCK_OK);
+		t0 = test_now_ms();
+		assert_int_equal(dlock_release(write), DLOCK_OK);
+		ws.n = 2;
+		assert_true(test_wait_until(all_returned, &(waiters){ &w[1], 1 }, 10000));
+		elapsed = atomic_load(&w[1].done_ms) - t0;
+		print_message("round %d: the reader behind a waiting writer got in %" PRId64
+		              " ms after the handover\n", round, elapsed);
+		assert_int_equal(atomic_load(&w[1].rc), DLOCK_OK);
+		worst = MAX(worst, elapsed);
+		assert_int_equal(dlock_release(read), DLOCK_OK);
+		assert_true(test_wait_until(all_returned, &ws, 10000));
+		assert_int_equal(atomic_load(&w[0].rc), DLOCK_OK);
+		for (int i = 0; i < 2; i++)
+			waiter_join(&w[i]);
+	}
+	dlock_lock_free(read);
+	dlock_lock_free(write);
+	dlock_client_free(client);
+	dlock_client_free(owner_client);
+	skip_without_futex();
+	assert_true(worst < test_slack(150));
+}
+
+/*
  * A holder killed while a waiter sleeps: the kernel unlocks, and no
  * release wakes anyone, so the waiter's nap (at most 200 ms) finds it.
  * The child is forked before this process starts any library thread.
@@ -533,6 +600,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_one_release_wakes_one_waiter),
 		cmocka_unit_test(test_waiters_are_woken_in_arrival_order),
 		cmocka_unit_test(test_timed_out_and_canceled_waiters_leave_nothing_behind),
+		cmocka_unit_test(test_readers_behind_a_waiting_writer_are_woken_by_a_downgrade),
 		cmocka_unit_test(test_waiter_forked_child_does_not_keep_the_lock),
 	};
 
