@@ -373,10 +373,12 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 		}
 		if (rc == 1) {
 			grant(b, hold, fd, path, read, permit);
-			/* A reader woken by a release passes the wake-up on: the
-			 * next waiter may be a reader too, who can share. */
-			if (read && woken)
-				dlock__file_wake_next(b, fd, path, true);
+			/* A reader woken by a release wakes every waiter: the
+			 * readers among them can share, and a writer woken
+			 * alone would pass nothing on.  Readers woken that way
+			 * find the word marked and wake nobody again. */
+			if (read && woken && !dlock__file_wake_was_all(word))
+				dlock__file_wake_all(b, fd, path);
 			fd = -1;
 			rc = DLOCK_OK;
 			break;
