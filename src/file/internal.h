@@ -123,6 +123,13 @@ dlock__file_wake_result dlock__file_wake_wait(dlock__backend *b, int fd, const c
  * change (the word gets a fresh value first); without, to pass on a
  * wake-up that a waiter giving up may have taken. */
 void dlock__file_wake_next(dlock__backend *b, int fd, const char *path, bool change);
+/* Wake every waiter of the file open on fd (the word gets a fresh value,
+ * marked as such, first): when the file becomes shared, any reader may
+ * share, wherever it sleeps in the queue, and a writer woken first would
+ * not pass its wake-up on. */
+void dlock__file_wake_all(dlock__backend *b, int fd, const char *path);
+/* Whether word, as read before a try, was written by a wake of all. */
+bool dlock__file_wake_was_all(uint32_t word);
 /* The backend's mappings of lock files (wake.c). */
 dlock__file_wakes *dlock__file_wakes_new(void);
 void dlock__file_wakes_free(dlock__file_wakes *wakes);

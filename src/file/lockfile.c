@@ -266,7 +266,10 @@ static void grant(dlock__backend *b, dlock__hold *hold, int fd, const char *path
 /*
  * A READ hold for an owner holding the write hold write on the same file:
  * granted at once, with a token, but no lock yet -- the write hold's lock
- * becomes this hold's when the write hold is released (release_write()).
+ * becomes this hold's when the write hold is released (pass_to_reader()).
+ * Until then it stands on the write hold's lock, so it is watched on the
+ * write hold's descriptor: a removal of the file loses both holds at
+ * once, not the read hold only when the write hold is released.
  */
 static int downgrade(dlock__backend *b, dlock__hold *hold, dlock__hold *write)
 {
@@ -293,6 +296,7 @@ static int downgrade(dlock__backend *b, dlock__hold *hold, dlock__hold *write)
 	fw->peer = fr;
 	dlock__hold_set_token(hold, fr->fence);
 	dlock__hold_set_backend_data(hold, fr);
+	fr->watch = dlock__file_watch_hold(b, fr->path, fw->fd, hold);
 	g_mutex_unlock(&b->rw_mu);
 	return DLOCK_OK;
 }
@@ -369,10 +373,12 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
 		}
 		if (rc == 1) {
 			grant(b, hold, fd, path, read, permit);
-			/* A reader woken by a release passes the wake-up on: the
-			 * next waiter may be a reader too, who can share. */
-			if (read && woken)
-				dlock__file_wake_next(b, fd, path, true);
+			/* A reader woken by a release wakes every waiter: the
+			 * readers among them can share, and a writer woken
+			 * alone would pass nothing on.  Readers woken that way
+			 * find the word marked and wake nobody again. */
+			if (read && woken && !dlock__file_wake_was_all(word))
+				dlock__file_wake_all(b, fd, path);
 			fd = -1;
 			rc = DLOCK_OK;
 			break;
@@ -439,9 +445,12 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
  * The release of a write hold whose owner made a read hold by a downgrade
  * (fr, pending): the write lock becomes the reader's in place, so no
  * waiting writer gets in between, and the descriptor is the read hold's
- * from now on.  Waiting readers are woken: they may share.  b->rw_mu
- * held (the read hold's release takes it too).  False if the locks could
- * not be changed: the read hold is then lost, as it never held alone.
+ * from now on, as its watch already was (downgrade()).  Every waiter is
+ * woken: readers may share, and one wake-up could go to a writer, who
+ * cannot get in and does not pass it on.  b->rw_mu held (the read hold's release
+ * takes it too).  False if the locks could not be changed: the read hold
+ * is then lost, as it never held alone, and unwatched before the write
+ * hold's release closes the descriptor.
  * The writer's record is cleared while the lock is still ours alone: once
  * it is shared, readers draw tokens from the counter beside it, and a
  * rewrite of the counter after that would hand a later holder a token
@@ -454,13 +463,14 @@ static bool pass_to_reader(dlock__backend *b, file_hold *fw, file_hold *fr)
 		dlock__log(b->logger, DLOCK_LOG_WARNING, "file %s: cannot turn the write lock into a read "
 		           "lock: %s", fw->path, g_strerror(errno));
 		dlock__hold_report(fr->hold, DLOCK_STATE_LOST);
+		dlock__file_unwatch_hold(b, fr->watch, fr->hold);
+		fr->watch = -1;
 		return false;
 	}
 	if (dlock__file_slot_write(fw->fd, 0, fr->token) == 0)
 		fr->slot = 0;
 	fr->fd = fw->fd;
-	fr->watch = dlock__file_watch_hold(b, fr->path, fr->fd, fr->hold);
-	dlock__file_wake_next(b, fr->fd, fr->path, true);
+	dlock__file_wake_all(b, fr->fd, fr->path);
 	return true;
 }
 
@@ -473,7 +483,7 @@ static bool pass_to_reader(dlock__backend *b, file_hold *fw, file_hold *fr)
  * the lock taken.  Closing the last descriptor raises the close event
  * that wakes waiters by inotify; the futex wakes one waiter (wake.c),
  * after the unlock.  A read hold still waiting for its write hold's
- * release (a downgrade) has nothing on the file to undo.
+ * release (a downgrade) has only its watch to undo.
  */
 int dlock__file_release(dlock__backend *b, dlock__hold *hold)
 {
@@ -505,6 +515,8 @@ int dlock__file_release(dlock__backend *b, dlock__hold *hold)
 		dlock__file_lock_range(fh->fd, F_UNLCK, F_OFD_SETLK, 0, 0);
 		dlock__file_wake_next(b, fh->fd, fh->path, true);
 		dlock__file_close_guarded(fh->fd);
+	} else {
+		dlock__file_unwatch_hold(b, fh->watch, hold);
 	}
 	file_hold_free(fh);
 	return DLOCK_OK;

@@ -84,7 +84,13 @@ void dlock__file_slot_clear(int fd, int64_t slot)
 		write_slot(fd, slot, NULL);
 }
 
-/* The token of a live slot's record, or NULL. */
+/*
+ * The token of a live slot's record, or NULL.  Live means locked with the
+ * slot's own range, as a reader locks it: a writer's whole-file lock
+ * covers every slot, and the records of readers that died, which a
+ * status query that found the file shared may still scan after a writer
+ * got in.
+ */
 static char *live_slot(int fd, int64_t slot)
 {
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = slot_offset(slot),
@@ -93,7 +99,8 @@ static char *live_slot(int fd, int64_t slot)
 	ssize_t n;
 	char *end;
 
-	if (fcntl(fd, F_OFD_GETLK, &fl) != 0 || fl.l_type == F_UNLCK)
+	if (fcntl(fd, F_OFD_GETLK, &fl) != 0 || fl.l_type == F_UNLCK || fl.l_start != slot_offset(slot) ||
+	    fl.l_len != DLOCK__FILE_SLOT_SIZE)
 		return NULL;
 	n = pread(fd, buf, DLOCK__FILE_SLOT_SIZE, slot_offset(slot));
 	if (n <= 0)

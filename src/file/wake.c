@@ -13,6 +13,13 @@
  * sees the new value when it goes to sleep (and tries again at once) or is
  * already queued when the wake comes: no release is missed.
  *
+ * When the file becomes shared -- a write lock turned into a read lock by
+ * a downgrade, or a reader granted after a release woke it -- every
+ * sleeper is woken instead: the readers among them may all share, and
+ * one wake-up could go to a writer, who cannot get in and passes nothing
+ * on.  Such a wake writes a value with WAKE_ALL_MARK set, so the readers
+ * it woke see that everyone was woken and do not wake them all again.
+ *
  * The word is read and written with pread/pwrite, never through the
  * mapping: a file someone else truncated would make a mapped access raise
  * SIGBUS in the host program, while the kernel's own accesses in the futex
@@ -47,6 +54,7 @@
 
 #define WAKE_PAGE 4096
 #define WAKE_OFFSET (WAKE_PAGE - 4)
+#define WAKE_ALL_MARK 2u /* in a value written by a wake of every sleeper */
 #define CACHE_MAX 64
 
 uint32_t dlock__file_wake_read(int fd)
@@ -201,16 +209,34 @@ dlock__file_wake_result dlock__file_wake_wait(dlock__backend *b, int fd, const c
 	return DLOCK__FILE_WAKE_UNSUPPORTED; /* ENOSYS before Linux 5.16, EFAULT */
 }
 
-void dlock__file_wake_next(dlock__backend *b, int fd, const char *path, bool change)
+/* Wake one sleeper of the file, or all, after a change of the word if
+ * asked: a fresh value, with WAKE_ALL_MARK set for all. */
+static void wake(dlock__backend *b, int fd, const char *path, bool change, bool all)
 {
 	uint32_t fresh = g_random_int() | 1;
 	const uint32_t *word;
 	bool own;
 
+	fresh = all ? fresh | WAKE_ALL_MARK : fresh & ~WAKE_ALL_MARK;
 	if (change && pwrite(fd, &fresh, sizeof(fresh), WAKE_OFFSET) != (ssize_t)sizeof(fresh))
 		return;
 	if (!(word = word_get(b->wakes, fd, path, &own)))
 		return;
-	syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
+	syscall(SYS_futex, word, FUTEX_WAKE, all ? INT_MAX : 1, NULL, NULL, 0);
 	word_put(word, own);
+}
+
+void dlock__file_wake_next(dlock__backend *b, int fd, const char *path, bool change)
+{
+	wake(b, fd, path, change, false);
+}
+
+void dlock__file_wake_all(dlock__backend *b, int fd, const char *path)
+{
+	wake(b, fd, path, true, true);
+}
+
+bool dlock__file_wake_was_all(uint32_t word)
+{
+	return (word & WAKE_ALL_MARK) != 0;
 }

@@ -361,6 +361,59 @@ static void test_a_writer_after_a_downgrades_readers_gets_a_larger_token(void **
 	assert_int_equal(repeated, 0);
 }
 
+static void record_state(dlock_lock *lock, dlock_state state, void *user_data)
+{
+	(void)lock;
+	g_atomic_int_set((gint *)user_data, (gint)state);
+}
+
+static bool state_is_lost(void *arg)
+{
+	return g_atomic_int_get((gint *)arg) == DLOCK_STATE_LOST;
+}
+
+/*
+ * A tmp cleaner unlinks the lock file while its owner holds WRITE and the
+ * READ it downgraded to, before the write hold is released: both holds
+ * are lost at once -- the read hold shares the write hold's lock, which
+ * no longer keeps anyone out -- and a writer that locks the new file
+ * never holds beside a reader that still reports held.
+ */
+static void test_unlinked_file_loses_a_downgrades_read_hold_with_its_write_hold(void **state)
+{
+	char *path = g_build_filename(dir, "r-rw%2Funlinked", NULL);
+	test_rw_owner owner, other;
+	dlock_lock *read;
+	gint write_state = 0, read_state = 0;
+	bool read_lost;
+
+	(void)state;
+	test_rw_owner_open(&owner, uri, "rw/unlinked", DLOCK_MODE_WRITE);
+	assert_int_equal(dlock_lock_new(owner.client, "rw/unlinked", &read), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(read, DLOCK_MODE_READ), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(owner.lock, record_state, &write_state), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(read, record_state, &read_state), DLOCK_OK);
+	assert_int_equal(dlock_acquire(owner.lock, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(read, 0), DLOCK_OK);
+	assert_int_equal(unlink(path), 0);
+	assert_true(test_wait_until(state_is_lost, &write_state, 5000));
+	/* Another owner writes on the new file at the same path. */
+	test_rw_owner_open(&other, uri, "rw/unlinked", DLOCK_MODE_WRITE);
+	assert_int_equal(dlock_acquire(other.lock, 1000), DLOCK_OK);
+	read_lost = test_wait_until(state_is_lost, &read_state, 2000);
+	print_message("a writer holds the new file; the downgrade's read hold %s\n",
+	              read_lost ? "was lost" : "still reports held");
+	assert_true(read_lost);
+	assert_int_equal(dlock_held(read), 0);
+	assert_int_equal(dlock_release(owner.lock), DLOCK_ELOST);
+	assert_int_equal(dlock_release(read), DLOCK_ELOST);
+	assert_int_equal(dlock_release(other.lock), DLOCK_OK);
+	dlock_lock_free(read);
+	test_rw_owner_close(&owner);
+	test_rw_owner_close(&other);
+	g_free(path);
+}
+
 static int setup(void **state)
 {
 	test_file_dir_make("dlock-file-rw", &dir, &uri);
@@ -387,6 +440,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_killed_reader_with_a_live_child_frees_the_lock),
 		cmocka_unit_test(test_client_free_releases_a_downgrade_pair),
 		cmocka_unit_test(test_short_waits_time_out_in_every_mode),
+		cmocka_unit_test(test_unlinked_file_loses_a_downgrades_read_hold_with_its_write_hold),
 	};
 
 	test_init(argv[0]);

@@ -386,6 +386,122 @@ static void test_timed_out_and_canceled_waiters_leave_nothing_behind(void **stat
 	dlock_client_free(holder_client);
 }
 
+/* ---- readers behind a waiting writer ---------------------------------- */
+
+/* The holders of an exclusive hold that let readers in. */
+typedef enum handover_kind {
+	HANDOVER_RELEASE,   /* a writer releases */
+	HANDOVER_DOWNGRADE, /* a writer's lock becomes its owner's read lock */
+} handover_kind;
+
+/*
+ * A writer owning write (and read, its READ handle) holds; waiters fall
+ * asleep one after another in the modes given ('W' writer, 'R' reader);
+ * the writer lets them in as kind says.  Returns the largest time in ms
+ * from that moment to a reader's grant, with every waiter served in the
+ * end.
+ */
+static int64_t readers_behind_a_writer(dlock_lock *write, dlock_lock *read, dlock_client *client,
+                                       const char *modes, handover_kind kind)
+{
+	int n = (int)strlen(modes);
+	waiter *w = g_new0(waiter, n);
+	waiters ws = { w, 0 };
+	tries_seen seen = { &ws, 0 };
+	int64_t t0, worst = 0;
+
+	parked_go = false;
+	atomic_store(&busy_tries, 0);
+	assert_int_equal(dlock_acquire(write, 0), DLOCK_OK);
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(dlock_lock_new(client, dlock_lock_resource(write), &w[i].lock), DLOCK_OK);
+		assert_int_equal(dlock_lock_set_mode(w[i].lock, modes[i] == 'W' ? DLOCK_MODE_WRITE : DLOCK_MODE_READ),
+		                 DLOCK_OK);
+		assert_int_equal(dlock_lock_set_owner(w[i].lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
+		w[i].wait_ms = 60000;
+		w[i].keep = modes[i] == 'R'; /* readers hold on, all at once */
+		atomic_store(&w[i].tid, 0);
+		atomic_store(&w[i].rc, 1);
+		w[i].thread = g_thread_new("test-waiter", waiter_main, &w[i]);
+		ws.n = i + 1;
+		/* Its try and the one more before it sleeps: then it is queued. */
+		seen.tries = 2 * (i + 1);
+		assert_true(test_wait_until(asleep_after_tries, &seen, 10000));
+	}
+	if (kind == HANDOVER_DOWNGRADE)
+		assert_int_equal(dlock_acquire(read, 0), DLOCK_OK);
+	t0 = test_now_ms();
+	assert_int_equal(dlock_release(write), DLOCK_OK);
+	for (int i = 0; i < n; i++) {
+		if (modes[i] != 'R')
+			continue;
+		assert_true(test_wait_until(all_returned, &(waiters){ &w[i], 1 }, 10000));
+		assert_int_equal(atomic_load(&w[i].rc), DLOCK_OK);
+		worst = MAX(worst, atomic_load(&w[i].done_ms) - t0);
+	}
+	/* The readers go, from another thread than theirs: their handles
+	 * own their holds.  Then the writers get in, one after another. */
+	if (kind == HANDOVER_DOWNGRADE)
+		assert_int_equal(dlock_release(read), DLOCK_OK);
+	for (int i = 0; i < n; i++)
+		if (modes[i] == 'R')
+			assert_int_equal(dlock_release(w[i].lock), DLOCK_OK);
+	assert_true(test_wait_until(all_returned, &ws, 10000));
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(atomic_load(&w[i].rc), DLOCK_OK);
+		waiter_join(&w[i]);
+	}
+	g_free(w);
+	return worst;
+}
+
+/*
+ * Readers waiting behind a waiting writer get in at once when the file
+ * becomes shared -- by a writer's release, or by a downgrade that turns
+ * the writer's lock into its owner's read lock -- woken then, not by
+ * their 200 ms nap, although the writer ahead of them in the futex queue
+ * cannot get in and passes no wake-up on.
+ */
+static void test_readers_behind_a_waiting_writer_get_in_at_once(void **state)
+{
+	static const struct {
+		const char *modes;
+		handover_kind kind;
+		const char *what;
+	} cases[] = {
+		{ "WR", HANDOVER_DOWNGRADE, "a downgrade; a writer, then a reader waiting" },
+		{ "RWR", HANDOVER_RELEASE, "a release; a reader, a writer, a reader waiting" },
+		{ "RWRWR", HANDOVER_RELEASE, "a release; readers between writers waiting" },
+		{ "WRWR", HANDOVER_DOWNGRADE, "a downgrade; readers between writers waiting" },
+	};
+	dlock_client *owner_client, *client;
+	dlock_lock *write, *read;
+	int64_t worst = 0;
+
+	(void)state;
+	assert_int_equal(dlock_client_new(uri, &owner_client), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	dlock_client_set_log_callback(client, DLOCK_LOG_DEBUG, count_tries, NULL);
+	assert_int_equal(dlock_lock_new(owner_client, "wake/readers", &write), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(write, DLOCK_MODE_WRITE), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(owner_client, "wake/readers", &read), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(read, DLOCK_MODE_READ), DLOCK_OK);
+	for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+		for (int round = 0; round < 2; round++) {
+			int64_t took = readers_behind_a_writer(write, read, client, cases[c].modes, cases[c].kind);
+
+			print_message("%s: the last reader got in after %" PRId64 " ms\n", cases[c].what, took);
+			worst = MAX(worst, took);
+		}
+	}
+	dlock_lock_free(read);
+	dlock_lock_free(write);
+	dlock_client_free(client);
+	dlock_client_free(owner_client);
+	skip_without_futex();
+	assert_true(worst < test_slack(150));
+}
+
 /*
  * A holder killed while a waiter sleeps: the kernel unlocks, and no
  * release wakes anyone, so the waiter's nap (at most 200 ms) finds it.
@@ -533,6 +649,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_one_release_wakes_one_waiter),
 		cmocka_unit_test(test_waiters_are_woken_in_arrival_order),
 		cmocka_unit_test(test_timed_out_and_canceled_waiters_leave_nothing_behind),
+		cmocka_unit_test(test_readers_behind_a_waiting_writer_get_in_at_once),
 		cmocka_unit_test(test_waiter_forked_child_does_not_keep_the_lock),
 	};
 
