@@ -44,7 +44,11 @@
 #include "parse.h"
 #include "waiter.h"
 
-typedef struct dlock__backend dlock__backend; /* each backend defines it */
+/* A backend's state as the core holds it: opaque, never defined.  Each
+ * backend's own struct (redis_backend, redlock_backend, zk_backend,
+ * file_backend) is handed out as one by open, and its ops convert it
+ * back. */
+typedef struct dlock__backend dlock__backend;
 typedef struct dlock__hold dlock__hold;
 
 /* What a backend learns about the server-side state of a resource, for

@@ -85,7 +85,7 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	const char *given = uri->path && strcmp(uri->path, "/") != 0 ? uri->path : NULL;
 	const file_options *o = opts->values;
 	const char *env_dir = g_getenv("DLOCK_DIR");
-	dlock__backend *b;
+	file_backend *b;
 	char *dir;
 	int rc;
 
@@ -112,18 +112,20 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 		g_free(dir);
 		return rc;
 	}
-	b = g_new0(dlock__backend, 1);
+	b = g_new0(file_backend, 1);
 	b->logger = env->logger;
 	b->dir = dir;
 	g_mutex_init(&b->lazy_mu);
 	g_mutex_init(&b->rw_mu);
 	b->wakes = dlock__file_wakes_new();
-	*ret = b;
+	*ret = (dlock__backend *)(void *)b;
 	return DLOCK_OK;
 }
 
-static void close_backend(dlock__backend *b)
+static void close_backend(dlock__backend *backend)
 {
+	file_backend *b = file_of(backend);
+
 	dlock__file_watch_stop(b);
 	dlock__file_wakes_free(b->wakes);
 	g_mutex_clear(&b->lazy_mu);
@@ -132,8 +134,10 @@ static void close_backend(dlock__backend *b)
 	g_free(b);
 }
 
-static char *describe(const dlock__backend *b)
+static char *describe(const dlock__backend *backend)
 {
+	const file_backend *b = file_of_const(backend);
+
 	return g_strconcat("file://", b->dir, NULL);
 }
 

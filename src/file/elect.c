@@ -26,7 +26,7 @@ typedef struct file_watch_handle {
 
 /* A close of a write descriptor on resource's lock file (created if
  * missing): the event every watch of the file wakes on. */
-static int touch(dlock__backend *b, const char *resource)
+static int touch(file_backend *b, const char *resource)
 {
 	char *path = dlock__file_path(b, resource);
 	int fd = dlock__file_open_guarded(path, O_WRONLY | O_CREAT | O_NOFOLLOW, 0600);
@@ -40,9 +40,10 @@ static int touch(dlock__backend *b, const char *resource)
 	return rc;
 }
 
-int dlock__file_watch(dlock__backend *b, const char *resource, dlock__waiter *waiter,
+int dlock__file_watch(dlock__backend *backend, const char *resource, dlock__waiter *waiter,
                       void **watch)
 {
+	file_backend *b = file_of(backend);
 	file_watch_handle *h;
 	char *path;
 	int wd, rc;
@@ -66,8 +67,9 @@ int dlock__file_watch(dlock__backend *b, const char *resource, dlock__waiter *wa
 	return DLOCK_OK;
 }
 
-void dlock__file_unwatch(dlock__backend *b, void *watch)
+void dlock__file_unwatch(dlock__backend *backend, void *watch)
 {
+	file_backend *b = file_of(backend);
 	file_watch_handle *h = watch;
 
 	dlock__file_watch_remove(b, h->wd, h->waiter);
@@ -75,9 +77,11 @@ void dlock__file_unwatch(dlock__backend *b, void *watch)
 	g_free(h);
 }
 
-void dlock__file_announce(dlock__backend *b, const char *resource, const char *id, uint64_t token,
-                          int64_t ttl_ms)
+void dlock__file_announce(dlock__backend *backend, const char *resource, const char *id,
+                          uint64_t token, int64_t ttl_ms)
 {
+	file_backend *b = file_of(backend);
+
 	/* A resignation closed the leader's descriptor: watchers woke. */
 	if (id && touch(b, resource) != DLOCK_OK)
 		dlock__log(b->logger, DLOCK_LOG_WARNING, "file backend: leader '%s' of '%s' (token %" G_GUINT64_FORMAT

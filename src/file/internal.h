@@ -23,10 +23,23 @@
 #include "backend.h"
 #include "thread.h"
 
+typedef struct file_backend file_backend;
 typedef struct file_watch file_watch;
 typedef struct dlock__file_wakes dlock__file_wakes;
 
-struct dlock__backend {
+/* The seam's handle of a file backend is its file_backend: the ops
+ * receive it as a dlock__backend, and see it again as what it is. */
+static inline file_backend *file_of(dlock__backend *backend)
+{
+	return (file_backend *)(void *)backend;
+}
+
+static inline const file_backend *file_of_const(const dlock__backend *backend)
+{
+	return (const file_backend *)(const void *)backend;
+}
+
+struct file_backend {
 	const dlock__logger *logger;
 	char *dir;
 	GMutex lazy_mu;     /* guards starting the watch thread */
@@ -46,7 +59,7 @@ struct dlock__backend {
 #define DLOCK__FILE_PERMITS_MAX DLOCK__FILE_READ_RANGE
 
 /* The lock file's path for a resource (g_free); names.c. */
-char *dlock__file_path(const dlock__backend *b, const char *resource);
+char *dlock__file_path(const file_backend *b, const char *resource);
 
 dlock__backend_acquire_fn dlock__file_acquire;
 dlock__backend_release_fn dlock__file_release;
@@ -63,14 +76,14 @@ bool dlock__file_record_stale(const char *record);
 /* Wake waiter whenever a descriptor opened for writing on path is closed
  * (a holder releasing, or dying).  Returns a handle for unwatch, or -1 if
  * the file cannot be watched (the waiter then relies on its backoff). */
-int dlock__file_watch_add(dlock__backend *b, const char *path, dlock__waiter *waiter);
-void dlock__file_watch_remove(dlock__backend *b, int handle, dlock__waiter *waiter);
+int dlock__file_watch_add(file_backend *b, const char *path, dlock__waiter *waiter);
+void dlock__file_watch_remove(file_backend *b, int handle, dlock__waiter *waiter);
 /* Report hold LOST if the held file (fd) stops being the file at path
  * (unlinked or moved away by someone else).  Returns a handle for
  * unwatch_hold, or -1 if it cannot be watched (logged). */
-int dlock__file_watch_hold(dlock__backend *b, const char *path, int fd, dlock__hold *hold);
-void dlock__file_unwatch_hold(dlock__backend *b, int handle, dlock__hold *hold);
-void dlock__file_watch_stop(dlock__backend *b);
+int dlock__file_watch_hold(file_backend *b, const char *path, int fd, dlock__hold *hold);
+void dlock__file_unwatch_hold(file_backend *b, int handle, dlock__hold *hold);
+void dlock__file_watch_stop(file_backend *b);
 
 /* ---- permits.c: semaphores ---- */
 /* DLOCK_EINVAL for more permits than the file backend keeps. */
@@ -117,17 +130,17 @@ typedef enum dlock__file_wake_result {
 
 /* Sleep while the word still reads seen, until until_us (monotonic) or a
  * cancel of waiter.  fd is open on the lock file at path. */
-dlock__file_wake_result dlock__file_wake_wait(dlock__backend *b, int fd, const char *path,
+dlock__file_wake_result dlock__file_wake_wait(file_backend *b, int fd, const char *path,
                                               uint32_t seen, dlock__waiter *waiter, int64_t until_us);
 /* Wake one waiter of the file open on fd (at path): after a release, with
  * change (the word gets a fresh value first); without, to pass on a
  * wake-up that a waiter giving up may have taken. */
-void dlock__file_wake_next(dlock__backend *b, int fd, const char *path, bool change);
+void dlock__file_wake_next(file_backend *b, int fd, const char *path, bool change);
 /* Wake every waiter of the file open on fd (the word gets a fresh value,
  * marked as such, first): when the file becomes shared, any reader may
  * share, wherever it sleeps in the queue, and a writer woken first would
  * not pass its wake-up on. */
-void dlock__file_wake_all(dlock__backend *b, int fd, const char *path);
+void dlock__file_wake_all(file_backend *b, int fd, const char *path);
 /* Whether word, as read before a try, was written by a wake of all. */
 bool dlock__file_wake_was_all(uint32_t word);
 /* The backend's mappings of lock files (wake.c). */

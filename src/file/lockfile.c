@@ -153,7 +153,7 @@ static int try_lock(int fd, const char *path, bool read)
  * Redis backend seeds a lost counter from TIME.  holder is the record to
  * keep in the file with it (a writer's), or NULL.
  */
-static uint64_t next_fence(dlock__backend *b, int fd, const char *path, const char *holder)
+static uint64_t next_fence(file_backend *b, int fd, const char *path, const char *holder)
 {
 	uint64_t fence;
 
@@ -234,7 +234,7 @@ static int try_permit(int fd, const char *path, const char *resource, uint32_t p
 /* Make hold's data of fd, locked for it (the main range shared for a
  * reader, a permit's byte for a semaphore's holder, each with the counter
  * byte too): draw the token, record the holder, watch the file. */
-static void grant(dlock__backend *b, dlock__hold *hold, int fd, const char *path, bool read,
+static void grant(file_backend *b, dlock__hold *hold, int fd, const char *path, bool read,
                   int64_t permit)
 {
 	file_hold *fh = g_new0(file_hold, 1);
@@ -271,7 +271,7 @@ static void grant(dlock__backend *b, dlock__hold *hold, int fd, const char *path
  * write hold's descriptor: a removal of the file loses both holds at
  * once, not the read hold only when the write hold is released.
  */
-static int downgrade(dlock__backend *b, dlock__hold *hold, dlock__hold *write)
+static int downgrade(file_backend *b, dlock__hold *hold, dlock__hold *write)
 {
 	file_hold *fw = dlock__hold_backend_data(write);
 	file_hold *fr;
@@ -311,7 +311,7 @@ static int downgrade(dlock__backend *b, dlock__hold *hold, dlock__hold *write)
  * A waiter canceled just after a release woke it would leave the lock
  * free with everyone else asleep: it passes the wake-up on.
  */
-static int futex_turn(dlock__backend *b, int fd, const char *path, uint32_t word,
+static int futex_turn(file_backend *b, int fd, const char *path, uint32_t word,
                       dlock__waiter *waiter, const char *resource, int64_t wait_ms,
                       int64_t deadline_us, bool *ret_woken)
 {
@@ -335,9 +335,10 @@ static int futex_turn(dlock__backend *b, int fd, const char *path, uint32_t word
 	return 1;
 }
 
-int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *waiter,
+int dlock__file_acquire(dlock__backend *backend, dlock__hold *hold, dlock__waiter *waiter,
                         int64_t wait_ms, int64_t deadline_us)
 {
+	file_backend *b = file_of(backend);
 	const char *resource = dlock__hold_resource(hold);
 	bool read = dlock__hold_mode(hold) == DLOCK__MODE_READ;
 	uint32_t permits = dlock__hold_permits(hold);
@@ -456,7 +457,7 @@ int dlock__file_acquire(dlock__backend *b, dlock__hold *hold, dlock__waiter *wai
  * rewrite of the counter after that would hand a later holder a token
  * again.
  */
-static bool pass_to_reader(dlock__backend *b, file_hold *fw, file_hold *fr)
+static bool pass_to_reader(file_backend *b, file_hold *fw, file_hold *fr)
 {
 	write_content(fw->fd, fw->fence, NULL);
 	if (dlock__file_downgrade_locks(fw->fd) != 0) {
@@ -485,8 +486,9 @@ static bool pass_to_reader(dlock__backend *b, file_hold *fw, file_hold *fr)
  * after the unlock.  A read hold still waiting for its write hold's
  * release (a downgrade) has only its watch to undo.
  */
-int dlock__file_release(dlock__backend *b, dlock__hold *hold)
+int dlock__file_release(dlock__backend *backend, dlock__hold *hold)
 {
+	file_backend *b = file_of(backend);
 	file_hold *fh = dlock__hold_backend_data(hold);
 	file_hold *peer;
 
@@ -522,9 +524,10 @@ int dlock__file_release(dlock__backend *b, dlock__hold *hold)
 	return DLOCK_OK;
 }
 
-int dlock__file_query(dlock__backend *b, const char *resource, int64_t deadline_us,
+int dlock__file_query(dlock__backend *backend, const char *resource, int64_t deadline_us,
                       dlock__server_info *ret)
 {
+	file_backend *b = file_of(backend);
 	char *path = dlock__file_path(b, resource);
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0,
 		            .l_len = DLOCK__FILE_READ_RANGE };

@@ -10,7 +10,7 @@
 
 #include "internal.h"
 
-char *dlock__file_path(const dlock__backend *b, const char *resource)
+char *dlock__file_path(const file_backend *b, const char *resource)
 {
 	GString *name = g_string_new("r-");
 	char *path;

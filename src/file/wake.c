@@ -176,7 +176,7 @@ static void word_put(const uint32_t *word, bool own)
 		unmap_word((gpointer)word);
 }
 
-dlock__file_wake_result dlock__file_wake_wait(dlock__backend *b, int fd, const char *path,
+dlock__file_wake_result dlock__file_wake_wait(file_backend *b, int fd, const char *path,
                                               uint32_t seen, dlock__waiter *waiter, int64_t until_us)
 {
 	struct futex_waitv v[2] = { 0 };
@@ -211,7 +211,7 @@ dlock__file_wake_result dlock__file_wake_wait(dlock__backend *b, int fd, const c
 
 /* Wake one sleeper of the file, or all, after a change of the word if
  * asked: a fresh value, with WAKE_ALL_MARK set for all. */
-static void wake(dlock__backend *b, int fd, const char *path, bool change, bool all)
+static void wake(file_backend *b, int fd, const char *path, bool change, bool all)
 {
 	uint32_t fresh = g_random_int() | 1;
 	const uint32_t *word;
@@ -226,12 +226,12 @@ static void wake(dlock__backend *b, int fd, const char *path, bool change, bool 
 	word_put(word, own);
 }
 
-void dlock__file_wake_next(dlock__backend *b, int fd, const char *path, bool change)
+void dlock__file_wake_next(file_backend *b, int fd, const char *path, bool change)
 {
 	wake(b, fd, path, change, false);
 }
 
-void dlock__file_wake_all(dlock__backend *b, int fd, const char *path)
+void dlock__file_wake_all(file_backend *b, int fd, const char *path)
 {
 	wake(b, fd, path, true, true);
 }

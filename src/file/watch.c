@@ -124,7 +124,7 @@ static gpointer watch_main(gpointer data)
 /* The watch's state; without inotify, no thread is started on it. */
 static gpointer watch_new(gpointer data, bool *ret_start)
 {
-	dlock__backend *b = data;
+	file_backend *b = data;
 	file_watch *w = g_new0(file_watch, 1);
 
 	g_mutex_init(&w->mu);
@@ -140,12 +140,12 @@ static gpointer watch_new(gpointer data, bool *ret_start)
 	return w;
 }
 
-static file_watch *watch_get(dlock__backend *b)
+static file_watch *watch_get(file_backend *b)
 {
 	return dlock__lazy_thread_get(&b->watch, &b->lazy_mu, "dlock-filewatch", watch_new, watch_main, b);
 }
 
-int dlock__file_watch_add(dlock__backend *b, const char *path, dlock__waiter *waiter)
+int dlock__file_watch_add(file_backend *b, const char *path, dlock__waiter *waiter)
 {
 	file_watch *w = watch_get(b);
 	int wd;
@@ -160,7 +160,7 @@ int dlock__file_watch_add(dlock__backend *b, const char *path, dlock__waiter *wa
 	return wd;
 }
 
-void dlock__file_watch_remove(dlock__backend *b, int wd, dlock__waiter *waiter)
+void dlock__file_watch_remove(file_backend *b, int wd, dlock__waiter *waiter)
 {
 	file_watch *w = dlock__lazy_thread_peek(&b->watch);
 
@@ -173,7 +173,7 @@ void dlock__file_watch_remove(dlock__backend *b, int wd, dlock__waiter *waiter)
 	g_mutex_unlock(&w->mu);
 }
 
-int dlock__file_watch_hold(dlock__backend *b, const char *path, int fd, dlock__hold *hold)
+int dlock__file_watch_hold(file_backend *b, const char *path, int fd, dlock__hold *hold)
 {
 	file_watch *w = watch_get(b);
 	GPtrArray *holds;
@@ -208,7 +208,7 @@ int dlock__file_watch_hold(dlock__backend *b, const char *path, int fd, dlock__h
 	return wd;
 }
 
-void dlock__file_unwatch_hold(dlock__backend *b, int wd, dlock__hold *hold)
+void dlock__file_unwatch_hold(file_backend *b, int wd, dlock__hold *hold)
 {
 	file_watch *w = dlock__lazy_thread_peek(&b->watch);
 	GPtrArray *holds;
@@ -231,7 +231,7 @@ void dlock__file_unwatch_hold(dlock__backend *b, int wd, dlock__hold *hold)
 	g_mutex_unlock(&w->mu);
 }
 
-void dlock__file_watch_stop(dlock__backend *b)
+void dlock__file_watch_stop(file_backend *b)
 {
 	file_watch *w = dlock__lazy_thread_peek(&b->watch);
 	uint64_t one = 1;

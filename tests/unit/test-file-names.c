@@ -23,7 +23,7 @@
 /* The file name (the path less DIR "/") of resource; g_free. */
 static char *file_name(const char *resource)
 {
-	dlock__backend b = { .dir = (char *)DIR };
+	file_backend b = { .dir = (char *)DIR };
 	char *path = dlock__file_path(&b, resource);
 	char *name;
 
