@@ -61,8 +61,9 @@ typedef struct dlock__server_info {
 	bool shared;            /* held by READ holds: readers lists them, holder_raw is unused */
 	GPtrArray *readers;     /* char *, each reader's record as stored; NULL when none */
 	GArray *masters;        /* dlock__master_view, a Redlock's masters; NULL otherwise */
-	uint32_t permits;       /* a semaphore's N as stored (SPEC §11), 0 when none: its
-	                         * permits' holders are then listed as readers, shared */
+	uint32_t permits;       /* a semaphore's N as stored, 0 when none: its permits'
+	                         * holders are then listed as readers, shared
+	                         * (docs/recipes.md, "Semaphores") */
 } dlock__server_info;
 
 /* One master of a Redlock as it answered a query (strings g_free'd with
@@ -93,9 +94,11 @@ enum {
 	 * the backend's "ttl" and "watchdog" options.  Without it a hold has
 	 * neither (dlock__hold_ttl_ms() 0, dlock__hold_watchdog() false). */
 	DLOCK__CAP_LEASE = 1u << 0,
-	/* READ (shared) holds, besides EXCLUSIVE ones (SPEC §8). */
+	/* READ (shared) holds, besides EXCLUSIVE ones (docs/recipes.md,
+	 * "Read-write locks"). */
 	DLOCK__CAP_SHARED = 1u << 1,
-	/* Holds of a resource with more than one permit (SPEC §11). */
+	/* Holds of a resource with more than one permit (docs/recipes.md,
+	 * "Semaphores"). */
 	DLOCK__CAP_PERMITS = 1u << 2,
 	/* An election's hold stores the participant id alone, as peers'
 	 * participants do (ZooKeeper: Curator's LeaderSelector), so a holder
@@ -190,18 +193,18 @@ typedef int dlock__backend_query_fn(dlock__backend *backend, const char *resourc
 typedef char *dlock__backend_describe_fn(const dlock__backend *backend);
 
 /*
- * Watching who holds a resource, for leader elections' observers (SPEC
- * §12).  watch arms the backend's notification -- a ZooKeeper watch, a
- * channel subscription, an inotify watch -- so that a change of the
- * resource's holder after it returns wakes waiter (dlock__waiter_wake());
- * the caller then queries and sleeps on the waiter, and calls watch again
- * with the same *watch before its next query, to re-arm what a wake used
- * up (a one-shot ZooKeeper watch; a session that ended).  *watch is NULL
- * the first time; unwatch ends it.  A spurious wake is harmless; a missed
- * change is not.  DLOCK_OK, or a failure code: the core then looks again
- * after a backoff (and passes *watch as it was).  The core also looks
- * again when a lease it saw ends, so a leader that dies without a word is
- * noticed.
+ * Watching who holds a resource, for leader elections' observers
+ * (docs/recipes.md, "Leader election").  watch arms the backend's
+ * notification -- a ZooKeeper watch, a channel subscription, an inotify
+ * watch -- so that a change of the resource's holder after it returns wakes
+ * waiter (dlock__waiter_wake()); the caller then queries and sleeps on the
+ * waiter, and calls watch again with the same *watch before its next query,
+ * to re-arm what a wake used up (a one-shot ZooKeeper watch; a session that
+ * ended).  *watch is NULL the first time; unwatch ends it.  A spurious wake
+ * is harmless; a missed change is not.  DLOCK_OK, or a failure code: the
+ * core then looks again after a backoff (and passes *watch as it was).  The
+ * core also looks again when a lease it saw ends, so a leader that dies
+ * without a word is noticed.
  */
 typedef int dlock__backend_watch_fn(dlock__backend *backend, const char *resource,
                                     dlock__waiter *waiter, void **watch);
@@ -245,8 +248,9 @@ void dlock__server_info_clear(dlock__server_info *info);
 
 /* ---- holds, as seen by a backend ------------------------------------- */
 
-/* A hold's mode (SPEC §8), numbered as the public dlock_mode is.  READ
- * and WRITE reach only a backend with DLOCK__CAP_SHARED. */
+/* A hold's mode (docs/recipes.md, "Read-write locks"), numbered as the
+ * public dlock_mode is.  READ and WRITE reach only a backend with
+ * DLOCK__CAP_SHARED. */
 typedef enum dlock__mode {
 	DLOCK__MODE_EXCLUSIVE = 0,
 	DLOCK__MODE_READ = 1,
@@ -257,24 +261,26 @@ const char *dlock__hold_resource(const dlock__hold *hold);
 dlock__mode dlock__hold_mode(const dlock__hold *hold);
 /*
  * During the acquire of a READ hold: the same owner's EXCLUSIVE or WRITE
- * hold on the resource when this acquire is a downgrade (SPEC §8), else
- * NULL.  The backend grants the read hold at once, without queueing, and
- * arranges that releasing the write hold keeps it and lets no queued
- * writer in between.  Borrowed, valid until the acquire returns, and so
- * is its backend data: the write hold was live when the acquire began,
- * and its release (another thread freeing its handle) waits until the
- * acquire returns.  It may still end on the server meanwhile.
+ * hold on the resource when this acquire is a downgrade (docs/recipes.md,
+ * "Read-write locks"), else NULL.  The backend grants the read hold at
+ * once, without queueing, and arranges that releasing the write hold keeps
+ * it and lets no queued writer in between.  Borrowed, valid until the
+ * acquire returns, and so is its backend data: the write hold was live when
+ * the acquire began, and its release (another thread freeing its handle)
+ * waits until the acquire returns.  It may still end on the server
+ * meanwhile.
  */
 dlock__hold *dlock__hold_downgrade_of(const dlock__hold *hold);
-/* The resource's number of permits (SPEC §11): 1 for a lock; more only
- * on a backend with DLOCK__CAP_PERMITS. */
+/* The resource's number of permits (docs/recipes.md, "Semaphores"): 1 for
+ * a lock; more only on a backend with DLOCK__CAP_PERMITS. */
 uint32_t dlock__hold_permits(const dlock__hold *hold);
 int64_t dlock__hold_ttl_ms(const dlock__hold *hold);
 bool dlock__hold_watchdog(const dlock__hold *hold);
 /* The record of who acquires (this thread, now), for tokens and node data. */
 const dlock__holder *dlock__hold_holder(const dlock__hold *hold);
-/* A leader election's hold (SPEC §12): the participant's id, which the
- * holder record carries (dlock__token_new() writes it); NULL for a lock.
+/* A leader election's hold (docs/recipes.md, "Leader election"): the
+ * participant's id, which the holder record carries (dlock__token_new()
+ * writes it); NULL for a lock.
  * A backend whose peers expect the id alone (ZooKeeper's LeaderSelector
  * nodes) stores just that. */
 const char *dlock__hold_participant(const dlock__hold *hold);

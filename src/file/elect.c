@@ -1,10 +1,10 @@
 /*
- * What leader elections need of the file backend (SPEC §12): observers
- * watch the lock file with the backend's inotify watch, which wakes on
- * every close of a descriptor opened for writing -- a leader's release,
- * its death -- and a new leader announces itself by such a close, since
- * taking a lock and writing the holder record through a descriptor that
- * stays open raise no event the watch listens for.
+ * What leader elections need of the file backend (docs/file.md,
+ * "Elections"): observers watch the lock file with the backend's inotify
+ * watch, which wakes on every close of a descriptor opened for writing --
+ * a leader's release, its death -- and a new leader announces itself by
+ * such a close, since taking a lock and writing the holder record through
+ * a descriptor that stays open raise no event the watch listens for.
  *
  * A query that runs between a new holder's lock and its record sees the
  * previous holder's record: one whose process is gone is not reported

@@ -1,11 +1,11 @@
 /*
- * Semaphores on a lock file (SPEC §11): N permits are the first N bytes
- * of the file's main range, and a permit is an F_WRLCK on its one byte.
- * So a semaphore's holders and the resource's other holds exclude each
- * other as the kernel sees byte ranges: a writer locks the whole file,
- * readers the main range shared, and either conflicts with any permit
- * taken; two permits never conflict.  The main range is READ_RANGE bytes
- * long, which bounds N on this backend.
+ * Semaphores on a lock file (docs/file.md, "Semaphores"): N permits are
+ * the first N bytes of the file's main range, and a permit is an F_WRLCK
+ * on its one byte.  So a semaphore's holders and the resource's other
+ * holds exclude each other as the kernel sees byte ranges: a writer locks
+ * the whole file, readers the main range shared, and either conflicts
+ * with any permit taken; two permits never conflict.  The main range is
+ * READ_RANGE bytes long, which bounds N on this backend.
  *
  * N is kept at PERMITS_OFFSET in the file (data no lock range refers to),
  * read and written under the counter byte's lock, as the token is drawn:

@@ -34,9 +34,9 @@ int dlock__error_canceled(const char *resource);
 
 /*
  * A semaphore's acquire that found the resource in use with another
- * number of permits than it asks for (SPEC §11), worded once for every
- * backend: DLOCK_EINVAL "semaphore 'R' is in use with S permits; this
- * handle asks for A ...".
+ * number of permits than it asks for (docs/recipes.md, "Semaphores"),
+ * worded once for every backend: DLOCK_EINVAL "semaphore 'R' is in use
+ * with S permits; this handle asks for A ...".
  */
 int dlock__error_permits(const char *resource, uint32_t asked, uint32_t stored);
 

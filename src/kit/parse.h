@@ -109,7 +109,7 @@ typedef enum dlock__option_kind {
  * then from the URI and the configuration file, and hands to open.
  */
 typedef struct dlock__option {
-	const char *name;            /* as SPEC section 6 fixes it: "ttl" */
+	const char *name;            /* "ttl": docs/configuration.md, "Options" */
 	dlock__option_kind kind;
 	const char *fallback;        /* the default, as a user would write it; NULL: none */
 	size_t offset;               /* of the value in the settings struct */
@@ -186,7 +186,8 @@ typedef struct dlock__holder {
 	int64_t pid;
 	int64_t tid;      /* kernel thread id (gettid) */
 	int64_t since_ms; /* wall clock, ms since the Unix epoch */
-	char *id;         /* a leader election participant's id (SPEC §12), else NULL */
+	char *id;         /* a leader election participant's id, else NULL
+	                   * (docs/recipes.md, "Leader election") */
 } dlock__holder;
 
 /* Describe the calling thread now.  Clear with dlock__holder_clear(). */

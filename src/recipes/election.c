@@ -1,11 +1,12 @@
 /*
- * Leader election (SPEC §12): a participant is a lock handle on the
- * election's name whose holds carry the participant's id, owned by the
- * handle so that any thread may resign.  Leading is holding; the hold's
- * states are the leader's (SUSPENDED, RECONNECTED as ELECTED again, LOST),
- * and they reach the election's callback through the handle's events on
- * the callback thread, with the election's own events (ELECTED, RESIGNED,
- * LEADER_CHANGED) queued the same way and in the same order.
+ * Leader election (docs/recipes.md, "Leader election"): a participant is
+ * a lock handle on the election's name whose holds carry the
+ * participant's id, owned by the handle so that any thread may resign.
+ * Leading is holding; the hold's states are the leader's (SUSPENDED,
+ * RECONNECTED as ELECTED again, LOST), and they reach the election's
+ * callback through the handle's events on the callback thread, with the
+ * election's own events (ELECTED, RESIGNED, LEADER_CHANGED) queued the
+ * same way and in the same order.
  *
  * The election is a recipe on its handle (core.h's dlock__recipe_ops):
  * the core tells it the handle's events and asks it for the holder id;

@@ -1,15 +1,16 @@
 /*
- * What leader elections need of the Redis backend (SPEC §12): a new
- * leader announces itself on "<prefix>{R}:elected" as "<id> <token>";
- * observers listen there and on the release channel through the client's
- * one subscriber connection.  A leader that dies says nothing: observers
- * find its end when its lease runs out (the core sleeps until then), and
- * the participant that takes over announces itself.  A resignation that
- * hands over is announced by the next leader; one that leaves the lock
- * free is announced on the release channel, which a release nobody waits
- * for leaves silent.  A Redlock does all this on every master.  A user
- * without channel rights cannot listen: its watch is refused, and the core
- * looks every second instead.
+ * What leader elections need of the Redis backend (docs/recipes.md,
+ * "Leader election"): a new leader announces itself on
+ * "<prefix>{R}:elected" as "<id> <token>"; observers listen there and on
+ * the release channel through the client's one subscriber connection.  A
+ * leader that dies says nothing: observers find its end when its lease
+ * runs out (the core sleeps until then), and the participant that takes
+ * over announces itself.  A resignation that hands over is announced by
+ * the next leader; one that leaves the lock free is announced on the
+ * release channel, which a release nobody waits for leaves silent.  A
+ * Redlock does all this on every master.  A user without channel rights
+ * cannot listen: its watch is refused, and the core looks every second
+ * instead.
  */
 #include <inttypes.h>
 #include <stdio.h>

@@ -5,7 +5,8 @@
 #include "backend.h"
 
 extern const dlock__backend_ops dlock__redis_ops;
-/* Several masters in one redis:// URI: locked by quorum (SPEC 10). */
+/* Several masters in one redis:// URI: locked by quorum (docs/redis.md,
+ * "Redlock"). */
 extern const dlock__backend_ops dlock__redlock_ops;
 
 #endif

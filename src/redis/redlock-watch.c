@@ -1,7 +1,7 @@
 /*
- * Keeping a Redlock hold: one thread per Redlock backend
- * ("dlock-redlock") renews each hold on every master at once, every
- * TTL/3, and judges it by quorum (SPEC 10):
+ * Keeping a Redlock hold (docs/redis.md, "Keeping a hold"): one thread
+ * per Redlock backend ("dlock-redlock") renews each hold on every master
+ * at once, every TTL/3, and judges it by quorum:
  *   - a quorum confirms: the lease counts again from that round's send
  *     (RECONNECTED if it was SUSPENDED);
  *   - more masters than a quorum can spare show the key gone or another's:

@@ -1,7 +1,7 @@
 /*
- * Redlock (SPEC 10): N independent masters, a hold granted by a quorum
- * (N/2 + 1) within the lease's validity, and fencing tokens that keep
- * increasing across holders.
+ * Redlock (docs/redis.md, "Redlock"): N independent masters, a hold
+ * granted by a quorum (N/2 + 1) within the lease's validity, and fencing
+ * tokens that keep increasing across holders.
  *
  * An acquire is two rounds, each one script on every master at once
  * (redlock-round.c).  The first sets the key where it is free and returns

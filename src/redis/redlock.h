@@ -125,7 +125,8 @@ typedef struct rl_lease {
  * master-timeout, else the smaller of the command timeout and TTL/20. */
 int64_t dlock__redlock_master_timeout_ms(const redlock_backend *rl, int64_t ttl_ms);
 
-/* The drift SPEC 10 allows for: 1% of the TTL plus 2 ms.  Microseconds. */
+/* The drift a Redlock allows for (docs/redis.md, "Redlock's acquire"): 1%
+ * of the TTL plus 2 ms.  Microseconds. */
 int64_t dlock__redlock_drift_us(int64_t ttl_ms);
 
 rl_lease *dlock__redlock_lease_ref(rl_lease *lease);

@@ -1,13 +1,13 @@
 /*
- * What leader elections need of the ZooKeeper backend (SPEC §12): an
- * observer's watch is a child watch on the election's node -- any
- * contender coming or going, the leader's node among them -- plus an
- * exists watch for a node not created yet (a child watch needs the node),
- * and a wake on every change of the session's state.  Each re-arm sets
- * the watches again once they fired, on whatever session is current.  The requests
- * go out before the core's query on the same session, so the server
- * answers the query after setting the watches: a change the query does
- * not show fires them.
+ * What leader elections need of the ZooKeeper backend (docs/zookeeper.md,
+ * "Elections"): an observer's watch is a child watch on the election's
+ * node -- any contender coming or going, the leader's node among them --
+ * plus an exists watch for a node not created yet (a child watch needs
+ * the node), and a wake on every change of the session's state.  Each
+ * re-arm sets the watches again once they fired, on whatever session is
+ * current.  The requests go out before the core's query on the same
+ * session, so the server answers the query after setting the watches: a
+ * change the query does not show fires them.
  */
 #include "clock.h"
 #include "internal.h"

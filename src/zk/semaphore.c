@@ -1,9 +1,9 @@
 /*
- * Semaphores on ZooKeeper (SPEC §11), in the layout of Curator's
- * InterProcessSemaphoreV2 on <root>/<R>, so that Curator semaphores on the
- * same path share the N permits with dlock's:
+ * Semaphores on ZooKeeper (docs/zookeeper.md, "Semaphores"), in the
+ * layout of Curator's InterProcessSemaphoreV2 on <root>/<R>, so that
+ * Curator semaphores on the same path share the N permits with dlock's:
  *
- *   <root>/<R>/locks    an internal mutex, the lock nodes of §4
+ *   <root>/<R>/locks    an internal mutex, as a lock on <R>/locks
  *   <root>/<R>/leases   one "_c_<uuid>-lease-<seq10>" node per permit taken,
  *                       ephemeral, holding its holder's record
  *   <root>/<R>          N as decimal text in its data (kazoo's max_leases)

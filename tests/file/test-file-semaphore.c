@@ -1,9 +1,10 @@
 /*
- * Semaphores on the file backend (SPEC §11): N permits as N bytes of the
- * lock file's main range.  The shared checks (test-permits.h) -- at most
- * N at once and N reached across processes, busy, waking, agreement on N,
- * re-entry, a lock kept out, a killed holder's permit back at once -- and
- * what is the file's own: the bound on N.
+ * Semaphores on the file backend (docs/file.md, "Semaphores"): N permits
+ * as N bytes of the lock file's main range.  The shared checks
+ * (test-permits.h) -- at most N at once and N reached across processes,
+ * busy, waking, agreement on N, re-entry, a lock kept out, a killed
+ * holder's permit back at once -- and what is the file's own: the bound
+ * on N.
  */
 #include <inttypes.h>
 #include <setjmp.h>

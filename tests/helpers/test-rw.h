@@ -1,8 +1,8 @@
 /*
- * Read-write lock checks shared by the backend suites (SPEC §8), each on
- * one resource of the backend at uri.  Separate clients in one process are
- * separate owners, so one thread plays several.  Each fails the test on a
- * broken rule and leaves nothing held.
+ * Read-write lock checks shared by the backend suites (docs/recipes.md,
+ * "Read-write locks"), each on one resource of the backend at uri.
+ * Separate clients in one process are separate owners, so one thread plays
+ * several.  Each fails the test on a broken rule and leaves nothing held.
  */
 #ifndef DLOCK_TEST_RW_H
 #define DLOCK_TEST_RW_H

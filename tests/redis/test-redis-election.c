@@ -1,10 +1,11 @@
 /*
- * Leader election on Redis (SPEC §12): the shared checks (test-election.h)
- * -- resignation hands over at once through the wait queue, an observer
- * sees every leader, a killed leader's lease runs out and the next
- * participant leads -- and the elected channel: each new leader is
- * announced on "<prefix>{R}:elected" as "<id> <token>"; an observer that
- * may not listen there looks every second.
+ * Leader election on Redis (docs/recipes.md, "Leader election"): the
+ * shared checks (test-election.h) -- resignation hands over at once
+ * through the wait queue, an observer sees every leader, a killed leader's
+ * lease runs out and the next participant leads -- and the elected
+ * channel: each new leader is announced on "<prefix>{R}:elected" as
+ * "<id> <token>"; an observer that may not listen there looks every
+ * second.
  */
 #include <inttypes.h>
 #include <signal.h>

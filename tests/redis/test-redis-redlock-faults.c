@@ -1,8 +1,9 @@
 /*
- * Redlock (SPEC §10) under faults of single masters: killed, frozen
- * (SIGSTOP), restarted empty, or losing the lock key while it is held.
- * A quorum of masters keeps the lock working; less than a quorum makes
- * acquire fail in bounded time and a hold be reported lost.
+ * Redlock (docs/redis.md, "Redlock") under faults of single masters:
+ * killed, frozen (SIGSTOP), restarted empty, or losing the lock key
+ * while it is held.  A quorum of masters keeps the lock working; less
+ * than a quorum makes acquire fail in bounded time and a hold be
+ * reported lost.
  */
 #include <inttypes.h>
 #include <setjmp.h>

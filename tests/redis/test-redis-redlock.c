@@ -1,9 +1,9 @@
 /*
- * Redlock (SPEC §10): a URI with several hosts locks N independent
- * masters by quorum.  Holding, releasing, fencing tokens and exclusion
- * with every master up, on 3 and 5 masters, and the input Redlock refuses.
- * Faults (masters killed, frozen, emptied, keys deleted) are in
- * test-redis-redlock-faults.c.
+ * Redlock (docs/redis.md, "Redlock"): a URI with several hosts locks N
+ * independent masters by quorum.  Holding, releasing, fencing tokens and
+ * exclusion with every master up, on 3 and 5 masters, and the input
+ * Redlock refuses.  Faults (masters killed, frozen, emptied, keys deleted)
+ * are in test-redis-redlock-faults.c.
  */
 #include <inttypes.h>
 #include <setjmp.h>

@@ -1,12 +1,13 @@
 /*
- * Read-write locks on Redis (SPEC §8): READ holds are a sorted set at the
- * lock's key, EXCLUSIVE and WRITE holds the string; readers and writers
- * wait in the one queue in arrival order.  Readers share, a writer or a
- * mutex holder excludes every other hold, a reader that comes after a
- * queued writer waits behind it, a downgrade lets no queued writer in, an
- * upgrade is refused at once, tokens increase across modes, read holds
- * are renewed and reported lost when their member goes.  After each test
- * nothing but the fencing counter is left.
+ * Read-write locks on Redis (docs/redis.md, "Read-write locks"): READ
+ * holds are a sorted set at the lock's key, EXCLUSIVE and WRITE holds the
+ * string; readers and writers wait in the one queue in arrival order.
+ * Readers share, a writer or a mutex holder excludes every other hold, a
+ * reader that comes after a queued writer waits behind it, a downgrade
+ * lets no queued writer in, an upgrade is refused at once, tokens
+ * increase across modes, read holds are renewed and reported lost when
+ * their member goes.  After each test nothing but the fencing counter is
+ * left.
  *
  * Readers in other processes are this program run as a worker ("reader
  * URI RESOURCE"): it takes a READ hold, says "granted TOKEN", and holds

@@ -1,12 +1,12 @@
 /*
- * Semaphores on Redis (SPEC §11): a permit is a READ hold at the lock's
- * key, a sorted set capped at N, with N kept at "<prefix>{R}:permits" and
- * the §9 queue.  The shared checks (test-permits.h) -- at most N at once
- * and N reached across processes, busy, a waiter granted by the release,
- * agreement on N, re-entry, a lock kept out, a killed holder's permit back
- * after its lease -- and what is Redis's own: the keys, a reader kept
- * away from a semaphore's set, a permit reported lost when its member is
- * removed, nothing left behind.
+ * Semaphores on Redis (docs/redis.md, "Semaphores"): a permit is a READ
+ * hold at the lock's key, a sorted set capped at N, with N kept at
+ * "<prefix>{R}:permits" and the wait queue.  The shared checks
+ * (test-permits.h) -- at most N at once and N reached across processes,
+ * busy, a waiter granted by the release, agreement on N, re-entry, a lock
+ * kept out, a killed holder's permit back after its lease -- and what is
+ * Redis's own: the keys, a reader kept away from a semaphore's set, a
+ * permit reported lost when its member is removed, nothing left behind.
  */
 #include <inttypes.h>
 #include <setjmp.h>

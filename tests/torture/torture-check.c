@@ -405,8 +405,9 @@ static void check_silent_losses(check *c)
 		hold *a = g_ptr_array_index(c->holds, i);
 
 		/* A release while SUSPENDED returns DLOCK_OK without asking the
-		 * server (SPEC: release while unreachable): the owner was told
-		 * the hold was uncertain, which is all the library knew. */
+		 * server (docs/architecture.md, "States of a hold"): the owner
+		 * was told the hold was uncertain, which is all the library
+		 * knew. */
 		if (!a->released || a->told_lost || a->suspended_at_release)
 			continue;
 		for (guint j = i + 1; j < c->holds->len; j++) {

@@ -270,7 +270,8 @@ static void test_options_unknown_inapplicable_and_repeated_are_refused(void **st
 	dlock__options_clear(&o);
 }
 
-/* Every name SPEC section 6 fixes is some backend's; others are unknown. */
+/* Every name docs/configuration.md ("Options") fixes is some backend's;
+ * others are unknown. */
 static void test_options_known_names_come_from_every_backend(void **state)
 {
 	static const char *const names[] = { "ttl", "watchdog", "connect-timeout", "command-timeout",

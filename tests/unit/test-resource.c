@@ -1,4 +1,5 @@
-/* Resource names: the same rules on every backend (SPEC §1). */
+/* Resource names: the same rules on every backend (docs/configuration.md,
+ * "Resource names"). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

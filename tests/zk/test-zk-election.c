@@ -1,13 +1,14 @@
 /*
- * Leader election on ZooKeeper (SPEC §12): the shared checks
- * (test-election.h) -- resignation hands over at once (the next node's
- * watch), an observer sees every leader (a child watch), a killed
- * leader's session ends and the next participant leads -- and the node
- * format: the leader's node holds its participant id alone, as Curator's
- * LeaderSelector and kazoo's Election write it.  Curator LeaderSelector
- * participants and dlock's never lead at once, in either order; a kazoo
- * Election leader keeps dlock's participants waiting (kazoo's Lock sees
- * only its own nodes, so the other way round is kazoo's to honour).
+ * Leader election on ZooKeeper (docs/zookeeper.md, "Elections"): the
+ * shared checks (test-election.h) -- resignation hands over at once (the
+ * next node's watch), an observer sees every leader (a child watch), a
+ * killed leader's session ends and the next participant leads -- and the
+ * node format: the leader's node holds its participant id alone, as
+ * Curator's LeaderSelector and kazoo's Election write it.  Curator
+ * LeaderSelector participants and dlock's never lead at once, in either
+ * order; a kazoo Election leader keeps dlock's participants waiting
+ * (kazoo's Lock sees only its own nodes, so the other way round is
+ * kazoo's to honour).
  */
 #include <inttypes.h>
 #include <signal.h>

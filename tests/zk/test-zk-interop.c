@@ -4,9 +4,9 @@
  * digest credentials: a lock taken with them is readable but not
  * deletable by another identity.  Read-write locks: Curator's
  * InterProcessReadWriteLock (Debian's Curator 5.4) and kazoo's
- * ReadLock/WriteLock (with the extra_lock_patterns of SPEC 8) exclude
- * dlock and are excluded by it in every pairing, and readers share
- * across them.
+ * ReadLock/WriteLock (with the extra_lock_patterns of docs/zookeeper.md,
+ * "Peers") exclude dlock and are excluded by it in every pairing, and
+ * readers share across them.
  *
  * The mutex peers are the benchmark's drivers (bench/peers/kazoo_peer.py
  * and bench/peers/curator-peer.sh, their try and hold modes); the

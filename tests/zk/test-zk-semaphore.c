@@ -1,11 +1,12 @@
 /*
- * Semaphores on ZooKeeper (SPEC §11), in Curator InterProcessSemaphoreV2's
- * layout: the shared checks (test-permits.h) -- at most N at once and N
- * reached across processes, busy, a waiter given a released permit,
- * agreement on N, re-entry, a lock kept out, a killed holder's permit back
- * after its session -- and what is ZooKeeper's own: the nodes, Curator
- * semaphores sharing the permits with dlock's in both directions, a lock
- * refused among a semaphore's leases, nothing left behind.
+ * Semaphores on ZooKeeper (docs/zookeeper.md, "Semaphores"), in Curator
+ * InterProcessSemaphoreV2's layout: the shared checks (test-permits.h) --
+ * at most N at once and N reached across processes, busy, a waiter given a
+ * released permit, agreement on N, re-entry, a lock kept out, a killed
+ * holder's permit back after its session -- and what is ZooKeeper's own:
+ * the nodes, Curator semaphores sharing the permits with dlock's in both
+ * directions, a lock refused among a semaphore's leases, nothing left
+ * behind.
  */
 #include <inttypes.h>
 #include <setjmp.h>

@@ -1,5 +1,6 @@
--- Redlock (SPEC 10): the scripts each master runs.  KEYS: lock, fence
--- counter.  No queue: per-master queues could split a grant.
+-- Redlock (docs/redis.md, "Redlock"): the scripts each master runs.
+-- KEYS: lock, fence counter.  No queue: per-master queues could split a
+-- grant.
 --
 -- Acquire, ARGV token, TTL (ms): take the lock (or find it ours already:
 -- an earlier round's answer was lost) and return {1, the counter} without

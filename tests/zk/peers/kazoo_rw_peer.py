@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Interoperability peer for dlock's ZooKeeper read-write lock tests: one
 hold of kazoo's ReadLock or WriteLock, told to see dlock's and Curator's
-nodes as SPEC 8 says (writers: "__WRIT__", "__READ__", "-lock-";
-readers: "__WRIT__", "-lock-").
+nodes as docs/zookeeper.md ("Peers") says (writers: "__WRIT__",
+"__READ__", "-lock-"; readers: "__WRIT__", "-lock-").
 
     kazoo_rw_peer.py try|hold read|write --server ADDR --resource /PATH
 
