@@ -118,51 +118,108 @@ dlock__slot *dlock__client_route(const dlock_client *client, const char *resourc
 void dlock__client_leave(dlock_client *client);
 bool dlock__client_forked(const dlock_client *client);
 
+/* ---- owners (owner.c: who holds what, and what an acquire comes to) -- */
+
+/* dlock__owner_settle()'s answer when the caller's owner is to take a
+ * fresh hold from the backend. */
+#define DLOCK__OWNER_FRESH 1
+
+/* The hold the caller's owner has through lock, referenced, or NULL. */
+dlock__hold *dlock__owner_find(const dlock_lock *lock);
+/*
+ * What an acquire through lock comes to for the caller's owner: a
+ * re-entry of its hold (counted again without I/O, after waiting out a
+ * suspension within deadline_us: DLOCK_OK, or DLOCK_ELOST for a hold found
+ * lost, now cleared), a refusal (DLOCK_EINVAL for a hold with other
+ * permits, DLOCK_EDEADLK for an upgrade of its READ hold), or
+ * DLOCK__OWNER_FRESH: take a fresh hold, a downgrade of *ret_downgrade
+ * (its write-class hold, referenced) when that is not NULL.
+ */
+int dlock__owner_settle(dlock_lock *lock, int64_t deadline_us, dlock__hold **ret_downgrade);
+/* The owner's hold, without counting it again: DLOCK_OK once it is HELD
+ * (at once, or after a suspension), DLOCK_ELOST (cleared), or
+ * DLOCK__HOLD_ENDED when there is none. */
+int dlock__owner_confirm(dlock_lock *lock, int64_t deadline_us);
+/* Record a granted hold, counted once through lock, in the client and
+ * where its owner finds it: its thread's table, or its handle (replacing a
+ * lost one, whose loss the next release reports). */
+void dlock__owner_install(dlock__hold *hold, dlock_lock *lock);
+/*
+ * dlock_release() for the caller's owner: one count less through lock;
+ * the last count, or any release of a lost hold (DLOCK_ELOST, whatever its
+ * count), ends it, forgets it and releases it on the server.
+ * DLOCK_ENOTHELD when the owner has no hold.
+ */
+int dlock__owner_release(dlock_lock *lock);
+/* Remove every count lock contributed to hold; forget and release the
+ * hold if none remain (or if lock is its owning handle). */
+void dlock__owner_drop(dlock__hold *hold, dlock_lock *lock);
+/* "EXCLUSIVE", "READ" or "WRITE", for messages. */
+const char *dlock__mode_name(dlock__mode mode);
+
 /* ---- holds (hold.c, which alone knows a hold's phases and counts) ---- */
+
+/* dlock__hold_reenter()'s and dlock__hold_confirm()'s answers beyond a
+ * status code. */
+#define DLOCK__HOLD_ENDED 1   /* it had ended meanwhile: take a fresh one */
+#define DLOCK__HOLD_CLEARED 2 /* it was lost and is ended now: the owner
+                               * forgets and releases it, then reports
+                               * DLOCK_ELOST */
 
 /* A hold for the caller of an acquire through lock, ACQUIRING, count 0. */
 dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock);
-/* The hold the caller's owner has through lock, referenced, or NULL. */
-dlock__hold *dlock__hold_find(const dlock_lock *lock);
-/*
- * For a thread-owned handle, the caller's live (held or suspended) hold of
- * the other class on the same resource -- READ for an EXCLUSIVE or WRITE
- * handle, EXCLUSIVE or WRITE for a READ handle -- referenced, or NULL: an
- * upgrade to refuse or a downgrade to make.
- */
-dlock__hold *dlock__hold_find_other(const dlock_lock *lock);
+/* Whether a reference to the hold is stale: it has ended, or it is not
+ * client's (a freed client's, at the same address). */
+bool dlock__hold_stale(dlock__hold *hold, const dlock_client *client);
+/* Whether it is HELD or SUSPENDED, after the clock's look at its bound. */
+bool dlock__hold_live(dlock__hold *hold);
+/* The handle owning it (DLOCK_OWNER_HANDLE), or NULL. */
+dlock_lock *dlock__hold_handle_owner(dlock__hold *hold);
 /* Mark hold, a READ hold about to be acquired, as a downgrade of write (a
  * write-class hold of the same owner and resource), for the backend
  * (dlock__hold_downgrade_of()), and pin write: its release waits until
  * the mark is cleared (write NULL) once the acquire returns.  False,
  * marking nothing, if write is no longer live: no downgrade then. */
 bool dlock__hold_set_downgrade(dlock__hold *hold, dlock__hold *write);
-/* Record a granted hold, counted once through lock, in the client and in
- * its owner's table (or on its handle, replacing a lost one). */
-void dlock__hold_install(dlock__hold *hold, dlock_lock *lock);
+/* A granted hold: counted once through lock, HELD, and in the client's
+ * registry.  Its owner places it, then dlock__hold_tell_grant() tells the
+ * handle of the grant and of what the backend reported before it. */
+void dlock__hold_grant(dlock__hold *hold, dlock_lock *lock);
+void dlock__hold_tell_grant(dlock__hold *hold);
+/* A handle's older hold replaced by a fresh grant: ended here (its loss
+ * told, if not yet), no longer the handle's; true if it was lost while
+ * still owed a release (the handle owes DLOCK_ELOST for it). */
+bool dlock__hold_supersede(dlock__hold *old);
+/* An ended hold leaves the client's registry. */
+void dlock__hold_unregister(dlock__hold *hold);
+/* End an ended hold on the server (the backend's release), once its
+ * abandon and downgrades are settled; the backend's result. */
+int dlock__hold_release(dlock__hold *hold);
 /* A grant that is not installed: end it and release it on the server. */
 void dlock__hold_discard(dlock__hold *hold);
 /*
  * The owner already has the hold: count it again through lock without
- * I/O, wait out a suspension within deadline_us (the waiter registered on
- * lock, so cancel reaches it), or clear a lost hold and return DLOCK_ELOST.
- * Returns 1 when the hold turned out to have ended meanwhile (released by
- * teardown): the caller then takes a fresh one.
+ * I/O, or wait out a suspension within deadline_us (the waiter registered
+ * on lock, so cancel reaches it).  DLOCK_OK, an error, DLOCK__HOLD_ENDED
+ * or DLOCK__HOLD_CLEARED.
  */
 int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us);
-/* The same without counting the hold again: DLOCK_OK once it is HELD (at
- * once, or after a suspension), DLOCK_ELOST (cleared), 1 if it ended. */
+/* The same without counting the hold again. */
 int dlock__hold_confirm(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us);
 /*
  * dlock_release() on the owner's hold: one count less through lock; the
  * last count, or any release of a lost hold (DLOCK_ELOST, whatever its
- * count), ends it and releases it on the server.  DLOCK_ENOTHELD when it
- * has ended already.
+ * count), ends it (*ret_last: the owner then forgets it and releases it on
+ * the server).  DLOCK_ENOTHELD when it has ended already.
  */
-int dlock__hold_count_down(dlock__hold *hold, dlock_lock *lock);
-/* Remove every count lock contributed; release the hold if none remain
- * (or if lock is its owning handle). */
-void dlock__hold_drop_lock(dlock__hold *hold, dlock_lock *lock);
+int dlock__hold_count_down(dlock__hold *hold, dlock_lock *lock, bool *ret_last);
+/* Remove every count lock contributed; end the hold if none remain (or if
+ * lock is its owning handle): true if so, and it is owed a release. */
+bool dlock__hold_drop_lock(dlock__hold *hold, dlock_lock *lock);
+/* Its owner thread exits: end it if it owes a release and its client
+ * still lets calls in; that client, entered (to leave after the release),
+ * or NULL. */
+dlock_client *dlock__hold_end_at_exit(dlock__hold *hold);
 /* The caller's relation to the hold, for the local queries; the fencing
  * token into *ret_token (may be NULL) only while HELD or SUSPENDED. */
 dlock_hold dlock__hold_state(dlock__hold *hold, uint64_t *ret_token);

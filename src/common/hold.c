@@ -1,20 +1,18 @@
 /*
- * Holds: one granted lock, its owner, its reentrancy count and its state.
- * The hold's state machine lives here alone: its phases, the counts of
+ * Holds: one granted lock, its reentrancy count and its state.  The
+ * hold's state machine lives here alone: its phases, the counts of
  * re-entry and which handles they came through, and every transition --
- * grant, re-entry, count down, report, expiry, end.  lock.c checks the
- * public calls' arguments and calls these.
+ * grant, re-entry, count down, report, expiry, abandon, end -- with the
+ * pins of downgrades under way and the backend's release.  Where a hold
+ * is found -- its owner thread's table, or its handle -- and what an
+ * acquire comes to for an owner are owner.c's, which calls these; nothing
+ * here writes a lock handle's fields or calls owner.c: a transition that
+ * ends a hold says so, and owner.c forgets it and releases it.
  *
  * Every live hold is in its client's registry (client->holds), which
- * teardown walks.  A thread-owned hold is also in its owner thread's table,
- * a GHashTable reached through a GPrivate and keyed by the lock handle's
- * thread_key (client, backend, resource) -- or its read_key, for a READ
- * hold: a thread may hold a resource in both classes at once, after a
- * downgrade -- so re-entry costs one local lookup and no server round
- * trip.  A handle-owned hold hangs off its
- * handle instead.  Only the owner thread touches its table; a hold released
- * by anyone else (lock or client teardown) is marked HOLD_RELEASED and its
- * stale entry is dropped on the owner's next lookup or at thread exit.
+ * teardown walks.  A hold released by anyone but its owner (lock or
+ * client teardown) ends here (HOLD_RELEASED), and its owner's stale
+ * reference is dropped on its next lookup (dlock__hold_stale()).
  */
 #include <unistd.h>
 
@@ -75,23 +73,8 @@ struct dlock__hold {
 	GCond settled;           /* broadcast when abandon leaves ABANDON_RUNNING
 	                          * and when pins drops to 0 */
 	dlock_lock *tell_grant;  /* a recipe's handle not yet told of this grant */
+	hold_phase granted_as;   /* its phase when granted, until the grant is told */
 };
-
-static void thread_table_destroy(gpointer data);
-
-static GPrivate thread_holds = G_PRIVATE_INIT(thread_table_destroy);
-
-static GHashTable *thread_table(bool create)
-{
-	GHashTable *table = g_private_get(&thread_holds);
-
-	if (!table && create) {
-		table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-		                              (GDestroyNotify)dlock__hold_unref);
-		g_private_set(&thread_holds, table);
-	}
-	return table;
-}
 
 dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock)
 {
@@ -473,83 +456,39 @@ static void drop_counts_locked(dlock__hold *hold, const dlock_lock *lock)
 	}
 }
 
-/* ---- finding, installing, ending ------------------------------------- */
+/* ---- granting and ending -------------------------------------------- */
 
-/* The key of a thread-owned hold of this mode through lock: READ holds
- * and the others are two owners' worth of holds in one table. */
-static const char *key_for_mode(const dlock_lock *lock, dlock__mode mode)
+bool dlock__hold_stale(dlock__hold *hold, const dlock_client *client)
 {
-	return mode == DLOCK__MODE_READ ? lock->read_key : lock->thread_key;
-}
-
-/* The caller thread's hold under key, referenced, or NULL; a stale entry
- * (ended, or of a freed client at the same address) is dropped. */
-static dlock__hold *table_find(const dlock_lock *lock, const char *key)
-{
-	GHashTable *table = thread_table(false);
-	dlock__hold *hold;
 	bool stale;
 
-	if (!table)
-		return NULL;
-	hold = g_hash_table_lookup(table, key);
-	if (!hold)
-		return NULL;
 	g_mutex_lock(&hold->mu);
-	stale = ended_locked(hold) || hold->client != lock->client;
+	stale = ended_locked(hold) || hold->client != client;
 	g_mutex_unlock(&hold->mu);
-	if (stale) {
-		g_hash_table_remove(table, key);
-		return NULL;
-	}
-	return dlock__hold_ref(hold);
+	return stale;
 }
 
-dlock__hold *dlock__hold_find(const dlock_lock *lock)
+bool dlock__hold_live(dlock__hold *hold)
 {
-	dlock_lock *mlock = (dlock_lock *)lock; /* its mutex, not its contents */
-	dlock__hold *hold = NULL;
-	dlock__mode mode;
-
-	g_mutex_lock(&mlock->mu);
-	if (lock->owner == DLOCK_OWNER_HANDLE) {
-		if (lock->hold)
-			hold = dlock__hold_ref(lock->hold);
-		g_mutex_unlock(&mlock->mu);
-		return hold;
-	}
-	mode = lock->mode;
-	g_mutex_unlock(&mlock->mu);
-	return table_find(lock, key_for_mode(lock, mode));
-}
-
-dlock__hold *dlock__hold_find_other(const dlock_lock *lock)
-{
-	dlock_lock *mlock = (dlock_lock *)lock;
-	dlock__hold *hold;
-	dlock__mode mode;
 	bool live;
 
-	g_mutex_lock(&mlock->mu);
-	mode = lock->mode;
-	if (lock->owner == DLOCK_OWNER_HANDLE) {
-		g_mutex_unlock(&mlock->mu);
-		return NULL;
-	}
-	g_mutex_unlock(&mlock->mu);
-	hold = table_find(lock, mode == DLOCK__MODE_READ ? lock->thread_key : lock->read_key);
-	if (!hold)
-		return NULL;
 	g_mutex_lock(&hold->mu);
 	check_expiry_locked(hold);
 	live = live_locked(hold);
 	g_mutex_unlock(&hold->mu);
-	if (!live) {
+	if (!live)
 		abandon_if_due(hold);
-		dlock__hold_unref(hold);
-		return NULL;
-	}
-	return hold;
+	return live;
+}
+
+dlock_lock *dlock__hold_handle_owner(dlock__hold *hold)
+{
+	dlock_lock *owner;
+
+	g_mutex_lock(&hold->mu);
+	owner = hold->handle_owner;
+	g_mutex_unlock(&hold->mu);
+	return owner;
 }
 
 /* End the hold on the server (the backend's release). */
@@ -561,60 +500,42 @@ static int release_on_server(dlock__hold *hold)
 	return hold->slot->ops->release(hold->slot->impl, hold);
 }
 
-/*
- * Take the hold out of the client's registry and, if the caller is its
- * owner, out of the owner's table; then end it on the server.  The hold
- * must already be HOLD_RELEASED.  Returns the backend's release result.
- */
-static int finish(dlock__hold *hold, dlock_lock *lock, bool by_owner)
+void dlock__hold_unregister(dlock__hold *hold)
 {
 	dlock_client *client;
-	dlock_lock *owner;
 	bool registered;
 
 	g_mutex_lock(&hold->mu);
 	client = hold->client;
-	owner = hold->handle_owner;
 	g_mutex_unlock(&hold->mu);
+	if (!client)
+		return;
+	g_mutex_lock(&client->mu);
+	registered = g_hash_table_steal(client->holds, hold);
+	g_mutex_unlock(&client->mu);
+	if (registered)
+		dlock__hold_unref(hold);
+}
 
-	if (client) {
-		g_mutex_lock(&client->mu);
-		registered = g_hash_table_steal(client->holds, hold);
-		g_mutex_unlock(&client->mu);
-		if (registered)
-			dlock__hold_unref(hold);
-	}
-	if (owner) {
-		g_mutex_lock(&owner->mu);
-		if (owner->hold == hold) {
-			owner->hold = NULL;
-			dlock__hold_unref(hold);
-		}
-		g_mutex_unlock(&owner->mu);
-	} else if (by_owner && lock) {
-		GHashTable *table = thread_table(false);
-		const char *key = key_for_mode(lock, hold->mode);
-
-		if (table && g_hash_table_lookup(table, key) == hold)
-			g_hash_table_remove(table, key);
-	}
+int dlock__hold_release(dlock__hold *hold)
+{
 	return release_on_server(hold);
 }
 
-void dlock__hold_install(dlock__hold *hold, dlock_lock *lock)
+void dlock__hold_grant(dlock__hold *hold, dlock_lock *lock)
 {
 	dlock_client *client = lock->client;
-	hold_phase granted;
 
 	/* Counted and HELD before another thread can find it through the
 	 * handle: a re-entry that found it still ACQUIRING would go to the
 	 * server and queue behind this very hold.  A suspension or loss the
-	 * backend reported before this is told to the handle at the end, after
-	 * an older hold's loss and after the grant itself (reports from now on
-	 * are told as they come, each after the grant: tell_grant_locked()). */
+	 * backend reported before this is told to the handle at the end
+	 * (dlock__hold_tell_grant()), after an older hold's loss and after the
+	 * grant itself (reports from now on are told as they come, each after
+	 * the grant: tell_grant_locked()). */
 	g_mutex_lock(&hold->mu);
 	count_up_locked(hold, lock);
-	granted = hold->phase;
+	hold->granted_as = hold->phase;
 	if (hold->phase == HOLD_ACQUIRING)
 		hold->phase = HOLD_HELD;
 	if (lock->recipe_ops)
@@ -624,49 +545,31 @@ void dlock__hold_install(dlock__hold *hold, dlock_lock *lock)
 	g_mutex_lock(&client->mu);
 	g_hash_table_add(client->holds, dlock__hold_ref(hold));
 	g_mutex_unlock(&client->mu);
+}
 
-	if (hold->handle_owner) {
-		dlock__hold *old;
-
-		/* Threads sharing a handle may race to a fresh grant.  The one that
-		 * finds an older hold here won because that hold had ended on the
-		 * server (lost): the new grant replaces it.  The loss is still owed
-		 * to the handle's next release (DLOCK_ELOST), and to its state
-		 * callback if the backend has not reported it yet. */
-		g_mutex_lock(&lock->mu);
-		old = lock->hold;
-		lock->hold = dlock__hold_ref(hold);
-		g_mutex_unlock(&lock->mu);
-		if (old) {
-			bool lost;
-
-			g_mutex_lock(&old->mu);
-			lost = owes_release_locked(old);
-			if (live_locked(old))
-				notify_locked(old, DLOCK_STATE_LOST);
-			end_locked(old);
-			old->handle_owner = NULL;
-			g_mutex_unlock(&old->mu);
-			if (lost) {
-				g_mutex_lock(&lock->mu);
-				lock->lost_pending = true;
-				g_mutex_unlock(&lock->mu);
-			}
-			finish(old, lock, false);
-			dlock__hold_unref(old);
-		}
-	} else {
-		g_hash_table_replace(thread_table(true), g_strdup(key_for_mode(lock, hold->mode)),
-		                     dlock__hold_ref(hold));
-	}
-
+void dlock__hold_tell_grant(dlock__hold *hold)
+{
 	g_mutex_lock(&hold->mu);
 	tell_grant_locked(hold);
-	if (granted == HOLD_SUSPENDED && hold->phase == HOLD_SUSPENDED)
+	if (hold->granted_as == HOLD_SUSPENDED && hold->phase == HOLD_SUSPENDED)
 		notify_locked(hold, DLOCK_STATE_SUSPENDED);
-	else if (granted == HOLD_LOST && hold->phase == HOLD_LOST)
+	else if (hold->granted_as == HOLD_LOST && hold->phase == HOLD_LOST)
 		notify_locked(hold, DLOCK_STATE_LOST);
 	g_mutex_unlock(&hold->mu);
+}
+
+bool dlock__hold_supersede(dlock__hold *old)
+{
+	bool lost;
+
+	g_mutex_lock(&old->mu);
+	lost = owes_release_locked(old);
+	if (live_locked(old))
+		notify_locked(old, DLOCK_STATE_LOST);
+	end_locked(old);
+	old->handle_owner = NULL;
+	g_mutex_unlock(&old->mu);
+	return lost;
 }
 
 void dlock__hold_discard(dlock__hold *hold)
@@ -696,15 +599,11 @@ static int reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us, boo
 		}
 		if (hold->phase == HOLD_LOST) {
 			end_locked(hold);
-			g_mutex_unlock(&hold->mu);
-			finish(hold, lock, true);
-			g_mutex_lock(&hold->mu);
-			rc = dlock__error(DLOCK_ELOST, "lock '%s' was lost while held; the hold is cleared",
-			                  hold->resource);
+			rc = DLOCK__HOLD_CLEARED;
 			break;
 		}
 		if (hold->phase != HOLD_SUSPENDED) {
-			rc = 1;
+			rc = DLOCK__HOLD_ENDED;
 			break;
 		}
 		/* Suspended: wait for the backend to confirm or lose it. */
@@ -750,7 +649,7 @@ int dlock__hold_confirm(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us
 	return reenter(hold, lock, deadline_us, false);
 }
 
-int dlock__hold_count_down(dlock__hold *hold, dlock_lock *lock)
+int dlock__hold_count_down(dlock__hold *hold, dlock_lock *lock, bool *ret_last)
 {
 	bool last = false;
 	int rc = DLOCK_OK;
@@ -775,18 +674,11 @@ int dlock__hold_count_down(dlock__hold *hold, dlock_lock *lock)
 		break;
 	}
 	g_mutex_unlock(&hold->mu);
-
-	if (last) {
-		int released = finish(hold, lock, true);
-
-		if (rc == DLOCK_OK && released == DLOCK_ELOST)
-			rc = dlock__error(DLOCK_ELOST, "lock '%s' had expired on the server before this release",
-			                  lock->resource);
-	}
+	*ret_last = last;
 	return rc;
 }
 
-void dlock__hold_drop_lock(dlock__hold *hold, dlock_lock *lock)
+bool dlock__hold_drop_lock(dlock__hold *hold, dlock_lock *lock)
 {
 	bool last;
 
@@ -794,8 +686,7 @@ void dlock__hold_drop_lock(dlock__hold *hold, dlock_lock *lock)
 	drop_counts_locked(hold, lock);
 	last = (hold->count == 0 || hold->handle_owner == lock) && end_owed_locked(hold);
 	g_mutex_unlock(&hold->mu);
-	if (last)
-		finish(hold, lock, false);
+	return last;
 }
 
 dlock_hold dlock__hold_state(dlock__hold *hold, uint64_t *ret_token)
@@ -842,34 +733,17 @@ void dlock__hold_teardown(dlock__hold *hold)
 		release_on_server(hold);
 }
 
-/*
- * A thread that exits holding locks has them released, as if it had
- * called dlock_release() until each count reached zero.  Holds whose client
- * is being freed are left to that teardown.
- */
-static void thread_table_destroy(gpointer data)
+dlock_client *dlock__hold_end_at_exit(dlock__hold *hold)
 {
-	GHashTable *table = data;
-	GHashTableIter iter;
-	gpointer value;
+	dlock_client *client;
+	bool entered = false;
 
-	g_hash_table_iter_init(&iter, table);
-	while (g_hash_table_iter_next(&iter, NULL, &value)) {
-		dlock__hold *hold = value;
-		dlock_client *client;
-		bool release = false;
-
-		g_mutex_lock(&hold->mu);
-		client = hold->client;
-		if (client && owes_release_locked(hold) && dlock__client_enter(client) == DLOCK_OK) {
-			end_locked(hold);
-			release = true;
-		}
-		g_mutex_unlock(&hold->mu);
-		if (release) {
-			finish(hold, NULL, false);
-			dlock__client_leave(client);
-		}
+	g_mutex_lock(&hold->mu);
+	client = hold->client;
+	if (client && owes_release_locked(hold) && dlock__client_enter(client) == DLOCK_OK) {
+		end_locked(hold);
+		entered = true;
 	}
-	g_hash_table_destroy(table);
+	g_mutex_unlock(&hold->mu);
+	return entered ? client : NULL;
 }

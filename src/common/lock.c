@@ -3,7 +3,7 @@
  *
  * The server is contacted only for a fresh hold (acquire) and for the
  * last count of one (release); re-entry and the local queries work on the
- * caller's owner's hold (hold.c) alone.
+ * caller's owner's hold alone (owner.c).
  */
 #include <inttypes.h>
 #include <string.h>
@@ -199,7 +199,7 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock)
 
 		holds = client_holds(client);
 		for (guint i = 0; i < holds->len; i++)
-			dlock__hold_drop_lock(holds->pdata[i], lock);
+			dlock__owner_drop(holds->pdata[i], lock);
 		g_ptr_array_unref(holds);
 
 		g_mutex_lock(&client->mu);
@@ -229,18 +229,6 @@ static int option_begin(dlock_lock *lock, const char *what)
 	return DLOCK_OK;
 }
 
-static const char *mode_name(dlock__mode mode)
-{
-	switch (mode) {
-	case DLOCK__MODE_READ:
-		return "READ";
-	case DLOCK__MODE_WRITE:
-		return "WRITE";
-	default:
-		return "EXCLUSIVE";
-	}
-}
-
 /*
  * Refuse, before any I/O, a hold the slot's backend cannot take: a READ
  * or WRITE mode without DLOCK__CAP_SHARED, more than one permit without
@@ -254,11 +242,11 @@ static int check_support(const dlock__slot *slot, const char *resource, dlock__m
 	if (mode != DLOCK__MODE_EXCLUSIVE && !(slot->ops->caps & DLOCK__CAP_SHARED))
 		return dlock__error(DLOCK_EINVAL, "lock '%s' asks for a %s hold, which backend '%s' "
 		                    "(%s) does not support: it has exclusive holds only",
-		                    resource, mode_name(mode), slot->name, slot->ops->type);
+		                    resource, dlock__mode_name(mode), slot->name, slot->ops->type);
 	if (permits > 1 && mode != DLOCK__MODE_EXCLUSIVE)
 		return dlock__error(DLOCK_EINVAL, "lock '%s' asks for %" PRIu32 " permits and a %s hold: "
 		                    "a semaphore's holds have no mode (leave it EXCLUSIVE)",
-		                    resource, permits, mode_name(mode));
+		                    resource, permits, dlock__mode_name(mode));
 	if (permits > 1 && !(slot->ops->caps & DLOCK__CAP_PERMITS))
 		return dlock__error(DLOCK_EINVAL, "lock '%s' asks for %" PRIu32 " permits, which backend "
 		                    "'%s' (%s) does not support: it has one permit per resource only",
@@ -460,19 +448,6 @@ static int canceled_failure(const dlock_lock *lock, int rc)
 	return rc;
 }
 
-/*
- * The caller's owner holds the resource already, with another number of
- * permits than the handle asks for (a semaphore and a lock, or two
- * semaphores of different sizes): neither a re-entry nor a second hold
- * would mean what the caller wants.
- */
-static int permits_mismatch(const dlock_lock *lock, const dlock__hold *held)
-{
-	return dlock__error(DLOCK_EINVAL, "lock '%s': the caller holds it with %" PRIu32 " permit%s; "
-	                    "this handle asks for %" PRIu32, lock->resource, dlock__hold_permits(held),
-	                    dlock__hold_permits(held) == 1 ? " (a lock)" : "s", lock->permits);
-}
-
 DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 {
 	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
@@ -504,36 +479,8 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 		return rc;
 	}
 
-	hold = dlock__hold_find(lock);
-	if (hold && dlock__hold_permits(hold) != lock->permits) {
-		rc = permits_mismatch(lock, hold);
-		dlock__hold_unref(hold);
-		dlock__lock_leave(lock);
-		return rc;
-	}
-	if (hold) {
-		rc = dlock__hold_reenter(hold, lock, deadline_us);
-		dlock__hold_unref(hold);
-		if (rc != 1) {
-			dlock__lock_leave(lock);
-			return rc;
-		}
-	}
-
-	/* The owner's hold of the other class: an upgrade is refused, a
-	 * downgrade goes to the backend as one. */
-	other = dlock__hold_find_other(lock);
-	if (other && dlock__hold_permits(other) != lock->permits) {
-		rc = permits_mismatch(lock, other);
-		dlock__hold_unref(other);
-		dlock__lock_leave(lock);
-		return rc;
-	}
-	if (other && lock->mode != DLOCK__MODE_READ) {
-		dlock__hold_unref(other);
-		rc = dlock__error(DLOCK_EDEADLK, "lock '%s': the caller holds it for reading; a %s hold "
-		                  "would wait for that hold itself (release it first)", lock->resource,
-		                  mode_name(lock->mode));
+	rc = dlock__owner_settle(lock, deadline_us, &other);
+	if (rc != DLOCK__OWNER_FRESH) {
 		dlock__lock_leave(lock);
 		return rc;
 	}
@@ -557,53 +504,20 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 		rc = dlock__error(DLOCK_ECANCELED, "lock '%s': the handle was freed while acquiring; "
 		                  "the grant was released", lock->resource);
 	else if (rc == DLOCK_OK)
-		dlock__hold_install(hold, lock);
+		dlock__owner_install(hold, lock);
 	dlock__hold_unref(hold);
 	dlock__lock_leave(lock);
 	return rc;
 }
 
-/*
- * A handle whose lost hold was replaced by a fresh grant (another thread's
- * acquire through the handle, waiting when the hold was lost) owes one
- * release DLOCK_ELOST, as the lost hold would have given; the fresh hold
- * keeps its count.  True once, when that is the case.
- */
-static bool take_lost_pending(dlock_lock *lock)
-{
-	bool pending;
-
-	g_mutex_lock(&lock->mu);
-	pending = lock->lost_pending;
-	lock->lost_pending = false;
-	g_mutex_unlock(&lock->mu);
-	return pending;
-}
-
 DLOCK_API int dlock_release(dlock_lock *lock)
 {
-	dlock__hold *hold;
-	int rc;
+	int rc = dlock__lock_enter(lock, "dlock_release");
 
-	rc = dlock__lock_enter(lock, "dlock_release");
-	if (rc != DLOCK_OK)
-		return rc;
-	if (take_lost_pending(lock)) {
-		rc = dlock__error(DLOCK_ELOST, "lock '%s' had been lost before this release (a later "
-		                  "acquire through this handle holds it again)", lock->resource);
+	if (rc == DLOCK_OK) {
+		rc = dlock__owner_release(lock);
 		dlock__lock_leave(lock);
-		return rc;
 	}
-
-	hold = dlock__hold_find(lock);
-	if (!hold) {
-		rc = dlock__error(DLOCK_ENOTHELD, "lock '%s' is not held by the caller", lock->resource);
-		dlock__lock_leave(lock);
-		return rc;
-	}
-	rc = dlock__hold_count_down(hold, lock);
-	dlock__hold_unref(hold);
-	dlock__lock_leave(lock);
 	return rc;
 }
 
@@ -636,7 +550,7 @@ static dlock_hold caller_state(const dlock_lock *lock, uint64_t *ret_token)
 		return state;
 	if (!call_begin(lock))
 		return state;
-	hold = dlock__hold_find(lock);
+	hold = dlock__owner_find(lock);
 	if (hold) {
 		state = dlock__hold_state(hold, ret_token);
 		dlock__hold_unref(hold);

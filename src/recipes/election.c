@@ -260,7 +260,7 @@ static void announce(dlock_election *e, const char *id)
 	if (!lock->slot->ops->announce)
 		return;
 	if (id) {
-		dlock__hold *hold = dlock__hold_find(lock);
+		dlock__hold *hold = dlock__owner_find(lock);
 		dlock_hold state = hold ? dlock__hold_state(hold, &token) : DLOCK_HOLD_NONE;
 
 		if (hold)
@@ -313,11 +313,9 @@ DLOCK_API int dlock_election_campaign(dlock_election *election, int64_t wait_ms)
  */
 static int leading(dlock_lock *lock, int64_t deadline_us)
 {
-	dlock__hold *hold = dlock__hold_find(lock);
-	int rc = hold ? dlock__hold_confirm(hold, lock, deadline_us) : 1;
+	int rc = dlock__owner_confirm(lock, deadline_us);
 
-	dlock__hold_unref(hold);
-	return rc == DLOCK_ELOST ? 1 : rc;
+	return rc == DLOCK_ELOST ? DLOCK__HOLD_ENDED : rc;
 }
 
 /*

@@ -413,7 +413,7 @@ static void test_lost_hold_is_reported_and_cleared_by_first_release(void **state
 /* Give the caller's hold of lock a bound the clock has passed. */
 static void bound_passed(dlock_lock *lock)
 {
-	dlock__hold *hold = dlock__hold_find(lock);
+	dlock__hold *hold = dlock__owner_find(lock);
 
 	assert_non_null(hold);
 	dlock__hold_set_valid_until(hold, dlock__boot_us() - 1);

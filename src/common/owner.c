@@ -1,0 +1,334 @@
+/*
+ * Owners: who holds what, and what an acquire comes to for its caller.
+ *
+ * A hold belongs to its owner: the thread that took it (DLOCK_OWNER_THREAD)
+ * or the handle it was taken through (DLOCK_OWNER_HANDLE).  This file
+ * alone finds a caller's hold, decides what an acquire through a handle
+ * means for the holds the caller's owner has -- a re-entry, a refusal, a
+ * downgrade or a fresh hold (dlock__owner_settle()) -- puts a granted hold
+ * where its owner will find it, and forgets it there when it ends.  The
+ * hold's own state (phases, counts, reports) is hold.c's, which this file
+ * calls and which never calls back.
+ *
+ * A thread-owned hold is in its owner thread's table, a GHashTable reached
+ * through a GPrivate and keyed by the lock handle's thread_key (client,
+ * backend, resource) -- or its read_key, for a READ hold: a thread may
+ * hold a resource in both classes at once, after a downgrade -- so
+ * re-entry costs one local lookup and no server round trip.  A
+ * handle-owned hold hangs off its handle (lock->hold) instead.  Only the
+ * owner thread touches its table; a hold released by anyone else (lock or
+ * client teardown) has ended (dlock__hold_stale()) and its stale entry is
+ * dropped on the owner's next lookup or at thread exit.
+ */
+#include <inttypes.h>
+
+#include "core.h"
+
+static void thread_table_destroy(gpointer data);
+
+static GPrivate thread_holds = G_PRIVATE_INIT(thread_table_destroy);
+
+static GHashTable *thread_table(bool create)
+{
+	GHashTable *table = g_private_get(&thread_holds);
+
+	if (!table && create) {
+		table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+		                              (GDestroyNotify)dlock__hold_unref);
+		g_private_set(&thread_holds, table);
+	}
+	return table;
+}
+
+/* The key of a thread-owned hold of this mode through lock: READ holds
+ * and the others are two owners' worth of holds in one table. */
+static const char *key_for_mode(const dlock_lock *lock, dlock__mode mode)
+{
+	return mode == DLOCK__MODE_READ ? lock->read_key : lock->thread_key;
+}
+
+/* The caller thread's hold under key, referenced, or NULL; a stale entry
+ * (ended, or of a freed client at the same address) is dropped. */
+static dlock__hold *table_find(const dlock_lock *lock, const char *key)
+{
+	GHashTable *table = thread_table(false);
+	dlock__hold *hold;
+
+	if (!table)
+		return NULL;
+	hold = g_hash_table_lookup(table, key);
+	if (!hold)
+		return NULL;
+	if (dlock__hold_stale(hold, lock->client)) {
+		g_hash_table_remove(table, key);
+		return NULL;
+	}
+	return dlock__hold_ref(hold);
+}
+
+dlock__hold *dlock__owner_find(const dlock_lock *lock)
+{
+	dlock_lock *mlock = (dlock_lock *)lock; /* its mutex, not its contents */
+	dlock__hold *hold = NULL;
+	dlock__mode mode;
+
+	g_mutex_lock(&mlock->mu);
+	if (lock->owner == DLOCK_OWNER_HANDLE) {
+		if (lock->hold)
+			hold = dlock__hold_ref(lock->hold);
+		g_mutex_unlock(&mlock->mu);
+		return hold;
+	}
+	mode = lock->mode;
+	g_mutex_unlock(&mlock->mu);
+	return table_find(lock, key_for_mode(lock, mode));
+}
+
+/*
+ * For a thread-owned handle, the caller's live (held or suspended) hold of
+ * the other class on the same resource -- READ for an EXCLUSIVE or WRITE
+ * handle, EXCLUSIVE or WRITE for a READ handle -- referenced, or NULL: an
+ * upgrade to refuse or a downgrade to make.
+ */
+static dlock__hold *find_other(const dlock_lock *lock)
+{
+	dlock_lock *mlock = (dlock_lock *)lock;
+	dlock__hold *hold;
+	dlock__mode mode;
+
+	g_mutex_lock(&mlock->mu);
+	mode = lock->mode;
+	if (lock->owner == DLOCK_OWNER_HANDLE) {
+		g_mutex_unlock(&mlock->mu);
+		return NULL;
+	}
+	g_mutex_unlock(&mlock->mu);
+	hold = table_find(lock, mode == DLOCK__MODE_READ ? lock->thread_key : lock->read_key);
+	if (hold && !dlock__hold_live(hold)) {
+		dlock__hold_unref(hold);
+		return NULL;
+	}
+	return hold;
+}
+
+/*
+ * Forget an ended hold: take it out of the client's registry and, if the
+ * caller is its owner, out of the owner's table (or off its handle); then
+ * end it on the server.  Returns the backend's release result.
+ */
+static int finish(dlock__hold *hold, dlock_lock *lock, bool by_owner)
+{
+	dlock_lock *owner = dlock__hold_handle_owner(hold);
+
+	dlock__hold_unregister(hold);
+	if (owner) {
+		g_mutex_lock(&owner->mu);
+		if (owner->hold == hold) {
+			owner->hold = NULL;
+			dlock__hold_unref(hold);
+		}
+		g_mutex_unlock(&owner->mu);
+	} else if (by_owner && lock) {
+		GHashTable *table = thread_table(false);
+		const char *key = key_for_mode(lock, dlock__hold_mode(hold));
+
+		if (table && g_hash_table_lookup(table, key) == hold)
+			g_hash_table_remove(table, key);
+	}
+	return dlock__hold_release(hold);
+}
+
+/* dlock__hold_reenter() (count) or dlock__hold_confirm(), forgetting and
+ * releasing a hold found lost: DLOCK_ELOST then. */
+static int reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us, bool count)
+{
+	int rc = count ? dlock__hold_reenter(hold, lock, deadline_us)
+	               : dlock__hold_confirm(hold, lock, deadline_us);
+
+	if (rc == DLOCK__HOLD_CLEARED) {
+		finish(hold, lock, true);
+		rc = dlock__error(DLOCK_ELOST, "lock '%s' was lost while held; the hold is cleared",
+		                  dlock__hold_resource(hold));
+	}
+	return rc;
+}
+
+int dlock__owner_confirm(dlock_lock *lock, int64_t deadline_us)
+{
+	dlock__hold *hold = dlock__owner_find(lock);
+	int rc = hold ? reenter(hold, lock, deadline_us, false) : DLOCK__HOLD_ENDED;
+
+	dlock__hold_unref(hold);
+	return rc;
+}
+
+const char *dlock__mode_name(dlock__mode mode)
+{
+	switch (mode) {
+	case DLOCK__MODE_READ:
+		return "READ";
+	case DLOCK__MODE_WRITE:
+		return "WRITE";
+	default:
+		return "EXCLUSIVE";
+	}
+}
+
+/*
+ * The caller's owner holds the resource already, with another number of
+ * permits than the handle asks for (a semaphore and a lock, or two
+ * semaphores of different sizes): neither a re-entry nor a second hold
+ * would mean what the caller wants.
+ */
+static int permits_mismatch(const dlock_lock *lock, const dlock__hold *held)
+{
+	return dlock__error(DLOCK_EINVAL, "lock '%s': the caller holds it with %" PRIu32 " permit%s; "
+	                    "this handle asks for %" PRIu32, lock->resource, dlock__hold_permits(held),
+	                    dlock__hold_permits(held) == 1 ? " (a lock)" : "s", lock->permits);
+}
+
+/* The owner's hold of the other class: an upgrade is refused, a downgrade
+ * goes to the backend as one (*ret_downgrade). */
+static int settle_other(dlock_lock *lock, dlock__hold **ret_downgrade)
+{
+	dlock__hold *other = find_other(lock);
+	int rc = DLOCK__OWNER_FRESH;
+
+	if (other && dlock__hold_permits(other) != lock->permits)
+		rc = permits_mismatch(lock, other);
+	else if (other && lock->mode != DLOCK__MODE_READ)
+		rc = dlock__error(DLOCK_EDEADLK, "lock '%s': the caller holds it for reading; a %s hold "
+		                  "would wait for that hold itself (release it first)", lock->resource,
+		                  dlock__mode_name(lock->mode));
+	if (rc == DLOCK__OWNER_FRESH) {
+		*ret_downgrade = other;
+		other = NULL;
+	}
+	dlock__hold_unref(other);
+	return rc;
+}
+
+int dlock__owner_settle(dlock_lock *lock, int64_t deadline_us, dlock__hold **ret_downgrade)
+{
+	dlock__hold *hold = dlock__owner_find(lock);
+	int rc = DLOCK__HOLD_ENDED;
+
+	*ret_downgrade = NULL;
+	if (hold) {
+		rc = dlock__hold_permits(hold) != lock->permits ? permits_mismatch(lock, hold)
+		                                                : reenter(hold, lock, deadline_us, true);
+		dlock__hold_unref(hold);
+	}
+	/* No hold, or one that ended meanwhile (released by teardown). */
+	if (rc == DLOCK__HOLD_ENDED)
+		rc = settle_other(lock, ret_downgrade);
+	return rc;
+}
+
+/*
+ * Threads sharing a handle may race to a fresh grant.  The one that finds
+ * an older hold on the handle won because that hold had ended on the
+ * server (lost): the new grant replaces it.  The loss is still owed to the
+ * handle's next release (DLOCK_ELOST), and to its state callback if the
+ * backend has not reported it yet (dlock__hold_supersede()).
+ */
+static void handle_place(dlock__hold *hold, dlock_lock *lock)
+{
+	dlock__hold *old;
+
+	g_mutex_lock(&lock->mu);
+	old = lock->hold;
+	lock->hold = dlock__hold_ref(hold);
+	g_mutex_unlock(&lock->mu);
+	if (!old)
+		return;
+	if (dlock__hold_supersede(old)) {
+		g_mutex_lock(&lock->mu);
+		lock->lost_pending = true;
+		g_mutex_unlock(&lock->mu);
+	}
+	finish(old, lock, false);
+	dlock__hold_unref(old);
+}
+
+void dlock__owner_install(dlock__hold *hold, dlock_lock *lock)
+{
+	dlock__hold_grant(hold, lock);
+	if (dlock__hold_handle_owner(hold))
+		handle_place(hold, lock);
+	else
+		g_hash_table_replace(thread_table(true), g_strdup(key_for_mode(lock, dlock__hold_mode(hold))),
+		                     dlock__hold_ref(hold));
+	dlock__hold_tell_grant(hold);
+}
+
+/*
+ * A handle whose lost hold was replaced by a fresh grant (another thread's
+ * acquire through the handle, waiting when the hold was lost) owes one
+ * release DLOCK_ELOST, as the lost hold would have given; the fresh hold
+ * keeps its count.  True once, when that is the case.
+ */
+static bool take_lost_pending(dlock_lock *lock)
+{
+	bool pending;
+
+	g_mutex_lock(&lock->mu);
+	pending = lock->lost_pending;
+	lock->lost_pending = false;
+	g_mutex_unlock(&lock->mu);
+	return pending;
+}
+
+int dlock__owner_release(dlock_lock *lock)
+{
+	dlock__hold *hold;
+	bool last;
+	int rc;
+
+	if (take_lost_pending(lock))
+		return dlock__error(DLOCK_ELOST, "lock '%s' had been lost before this release (a later "
+		                    "acquire through this handle holds it again)", lock->resource);
+	hold = dlock__owner_find(lock);
+	if (!hold)
+		return dlock__error(DLOCK_ENOTHELD, "lock '%s' is not held by the caller", lock->resource);
+	rc = dlock__hold_count_down(hold, lock, &last);
+	if (last) {
+		int released = finish(hold, lock, true);
+
+		if (rc == DLOCK_OK && released == DLOCK_ELOST)
+			rc = dlock__error(DLOCK_ELOST, "lock '%s' had expired on the server before this release",
+			                  lock->resource);
+	}
+	dlock__hold_unref(hold);
+	return rc;
+}
+
+void dlock__owner_drop(dlock__hold *hold, dlock_lock *lock)
+{
+	if (dlock__hold_drop_lock(hold, lock))
+		finish(hold, lock, false);
+}
+
+/*
+ * A thread that exits holding locks has them released, as if it had
+ * called dlock_release() until each count reached zero.  Holds whose client
+ * is being freed are left to that teardown.
+ */
+static void thread_table_destroy(gpointer data)
+{
+	GHashTable *table = data;
+	GHashTableIter iter;
+	gpointer value;
+
+	g_hash_table_iter_init(&iter, table);
+	while (g_hash_table_iter_next(&iter, NULL, &value)) {
+		dlock__hold *hold = value;
+		dlock_client *client = dlock__hold_end_at_exit(hold);
+
+		if (client) {
+			finish(hold, NULL, false);
+			dlock__client_leave(client);
+		}
+	}
+	g_hash_table_destroy(table);
+}
