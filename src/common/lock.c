@@ -448,21 +448,14 @@ static int canceled_failure(const dlock_lock *lock, int rc)
 	return rc;
 }
 
-DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
+/*
+ * The first acquire freezes the options once they are found to fit the
+ * backend; a refused handle may still be set right.
+ */
+static int freeze_options(dlock_lock *lock)
 {
-	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
-	dlock_client *client;
-	dlock__waiter *waiter;
-	dlock__hold *hold, *other;
-	int rc;
+	int rc = DLOCK_OK;
 
-	rc = dlock__lock_enter(lock, "dlock_acquire");
-	if (rc != DLOCK_OK)
-		return rc;
-	client = lock->client;
-
-	/* The first acquire freezes the options once they are found to fit
-	 * the backend; a refused handle may still be set right. */
 	g_mutex_lock(&lock->mu);
 	if (!lock->started && lock->recipe_ops &&
 	    (lock->mode != DLOCK__MODE_EXCLUSIVE || lock->permits != 1))
@@ -474,21 +467,24 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 	if (rc == DLOCK_OK)
 		lock->started = true;
 	g_mutex_unlock(&lock->mu);
-	if (rc != DLOCK_OK) {
-		dlock__lock_leave(lock);
-		return rc;
-	}
+	return rc;
+}
 
-	rc = dlock__owner_settle(lock, deadline_us, &other);
-	if (rc != DLOCK__OWNER_FRESH) {
-		dlock__lock_leave(lock);
-		return rc;
-	}
+/*
+ * A fresh hold from the backend, a downgrade of the owner's write-class
+ * hold when downgrade is not NULL (its reference is taken over), installed
+ * for its owner once granted.
+ */
+static int acquire_fresh(dlock_lock *lock, dlock__hold *downgrade, int64_t wait_ms,
+                         int64_t deadline_us)
+{
+	dlock__hold *hold = dlock__hold_new(lock->client, lock);
+	dlock__waiter *waiter;
+	int rc;
 
-	hold = dlock__hold_new(client, lock);
-	if (other) {
-		dlock__hold_set_downgrade(hold, other);
-		dlock__hold_unref(other);
+	if (downgrade) {
+		dlock__hold_set_downgrade(hold, downgrade);
+		dlock__hold_unref(downgrade);
 	}
 	waiter = dlock__waiter_new();
 	dlock__lock_add_waiter(lock, waiter);
@@ -506,7 +502,24 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 	else if (rc == DLOCK_OK)
 		dlock__owner_install(hold, lock);
 	dlock__hold_unref(hold);
-	dlock__lock_leave(lock);
+	return rc;
+}
+
+DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
+{
+	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
+	dlock__hold *downgrade = NULL;
+	int rc = dlock__lock_enter(lock, "dlock_acquire");
+
+	if (rc == DLOCK_OK) {
+		rc = freeze_options(lock);
+		/* Re-entry, refusal, or a fresh hold (maybe a downgrade). */
+		if (rc == DLOCK_OK)
+			rc = dlock__owner_settle(lock, deadline_us, &downgrade);
+		if (rc == DLOCK__OWNER_FRESH)
+			rc = acquire_fresh(lock, downgrade, wait_ms, deadline_us);
+		dlock__lock_leave(lock);
+	}
 	return rc;
 }
 
