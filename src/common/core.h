@@ -1,6 +1,6 @@
 /*
  * The core's own structures: clients, lock handles, holds, the per-thread
- * reentrancy tables and the callback thread.  Private to src/common;
+ * reentrancy tables (owner.c) and the callback thread.  Private to src/common;
  * backends see holds only through backend.h.
  *
  * Lock order, outermost first:  an election's turn, then its mu
@@ -89,9 +89,11 @@ struct dlock_lock {
 	bool closing;            /* its free is coming (an election's): waiters are
 	                          * canceled as they register */
 	GCond idle;              /* signalled when calls drops to 0 while freed */
-	dlock__hold *hold;       /* DLOCK_OWNER_HANDLE: the handle's hold, referenced */
+	dlock__hold *hold;       /* DLOCK_OWNER_HANDLE: the handle's hold, referenced
+	                          * (written by owner.c alone) */
 	bool lost_pending;       /* DLOCK_OWNER_HANDLE: a lost hold was replaced by a fresh
-	                          * grant; the next release returns DLOCK_ELOST for it */
+	                          * grant; the next release returns DLOCK_ELOST for it
+	                          * (owner.c) */
 	dlock_state_fn state_fn;
 	void *state_user_data;
 	/* fixed before the handle is shared */
@@ -251,7 +253,7 @@ void dlock__lock_unref(dlock_lock *lock);
 typedef enum dlock__event_kind {
 	DLOCK__EVENT_STATE,  /* a state of its hold: code is a dlock_state */
 	DLOCK__EVENT_GRANT,  /* a grant of its hold: posted by hold.c once the grant
-	                      * is installed, or earlier if a state of the hold or
+	                      * is installed (dlock__hold_tell_grant()), or earlier if a state of the hold or
 	                      * its end comes first -- always before them, so an
 	                      * event the recipe posts after its grant (a
 	                      * resignation's) cannot overtake it */
