@@ -175,8 +175,6 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock);
 bool dlock__hold_stale(dlock__hold *hold, const dlock_client *client);
 /* Whether it is HELD or SUSPENDED, after the clock's look at its bound. */
 bool dlock__hold_live(dlock__hold *hold);
-/* The handle owning it (DLOCK_OWNER_HANDLE), or NULL. */
-dlock_lock *dlock__hold_handle_owner(dlock__hold *hold);
 /* Mark hold, a READ hold about to be acquired, as a downgrade of write (a
  * write-class hold of the same owner and resource), for the backend
  * (dlock__hold_downgrade_of()), and pin write: its release waits until
@@ -192,8 +190,9 @@ void dlock__hold_tell_grant(dlock__hold *hold);
  * told, if not yet), no longer the handle's; true if it was lost while
  * still owed a release (the handle owes DLOCK_ELOST for it). */
 bool dlock__hold_supersede(dlock__hold *old);
-/* An ended hold leaves the client's registry. */
-void dlock__hold_unregister(dlock__hold *hold);
+/* An ended hold leaves the client's registry; the handle owning it
+ * (DLOCK_OWNER_HANDLE), or NULL. */
+dlock_lock *dlock__hold_unregister(dlock__hold *hold);
 /* End an ended hold on the server (the backend's release), once its
  * abandon and downgrades are settled; the backend's result. */
 int dlock__hold_release(dlock__hold *hold);

@@ -481,16 +481,6 @@ bool dlock__hold_live(dlock__hold *hold)
 	return live;
 }
 
-dlock_lock *dlock__hold_handle_owner(dlock__hold *hold)
-{
-	dlock_lock *owner;
-
-	g_mutex_lock(&hold->mu);
-	owner = hold->handle_owner;
-	g_mutex_unlock(&hold->mu);
-	return owner;
-}
-
 /* End the hold on the server (the backend's release). */
 static int release_on_server(dlock__hold *hold)
 {
@@ -500,21 +490,24 @@ static int release_on_server(dlock__hold *hold)
 	return hold->slot->ops->release(hold->slot->impl, hold);
 }
 
-void dlock__hold_unregister(dlock__hold *hold)
+dlock_lock *dlock__hold_unregister(dlock__hold *hold)
 {
 	dlock_client *client;
+	dlock_lock *owner;
 	bool registered;
 
 	g_mutex_lock(&hold->mu);
 	client = hold->client;
+	owner = hold->handle_owner;
 	g_mutex_unlock(&hold->mu);
-	if (!client)
-		return;
-	g_mutex_lock(&client->mu);
-	registered = g_hash_table_steal(client->holds, hold);
-	g_mutex_unlock(&client->mu);
-	if (registered)
-		dlock__hold_unref(hold);
+	if (client) {
+		g_mutex_lock(&client->mu);
+		registered = g_hash_table_steal(client->holds, hold);
+		g_mutex_unlock(&client->mu);
+		if (registered)
+			dlock__hold_unref(hold);
+	}
+	return owner;
 }
 
 int dlock__hold_release(dlock__hold *hold)

@@ -118,9 +118,8 @@ static dlock__hold *find_other(const dlock_lock *lock)
  */
 static int finish(dlock__hold *hold, dlock_lock *lock, bool by_owner)
 {
-	dlock_lock *owner = dlock__hold_handle_owner(hold);
+	dlock_lock *owner = dlock__hold_unregister(hold);
 
-	dlock__hold_unregister(hold);
 	if (owner) {
 		g_mutex_lock(&owner->mu);
 		if (owner->hold == hold) {
@@ -254,7 +253,8 @@ static void handle_place(dlock__hold *hold, dlock_lock *lock)
 void dlock__owner_install(dlock__hold *hold, dlock_lock *lock)
 {
 	dlock__hold_grant(hold, lock);
-	if (dlock__hold_handle_owner(hold))
+	/* The owner option is frozen since the first acquire began. */
+	if (lock->owner == DLOCK_OWNER_HANDLE)
 		handle_place(hold, lock);
 	else
 		g_hash_table_replace(thread_table(true), g_strdup(key_for_mode(lock, dlock__hold_mode(hold))),
