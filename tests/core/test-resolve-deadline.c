@@ -156,6 +156,7 @@ static int worker_ensemble(const char *uri)
 	if (dlock_client_new(uri, &client) != DLOCK_OK ||
 	    dlock_lock_new(client, "resolve/ensemble", &call.lock) != DLOCK_OK) {
 		printf("error client %s: %s\n", uri, dlock_last_error_message());
+		fflush(stdout);
 		return 1;
 	}
 	call.wait_ms = 20000;
@@ -185,6 +186,7 @@ static int worker_main(const char *uri)
 	    dlock_lock_new(client, "resolve/first", &first.lock) != DLOCK_OK ||
 	    dlock_lock_new(client, "resolve/second", &second.lock) != DLOCK_OK) {
 		printf("error client %s: %s\n", uri, dlock_last_error_message());
+		fflush(stdout);
 		return 1;
 	}
 	first.wait_ms = FIRST_WAIT_MS;

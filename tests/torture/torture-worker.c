@@ -21,10 +21,12 @@
  */
 #include "torture-worker.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 volatile sig_atomic_t tw_stopping;
 static GMutex out_lock;
@@ -65,8 +67,17 @@ bool tw_store_write(char mode, int owner, int res, uint64_t token)
 	g_mutex_lock(&out_lock);
 	printf("%c %" PRId64 " %d %" PRIu64 " 0 %c %d 0\n", EV_WRITE, g_get_monotonic_time(), res, token, mode, owner);
 	fflush(stdout);
-	if (!fgets(reply, sizeof(reply), stdin))
-		exit(0); /* the orchestrator is gone */
+	/* A stop asked meanwhile (SIGUSR1, without SA_RESTART) interrupts
+	 * the read: the answer is still to come, and the round ends as any
+	 * other, with the client freed before the exit.  At the end of stdin
+	 * the orchestrator is gone: leave at once, as a killed worker would,
+	 * running no exit handler (nor the leak check of a sanitized build)
+	 * beside the library's threads. */
+	while (!fgets(reply, sizeof(reply), stdin)) {
+		if (!ferror(stdin) || errno != EINTR)
+			_exit(0);
+		clearerr(stdin);
+	}
 	ok = reply[0] == '1';
 	g_mutex_unlock(&out_lock);
 	return ok;
