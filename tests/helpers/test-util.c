@@ -69,6 +69,15 @@ int test_slack_factor(void)
 	return 1;
 }
 
+bool test_under_valgrind(void)
+{
+#ifdef RUNNING_ON_VALGRIND
+	return RUNNING_ON_VALGRIND;
+#else
+	return false;
+#endif
+}
+
 int64_t test_slack(int64_t margin_ms)
 {
 	return margin_ms * test_slack_factor();

@@ -45,6 +45,8 @@ bool test_poll_window(bool (*cond)(void *), void *arg, int64_t window_ms);
  * a lease end, which holds at any speed).
  */
 int test_slack_factor(void);
+/* Whether the test runs under valgrind. */
+bool test_under_valgrind(void);
 int64_t test_slack(int64_t margin_ms);
 
 /* Whether thread tid of this process is asleep (state S in
