@@ -406,7 +406,7 @@ static void test_kazoo_read_and_write_locks_and_dlock_in_every_pairing(void **st
  * puts any other name after every sequence number): its read-write
  * lock's writers and readers pass an EXCLUSIVE hold's "-lock-" node, and
  * its InterProcessMutex passes WRITE's "__WRIT__" node, although dlock
- * sees theirs and keeps out of them.  Hence the README's rule: where
+ * sees theirs and keeps out of them.  Hence the rule in docs/zookeeper.md: where
  * Curator's read-write lock shares a path take WRITE (or READ), where
  * its mutex does EXCLUSIVE.
  */
