@@ -69,6 +69,7 @@ step_times=()
 tests_passed=0
 tests_failed=0
 tests_skipped=0
+failed_tests=()
 any_failed=0
 started=$SECONDS
 
@@ -126,6 +127,14 @@ test_step() {
 		/^Timeout:/         { bad += $2; seen = 1 }
 		/^Skipped:/         { skip += $2; seen = 1 }
 		END { if (seen) printf "%d %d %d\n", ok, bad, skip }' "$log")
+	# Each failed test's own line, "12/87 dlock:redis / redis-deadlines
+	# FAIL 9.1s ...", so that the summary names it (meson prints it
+	# twice: as it ends and again under "Summary of Failures").
+	local line
+	while IFS= read -r line; do
+		failed_tests+=("$name: $line")
+	done < <(awk '$1 ~ /^[0-9]+\/[0-9]+$/ && / (FAIL|TIMEOUT|UNEXPECTEDPASS) / {
+		sub(/^ +/, ""); gsub(/ +/, " "); if (!seen[$0]++) print }' "$log")
 	rm -f "$log"
 	if [[ -z "$counts" ]]; then
 		dlock_log "$name: meson test printed no summary (no tests ran?)"
@@ -192,6 +201,9 @@ summary() {
 			"$( ((quick)) && printf ' (--quick: no sanitizer, valgrind or fuzz pass)')" \
 			$((elapsed / 60)) $((elapsed % 60))
 	fi
+	for ((i = 0; i < ${#failed_tests[@]}; i++)); do
+		printf '  failed: %s\n' "${failed_tests[i]}"
+	done
 	printf 'test.sh: %d passed, %d failed, %d skipped\n' \
 		"$tests_passed" "$tests_failed" "$tests_skipped"
 }
