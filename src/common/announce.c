@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "mutex.h"
 #include "thread.h"
 
 typedef struct announcement {
@@ -29,7 +30,7 @@ typedef struct announcement {
 } announcement;
 
 struct dlock__announcer {
-	GMutex mu;
+	GMutex mu;            /* guards queue and stop (rank ANNOUNCE) */
 	GCond cond;
 	GQueue queue;         /* announcement *, not begun yet */
 	bool stop;            /* make those queued, then end */
@@ -46,7 +47,7 @@ static gpointer announce_main(gpointer data)
 {
 	dlock__announcer *announcer = data;
 
-	g_mutex_lock(&announcer->mu);
+	dlock__mutex_lock(&announcer->mu, DLOCK__RANK_ANNOUNCE);
 	for (;;) {
 		announcement *a = g_queue_pop_head(&announcer->queue);
 
@@ -56,12 +57,12 @@ static gpointer announce_main(gpointer data)
 			g_cond_wait(&announcer->cond, &announcer->mu);
 			continue;
 		}
-		g_mutex_unlock(&announcer->mu);
+		dlock__mutex_unlock(&announcer->mu);
 		a->slot->ops->announce(a->slot->impl, a->resource, a->id, a->token, a->ttl_ms);
 		announcement_free(a);
-		g_mutex_lock(&announcer->mu);
+		dlock__mutex_lock(&announcer->mu, DLOCK__RANK_ANNOUNCE);
 	}
-	g_mutex_unlock(&announcer->mu);
+	dlock__mutex_unlock(&announcer->mu);
 	return NULL;
 }
 
@@ -81,16 +82,17 @@ static void announcer_tell_stop(gpointer data)
 {
 	dlock__announcer *announcer = data;
 
-	g_mutex_lock(&announcer->mu);
+	dlock__mutex_lock(&announcer->mu, DLOCK__RANK_ANNOUNCE);
 	announcer->stop = true;
 	g_cond_signal(&announcer->cond);
-	g_mutex_unlock(&announcer->mu);
+	dlock__mutex_unlock(&announcer->mu);
 }
 
 /* Queue a, dropping the words for its resource that have not begun.
  * announcer->mu held. */
 static void enqueue_locked(dlock__announcer *announcer, announcement *a)
 {
+	dlock__mutex_assert_held(&announcer->mu);
 	for (GList *l = announcer->queue.head, *next; l; l = next) {
 		announcement *old = l->data;
 
@@ -121,22 +123,22 @@ void dlock__announce_later(dlock_client *client, dlock__slot *slot, const char *
 	/* Queued under client->mu, so that a stop, which marks the thread
 	 * stopped under it first, finds it queued and makes it before the
 	 * thread ends. */
-	g_mutex_lock(&client->mu);
+	dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
 	announcer = dlock__lazy_thread_get_locked(&client->announcer, "dlock-announce", announcer_new,
 	                                          announce_main, NULL);
 	if (announcer) {
-		g_mutex_lock(&announcer->mu);
+		dlock__mutex_lock(&announcer->mu, DLOCK__RANK_ANNOUNCE);
 		enqueue_locked(announcer, a);
-		g_mutex_unlock(&announcer->mu);
+		dlock__mutex_unlock(&announcer->mu);
 	}
-	g_mutex_unlock(&client->mu);
+	dlock__mutex_unlock(&client->mu);
 	if (!announcer)
 		announcement_free(a);
 }
 
 void dlock__announce_stop(dlock_client *client)
 {
-	dlock__announcer *announcer = dlock__lazy_thread_stop(&client->announcer, &client->mu,
+	dlock__announcer *announcer = dlock__lazy_thread_stop(&client->announcer, &client->mu, DLOCK__RANK_CLIENT,
 	                                                      announcer_tell_stop);
 
 	if (!announcer)

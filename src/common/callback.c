@@ -4,11 +4,12 @@
  * I/O threads and the watchdog never run user code and never wait for it.
  */
 #include "core.h"
+#include "mutex.h"
 #include "thread.h"
 
 /* A point in the queue that dlock__callbacks_flush() waits for. */
 typedef struct mark {
-	GMutex mu;
+	GMutex mu;        /* guards reached (rank CALLBACK_MARK) */
 	GCond cond;
 	bool reached;
 } mark;
@@ -30,10 +31,10 @@ static _Thread_local const dlock__callbacks *running;
 
 static void mark_reached(mark *m)
 {
-	g_mutex_lock(&m->mu);
+	dlock__mutex_lock(&m->mu, DLOCK__RANK_CALLBACK_MARK);
 	m->reached = true;
 	g_cond_signal(&m->cond);
-	g_mutex_unlock(&m->mu);
+	dlock__mutex_unlock(&m->mu);
 }
 
 static gpointer callback_main(gpointer data)
@@ -56,10 +57,10 @@ static gpointer callback_main(gpointer data)
 		if (lock->recipe_ops) {
 			lock->recipe_ops->event(lock->recipe, ev->kind, ev->code, ev->text);
 		} else {
-			g_mutex_lock(&lock->mu);
+			dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 			fn = lock->freed ? NULL : lock->state_fn;
 			user_data = lock->state_user_data;
-			g_mutex_unlock(&lock->mu);
+			dlock__mutex_unlock(&lock->mu);
 			if (fn)
 				fn(lock, (dlock_state)ev->code, user_data);
 		}
@@ -98,17 +99,17 @@ void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, dlock__
 	event *ev;
 	bool wanted;
 
-	g_mutex_lock(&client->mu);
-	g_mutex_lock(&lock->mu);
+	dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	/* A recipe's handle posts every event: whether its callback is set
 	 * is for the recipe to say when the event runs. */
 	wanted = !lock->freed && (lock->state_fn || lock->recipe_ops);
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 	cbs = wanted ? dlock__lazy_thread_get_locked(&client->callbacks, "dlock-callback", callbacks_new,
 	                                             callback_main, NULL)
 	             : NULL;
 	if (!cbs) {
-		g_mutex_unlock(&client->mu);
+		dlock__mutex_unlock(&client->mu);
 		return;
 	}
 	ev = g_new0(event, 1);
@@ -117,7 +118,7 @@ void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, dlock__
 	ev->code = code;
 	ev->text = g_strdup(text);
 	g_async_queue_push(cbs->queue, ev);
-	g_mutex_unlock(&client->mu);
+	dlock__mutex_unlock(&client->mu);
 }
 
 bool dlock__callbacks_on_thread(dlock_client *client)
@@ -140,19 +141,19 @@ void dlock__callbacks_flush(dlock_client *client)
 	m.reached = false;
 	/* Under client->mu, as events are posted: a stop that comes later
 	 * queues its sentinel after the mark. */
-	g_mutex_lock(&client->mu);
+	dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
 	cbs = client->callbacks.stopped ? NULL : dlock__lazy_thread_peek(&client->callbacks);
 	if (cbs) {
 		ev = g_new0(event, 1);
 		ev->mark = &m;
 		g_async_queue_push(cbs->queue, ev);
 	}
-	g_mutex_unlock(&client->mu);
+	dlock__mutex_unlock(&client->mu);
 	if (cbs) {
-		g_mutex_lock(&m.mu);
+		dlock__mutex_lock(&m.mu, DLOCK__RANK_CALLBACK_MARK);
 		while (!m.reached)
 			g_cond_wait(&m.cond, &m.mu);
-		g_mutex_unlock(&m.mu);
+		dlock__mutex_unlock(&m.mu);
 	}
 	g_cond_clear(&m.cond);
 	g_mutex_clear(&m.mu);
@@ -161,7 +162,7 @@ void dlock__callbacks_flush(dlock_client *client)
 /* Stop the thread after the events already queued, and join it. */
 void dlock__callbacks_stop(dlock_client *client)
 {
-	dlock__callbacks *cbs = dlock__lazy_thread_stop(&client->callbacks, &client->mu,
+	dlock__callbacks *cbs = dlock__lazy_thread_stop(&client->callbacks, &client->mu, DLOCK__RANK_CLIENT,
 	                                                callbacks_tell_stop);
 
 	if (!cbs)

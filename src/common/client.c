@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "core.h"
+#include "mutex.h"
 
 DLOCK_API const char *dlock_version(void)
 {
@@ -25,23 +26,23 @@ int dlock__client_enter(dlock_client *client)
 		return dlock__error(DLOCK_ECANCELED,
 		                    "the client was created in process %ld; this is a forked child",
 		                    (long)client->pid);
-	g_mutex_lock(&client->mu);
+	dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
 	if (client->closing) {
-		g_mutex_unlock(&client->mu);
+		dlock__mutex_unlock(&client->mu);
 		return dlock__error(DLOCK_ECANCELED, "the client is being freed");
 	}
 	client->active++;
-	g_mutex_unlock(&client->mu);
+	dlock__mutex_unlock(&client->mu);
 	return DLOCK_OK;
 }
 
 void dlock__client_leave(dlock_client *client)
 {
-	g_mutex_lock(&client->mu);
+	dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
 	/* Only teardown waits on idle; a broadcast costs a system call. */
 	if (--client->active == 0 && client->closing)
 		g_cond_broadcast(&client->idle);
-	g_mutex_unlock(&client->mu);
+	dlock__mutex_unlock(&client->mu);
 }
 
 static void slot_free(dlock__slot *slot)
@@ -306,12 +307,12 @@ static void stop_recipes(dlock_client *client)
 	GHashTableIter iter;
 	gpointer key;
 
-	g_mutex_lock(&client->mu);
+	dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
 	g_hash_table_iter_init(&iter, client->locks);
 	while (g_hash_table_iter_next(&iter, &key, NULL))
 		if (((dlock_lock *)key)->recipe_ops)
 			g_ptr_array_add(handles, dlock__lock_ref(key));
-	g_mutex_unlock(&client->mu);
+	dlock__mutex_unlock(&client->mu);
 	for (guint i = 0; i < handles->len; i++) {
 		dlock_lock *lock = handles->pdata[i];
 
@@ -340,16 +341,16 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 
 	/* Stop new calls, wake every waiter, and wait for calls in flight
 	 * (an observer's query among them: its next one is refused). */
-	g_mutex_lock(&client->mu);
+	dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
 	client->closing = true;
 	g_hash_table_iter_init(&iter, client->locks);
 	while (g_hash_table_iter_next(&iter, &key, NULL)) {
 		dlock_lock *lock = key;
 
-		g_mutex_lock(&lock->mu);
+		dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 		for (guint i = 0; i < lock->waiters->len; i++)
 			dlock__waiter_cancel(lock->waiters->pdata[i]);
-		g_mutex_unlock(&lock->mu);
+		dlock__mutex_unlock(&lock->mu);
 	}
 	while (client->active > 0)
 		g_cond_wait(&client->idle, &client->mu);
@@ -358,7 +359,7 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 	while (g_hash_table_iter_next(&iter, &key, NULL))
 		g_ptr_array_add(holds, key);
 	g_hash_table_steal_all(client->holds);
-	g_mutex_unlock(&client->mu);
+	dlock__mutex_unlock(&client->mu);
 
 	/* Elections' observers query through the client; none starts now. */
 	stop_recipes(client);
@@ -384,14 +385,14 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 	while (g_hash_table_iter_next(&iter, &key, NULL)) {
 		dlock_lock *lock = key;
 
-		g_mutex_lock(&lock->mu);
+		dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 		lock->client = NULL;
 		lock->slot = NULL;
 		if (lock->hold) {
 			dlock__hold_unref(lock->hold);
 			lock->hold = NULL;
 		}
-		g_mutex_unlock(&lock->mu);
+		dlock__mutex_unlock(&lock->mu);
 	}
 	g_hash_table_unref(client->locks);
 	g_hash_table_unref(client->holds);

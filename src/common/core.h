@@ -3,12 +3,8 @@
  * reentrancy tables (owner.c) and the callback thread.  Private to src/common;
  * backends see holds only through backend.h.
  *
- * Lock order, outermost first:  an election's turn, then its mu
- * (src/recipes/election.c), then hold->mu, then client->mu, then lock->mu, then a
- * waiter's mutex; the announcing thread's queue mutex (announce.c) is
- * taken under any of them and nothing under it.  No I/O is done while
- * holding any of them but the turn, which a resignation keeps across its
- * release.
+ * The lock order is the rank table of src/kit/mutex.h: the core's
+ * mutexes rank hold->mu, then client->mu, then lock->mu.
  */
 #ifndef DLOCK_COMMON_CORE_H
 #define DLOCK_COMMON_CORE_H
@@ -57,7 +53,7 @@ struct dlock_client {
 	dlock__slot *default_slot;
 	int64_t default_wait_ms; /* [defaults] wait, -1 when not configured */
 
-	GMutex mu;
+	GMutex mu;               /* guards everything below (rank CLIENT) */
 	GCond idle;              /* signalled when active drops to 0 */
 	bool closing;            /* dlock_client_free() has begun */
 	unsigned active;         /* calls in flight (dlock__client_enter) */
@@ -76,7 +72,7 @@ struct dlock_lock {
 	                          * per-thread tables */
 	char *read_key;          /* and of its READ holds */
 
-	GMutex mu;               /* guards everything below */
+	GMutex mu;               /* guards everything below (rank LOCK) */
 	bool started;            /* an acquire has begun: options are frozen */
 	bool freed;
 	dlock_owner owner;

@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "core.h"
+#include "mutex.h"
 
 typedef enum hold_phase {
 	HOLD_ACQUIRING,  /* the backend is taking it */
@@ -48,7 +49,7 @@ typedef struct hold_via {
 
 struct dlock__hold {
 	gatomicrefcount ref;
-	GMutex mu;               /* guards the fields below the line */
+	GMutex mu;               /* guards the fields below the line (rank HOLD) */
 	/* fixed at creation */
 	dlock__slot *slot;
 	char *resource;
@@ -92,7 +93,7 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock)
 	hold->holder.pid = client->pid;
 	hold->holder.tid = dlock__self_tid();
 	hold->holder.since_ms = dlock__wall_ms();
-	g_mutex_lock(&lock->mu);
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	hold->mode = lock->mode;
 	hold->permits = lock->permits;
 	/* Only a lease has a TTL and a watchdog; elsewhere the handle's
@@ -105,7 +106,7 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock)
 		hold->handle_owner = lock;
 	if (lock->recipe_ops)
 		hold->holder.id = g_strdup(lock->recipe_ops->holder_id(lock->recipe));
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 	hold->client = client;
 	hold->phase = HOLD_ACQUIRING;
 	atomic_init(&hold->valid_until_us, INT64_MAX);
@@ -186,9 +187,9 @@ void *dlock__hold_backend_data(const dlock__hold *hold)
 
 void dlock__hold_set_token(dlock__hold *hold, uint64_t token)
 {
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	hold->token = token;
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 }
 
 void dlock__hold_set_valid_until(dlock__hold *hold, int64_t boot_us)
@@ -201,6 +202,7 @@ void dlock__hold_set_valid_until(dlock__hold *hold, int64_t boot_us)
 /* Granted and, as far as we know, still ours on the server. */
 static bool live_locked(const dlock__hold *hold)
 {
+	dlock__mutex_assert_held(&hold->mu);
 	return hold->phase == HOLD_HELD || hold->phase == HOLD_SUSPENDED;
 }
 
@@ -208,12 +210,14 @@ static bool live_locked(const dlock__hold *hold)
  * release (a lost hold too, whose key may still be ours there). */
 static bool owes_release_locked(const dlock__hold *hold)
 {
+	dlock__mutex_assert_held(&hold->mu);
 	return live_locked(hold) || hold->phase == HOLD_LOST;
 }
 
 /* Ended on our side: a reference to it is stale. */
 static bool ended_locked(const dlock__hold *hold)
 {
+	dlock__mutex_assert_held(&hold->mu);
 	return hold->phase == HOLD_RELEASED;
 }
 
@@ -226,6 +230,7 @@ static bool ended_locked(const dlock__hold *hold)
  */
 static void tell_grant_locked(dlock__hold *hold)
 {
+	dlock__mutex_assert_held(&hold->mu);
 	if (hold->tell_grant && hold->client)
 		dlock__callbacks_post_event(hold->client, hold->tell_grant, DLOCK__EVENT_GRANT, 0, NULL);
 	hold->tell_grant = NULL;
@@ -235,6 +240,7 @@ static void tell_grant_locked(dlock__hold *hold)
  * out a suspension.  Called with hold->mu held. */
 static void notify_locked(dlock__hold *hold, dlock_state state)
 {
+	dlock__mutex_assert_held(&hold->mu);
 	tell_grant_locked(hold);
 	for (guint i = 0; i < hold->waiters->len; i++)
 		dlock__waiter_wake(hold->waiters->pdata[i]);
@@ -264,6 +270,7 @@ static void check_expiry_locked(dlock__hold *hold)
 {
 	int64_t until;
 
+	dlock__mutex_assert_held(&hold->mu);
 	if (!live_locked(hold))
 		return;
 	until = atomic_load(&hold->valid_until_us);
@@ -285,18 +292,18 @@ static void check_expiry_locked(dlock__hold *hold)
  */
 static void abandon_if_due(dlock__hold *hold)
 {
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	if (hold->abandon != ABANDON_DUE) {
-		g_mutex_unlock(&hold->mu);
+		dlock__mutex_unlock(&hold->mu);
 		return;
 	}
 	hold->abandon = ABANDON_RUNNING;
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 	hold->slot->ops->abandon(hold->slot->impl, hold);
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	hold->abandon = ABANDON_DONE;
 	g_cond_broadcast(&hold->settled);
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 }
 
 /* Before the release on the server: an abandon under way finishes first
@@ -306,6 +313,7 @@ static void abandon_if_due(dlock__hold *hold)
  * hold->mu held. */
 static void settle_locked(dlock__hold *hold)
 {
+	dlock__mutex_assert_held(&hold->mu);
 	while (hold->abandon == ABANDON_RUNNING || hold->pins > 0)
 		g_cond_wait(&hold->settled, &hold->mu);
 	if (hold->abandon == ABANDON_DUE)
@@ -328,20 +336,20 @@ bool dlock__hold_set_downgrade(dlock__hold *hold, dlock__hold *write)
 	bool live = false;
 
 	if (write) {
-		g_mutex_lock(&write->mu);
+		dlock__mutex_lock(&write->mu, DLOCK__RANK_HOLD);
 		check_expiry_locked(write);
 		live = live_locked(write);
 		if (live)
 			write->pins++;
-		g_mutex_unlock(&write->mu);
+		dlock__mutex_unlock(&write->mu);
 		abandon_if_due(write);
 	}
 	hold->downgrade_of = live ? dlock__hold_ref(write) : NULL;
 	if (old) {
-		g_mutex_lock(&old->mu);
+		dlock__mutex_lock(&old->mu, DLOCK__RANK_HOLD);
 		if (--old->pins == 0)
 			g_cond_broadcast(&old->settled);
-		g_mutex_unlock(&old->mu);
+		dlock__mutex_unlock(&old->mu);
 		dlock__hold_unref(old);
 	}
 	return live;
@@ -356,6 +364,7 @@ bool dlock__hold_set_downgrade(dlock__hold *hold, dlock__hold *write)
  */
 static void end_locked(dlock__hold *hold)
 {
+	dlock__mutex_assert_held(&hold->mu);
 	tell_grant_locked(hold);
 	hold->phase = HOLD_RELEASED;
 	hold->count = 0;
@@ -366,6 +375,7 @@ static void end_locked(dlock__hold *hold)
 /* End it locally if it owes the server a release; true if so. */
 static bool end_owed_locked(dlock__hold *hold)
 {
+	dlock__mutex_assert_held(&hold->mu);
 	if (!owes_release_locked(hold))
 		return false;
 	end_locked(hold);
@@ -374,7 +384,7 @@ static bool end_owed_locked(dlock__hold *hold)
 
 void dlock__hold_report(dlock__hold *hold, dlock_state state)
 {
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	switch (state) {
 	case DLOCK_STATE_SUSPENDED:
 		if (hold->phase == HOLD_HELD) {
@@ -397,7 +407,7 @@ void dlock__hold_report(dlock__hold *hold, dlock_state state)
 		}
 		break;
 	}
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 }
 
 /* ---- counts ----------------------------------------------------------- */
@@ -407,6 +417,7 @@ static void count_up_locked(dlock__hold *hold, dlock_lock *lock)
 {
 	hold_via via = { lock, 1 };
 
+	dlock__mutex_assert_held(&hold->mu);
 	hold->count++;
 	for (guint i = 0; i < hold->via->len; i++) {
 		hold_via *v = &g_array_index(hold->via, hold_via, i);
@@ -425,6 +436,7 @@ static bool count_down_locked(dlock__hold *hold, dlock_lock *lock)
 {
 	hold_via *any = NULL;
 
+	dlock__mutex_assert_held(&hold->mu);
 	for (guint i = 0; i < hold->via->len; i++) {
 		hold_via *v = &g_array_index(hold->via, hold_via, i);
 
@@ -445,6 +457,7 @@ static bool count_down_locked(dlock__hold *hold, dlock_lock *lock)
 /* Take away every count that came through lock. */
 static void drop_counts_locked(dlock__hold *hold, const dlock_lock *lock)
 {
+	dlock__mutex_assert_held(&hold->mu);
 	for (guint i = 0; i < hold->via->len; i++) {
 		hold_via *via = &g_array_index(hold->via, hold_via, i);
 
@@ -462,9 +475,9 @@ bool dlock__hold_stale(dlock__hold *hold, const dlock_client *client)
 {
 	bool stale;
 
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	stale = ended_locked(hold) || hold->client != client;
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 	return stale;
 }
 
@@ -472,10 +485,10 @@ bool dlock__hold_live(dlock__hold *hold)
 {
 	bool live;
 
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	check_expiry_locked(hold);
 	live = live_locked(hold);
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 	if (!live)
 		abandon_if_due(hold);
 	return live;
@@ -484,9 +497,9 @@ bool dlock__hold_live(dlock__hold *hold)
 /* End the hold on the server (the backend's release). */
 static int release_on_server(dlock__hold *hold)
 {
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	settle_locked(hold);
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 	return hold->slot->ops->release(hold->slot->impl, hold);
 }
 
@@ -496,14 +509,14 @@ dlock_lock *dlock__hold_unregister(dlock__hold *hold)
 	dlock_lock *owner;
 	bool registered;
 
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	client = hold->client;
 	owner = hold->handle_owner;
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 	if (client) {
-		g_mutex_lock(&client->mu);
+		dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
 		registered = g_hash_table_steal(client->holds, hold);
-		g_mutex_unlock(&client->mu);
+		dlock__mutex_unlock(&client->mu);
 		if (registered)
 			dlock__hold_unref(hold);
 	}
@@ -526,50 +539,50 @@ void dlock__hold_grant(dlock__hold *hold, dlock_lock *lock)
 	 * (dlock__hold_tell_grant()), after an older hold's loss and after the
 	 * grant itself (reports from now on are told as they come, each after
 	 * the grant: tell_grant_locked()). */
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	count_up_locked(hold, lock);
 	hold->granted_as = hold->phase;
 	if (hold->phase == HOLD_ACQUIRING)
 		hold->phase = HOLD_HELD;
 	if (lock->recipe_ops)
 		hold->tell_grant = lock;
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 
-	g_mutex_lock(&client->mu);
+	dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
 	g_hash_table_add(client->holds, dlock__hold_ref(hold));
-	g_mutex_unlock(&client->mu);
+	dlock__mutex_unlock(&client->mu);
 }
 
 void dlock__hold_tell_grant(dlock__hold *hold)
 {
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	tell_grant_locked(hold);
 	if (hold->granted_as == HOLD_SUSPENDED && hold->phase == HOLD_SUSPENDED)
 		notify_locked(hold, DLOCK_STATE_SUSPENDED);
 	else if (hold->granted_as == HOLD_LOST && hold->phase == HOLD_LOST)
 		notify_locked(hold, DLOCK_STATE_LOST);
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 }
 
 bool dlock__hold_supersede(dlock__hold *old)
 {
 	bool lost;
 
-	g_mutex_lock(&old->mu);
+	dlock__mutex_lock(&old->mu, DLOCK__RANK_HOLD);
 	lost = owes_release_locked(old);
 	if (live_locked(old))
 		notify_locked(old, DLOCK_STATE_LOST);
 	end_locked(old);
 	old->handle_owner = NULL;
-	g_mutex_unlock(&old->mu);
+	dlock__mutex_unlock(&old->mu);
 	return lost;
 }
 
 void dlock__hold_discard(dlock__hold *hold)
 {
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	end_locked(hold);
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 	release_on_server(hold);
 }
 
@@ -582,7 +595,7 @@ static int reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us, boo
 	dlock__waiter *waiter = NULL;
 	int rc = DLOCK_OK;
 
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	for (;;) {
 		check_expiry_locked(hold);
 		if (hold->phase == HOLD_HELD) {
@@ -607,9 +620,9 @@ static int reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us, boo
 		}
 		uint64_t seen = dlock__waiter_seq(waiter);
 
-		g_mutex_unlock(&hold->mu);
+		dlock__mutex_unlock(&hold->mu);
 		rc = dlock__waiter_sleep(waiter, seen, deadline_us);
-		g_mutex_lock(&hold->mu);
+		dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 		if (rc == DLOCK_ETIMEDOUT && hold->phase == HOLD_SUSPENDED) {
 			rc = dlock__error(DLOCK_ETIMEDOUT,
 			                  "lock '%s' is suspended and was not confirmed before the deadline",
@@ -624,7 +637,7 @@ static int reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us, boo
 	}
 	if (waiter)
 		g_ptr_array_remove_fast(hold->waiters, waiter);
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 	if (waiter) {
 		dlock__lock_remove_waiter(lock, waiter);
 		dlock__waiter_free(waiter);
@@ -647,7 +660,7 @@ int dlock__hold_count_down(dlock__hold *hold, dlock_lock *lock, bool *ret_last)
 	bool last = false;
 	int rc = DLOCK_OK;
 
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	check_expiry_locked(hold);
 	switch (hold->phase) {
 	case HOLD_LOST:
@@ -666,7 +679,7 @@ int dlock__hold_count_down(dlock__hold *hold, dlock_lock *lock, bool *ret_last)
 		rc = dlock__error(DLOCK_ENOTHELD, "lock '%s' is not held by the caller", lock->resource);
 		break;
 	}
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 	*ret_last = last;
 	return rc;
 }
@@ -675,10 +688,10 @@ bool dlock__hold_drop_lock(dlock__hold *hold, dlock_lock *lock)
 {
 	bool last;
 
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	drop_counts_locked(hold, lock);
 	last = (hold->count == 0 || hold->handle_owner == lock) && end_owed_locked(hold);
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 	return last;
 }
 
@@ -687,7 +700,7 @@ dlock_hold dlock__hold_state(dlock__hold *hold, uint64_t *ret_token)
 	dlock_hold state;
 	bool due;
 
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	check_expiry_locked(hold);
 	switch (hold->phase) {
 	case HOLD_HELD:
@@ -706,7 +719,7 @@ dlock_hold dlock__hold_state(dlock__hold *hold, uint64_t *ret_token)
 	if (ret_token && live_locked(hold))
 		*ret_token = hold->token;
 	due = hold->abandon == ABANDON_DUE;
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 	if (due)
 		abandon_if_due(hold);
 	return state;
@@ -716,12 +729,12 @@ void dlock__hold_teardown(dlock__hold *hold)
 {
 	bool release;
 
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	release = owes_release_locked(hold);
 	end_locked(hold);
 	hold->client = NULL;
 	g_array_set_size(hold->via, 0);
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 	if (release)
 		release_on_server(hold);
 }
@@ -731,12 +744,12 @@ dlock_client *dlock__hold_end_at_exit(dlock__hold *hold)
 	dlock_client *client;
 	bool entered = false;
 
-	g_mutex_lock(&hold->mu);
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
 	client = hold->client;
 	if (client && owes_release_locked(hold) && dlock__client_enter(client) == DLOCK_OK) {
 		end_locked(hold);
 		entered = true;
 	}
-	g_mutex_unlock(&hold->mu);
+	dlock__mutex_unlock(&hold->mu);
 	return entered ? client : NULL;
 }

@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "core.h"
+#include "mutex.h"
 
 dlock_lock *dlock__lock_ref(dlock_lock *lock)
 {
@@ -53,11 +54,11 @@ static bool call_begin(const dlock_lock *handle)
 	dlock_lock *lock = (dlock_lock *)handle; /* its mutex and counter only */
 	bool counted;
 
-	g_mutex_lock(&lock->mu);
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	counted = !lock->freed;
 	if (counted)
 		lock->calls++;
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 	return counted;
 }
 
@@ -65,11 +66,11 @@ static void call_end(const dlock_lock *handle)
 {
 	dlock_lock *lock = (dlock_lock *)handle;
 
-	g_mutex_lock(&lock->mu);
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	/* Only dlock_lock_free() waits on idle; a broadcast costs a system call. */
 	if (--lock->calls == 0 && lock->freed)
 		g_cond_broadcast(&lock->idle);
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 }
 
 int dlock__lock_enter(dlock_lock *lock, const char *what)
@@ -153,9 +154,9 @@ DLOCK_API int dlock_lock_new(dlock_client *client, const char *resource, dlock_l
 	lock->permits = 1;
 	lock->waiters = g_ptr_array_new();
 
-	g_mutex_lock(&client->mu);
+	dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
 	g_hash_table_add(client->locks, lock);
-	g_mutex_unlock(&client->mu);
+	dlock__mutex_unlock(&client->mu);
 	dlock__client_leave(client);
 	*ret_lock = lock;
 	return DLOCK_OK;
@@ -168,11 +169,11 @@ static GPtrArray *client_holds(dlock_client *client)
 	GHashTableIter iter;
 	gpointer key;
 
-	g_mutex_lock(&client->mu);
+	dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
 	g_hash_table_iter_init(&iter, client->holds);
 	while (g_hash_table_iter_next(&iter, &key, NULL))
 		g_ptr_array_add(holds, dlock__hold_ref(key));
-	g_mutex_unlock(&client->mu);
+	dlock__mutex_unlock(&client->mu);
 	return holds;
 }
 
@@ -189,22 +190,22 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock)
 		/* Refuse new calls, wake this handle's waiters, and wait for
 		 * every call in flight: an acquire granted meanwhile has either
 		 * installed its hold (dropped below) or released it. */
-		g_mutex_lock(&lock->mu);
+		dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 		lock->freed = true;
 		for (guint i = 0; i < lock->waiters->len; i++)
 			dlock__waiter_cancel(lock->waiters->pdata[i]);
 		while (lock->calls > 0)
 			g_cond_wait(&lock->idle, &lock->mu);
-		g_mutex_unlock(&lock->mu);
+		dlock__mutex_unlock(&lock->mu);
 
 		holds = client_holds(client);
 		for (guint i = 0; i < holds->len; i++)
 			dlock__owner_drop(holds->pdata[i], lock);
 		g_ptr_array_unref(holds);
 
-		g_mutex_lock(&client->mu);
+		dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
 		g_hash_table_remove(client->locks, lock);
-		g_mutex_unlock(&client->mu);
+		dlock__mutex_unlock(&client->mu);
 	} else if (client) {
 		/* In a forked child: the parent's structures are not ours to
 		 * touch; the memory goes when the child exits or execs. */
@@ -221,9 +222,9 @@ static int option_begin(dlock_lock *lock, const char *what)
 		return dlock__error(DLOCK_EINVAL, "%s: lock is NULL", what);
 	if (!lock->client || dlock__client_forked(lock->client))
 		return dlock__error(DLOCK_ECANCELED, "%s: client was freed or belongs to the parent process", what);
-	g_mutex_lock(&lock->mu);
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	if (lock->started) {
-		g_mutex_unlock(&lock->mu);
+		dlock__mutex_unlock(&lock->mu);
 		return dlock__error(DLOCK_EINVAL, "%s: options must be set before the first acquire", what);
 	}
 	return DLOCK_OK;
@@ -261,13 +262,13 @@ DLOCK_API int dlock_lock_set_ttl(dlock_lock *lock, int64_t ttl_ms)
 	if (rc != DLOCK_OK)
 		return rc;
 	if (ttl_ms < DLOCK__TTL_MIN_MS || ttl_ms > DLOCK__TTL_MAX_MS) {
-		g_mutex_unlock(&lock->mu);
+		dlock__mutex_unlock(&lock->mu);
 		return dlock__error(DLOCK_EINVAL, "ttl %" G_GINT64_FORMAT " ms is outside the range from the "
 		                    "minimum of %d ms to the maximum of %" G_GINT64_FORMAT " ms (7 days)",
 		                    ttl_ms, DLOCK__TTL_MIN_MS, DLOCK__TTL_MAX_MS);
 	}
 	lock->ttl_ms = ttl_ms;
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 	return DLOCK_OK;
 }
 
@@ -278,7 +279,7 @@ DLOCK_API int dlock_lock_set_watchdog(dlock_lock *lock, int enabled)
 	if (rc != DLOCK_OK)
 		return rc;
 	lock->watchdog = enabled ? 1 : 0;
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 	return DLOCK_OK;
 }
 
@@ -289,11 +290,11 @@ DLOCK_API int dlock_lock_set_owner(dlock_lock *lock, dlock_owner owner)
 	if (rc != DLOCK_OK)
 		return rc;
 	if (owner != DLOCK_OWNER_THREAD && owner != DLOCK_OWNER_HANDLE) {
-		g_mutex_unlock(&lock->mu);
+		dlock__mutex_unlock(&lock->mu);
 		return dlock__error(DLOCK_EINVAL, "unknown owner mode %d", (int)owner);
 	}
 	lock->owner = owner;
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 	return DLOCK_OK;
 }
 
@@ -304,12 +305,12 @@ DLOCK_API int dlock_lock_set_mode(dlock_lock *lock, dlock_mode mode)
 	if (rc != DLOCK_OK)
 		return rc;
 	if (mode != DLOCK_MODE_EXCLUSIVE && mode != DLOCK_MODE_READ && mode != DLOCK_MODE_WRITE) {
-		g_mutex_unlock(&lock->mu);
+		dlock__mutex_unlock(&lock->mu);
 		return dlock__error(DLOCK_EINVAL, "dlock_lock_set_mode: unknown mode %d (EXCLUSIVE 0, "
 		                    "READ 1, WRITE 2)", (int)mode);
 	}
 	lock->mode = (dlock__mode)mode;
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 	return DLOCK_OK;
 }
 
@@ -320,12 +321,12 @@ DLOCK_API int dlock_lock_set_permits(dlock_lock *lock, uint32_t permits)
 	if (rc != DLOCK_OK)
 		return rc;
 	if (permits < 1 || permits > DLOCK_PERMITS_MAX) {
-		g_mutex_unlock(&lock->mu);
+		dlock__mutex_unlock(&lock->mu);
 		return dlock__error(DLOCK_EINVAL, "dlock_lock_set_permits: %" PRIu32 " permits is outside "
 		                    "the range from 1 (a lock) to %u", permits, DLOCK_PERMITS_MAX);
 	}
 	lock->permits = permits;
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 	return DLOCK_OK;
 }
 
@@ -344,19 +345,19 @@ DLOCK_API int dlock_lock_set_backend(dlock_lock *lock, const char *backend)
 		/* A URI given where a name goes may carry a password. */
 		char *shown = dlock__uri_redact(backend);
 
-		g_mutex_unlock(&lock->mu);
+		dlock__mutex_unlock(&lock->mu);
 		rc = dlock__error(DLOCK_EINVAL, "no backend named '%s' in this client", shown);
 		g_free(shown);
 		return rc;
 	}
 	if (found->ops->check_resource &&
 	    (rc = found->ops->check_resource(found->impl, lock->resource)) != DLOCK_OK) {
-		g_mutex_unlock(&lock->mu);
+		dlock__mutex_unlock(&lock->mu);
 		return rc;
 	}
 	lock->slot = found;
 	thread_keys_set(lock, found);
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 	return DLOCK_OK;
 }
 
@@ -366,10 +367,10 @@ DLOCK_API int dlock_lock_set_state_callback(dlock_lock *lock, dlock_state_fn fn,
 		return dlock__error(DLOCK_EINVAL, "dlock_lock_set_state_callback: lock is NULL");
 	if (!lock->client || dlock__client_forked(lock->client))
 		return dlock__error(DLOCK_ECANCELED, "client was freed or belongs to the parent process");
-	g_mutex_lock(&lock->mu);
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	lock->state_fn = fn;
 	lock->state_user_data = user_data;
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 	return DLOCK_OK;
 }
 
@@ -390,27 +391,27 @@ DLOCK_API const char *dlock_lock_backend_name(const dlock_lock *lock)
 
 void dlock__lock_add_waiter(dlock_lock *lock, dlock__waiter *waiter)
 {
-	g_mutex_lock(&lock->mu);
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	g_ptr_array_add(lock->waiters, waiter);
 	if (lock->freed || lock->closing)
 		dlock__waiter_cancel(waiter);
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 }
 
 void dlock__lock_cancel_all(dlock_lock *lock)
 {
-	g_mutex_lock(&lock->mu);
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	lock->closing = true;
 	for (guint i = 0; i < lock->waiters->len; i++)
 		dlock__waiter_cancel(lock->waiters->pdata[i]);
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 }
 
 void dlock__lock_remove_waiter(dlock_lock *lock, dlock__waiter *waiter)
 {
-	g_mutex_lock(&lock->mu);
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	g_ptr_array_remove_fast(lock->waiters, waiter);
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 }
 
 /*
@@ -422,9 +423,9 @@ static bool grant_refused(dlock_lock *lock, dlock__hold *hold)
 {
 	bool freed;
 
-	g_mutex_lock(&lock->mu);
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	freed = lock->freed;
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 	if (!freed)
 		return false;
 	dlock__hold_discard(hold);
@@ -456,7 +457,7 @@ static int freeze_options(dlock_lock *lock)
 {
 	int rc = DLOCK_OK;
 
-	g_mutex_lock(&lock->mu);
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	if (!lock->started && lock->recipe_ops &&
 	    (lock->mode != DLOCK__MODE_EXCLUSIVE || lock->permits != 1))
 		rc = dlock__error(DLOCK_EINVAL, "%s '%s': its lock handle was given a mode or "
@@ -466,7 +467,7 @@ static int freeze_options(dlock_lock *lock)
 		rc = check_support(lock->slot, lock->resource, lock->mode, lock->permits);
 	if (rc == DLOCK_OK)
 		lock->started = true;
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 	return rc;
 }
 
@@ -544,10 +545,10 @@ DLOCK_API int dlock_lock_cancel(dlock_lock *lock)
 	 * free has begun, the waiters are canceled already. */
 	if (!call_begin(lock))
 		return DLOCK_OK;
-	g_mutex_lock(&lock->mu);
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	for (guint i = 0; i < lock->waiters->len; i++)
 		dlock__waiter_cancel(lock->waiters->pdata[i]);
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 	call_end(lock);
 	return DLOCK_OK;
 }

@@ -23,6 +23,7 @@
 #include <inttypes.h>
 
 #include "core.h"
+#include "mutex.h"
 
 static void thread_table_destroy(gpointer data);
 
@@ -72,15 +73,15 @@ dlock__hold *dlock__owner_find(const dlock_lock *lock)
 	dlock__hold *hold = NULL;
 	dlock__mode mode;
 
-	g_mutex_lock(&mlock->mu);
+	dlock__mutex_lock(&mlock->mu, DLOCK__RANK_LOCK);
 	if (lock->owner == DLOCK_OWNER_HANDLE) {
 		if (lock->hold)
 			hold = dlock__hold_ref(lock->hold);
-		g_mutex_unlock(&mlock->mu);
+		dlock__mutex_unlock(&mlock->mu);
 		return hold;
 	}
 	mode = lock->mode;
-	g_mutex_unlock(&mlock->mu);
+	dlock__mutex_unlock(&mlock->mu);
 	return table_find(lock, key_for_mode(lock, mode));
 }
 
@@ -96,13 +97,13 @@ static dlock__hold *find_other(const dlock_lock *lock)
 	dlock__hold *hold;
 	dlock__mode mode;
 
-	g_mutex_lock(&mlock->mu);
+	dlock__mutex_lock(&mlock->mu, DLOCK__RANK_LOCK);
 	mode = lock->mode;
 	if (lock->owner == DLOCK_OWNER_HANDLE) {
-		g_mutex_unlock(&mlock->mu);
+		dlock__mutex_unlock(&mlock->mu);
 		return NULL;
 	}
-	g_mutex_unlock(&mlock->mu);
+	dlock__mutex_unlock(&mlock->mu);
 	hold = table_find(lock, mode == DLOCK__MODE_READ ? lock->thread_key : lock->read_key);
 	if (hold && !dlock__hold_live(hold)) {
 		dlock__hold_unref(hold);
@@ -121,12 +122,12 @@ static int finish(dlock__hold *hold, dlock_lock *lock, bool by_owner)
 	dlock_lock *owner = dlock__hold_unregister(hold);
 
 	if (owner) {
-		g_mutex_lock(&owner->mu);
+		dlock__mutex_lock(&owner->mu, DLOCK__RANK_LOCK);
 		if (owner->hold == hold) {
 			owner->hold = NULL;
 			dlock__hold_unref(hold);
 		}
-		g_mutex_unlock(&owner->mu);
+		dlock__mutex_unlock(&owner->mu);
 	} else if (by_owner && lock) {
 		GHashTable *table = thread_table(false);
 		const char *key = key_for_mode(lock, dlock__hold_mode(hold));
@@ -235,16 +236,16 @@ static void handle_place(dlock__hold *hold, dlock_lock *lock)
 {
 	dlock__hold *old;
 
-	g_mutex_lock(&lock->mu);
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	old = lock->hold;
 	lock->hold = dlock__hold_ref(hold);
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 	if (!old)
 		return;
 	if (dlock__hold_supersede(old)) {
-		g_mutex_lock(&lock->mu);
+		dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 		lock->lost_pending = true;
-		g_mutex_unlock(&lock->mu);
+		dlock__mutex_unlock(&lock->mu);
 	}
 	finish(old, lock, false);
 	dlock__hold_unref(old);
@@ -272,10 +273,10 @@ static bool take_lost_pending(dlock_lock *lock)
 {
 	bool pending;
 
-	g_mutex_lock(&lock->mu);
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	pending = lock->lost_pending;
 	lock->lost_pending = false;
-	g_mutex_unlock(&lock->mu);
+	dlock__mutex_unlock(&lock->mu);
 	return pending;
 }
 

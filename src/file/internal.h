@@ -42,11 +42,12 @@ static inline const file_backend *file_of_const(const dlock__backend *backend)
 struct file_backend {
 	const dlock__logger *logger;
 	char *dir;
-	GMutex lazy_mu;     /* guards starting the watch thread */
+	GMutex lazy_mu;     /* guards starting the watch thread (rank THREAD_START) */
 	dlock__lazy_thread watch; /* file_watch * */
 	dlock__file_wakes *wakes; /* mapped futex words (wake.c) */
 	GMutex rw_mu;       /* guards the link between a write hold and the read
-	                     * hold its owner made by a downgrade (lockfile.c) */
+	                     * hold its owner made by a downgrade (lockfile.c;
+	                     * rank FILE_RW) */
 };
 
 /* The lock file's byte ranges (readers.c explains them). */

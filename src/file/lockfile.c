@@ -32,6 +32,7 @@
 #include "clock.h"
 #include "error.h"
 #include "internal.h"
+#include "mutex.h"
 
 #define BACKOFF_FIRST_US (10 * 1000)
 #define BACKOFF_CAP_US (200 * 1000)
@@ -276,9 +277,9 @@ static int downgrade(file_backend *b, dlock__hold *hold, dlock__hold *write)
 	file_hold *fw = dlock__hold_backend_data(write);
 	file_hold *fr;
 
-	g_mutex_lock(&b->rw_mu);
+	dlock__mutex_lock(&b->rw_mu, DLOCK__RANK_FILE_RW);
 	if (!fw || fw->read || fw->fd < 0 || fw->peer) {
-		g_mutex_unlock(&b->rw_mu);
+		dlock__mutex_unlock(&b->rw_mu);
 		return dlock__error(DLOCK_EBACKEND, "lock '%s': the write hold to downgrade is not there",
 		                    dlock__hold_resource(hold));
 	}
@@ -297,7 +298,7 @@ static int downgrade(file_backend *b, dlock__hold *hold, dlock__hold *write)
 	dlock__hold_set_token(hold, fr->fence);
 	dlock__hold_set_backend_data(hold, fr);
 	fr->watch = dlock__file_watch_hold(b, fr->path, fw->fd, hold);
-	g_mutex_unlock(&b->rw_mu);
+	dlock__mutex_unlock(&b->rw_mu);
 	return DLOCK_OK;
 }
 
@@ -495,17 +496,17 @@ int dlock__file_release(dlock__backend *backend, dlock__hold *hold)
 	if (!fh)
 		return DLOCK_OK;
 	dlock__hold_set_backend_data(hold, NULL);
-	g_mutex_lock(&b->rw_mu);
+	dlock__mutex_lock(&b->rw_mu, DLOCK__RANK_FILE_RW);
 	peer = fh->peer;
 	if (peer)
 		peer->peer = fh->peer = NULL;
 	if (peer && !fh->read && pass_to_reader(b, fh, peer)) {
 		dlock__file_unwatch_hold(b, fh->watch, hold);
-		g_mutex_unlock(&b->rw_mu);
+		dlock__mutex_unlock(&b->rw_mu);
 		file_hold_free(fh);
 		return DLOCK_OK;
 	}
-	g_mutex_unlock(&b->rw_mu);
+	dlock__mutex_unlock(&b->rw_mu);
 	if (fh->fd >= 0) {
 		dlock__file_unwatch_hold(b, fh->watch, hold);
 		if (fh->read || fh->permit >= 0)

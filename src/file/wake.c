@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "mutex.h"
 
 #define WAKE_PAGE 4096
 #define WAKE_OFFSET (WAKE_PAGE - 4)
@@ -104,7 +105,7 @@ typedef struct wake_map {
 } wake_map;
 
 struct dlock__file_wakes {
-	GMutex mu;
+	GMutex mu;           /* guards both tables (rank FILE_WAKE) */
 	GHashTable *by_path; /* char * -> wake_map * */
 	GPtrArray *retired;  /* words of replaced files */
 };
@@ -145,14 +146,14 @@ static const uint32_t *word_get(dlock__file_wakes *w, int fd, const char *path, 
 	*ret_own = false;
 	if (fstat(fd, &st) != 0)
 		return NULL;
-	g_mutex_lock(&w->mu);
+	dlock__mutex_lock(&w->mu, DLOCK__RANK_FILE_WAKE);
 	m = g_hash_table_lookup(w->by_path, path);
 	if (m && m->dev == st.st_dev && m->ino == st.st_ino)
 		word = m->word;
-	g_mutex_unlock(&w->mu);
+	dlock__mutex_unlock(&w->mu);
 	if (word || !(word = map_word(fd, path)))
 		return word;
-	g_mutex_lock(&w->mu);
+	dlock__mutex_lock(&w->mu, DLOCK__RANK_FILE_WAKE);
 	m = g_hash_table_lookup(w->by_path, path);
 	if (m && m->dev == st.st_dev && m->ino == st.st_ino) {
 		*ret_own = true;
@@ -166,7 +167,7 @@ static const uint32_t *word_get(dlock__file_wakes *w, int fd, const char *path, 
 	} else {
 		*ret_own = true;
 	}
-	g_mutex_unlock(&w->mu);
+	dlock__mutex_unlock(&w->mu);
 	return word;
 }
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "mutex.h"
 #include "thread.h"
 #include "waketable.h"
 
@@ -35,7 +36,7 @@ typedef struct held_file {
 } held_file;
 
 struct file_watch {
-	GMutex mu;
+	GMutex mu;          /* guards entries and their held files (rank FILE_WATCH) */
 	/* watch descriptor -> the waiters of that file, and as data the
 	 * GPtrArray of held_file * of its holds (NULL when none) */
 	dlock__waketable *entries;
@@ -76,13 +77,13 @@ static void on_event(file_watch *w, int wd, uint32_t mask)
 	GPtrArray *check = g_ptr_array_new_with_free_func(held_file_free);
 	GPtrArray *holds;
 
-	g_mutex_lock(&w->mu);
+	dlock__mutex_lock(&w->mu, DLOCK__RANK_FILE_WATCH);
 	holds = dlock__waketable_wake(w->entries, GINT_TO_POINTER(wd));
 	if (!(mask & (IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)))
 		holds = NULL;
 	for (guint i = 0; holds && i < holds->len; i++)
 		g_ptr_array_add(check, held_file_copy(holds->pdata[i]));
-	g_mutex_unlock(&w->mu);
+	dlock__mutex_unlock(&w->mu);
 	/* The checks are I/O: outside the mutex.  A hold released meanwhile
 	 * ignores the report. */
 	for (guint i = 0; i < check->len; i++) {
@@ -142,7 +143,7 @@ static gpointer watch_new(gpointer data, bool *ret_start)
 
 static file_watch *watch_get(file_backend *b)
 {
-	return dlock__lazy_thread_get(&b->watch, &b->lazy_mu, "dlock-filewatch", watch_new, watch_main, b);
+	return dlock__lazy_thread_get(&b->watch, &b->lazy_mu, DLOCK__RANK_THREAD_START, "dlock-filewatch", watch_new, watch_main, b);
 }
 
 int dlock__file_watch_add(file_backend *b, const char *path, dlock__waiter *waiter)
@@ -152,11 +153,11 @@ int dlock__file_watch_add(file_backend *b, const char *path, dlock__waiter *wait
 
 	if (!dlock__lazy_thread_running(&b->watch))
 		return -1;
-	g_mutex_lock(&w->mu);
+	dlock__mutex_lock(&w->mu, DLOCK__RANK_FILE_WATCH);
 	wd = inotify_add_watch(w->inotify_fd, path, WATCH_MASK);
 	if (wd >= 0)
 		dlock__waketable_add(w->entries, GINT_TO_POINTER(wd), waiter);
-	g_mutex_unlock(&w->mu);
+	dlock__mutex_unlock(&w->mu);
 	return wd;
 }
 
@@ -166,11 +167,11 @@ void dlock__file_watch_remove(file_backend *b, int wd, dlock__waiter *waiter)
 
 	if (!w || wd < 0)
 		return;
-	g_mutex_lock(&w->mu);
+	dlock__mutex_lock(&w->mu, DLOCK__RANK_FILE_WATCH);
 	/* The watch goes once nobody needs it: its key has left the table. */
 	if (dlock__waketable_remove(w->entries, GINT_TO_POINTER(wd), waiter))
 		inotify_rm_watch(w->inotify_fd, wd);
-	g_mutex_unlock(&w->mu);
+	dlock__mutex_unlock(&w->mu);
 }
 
 int dlock__file_watch_hold(file_backend *b, const char *path, int fd, dlock__hold *hold)
@@ -182,7 +183,7 @@ int dlock__file_watch_hold(file_backend *b, const char *path, int fd, dlock__hol
 
 	if (!dlock__lazy_thread_running(&b->watch))
 		return -1;
-	g_mutex_lock(&w->mu);
+	dlock__mutex_lock(&w->mu, DLOCK__RANK_FILE_WATCH);
 	wd = inotify_add_watch(w->inotify_fd, path, WATCH_MASK);
 	if (wd >= 0) {
 		h = g_new(held_file, 1);
@@ -196,7 +197,7 @@ int dlock__file_watch_hold(file_backend *b, const char *path, int fd, dlock__hol
 		}
 		g_ptr_array_add(holds, h);
 	}
-	g_mutex_unlock(&w->mu);
+	dlock__mutex_unlock(&w->mu);
 	if (wd < 0)
 		dlock__log(b->logger, DLOCK_LOG_WARNING,
 		           "file %s: cannot watch the held file (%s); its removal would go unnoticed", path,
@@ -215,7 +216,7 @@ void dlock__file_unwatch_hold(file_backend *b, int wd, dlock__hold *hold)
 
 	if (!w || wd < 0)
 		return;
-	g_mutex_lock(&w->mu);
+	dlock__mutex_lock(&w->mu, DLOCK__RANK_FILE_WATCH);
 	holds = dlock__waketable_data(w->entries, GINT_TO_POINTER(wd));
 	for (guint i = 0; holds && i < holds->len; i++) {
 		if (((held_file *)holds->pdata[i])->hold == hold) {
@@ -228,7 +229,7 @@ void dlock__file_unwatch_hold(file_backend *b, int wd, dlock__hold *hold)
 		if (dlock__waketable_set_data(w->entries, GINT_TO_POINTER(wd), NULL))
 			inotify_rm_watch(w->inotify_fd, wd);
 	}
-	g_mutex_unlock(&w->mu);
+	dlock__mutex_unlock(&w->mu);
 }
 
 void dlock__file_watch_stop(file_backend *b)
@@ -240,7 +241,7 @@ void dlock__file_watch_stop(file_backend *b)
 		return;
 	if (dlock__lazy_thread_running(&b->watch) && write(w->stop_fd, &one, sizeof(one)) < 0)
 		dlock__log(b->logger, DLOCK_LOG_WARNING, "file: cannot stop the watch thread");
-	dlock__lazy_thread_stop(&b->watch, &b->lazy_mu, NULL);
+	dlock__lazy_thread_stop(&b->watch, &b->lazy_mu, DLOCK__RANK_THREAD_START, NULL);
 	if (w->inotify_fd >= 0)
 		close(w->inotify_fd);
 	if (w->stop_fd >= 0)

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 
 #include "log.h"
+#include "mutex.h"
 
 void dlock__logger_init(dlock__logger *logger)
 {
@@ -30,7 +31,7 @@ void dlock__log(const dlock__logger *clogger, dlock_log_level level, const char 
 
 	if (!logger)
 		return;
-	g_mutex_lock(&logger->mu);
+	dlock__mutex_lock(&logger->mu, DLOCK__RANK_LOG);
 	if (logger->fn && level <= logger->max_level) {
 		va_start(ap, fmt);
 		message = g_strdup_vprintf(fmt, ap);
@@ -38,15 +39,15 @@ void dlock__log(const dlock__logger *clogger, dlock_log_level level, const char 
 		logger->fn(level, message, logger->user_data);
 		g_free(message);
 	}
-	g_mutex_unlock(&logger->mu);
+	dlock__mutex_unlock(&logger->mu);
 }
 
 void dlock__logger_set(dlock__logger *logger, dlock_log_level max_level, dlock_log_fn fn,
                        void *user_data)
 {
-	g_mutex_lock(&logger->mu);
+	dlock__mutex_lock(&logger->mu, DLOCK__RANK_LOG);
 	logger->fn = fn;
 	logger->user_data = user_data;
 	logger->max_level = max_level;
-	g_mutex_unlock(&logger->mu);
+	dlock__mutex_unlock(&logger->mu);
 }

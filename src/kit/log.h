@@ -13,7 +13,7 @@
 typedef struct dlock__logger dlock__logger;
 
 struct dlock__logger {
-	GMutex mu;
+	GMutex mu;          /* guards the fields below (rank LOG, taken under any other) */
 	dlock_log_fn fn;
 	void *user_data;
 	dlock_log_level max_level;

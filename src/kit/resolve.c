@@ -29,6 +29,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "mutex.h"
 #include "resolve.h"
 
 /* How long the other names of a list may still take once one resolved. */
@@ -38,7 +39,7 @@
 #define NAP_CAP_US (10 * 1000)
 
 struct dlock__resolver {
-	GMutex mu;
+	GMutex mu;                /* guards abandoned (rank RESOLVE) */
 	GSList *abandoned;        /* lookup * still running in the C library */
 };
 
@@ -86,10 +87,10 @@ void dlock__resolver_free(dlock__resolver *resolver)
 {
 	if (!resolver)
 		return;
-	g_mutex_lock(&resolver->mu);
+	dlock__mutex_lock(&resolver->mu, DLOCK__RANK_RESOLVE);
 	/* What still runs is left to the C library (see above). */
 	g_slist_free(reap_locked(resolver->abandoned));
-	g_mutex_unlock(&resolver->mu);
+	dlock__mutex_unlock(&resolver->mu);
 	g_mutex_clear(&resolver->mu);
 	g_free(resolver);
 }
@@ -181,9 +182,9 @@ static int finish_lookup(dlock__resolver *r, lookup *l, char ***ret_addrs)
 	int err = gai_error(&l->cb);
 
 	if (err == EAI_INPROGRESS && gai_cancel(&l->cb) == EAI_NOTCANCELED) {
-		g_mutex_lock(&r->mu);
+		dlock__mutex_lock(&r->mu, DLOCK__RANK_RESOLVE);
 		r->abandoned = g_slist_prepend(r->abandoned, l);
-		g_mutex_unlock(&r->mu);
+		dlock__mutex_unlock(&r->mu);
 		return dlock__error(DLOCK_EUNAVAILABLE, "host name '%s' was not resolved in the time left",
 		                    l->name);
 	}
@@ -215,9 +216,9 @@ int dlock__resolve_each(dlock__resolver *resolver, const char *const *hosts, uns
 	bool have_one = false;
 	int rc = DLOCK_EUNAVAILABLE;
 
-	g_mutex_lock(&resolver->mu);
+	dlock__mutex_lock(&resolver->mu, DLOCK__RANK_RESOLVE);
 	resolver->abandoned = reap_locked(resolver->abandoned);
-	g_mutex_unlock(&resolver->mu);
+	dlock__mutex_unlock(&resolver->mu);
 
 	/* Literals need no lookup; the names are looked up all at once. */
 	for (unsigned i = 0; i < n; i++) {

@@ -16,13 +16,14 @@ GThread *dlock__thread_start(const char *name, GThreadFunc fn, gpointer data)
 	return thread;
 }
 
-gpointer dlock__lazy_thread_start(dlock__lazy_thread *lazy, GMutex *mu, const char *name,
-                                  dlock__lazy_make_fn make, GThreadFunc fn, gpointer arg)
+gpointer dlock__lazy_thread_start(dlock__lazy_thread *lazy, GMutex *mu, dlock__rank rank,
+                                  const char *name, dlock__lazy_make_fn make, GThreadFunc fn,
+                                  gpointer arg)
 {
 	gpointer data;
 
 	if (mu)
-		g_mutex_lock(mu);
+		dlock__mutex_lock(mu, rank);
 	if (!lazy->data && !lazy->stopped) {
 		bool start = true;
 
@@ -34,7 +35,7 @@ gpointer dlock__lazy_thread_start(dlock__lazy_thread *lazy, GMutex *mu, const ch
 	}
 	data = lazy->data;
 	if (mu)
-		g_mutex_unlock(mu);
+		dlock__mutex_unlock(mu);
 	return data;
 }
 
@@ -48,18 +49,19 @@ bool dlock__lazy_thread_running(dlock__lazy_thread *lazy)
 	return dlock__lazy_thread_peek(lazy) && lazy->thread;
 }
 
-gpointer dlock__lazy_thread_stop(dlock__lazy_thread *lazy, GMutex *mu, void (*tell)(gpointer data))
+gpointer dlock__lazy_thread_stop(dlock__lazy_thread *lazy, GMutex *mu, dlock__rank rank,
+                                 void (*tell)(gpointer data))
 {
 	gpointer data;
 	GThread *thread;
 
-	g_mutex_lock(mu);
+	dlock__mutex_lock(mu, rank);
 	lazy->stopped = true;
 	data = lazy->data;
 	thread = lazy->thread;
 	g_atomic_pointer_set(&lazy->data, NULL);
 	lazy->thread = NULL;
-	g_mutex_unlock(mu);
+	dlock__mutex_unlock(mu);
 	if (thread) {
 		if (tell)
 			tell(data);

@@ -12,6 +12,8 @@
 
 #include <glib.h>
 
+#include "mutex.h"
+
 /*
  * g_thread_new() with every signal blocked in the new thread.  name must
  * be a string literal of at most 15 characters, checked at compile time:
@@ -46,14 +48,15 @@ typedef struct dlock__lazy_thread {
 
 typedef gpointer (*dlock__lazy_make_fn)(gpointer arg, bool *ret_start);
 
-#define dlock__lazy_thread_get(lazy, mu, name, make, fn, arg)                          \
+#define dlock__lazy_thread_get(lazy, mu, rank, name, make, fn, arg)                    \
 	(G_STATIC_ASSERT_EXPR(sizeof("" name "") <= DLOCK__THREAD_NAME_MAX + 1),        \
-	 dlock__lazy_thread_start(lazy, mu, name, make, fn, arg))
+	 dlock__lazy_thread_start(lazy, mu, rank, name, make, fn, arg))
 #define dlock__lazy_thread_get_locked(lazy, name, make, fn, arg)                       \
-	dlock__lazy_thread_get(lazy, NULL, name, make, fn, arg)
-/* Takes mu, if not NULL, around the start. */
-gpointer dlock__lazy_thread_start(dlock__lazy_thread *lazy, GMutex *mu, const char *name,
-                                  dlock__lazy_make_fn make, GThreadFunc fn, gpointer arg);
+	dlock__lazy_thread_get(lazy, NULL, DLOCK__RANK_NONE, name, make, fn, arg)
+/* Takes mu, if not NULL, at its rank (mutex.h) around the start. */
+gpointer dlock__lazy_thread_start(dlock__lazy_thread *lazy, GMutex *mu, dlock__rank rank,
+                                  const char *name, dlock__lazy_make_fn make, GThreadFunc fn,
+                                  gpointer arg);
 
 /* The data if started (and not stopped), else NULL; starts nothing.  Any
  * thread, without the mutex. */
@@ -67,7 +70,8 @@ bool dlock__lazy_thread_running(dlock__lazy_thread *lazy);
  * the owner has told it already) and the thread is joined.  Returns the
  * data for the caller to free, or NULL if it never started.
  */
-gpointer dlock__lazy_thread_stop(dlock__lazy_thread *lazy, GMutex *mu, void (*tell)(gpointer data));
+gpointer dlock__lazy_thread_stop(dlock__lazy_thread *lazy, GMutex *mu, dlock__rank rank,
+                                 void (*tell)(gpointer data));
 
 /* The calling process's pid and thread's kernel id, kept without a system
  * call and refreshed in a forked child (self.c). */

@@ -14,11 +14,12 @@
 
 #include "clock.h"
 #include "error.h"
+#include "mutex.h"
 #include "waiter.h"
 
 struct dlock__waiter {
 	gatomicrefcount ref; /* the owner's, and a waker's while it wakes */
-	GMutex mu;
+	GMutex mu;    /* guards seq, canceled and io_fd (rank WAITER) */
 	GCond cond;
 	uint64_t seq;
 	bool canceled;
@@ -56,9 +57,9 @@ uint64_t dlock__waiter_seq(dlock__waiter *waiter)
 {
 	uint64_t seq;
 
-	g_mutex_lock(&waiter->mu);
+	dlock__mutex_lock(&waiter->mu, DLOCK__RANK_WAITER);
 	seq = waiter->seq;
-	g_mutex_unlock(&waiter->mu);
+	dlock__mutex_unlock(&waiter->mu);
 	return seq;
 }
 
@@ -66,7 +67,7 @@ int dlock__waiter_sleep(dlock__waiter *waiter, uint64_t seen, int64_t until_us)
 {
 	int rc = DLOCK_OK;
 
-	g_mutex_lock(&waiter->mu);
+	dlock__mutex_lock(&waiter->mu, DLOCK__RANK_WAITER);
 	while (!waiter->canceled && waiter->seq == seen) {
 		if (until_us == INT64_MAX) {
 			g_cond_wait(&waiter->cond, &waiter->mu);
@@ -78,7 +79,7 @@ int dlock__waiter_sleep(dlock__waiter *waiter, uint64_t seen, int64_t until_us)
 	}
 	if (waiter->canceled)
 		rc = DLOCK_ECANCELED;
-	g_mutex_unlock(&waiter->mu);
+	dlock__mutex_unlock(&waiter->mu);
 	return rc;
 }
 
@@ -86,17 +87,17 @@ bool dlock__waiter_canceled(dlock__waiter *waiter)
 {
 	bool canceled;
 
-	g_mutex_lock(&waiter->mu);
+	dlock__mutex_lock(&waiter->mu, DLOCK__RANK_WAITER);
 	canceled = waiter->canceled;
-	g_mutex_unlock(&waiter->mu);
+	dlock__mutex_unlock(&waiter->mu);
 	return canceled;
 }
 
 void dlock__waiter_wake(dlock__waiter *waiter)
 {
-	g_mutex_lock(&waiter->mu);
+	dlock__mutex_lock(&waiter->mu, DLOCK__RANK_WAITER);
 	waiter->seq++;
-	g_mutex_unlock(&waiter->mu);
+	dlock__mutex_unlock(&waiter->mu);
 	/* After the unlock: the woken thread does not find the mutex still
 	 * held and block on it again.  A sleeper that read the old seq is in
 	 * the wait already (it checks seq and sleeps under the mutex). */
@@ -105,7 +106,7 @@ void dlock__waiter_wake(dlock__waiter *waiter)
 
 void dlock__waiter_cancel(dlock__waiter *waiter)
 {
-	g_mutex_lock(&waiter->mu);
+	dlock__mutex_lock(&waiter->mu, DLOCK__RANK_WAITER);
 	waiter->canceled = true;
 	g_cond_broadcast(&waiter->cond);
 	/* shutdown() does not block: it ends the read or write the waiting
@@ -116,7 +117,7 @@ void dlock__waiter_cancel(dlock__waiter *waiter)
 	 * about to sleep finds the word changed and does not. */
 	__atomic_store_n(&waiter->cancel_word, 1, __ATOMIC_SEQ_CST);
 	syscall(SYS_futex, &waiter->cancel_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-	g_mutex_unlock(&waiter->mu);
+	dlock__mutex_unlock(&waiter->mu);
 }
 
 const uint32_t *dlock__waiter_cancel_word(dlock__waiter *waiter)
@@ -128,10 +129,10 @@ bool dlock__waiter_set_io_fd(dlock__waiter *waiter, int fd)
 {
 	bool ok;
 
-	g_mutex_lock(&waiter->mu);
+	dlock__mutex_lock(&waiter->mu, DLOCK__RANK_WAITER);
 	ok = fd < 0 || !waiter->canceled;
 	waiter->io_fd = ok ? fd : -1;
-	g_mutex_unlock(&waiter->mu);
+	dlock__mutex_unlock(&waiter->mu);
 	return ok;
 }
 
@@ -146,10 +147,10 @@ bool dlock__waiter_io_end(dlock__waiter *waiter)
 
 	if (!waiter)
 		return false;
-	g_mutex_lock(&waiter->mu);
+	dlock__mutex_lock(&waiter->mu, DLOCK__RANK_WAITER);
 	waiter->io_fd = -1;
 	canceled = waiter->canceled;
-	g_mutex_unlock(&waiter->mu);
+	dlock__mutex_unlock(&waiter->mu);
 	return canceled;
 }
 

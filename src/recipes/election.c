@@ -38,6 +38,7 @@
 
 #include "clock.h"
 #include "core.h"
+#include "mutex.h"
 #include "thread.h"
 
 /* Observing: how long to trust a quiet backend, how often to look at one
@@ -55,9 +56,10 @@
 struct dlock_election {
 	dlock_lock *lock;        /* owner DLOCK_OWNER_HANDLE; its end frees this */
 	char *id;
-	GMutex turn;             /* one resignation at a time, across its release */
+	GMutex turn;             /* one resignation at a time, across its release
+	                          * (rank ELECTION_TURN) */
 	GMutex mu;               /* guards everything below; announcements and
-	                          * RESIGNED are queued under it */
+	                          * RESIGNED are queued under it (rank ELECTION) */
 	dlock_election_fn fn;
 	void *user_data;
 	GThread *observer;       /* while observing */
@@ -114,13 +116,13 @@ static void on_event(void *recipe, dlock__event_kind kind, int code, const char 
 		event = DLOCK_ELECTION_ELECTED;
 	else
 		event = DLOCK_ELECTION_LOST;
-	g_mutex_lock(&e->lock->mu);
+	dlock__mutex_lock(&e->lock->mu, DLOCK__RANK_LOCK);
 	freed = e->lock->freed;
-	g_mutex_unlock(&e->lock->mu);
-	g_mutex_lock(&e->mu);
+	dlock__mutex_unlock(&e->lock->mu);
+	dlock__mutex_lock(&e->mu, DLOCK__RANK_ELECTION);
 	fn = freed ? NULL : e->fn;
 	user_data = e->user_data;
-	g_mutex_unlock(&e->mu);
+	dlock__mutex_unlock(&e->mu);
 	if (fn)
 		fn(e, event, event == DLOCK_ELECTION_LEADER_CHANGED ? text : e->id, user_data);
 }
@@ -202,12 +204,12 @@ static void observe_stop(dlock_election *e)
 	GThread *thread;
 	dlock__waiter *waiter;
 
-	g_mutex_lock(&e->mu);
+	dlock__mutex_lock(&e->mu, DLOCK__RANK_ELECTION);
 	thread = e->observer;
 	waiter = e->observe_waiter;
 	e->observer = NULL;
 	e->observe_waiter = NULL;
-	g_mutex_unlock(&e->mu);
+	dlock__mutex_unlock(&e->mu);
 	if (!thread)
 		return;
 	dlock__waiter_cancel(waiter);
@@ -287,10 +289,10 @@ DLOCK_API int dlock_election_campaign(dlock_election *election, int64_t wait_ms)
 	 * cancels it and waits for it to be done with the election. */
 	if ((rc = dlock__lock_enter(election->lock, "dlock_election_campaign")) != DLOCK_OK)
 		return rc;
-	g_mutex_lock(&election->mu);
+	dlock__mutex_lock(&election->mu, DLOCK__RANK_ELECTION);
 	busy = election->campaigning;
 	election->campaigning = true;
-	g_mutex_unlock(&election->mu);
+	dlock__mutex_unlock(&election->mu);
 	if (busy) {
 		rc = dlock__error(DLOCK_EINVAL, "election '%s': a campaign is already under way for "
 		                  "this participant", election->lock->resource);
@@ -298,9 +300,9 @@ DLOCK_API int dlock_election_campaign(dlock_election *election, int64_t wait_ms)
 		return rc;
 	}
 	rc = campaign(election, wait_ms);
-	g_mutex_lock(&election->mu);
+	dlock__mutex_lock(&election->mu, DLOCK__RANK_ELECTION);
 	election->campaigning = false;
-	g_mutex_unlock(&election->mu);
+	dlock__mutex_unlock(&election->mu);
 	dlock__lock_leave(election->lock);
 	return rc;
 }
@@ -329,25 +331,25 @@ static int wait_for_resignation(dlock_election *e, int64_t wait_ms, int64_t dead
 	bool busy;
 	int rc = DLOCK_OK;
 
-	g_mutex_lock(&e->mu);
+	dlock__mutex_lock(&e->mu, DLOCK__RANK_ELECTION);
 	busy = e->resigning;
-	g_mutex_unlock(&e->mu);
+	dlock__mutex_unlock(&e->mu);
 	if (!busy)
 		return DLOCK_OK;
 	waiter = dlock__waiter_new();
 	dlock__lock_add_waiter(e->lock, waiter);
-	g_mutex_lock(&e->mu);
+	dlock__mutex_lock(&e->mu, DLOCK__RANK_ELECTION);
 	g_ptr_array_add(e->turn_waiters, waiter);
 	while (e->resigning && rc == DLOCK_OK) {
 		uint64_t seen = dlock__waiter_seq(waiter);
 
-		g_mutex_unlock(&e->mu);
+		dlock__mutex_unlock(&e->mu);
 		rc = dlock__waiter_sleep(waiter, seen, deadline_us);
-		g_mutex_lock(&e->mu);
+		dlock__mutex_lock(&e->mu, DLOCK__RANK_ELECTION);
 	}
 	busy = e->resigning;
 	g_ptr_array_remove_fast(e->turn_waiters, waiter);
-	g_mutex_unlock(&e->mu);
+	dlock__mutex_unlock(&e->mu);
 	dlock__lock_remove_waiter(e->lock, waiter);
 	dlock__waiter_free(waiter);
 	if (rc == DLOCK_ECANCELED)
@@ -386,9 +388,9 @@ static int campaign(dlock_election *election, int64_t wait_ms)
 	if (rc != DLOCK_OK)
 		return rc;
 	/* ELECTED went out with the grant (DLOCK__EVENT_GRANTED). */
-	g_mutex_lock(&election->mu);
+	dlock__mutex_lock(&election->mu, DLOCK__RANK_ELECTION);
 	announce(election, election->id);
-	g_mutex_unlock(&election->mu);
+	dlock__mutex_unlock(&election->mu);
 	return DLOCK_OK;
 }
 
@@ -402,12 +404,12 @@ DLOCK_API int dlock_election_resign(dlock_election *election)
 	 * when told RESIGNED waits until this is done with it. */
 	if ((rc = dlock__lock_enter(election->lock, "dlock_election_resign")) != DLOCK_OK)
 		return rc;
-	g_mutex_lock(&election->turn);
-	g_mutex_lock(&election->mu);
+	dlock__mutex_lock(&election->turn, DLOCK__RANK_ELECTION_TURN);
+	dlock__mutex_lock(&election->mu, DLOCK__RANK_ELECTION);
 	election->resigning = true;
-	g_mutex_unlock(&election->mu);
+	dlock__mutex_unlock(&election->mu);
 	rc = dlock_release(election->lock);
-	g_mutex_lock(&election->mu);
+	dlock__mutex_lock(&election->mu, DLOCK__RANK_ELECTION);
 	if (rc == DLOCK_OK) {
 		announce(election, NULL);
 		post(election, DLOCK_ELECTION_RESIGNED, NULL);
@@ -415,8 +417,8 @@ DLOCK_API int dlock_election_resign(dlock_election *election)
 	election->resigning = false;
 	for (guint i = 0; i < election->turn_waiters->len; i++)
 		dlock__waiter_wake(election->turn_waiters->pdata[i]);
-	g_mutex_unlock(&election->mu);
-	g_mutex_unlock(&election->turn);
+	dlock__mutex_unlock(&election->mu);
+	dlock__mutex_unlock(&election->turn);
 	dlock__lock_leave(election->lock);
 	return rc;
 }
@@ -486,10 +488,10 @@ DLOCK_API int dlock_election_set_callback(dlock_election *election, dlock_electi
 	if (!election->lock->client || dlock__client_forked(election->lock->client))
 		return dlock__error(DLOCK_ECANCELED, "dlock_election_set_callback: client was freed or "
 		                    "belongs to the parent process");
-	g_mutex_lock(&election->mu);
+	dlock__mutex_lock(&election->mu, DLOCK__RANK_ELECTION);
 	election->fn = fn;
 	election->user_data = user_data;
-	g_mutex_unlock(&election->mu);
+	dlock__mutex_unlock(&election->mu);
 	return DLOCK_OK;
 }
 
@@ -579,7 +581,7 @@ DLOCK_API int dlock_election_observe(dlock_election *election, int enabled)
 	 * is under way, and an observer started later would outlive it. */
 	if ((rc = dlock__client_enter(client)) != DLOCK_OK)
 		return rc;
-	g_mutex_lock(&election->mu);
+	dlock__mutex_lock(&election->mu, DLOCK__RANK_ELECTION);
 	if (!election->observer) {
 		observer_start *start = g_new(observer_start, 1);
 
@@ -588,7 +590,7 @@ DLOCK_API int dlock_election_observe(dlock_election *election, int enabled)
 		start->waiter = dlock__waiter_ref(election->observe_waiter);
 		election->observer = dlock__thread_new("dlock-observe", observe_main, start);
 	}
-	g_mutex_unlock(&election->mu);
+	dlock__mutex_unlock(&election->mu);
 	dlock__client_leave(client);
 	return DLOCK_OK;
 }

@@ -23,6 +23,7 @@
 #include "error.h"
 #include "internal.h"
 #include "lease.h"
+#include "mutex.h"
 #include "scripts-lua.h"
 
 #define BACKOFF_FIRST_US (50 * 1000)
@@ -519,9 +520,9 @@ static bool release_deferred(redis_backend *b)
 {
 	bool defer;
 
-	g_mutex_lock(&b->pool_mu);
+	dlock__mutex_lock(&b->pool_mu, DLOCK__RANK_REDIS_POOL);
 	defer = dlock__mono_us() < b->release_defer_until_us;
-	g_mutex_unlock(&b->pool_mu);
+	dlock__mutex_unlock(&b->pool_mu);
 	return defer;
 }
 
@@ -567,9 +568,9 @@ int dlock__redis_release(dlock__backend *backend, dlock__hold *hold)
 		dlock__log(b->logger, DLOCK_LOG_WARNING, "release of '%s' deferred: %s", lease->names.key,
 		           dlock_last_error_message());
 		if (rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ETIMEDOUT) {
-			g_mutex_lock(&b->pool_mu);
+			dlock__mutex_lock(&b->pool_mu, DLOCK__RANK_REDIS_POOL);
 			b->release_defer_until_us = dlock__mono_us() + RELEASE_DEFER_US;
-			g_mutex_unlock(&b->pool_mu);
+			dlock__mutex_unlock(&b->pool_mu);
 		}
 		dlock__redis_cleanup_later(b, lease, "", dlock__boot_us() + lease->ttl_ms * 1000,
 		                           take_kept(lease));

@@ -27,6 +27,7 @@
 #include "clock.h"
 #include "error.h"
 #include "internal.h"
+#include "mutex.h"
 #include "thread.h"
 
 #define POOL_IDLE_MAX 8
@@ -377,9 +378,9 @@ int dlock__redis_conn_get(redis_backend *b, dlock__waiter *waiter, int64_t deadl
 	int64_t timeout_us;
 	int rc;
 
-	g_mutex_lock(&b->pool_mu);
+	dlock__mutex_lock(&b->pool_mu, DLOCK__RANK_REDIS_POOL);
 	conn = g_queue_pop_head(&b->pool);
-	g_mutex_unlock(&b->pool_mu);
+	dlock__mutex_unlock(&b->pool_mu);
 	if (conn) {
 		conn->reused = true;
 		*ret = conn;
@@ -407,12 +408,12 @@ void dlock__redis_conn_put(redis_backend *b, redis_conn *conn, bool ok)
 	if (!conn)
 		return;
 	if (ok && !conn->ctx->err) {
-		g_mutex_lock(&b->pool_mu);
+		dlock__mutex_lock(&b->pool_mu, DLOCK__RANK_REDIS_POOL);
 		if (g_queue_get_length(&b->pool) < POOL_IDLE_MAX) {
 			g_queue_push_head(&b->pool, conn);
 			conn = NULL;
 		}
-		g_mutex_unlock(&b->pool_mu);
+		dlock__mutex_unlock(&b->pool_mu);
 	}
 	if (conn)
 		conn_free(conn);
@@ -475,10 +476,10 @@ void dlock__redis_pool_clear(redis_backend *b)
 {
 	redis_conn *conn;
 
-	g_mutex_lock(&b->pool_mu);
+	dlock__mutex_lock(&b->pool_mu, DLOCK__RANK_REDIS_POOL);
 	while ((conn = g_queue_pop_head(&b->pool)))
 		conn_free(conn);
-	g_mutex_unlock(&b->pool_mu);
+	dlock__mutex_unlock(&b->pool_mu);
 }
 
 int dlock__redis_io_error(redis_backend *b, redisContext *ctx, bool timed_out, int64_t timeout_us)

@@ -94,7 +94,7 @@ struct redis_backend {
 	bool plain_keys;
 	char *prefix;
 
-	GMutex pool_mu;
+	GMutex pool_mu;           /* guards pool and the fields so marked (rank REDIS_POOL) */
 	GQueue pool;              /* idle redis_conn * */
 
 	/* Monotonic time until which releases defer at once: the last release
@@ -102,7 +102,7 @@ struct redis_backend {
 	 * Guarded by pool_mu. */
 	int64_t release_defer_until_us;
 
-	GMutex lazy_mu;           /* guards starting the threads below */
+	GMutex lazy_mu;           /* guards starting the threads below (rank THREAD_START) */
 	dlock__lazy_thread sub;      /* redis_sub * */
 	dlock__lazy_thread watchdog_thread; /* redis_watchdog * */
 

@@ -22,6 +22,7 @@
 #include "clock.h"
 #include "error.h"
 #include "internal.h"
+#include "mutex.h"
 
 enum { SETUP_AUTH, SETUP_SELECT, SETUP_INFO };
 
@@ -183,9 +184,9 @@ static void note_run_id(redis_backend *b, const redisReply *reply)
 		if (len > 0 && len < sizeof(id))
 			g_strlcpy(id, line + 7, len + 1);
 	}
-	g_mutex_lock(&b->pool_mu);
+	dlock__mutex_lock(&b->pool_mu, DLOCK__RANK_REDIS_POOL);
 	g_strlcpy(b->run_id, id, sizeof(b->run_id));
-	g_mutex_unlock(&b->pool_mu);
+	dlock__mutex_unlock(&b->pool_mu);
 }
 
 /* Read the setup replies that have come: 1 while some are missing, 0 once
@@ -284,12 +285,12 @@ void dlock__redis_dial_free(redis_dial *d)
 
 void dlock__redis_dial_park(redis_backend *b, redis_dial *d)
 {
-	g_mutex_lock(&b->pool_mu);
+	dlock__mutex_lock(&b->pool_mu, DLOCK__RANK_REDIS_POOL);
 	if (!b->parked_dial) {
 		b->parked_dial = d;
 		d = NULL;
 	}
-	g_mutex_unlock(&b->pool_mu);
+	dlock__mutex_unlock(&b->pool_mu);
 	dlock__redis_dial_free(d);
 }
 
@@ -302,10 +303,10 @@ redis_dial *dlock__redis_dial_unpark(redis_backend *b)
 	struct pollfd pfd = { .events = POLLIN | POLLOUT };
 	redis_dial *d;
 
-	g_mutex_lock(&b->pool_mu);
+	dlock__mutex_lock(&b->pool_mu, DLOCK__RANK_REDIS_POOL);
 	d = b->parked_dial;
 	b->parked_dial = NULL;
-	g_mutex_unlock(&b->pool_mu);
+	dlock__mutex_unlock(&b->pool_mu);
 	if (!d)
 		return NULL;
 	pfd.fd = d->fd;
@@ -321,9 +322,9 @@ redis_conn *dlock__redis_conn_pooled(redis_backend *b)
 {
 	redis_conn *conn;
 
-	g_mutex_lock(&b->pool_mu);
+	dlock__mutex_lock(&b->pool_mu, DLOCK__RANK_REDIS_POOL);
 	conn = g_queue_pop_head(&b->pool);
-	g_mutex_unlock(&b->pool_mu);
+	dlock__mutex_unlock(&b->pool_mu);
 	if (conn)
 		conn->reused = true;
 	return conn;
@@ -331,7 +332,7 @@ redis_conn *dlock__redis_conn_pooled(redis_backend *b)
 
 void dlock__redis_run_id(redis_backend *b, char *buf, size_t size)
 {
-	g_mutex_lock(&b->pool_mu);
+	dlock__mutex_lock(&b->pool_mu, DLOCK__RANK_REDIS_POOL);
 	g_strlcpy(buf, b->run_id, size);
-	g_mutex_unlock(&b->pool_mu);
+	dlock__mutex_unlock(&b->pool_mu);
 }

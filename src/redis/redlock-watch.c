@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "mutex.h"
 #include "redlock.h"
 #include "scripts-lua.h"
 
@@ -29,7 +30,7 @@
 
 typedef struct redlock_watch {
 	redlock_backend *rl;
-	GMutex mu;
+	GMutex mu;                /* guards everything below (rank REDLOCK_WATCH) */
 	GCond cond;
 	GPtrArray *leases;        /* rl_lease *, referenced */
 	bool stop;
@@ -52,6 +53,7 @@ static int64_t renew_period_us(const rl_lease *lease)
  */
 static void lose_locked(redlock_watch *w, rl_lease *lease)
 {
+	dlock__mutex_assert_held(&w->mu);
 	lease->lost = true;
 	if (lease->cleaned)
 		return;
@@ -89,9 +91,9 @@ static void renew(redlock_watch *w, rl_lease *lease, int64_t until_us)
 	}
 	dlock__redlock_calls_clear(calls, rl->n_masters);
 
-	g_mutex_lock(&w->mu);
+	dlock__mutex_lock(&w->mu, DLOCK__RANK_REDLOCK_WATCH);
 	if (lease->released || lease->lost) {
-		g_mutex_unlock(&w->mu);
+		dlock__mutex_unlock(&w->mu);
 		return;
 	}
 	/* A quorum's answer counts only while the hold is still valid: past
@@ -121,7 +123,7 @@ static void renew(redlock_watch *w, rl_lease *lease, int64_t until_us)
 			dlock__hold_report(lease->hold, DLOCK_STATE_SUSPENDED);
 		}
 	}
-	g_mutex_unlock(&w->mu);
+	dlock__mutex_unlock(&w->mu);
 }
 
 /* Declare LOST the holds whose validity has run out; returns the
@@ -152,7 +154,7 @@ static gpointer watch_main(gpointer data)
 	redlock_watch *w = data;
 	GPtrArray *due = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__redlock_lease_unref);
 
-	g_mutex_lock(&w->mu);
+	dlock__mutex_lock(&w->mu, DLOCK__RANK_REDLOCK_WATCH);
 	while (!w->stop) {
 		int64_t now = dlock__boot_us();
 		int64_t nearest_end = expire(w, now);
@@ -173,7 +175,7 @@ static gpointer watch_main(gpointer data)
 			g_cond_wait_until(&w->cond, &w->mu, dlock__mono_us() + MAX(next - now, 1000));
 			continue;
 		}
-		g_mutex_unlock(&w->mu);
+		dlock__mutex_unlock(&w->mu);
 		/* Each round ends by its master timeout (a round that misses the
 		 * quorum is SUSPENDED and tried again soon), and never past the
 		 * nearest end of any hold's validity. */
@@ -183,9 +185,9 @@ static gpointer watch_main(gpointer data)
 
 			renew(w, lease, dlock__mono_us() + MIN(left, lease->master_timeout_ms * 1000));
 		}
-		g_mutex_lock(&w->mu);
+		dlock__mutex_lock(&w->mu, DLOCK__RANK_REDLOCK_WATCH);
 	}
-	g_mutex_unlock(&w->mu);
+	dlock__mutex_unlock(&w->mu);
 	g_ptr_array_unref(due);
 	return NULL;
 }
@@ -203,15 +205,15 @@ static gpointer watch_new(gpointer data, bool *ret_start)
 
 void dlock__redlock_watch(redlock_backend *rl, rl_lease *lease)
 {
-	redlock_watch *w = dlock__lazy_thread_get(&rl->watch_thread, &rl->lazy_mu, "dlock-redlock",
+	redlock_watch *w = dlock__lazy_thread_get(&rl->watch_thread, &rl->lazy_mu, DLOCK__RANK_THREAD_START, "dlock-redlock",
 	                                          watch_new, watch_main, rl);
 
-	g_mutex_lock(&w->mu);
+	dlock__mutex_lock(&w->mu, DLOCK__RANK_REDLOCK_WATCH);
 	lease->next_renew_us = lease->confirmed_us + renew_period_us(lease);
 	dlock__hold_set_valid_until(lease->hold, lease_end_us(lease));
 	g_ptr_array_add(w->leases, dlock__redlock_lease_ref(lease));
 	g_cond_signal(&w->cond);
-	g_mutex_unlock(&w->mu);
+	dlock__mutex_unlock(&w->mu);
 }
 
 bool dlock__redlock_unwatch(redlock_backend *rl, rl_lease *lease, bool *ret_lost)
@@ -221,12 +223,12 @@ bool dlock__redlock_unwatch(redlock_backend *rl, rl_lease *lease, bool *ret_lost
 
 	if (!w)
 		return false;
-	g_mutex_lock(&w->mu);
+	dlock__mutex_lock(&w->mu, DLOCK__RANK_REDLOCK_WATCH);
 	lease->released = true;
 	troubled = lease->suspended || lease->lost;
 	*ret_lost = lease->lost;
 	g_ptr_array_remove_fast(w->leases, lease);
-	g_mutex_unlock(&w->mu);
+	dlock__mutex_unlock(&w->mu);
 	return troubled;
 }
 
@@ -238,25 +240,25 @@ void dlock__redlock_abandon(dlock__backend *backend, dlock__hold *hold)
 
 	if (!lease || !w)
 		return;
-	g_mutex_lock(&w->mu);
+	dlock__mutex_lock(&w->mu, DLOCK__RANK_REDLOCK_WATCH);
 	if (!lease->released)
 		lose_locked(w, lease);
-	g_mutex_unlock(&w->mu);
+	dlock__mutex_unlock(&w->mu);
 }
 
 static void watch_tell_stop(gpointer data)
 {
 	redlock_watch *w = data;
 
-	g_mutex_lock(&w->mu);
+	dlock__mutex_lock(&w->mu, DLOCK__RANK_REDLOCK_WATCH);
 	w->stop = true;
 	g_cond_signal(&w->cond);
-	g_mutex_unlock(&w->mu);
+	dlock__mutex_unlock(&w->mu);
 }
 
 void dlock__redlock_watch_stop(redlock_backend *rl)
 {
-	redlock_watch *w = dlock__lazy_thread_stop(&rl->watch_thread, &rl->lazy_mu, watch_tell_stop);
+	redlock_watch *w = dlock__lazy_thread_stop(&rl->watch_thread, &rl->lazy_mu, DLOCK__RANK_THREAD_START, watch_tell_stop);
 
 	if (!w)
 		return;

@@ -27,6 +27,7 @@
 #include "clock.h"
 #include "error.h"
 #include "lease.h"
+#include "mutex.h"
 #include "redlock.h"
 #include "scripts-lua.h"
 
@@ -509,9 +510,9 @@ static bool release_deferred(redlock_backend *rl)
 {
 	bool defer;
 
-	g_mutex_lock(&rl->mu);
+	dlock__mutex_lock(&rl->mu, DLOCK__RANK_REDLOCK);
 	defer = dlock__mono_us() < rl->release_defer_until_us;
-	g_mutex_unlock(&rl->mu);
+	dlock__mutex_unlock(&rl->mu);
 	return defer;
 }
 
@@ -539,9 +540,9 @@ int dlock__redlock_release(dlock__backend *backend, dlock__hold *hold)
 	} else if (!lease->cleaned) {
 		ours = dlock__redlock_release_all(rl, lease, &not_ours);
 		if (ours + not_ours < rl->quorum) {
-			g_mutex_lock(&rl->mu);
+			dlock__mutex_lock(&rl->mu, DLOCK__RANK_REDLOCK);
 			rl->release_defer_until_us = dlock__mono_us() + RELEASE_DEFER_US;
-			g_mutex_unlock(&rl->mu);
+			dlock__mutex_unlock(&rl->mu);
 		}
 	}
 	if (lost)

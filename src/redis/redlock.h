@@ -25,11 +25,11 @@ typedef struct redlock_backend {
 	int64_t connect_timeout_ms;
 	int64_t command_timeout_ms;
 	int64_t master_timeout_ms; /* 0: the smaller of the command timeout and TTL/20 */
-	GMutex mu;                /* guards release_defer_until_us */
+	GMutex mu;                /* guards release_defer_until_us (rank REDLOCK) */
 	/* Monotonic time until which releases defer at once: the last release
 	 * found too few masters answering.  Bounds teardown with many holds. */
 	int64_t release_defer_until_us;
-	GMutex lazy_mu;           /* guards starting the watch thread */
+	GMutex lazy_mu;           /* guards starting the watch thread (rank THREAD_START) */
 	dlock__lazy_thread watch_thread; /* redlock_watch * */
 } redlock_backend;
 

@@ -32,6 +32,7 @@
 #include "clock.h"
 #include "error.h"
 #include "internal.h"
+#include "mutex.h"
 #include "thread.h"
 #include "waketable.h"
 
@@ -55,7 +56,7 @@ enum {
 
 struct redis_sub {
 	redis_backend *b;
-	GMutex mu;
+	GMutex mu;                /* guards channels, boxes and stop (rank REDIS_SUB) */
 	dlock__waketable *channels; /* name -> waiters, and the channel's state */
 	GHashTable *boxes;        /* a wait's channel -> its redis_grant * */
 	bool stop;
@@ -80,7 +81,7 @@ static void sync_channels(redis_sub *sub, redisContext *ctx, GQueue *sent)
 {
 	dlock__waketable_iter iter;
 
-	g_mutex_lock(&sub->mu);
+	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 	dlock__waketable_iter_init(&iter, sub->channels);
 	while (dlock__waketable_iter_next(&iter)) {
 		unsigned state = GPOINTER_TO_UINT(dlock__waketable_iter_data(&iter));
@@ -98,7 +99,7 @@ static void sync_channels(redis_sub *sub, redisContext *ctx, GQueue *sent)
 		g_queue_push_tail(sent, g_strdup(name));
 		dlock__waketable_iter_set_data(&iter, GUINT_TO_POINTER(state | PENDING));
 	}
-	g_mutex_unlock(&sub->mu);
+	dlock__mutex_unlock(&sub->mu);
 }
 
 /* The server refused the SUBSCRIBE of name (sub->mu held): say so to its
@@ -107,6 +108,7 @@ static void refuse_locked(redis_sub *sub, const char *name, const char *why)
 {
 	unsigned state = GPOINTER_TO_UINT(dlock__waketable_data(sub->channels, name));
 
+	dlock__mutex_assert_held(&sub->mu);
 	if (!(state & PENDING) || (state & SUBSCRIBED))
 		return;
 	if (dlock__waketable_count(sub->channels, name) == 0) {
@@ -155,10 +157,10 @@ static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_u
 
 		/* An ACL user without channel rights: that channel's waits
 		 * queue without it.  Anything else is only logged. */
-		g_mutex_lock(&sub->mu);
+		dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 		if (channel && strncmp(reply->str, "NOPERM", 6) == 0)
 			refuse_locked(sub, channel, reply->str);
-		g_mutex_unlock(&sub->mu);
+		dlock__mutex_unlock(&sub->mu);
 		if (!channel || strncmp(reply->str, "NOPERM", 6) != 0)
 			dlock__log(sub->b->logger, DLOCK_LOG_WARNING, "%s: subscriber: %s", sub->b->label,
 			           reply->str);
@@ -186,7 +188,7 @@ static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_u
 	if (reply->element[1]->type != REDIS_REPLY_STRING)
 		return;
 	name = reply->element[1]->str;
-	g_mutex_lock(&sub->mu);
+	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 	known = dlock__waketable_contains(sub->channels, name);
 	if (known && strcmp(kind, "subscribe") == 0) {
 		dlock__waketable_set_data(sub->channels, name, GUINT_TO_POINTER(SUBSCRIBED));
@@ -203,7 +205,7 @@ static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_u
 			post_grant(sub, name, reply->element[2]->str);
 		dlock__waketable_wake(sub->channels, name);
 	}
-	g_mutex_unlock(&sub->mu);
+	dlock__mutex_unlock(&sub->mu);
 }
 
 /*
@@ -216,14 +218,14 @@ static void connection_lost(redis_sub *sub)
 {
 	dlock__waketable_iter iter;
 
-	g_mutex_lock(&sub->mu);
+	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 	dlock__waketable_iter_init(&iter, sub->channels);
 	while (dlock__waketable_iter_next(&iter)) {
 		if (GPOINTER_TO_UINT(dlock__waketable_iter_data(&iter)) & SUBSCRIBED)
 			dlock__waketable_iter_wake(&iter);
 		dlock__waketable_iter_set_data(&iter, NULL);
 	}
-	g_mutex_unlock(&sub->mu);
+	dlock__mutex_unlock(&sub->mu);
 }
 
 static void drain_wake_fd(redis_sub *sub)
@@ -239,9 +241,9 @@ static bool stopping(redis_sub *sub)
 {
 	bool stop;
 
-	g_mutex_lock(&sub->mu);
+	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 	stop = sub->stop;
-	g_mutex_unlock(&sub->mu);
+	dlock__mutex_unlock(&sub->mu);
 	return stop;
 }
 
@@ -380,7 +382,7 @@ static gpointer sub_new(gpointer data, bool *ret_start)
 
 static redis_sub *sub_get(redis_backend *b)
 {
-	return dlock__lazy_thread_get(&b->sub, &b->lazy_mu, "dlock-subscribe", sub_new, subscriber_main, b);
+	return dlock__lazy_thread_get(&b->sub, &b->lazy_mu, DLOCK__RANK_THREAD_START, "dlock-subscribe", sub_new, subscriber_main, b);
 }
 
 void dlock__redis_sub_add_wait(redis_backend *b, const char *released, const char *name,
@@ -389,13 +391,13 @@ void dlock__redis_sub_add_wait(redis_backend *b, const char *released, const cha
 	redis_sub *sub = sub_get(b);
 
 	box->ticket = 0;
-	g_mutex_lock(&sub->mu);
+	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 	g_hash_table_insert(sub->boxes, g_strdup(name), box);
 	/* Woken when its own channel is confirmed, not before: it queues
 	 * then, and a try before would be one too many. */
 	dlock__waketable_add(sub->channels, name, waiter);
 	dlock__waketable_add(sub->channels, released, waiter);
-	g_mutex_unlock(&sub->mu);
+	dlock__mutex_unlock(&sub->mu);
 	poke(sub);
 }
 
@@ -406,11 +408,11 @@ void dlock__redis_sub_remove_wait(redis_backend *b, const char *released, const 
 
 	if (!sub)
 		return;
-	g_mutex_lock(&sub->mu);
+	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 	g_hash_table_remove(sub->boxes, name);
 	dlock__waketable_remove(sub->channels, name, waiter);
 	dlock__waketable_remove(sub->channels, released, waiter);
-	g_mutex_unlock(&sub->mu);
+	dlock__mutex_unlock(&sub->mu);
 	/* No poke: the thread would compete with the caller, which is about
 	 * to return with the lock, only to unsubscribe.  The UNSUBSCRIBEs go
 	 * out with the next wait's SUBSCRIBE or within the thread's poll
@@ -422,9 +424,9 @@ void dlock__redis_sub_listen(redis_backend *b, const char *channel, dlock__waite
 {
 	redis_sub *sub = sub_get(b);
 
-	g_mutex_lock(&sub->mu);
+	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 	dlock__waketable_add(sub->channels, channel, waiter);
-	g_mutex_unlock(&sub->mu);
+	dlock__mutex_unlock(&sub->mu);
 	poke(sub);
 }
 
@@ -434,9 +436,9 @@ void dlock__redis_sub_unlisten(redis_backend *b, const char *channel, dlock__wai
 
 	if (!sub)
 		return;
-	g_mutex_lock(&sub->mu);
+	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 	dlock__waketable_remove(sub->channels, channel, waiter);
-	g_mutex_unlock(&sub->mu);
+	dlock__mutex_unlock(&sub->mu);
 }
 
 bool dlock__redis_sub_refused(redis_backend *b, const char *name)
@@ -446,9 +448,9 @@ bool dlock__redis_sub_refused(redis_backend *b, const char *name)
 
 	if (!sub)
 		return false;
-	g_mutex_lock(&sub->mu);
+	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 	refused = GPOINTER_TO_UINT(dlock__waketable_data(sub->channels, name)) & REFUSED;
-	g_mutex_unlock(&sub->mu);
+	dlock__mutex_unlock(&sub->mu);
 	return refused;
 }
 
@@ -459,9 +461,9 @@ bool dlock__redis_sub_confirmed(redis_backend *b, const char *name)
 
 	if (!sub)
 		return false;
-	g_mutex_lock(&sub->mu);
+	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 	confirmed = GPOINTER_TO_UINT(dlock__waketable_data(sub->channels, name)) & SUBSCRIBED;
-	g_mutex_unlock(&sub->mu);
+	dlock__mutex_unlock(&sub->mu);
 	return confirmed;
 }
 
@@ -473,12 +475,12 @@ bool dlock__redis_sub_take_grant(redis_backend *b, redis_grant *box, int64_t tic
 
 	if (!sub)
 		return false;
-	g_mutex_lock(&sub->mu);
+	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 	granted = box->ticket == ticket;
 	if (granted)
 		*ret_token = box->token;
 	box->ticket = 0;
-	g_mutex_unlock(&sub->mu);
+	dlock__mutex_unlock(&sub->mu);
 	return granted;
 }
 
@@ -486,15 +488,15 @@ static void sub_tell_stop(gpointer data)
 {
 	redis_sub *sub = data;
 
-	g_mutex_lock(&sub->mu);
+	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 	sub->stop = true;
-	g_mutex_unlock(&sub->mu);
+	dlock__mutex_unlock(&sub->mu);
 	poke(sub);
 }
 
 void dlock__redis_sub_stop(redis_backend *b)
 {
-	redis_sub *sub = dlock__lazy_thread_stop(&b->sub, &b->lazy_mu, sub_tell_stop);
+	redis_sub *sub = dlock__lazy_thread_stop(&b->sub, &b->lazy_mu, DLOCK__RANK_THREAD_START, sub_tell_stop);
 
 	if (!sub)
 		return;

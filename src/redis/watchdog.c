@@ -44,6 +44,7 @@
 #include "error.h"
 #include "internal.h"
 #include "lease.h"
+#include "mutex.h"
 #include "scripts-lua.h"
 #include "thread.h"
 
@@ -76,7 +77,8 @@ typedef struct deferred_release {
 
 struct redis_watchdog {
 	redis_backend *b;
-	GMutex mu;
+	GMutex mu;            /* guards everything below but ctx and retry_us
+	                       * (rank REDIS_WATCHDOG) */
 	GCond cond;
 	bool stop;
 	GPtrArray *leases;    /* redis_lease *, referenced */
@@ -159,6 +161,7 @@ static const dlock__cleanup_ops release_ops;
 static void cleanup_add_locked(redis_watchdog *wd, const redis_lease *lease, const char *ticket,
                                int64_t expires_us, GArray *kept, bool redlock)
 {
+	dlock__mutex_assert_held(&wd->mu);
 	deferred_release *c = g_new0(deferred_release, 1);
 
 	c->redlock = redlock;
@@ -183,6 +186,7 @@ static void cleanup_add_locked(redis_watchdog *wd, const redis_lease *lease, con
  */
 static void lose_locked(redis_watchdog *wd, redis_lease *lease, bool cleanup)
 {
+	dlock__mutex_assert_held(&wd->mu);
 	GArray *kept;
 
 	lease->lost = true;
@@ -344,7 +348,7 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 	if (answered)
 		wd->retry_us = RETRY_FIRST_US;
 
-	g_mutex_lock(&wd->mu);
+	dlock__mutex_lock(&wd->mu, DLOCK__RANK_REDIS_WATCHDOG);
 	for (guint i = 0; i < due->len; i++) {
 		redis_lease *lease = due->pdata[i];
 
@@ -372,7 +376,7 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 			}
 		}
 	}
-	g_mutex_unlock(&wd->mu);
+	dlock__mutex_unlock(&wd->mu);
 	if (unanswered && !answered)
 		wd->retry_us = MIN(wd->retry_us * 2, RETRY_CAP_US);
 	g_array_unref(noscript);
@@ -434,7 +438,7 @@ static gpointer watchdog_main(gpointer data)
 	GPtrArray *due = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__redis_lease_unref);
 	GPtrArray *due_cleanups = g_ptr_array_new();
 
-	g_mutex_lock(&wd->mu);
+	dlock__mutex_lock(&wd->mu, DLOCK__RANK_REDIS_WATCHDOG);
 	while (!wd->stop) {
 		int64_t now = dlock__boot_us();
 		int64_t next = now + MAX_SLEEP_US;
@@ -465,12 +469,12 @@ static gpointer watchdog_main(gpointer data)
 		next = MIN(next, dlock__cleanups_due(wd->cleanups, now, due_cleanups));
 
 		if (due->len > 0 || due_cleanups->len > 0) {
-			g_mutex_unlock(&wd->mu);
+			dlock__mutex_unlock(&wd->mu);
 			if (due->len > 0)
 				renew_batch(wd, due, budget);
 			if (due_cleanups->len > 0)
 				dlock__cleanups_attempt(wd->cleanups, due_cleanups);
-			g_mutex_lock(&wd->mu);
+			dlock__mutex_lock(&wd->mu, DLOCK__RANK_REDIS_WATCHDOG);
 			dlock__cleanups_settle(wd->cleanups, dlock__boot_us());
 			continue;
 		}
@@ -478,7 +482,7 @@ static gpointer watchdog_main(gpointer data)
 		g_cond_wait_until(&wd->cond, &wd->mu, dlock__mono_us() + (wd->wake_us - now));
 		wd->wake_us = 0;
 	}
-	g_mutex_unlock(&wd->mu);
+	dlock__mutex_unlock(&wd->mu);
 	g_ptr_array_unref(due);
 	g_ptr_array_unref(due_cleanups);
 	return NULL;
@@ -496,7 +500,7 @@ static gpointer expiry_main(gpointer data)
 	redis_watchdog *wd = data;
 	bool lingered = false; /* slept on a timer with nothing to watch */
 
-	g_mutex_lock(&wd->mu);
+	dlock__mutex_lock(&wd->mu, DLOCK__RANK_REDIS_WATCHDOG);
 	while (!wd->stop) {
 		int64_t now = dlock__boot_us();
 		int64_t next = INT64_MAX;
@@ -531,7 +535,7 @@ static gpointer expiry_main(gpointer data)
 		}
 		wd->expiry_wake_us = 0;
 	}
-	g_mutex_unlock(&wd->mu);
+	dlock__mutex_unlock(&wd->mu);
 	return NULL;
 }
 
@@ -554,7 +558,7 @@ static gpointer watchdog_new(gpointer data, bool *ret_start)
 
 static redis_watchdog *watchdog_get(redis_backend *b)
 {
-	return dlock__lazy_thread_get(&b->watchdog_thread, &b->lazy_mu, "dlock-watchdog", watchdog_new,
+	return dlock__lazy_thread_get(&b->watchdog_thread, &b->lazy_mu, DLOCK__RANK_THREAD_START, "dlock-watchdog", watchdog_new,
 	                              watchdog_main, b);
 }
 
@@ -562,7 +566,7 @@ void dlock__redis_watch(redis_backend *b, redis_lease *lease)
 {
 	redis_watchdog *wd = watchdog_get(b);
 
-	g_mutex_lock(&wd->mu);
+	dlock__mutex_lock(&wd->mu, DLOCK__RANK_REDIS_WATCHDOG);
 	lease->next_renew_us = lease->confirmed_us + renew_period_us(lease);
 	/* The core judges the lease's end by the clock too, so that a caller
 	 * resumed after a pause never sees it held before this thread runs. */
@@ -574,7 +578,7 @@ void dlock__redis_watch(redis_backend *b, redis_lease *lease)
 		g_cond_signal(&wd->cond);
 	if (wd->expiry_wake_us != 0 && lease_expiry_us(lease) < wd->expiry_wake_us)
 		g_cond_signal(&wd->expiry_cond);
-	g_mutex_unlock(&wd->mu);
+	dlock__mutex_unlock(&wd->mu);
 }
 
 bool dlock__redis_unwatch(redis_backend *b, redis_lease *lease, bool *ret_lost)
@@ -584,12 +588,12 @@ bool dlock__redis_unwatch(redis_backend *b, redis_lease *lease, bool *ret_lost)
 
 	if (!wd)
 		return false;
-	g_mutex_lock(&wd->mu);
+	dlock__mutex_lock(&wd->mu, DLOCK__RANK_REDIS_WATCHDOG);
 	lease->released = true;
 	troubled = lease->suspended || lease->lost;
 	*ret_lost = lease->lost;
 	g_ptr_array_remove_fast(wd->leases, lease);
-	g_mutex_unlock(&wd->mu);
+	dlock__mutex_unlock(&wd->mu);
 	return troubled;
 }
 
@@ -599,10 +603,10 @@ void dlock__redis_lease_abandon(redis_backend *b, redis_lease *lease)
 
 	if (!wd)
 		return; /* never watched: there is no lease to keep */
-	g_mutex_lock(&wd->mu);
+	dlock__mutex_lock(&wd->mu, DLOCK__RANK_REDIS_WATCHDOG);
 	if (!lease->released)
 		lose_locked(wd, lease, true);
-	g_mutex_unlock(&wd->mu);
+	dlock__mutex_unlock(&wd->mu);
 }
 
 static void queue_release(redis_backend *b, const redis_lease *lease, const char *ticket,
@@ -610,9 +614,9 @@ static void queue_release(redis_backend *b, const redis_lease *lease, const char
 {
 	redis_watchdog *wd = watchdog_get(b);
 
-	g_mutex_lock(&wd->mu);
+	dlock__mutex_lock(&wd->mu, DLOCK__RANK_REDIS_WATCHDOG);
 	cleanup_add_locked(wd, lease, ticket, expires_us, kept, redlock);
-	g_mutex_unlock(&wd->mu);
+	dlock__mutex_unlock(&wd->mu);
 }
 
 void dlock__redis_cleanup_later(redis_backend *b, const redis_lease *lease, const char *ticket,
@@ -636,16 +640,16 @@ static void watchdog_tell_stop(gpointer data)
 {
 	redis_watchdog *wd = data;
 
-	g_mutex_lock(&wd->mu);
+	dlock__mutex_lock(&wd->mu, DLOCK__RANK_REDIS_WATCHDOG);
 	wd->stop = true;
 	g_cond_signal(&wd->cond);
 	g_cond_signal(&wd->expiry_cond);
-	g_mutex_unlock(&wd->mu);
+	dlock__mutex_unlock(&wd->mu);
 }
 
 void dlock__redis_watchdog_stop(redis_backend *b)
 {
-	redis_watchdog *wd = dlock__lazy_thread_stop(&b->watchdog_thread, &b->lazy_mu, watchdog_tell_stop);
+	redis_watchdog *wd = dlock__lazy_thread_stop(&b->watchdog_thread, &b->lazy_mu, DLOCK__RANK_THREAD_START, watchdog_tell_stop);
 
 	if (!wd)
 		return;

@@ -27,6 +27,7 @@
 #include "clock.h"
 #include "error.h"
 #include "internal.h"
+#include "mutex.h"
 
 void dlock__zk_attempt_forget(zk_attempt *a)
 {
@@ -574,11 +575,11 @@ zk_node *dlock__zk_node_of(zk_backend *b, dlock__hold *hold)
 {
 	zk_node *node;
 
-	g_mutex_lock(&b->mu);
+	dlock__mutex_lock(&b->mu, DLOCK__RANK_ZK_BACKEND);
 	node = dlock__hold_backend_data(hold);
 	if (node)
 		g_atomic_ref_count_inc(&node->ref);
-	g_mutex_unlock(&b->mu);
+	dlock__mutex_unlock(&b->mu);
 	return node;
 }
 
@@ -627,10 +628,10 @@ int dlock__zk_release(dlock__backend *backend, dlock__hold *hold)
 
 	/* Under b->mu: a downgrade on another thread may be taking a
 	 * reference to the node (dlock__zk_node_of()). */
-	g_mutex_lock(&b->mu);
+	dlock__mutex_lock(&b->mu, DLOCK__RANK_ZK_BACKEND);
 	node = dlock__hold_backend_data(hold);
 	dlock__hold_set_backend_data(hold, NULL);
-	g_mutex_unlock(&b->mu);
+	dlock__mutex_unlock(&b->mu);
 	if (!node)
 		return DLOCK_OK;
 	s = node->session;

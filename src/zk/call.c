@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "internal.h"
+#include "mutex.h"
 
 zk_call *dlock__zk_call_new(zk_session *s, zk_call_kind kind, dlock__waiter *waiter)
 {
@@ -76,7 +77,7 @@ static void finish(zk_call *call, int rc)
 	 * write is answered only once the leader has it. */
 	if (call->quorum && (rc == ZOK || rc == ZNONODE || rc == ZNODEEXISTS || rc == ZNOTEMPTY))
 		dlock__zk_session_contact(call->session, call->sent_us);
-	g_mutex_lock(&call->mu);
+	dlock__mutex_lock(&call->mu, DLOCK__RANK_ZK_CALL);
 	call->done = true;
 	call->rc = rc;
 	/* Alive while set here (abandon clears it under this mutex); woken
@@ -84,7 +85,7 @@ static void finish(zk_call *call, int rc)
 	waiter = call->waiter ? dlock__waiter_ref(call->waiter) : NULL;
 	if (call->abandoned && call->kind == CALL_CREATE && rc == ZOK && call->path)
 		orphan = g_strdup(call->path);
-	g_mutex_unlock(&call->mu);
+	dlock__mutex_unlock(&call->mu);
 	if (waiter) {
 		dlock__waiter_wake(waiter);
 		dlock__waiter_free(waiter);
@@ -104,11 +105,11 @@ static void string_stat_done(int rc, const char *value, const struct Stat *stat,
 	zk_call *call = (zk_call *)data;
 
 	if (rc == ZOK) {
-		g_mutex_lock(&call->mu);
+		dlock__mutex_lock(&call->mu, DLOCK__RANK_ZK_CALL);
 		call->path = g_strdup(value);
 		if (stat)
 			call->stat = *stat;
-		g_mutex_unlock(&call->mu);
+		dlock__mutex_unlock(&call->mu);
 	}
 	finish(call, rc);
 }
@@ -122,9 +123,9 @@ static void strings_done(int rc, const struct String_vector *strings, const void
 
 		for (int i = 0; i < strings->count; i++)
 			list[i] = g_strdup(strings->data[i]);
-		g_mutex_lock(&call->mu);
+		dlock__mutex_lock(&call->mu, DLOCK__RANK_ZK_CALL);
 		call->children = list;
-		g_mutex_unlock(&call->mu);
+		dlock__mutex_unlock(&call->mu);
 	}
 	finish(call, rc);
 }
@@ -134,11 +135,11 @@ static void data_done(int rc, const char *value, int len, const struct Stat *sta
 	zk_call *call = (zk_call *)data;
 
 	if (rc == ZOK) {
-		g_mutex_lock(&call->mu);
+		dlock__mutex_lock(&call->mu, DLOCK__RANK_ZK_CALL);
 		call->data = value && len > 0 ? g_strndup(value, (gsize)len) : g_strdup("");
 		if (stat)
 			call->stat = *stat;
-		g_mutex_unlock(&call->mu);
+		dlock__mutex_unlock(&call->mu);
 	}
 	finish(call, rc);
 }
@@ -148,9 +149,9 @@ static void stat_done(int rc, const struct Stat *stat, const void *data)
 	zk_call *call = (zk_call *)data;
 
 	if (rc == ZOK && stat) {
-		g_mutex_lock(&call->mu);
+		dlock__mutex_lock(&call->mu, DLOCK__RANK_ZK_CALL);
 		call->stat = *stat;
-		g_mutex_unlock(&call->mu);
+		dlock__mutex_unlock(&call->mu);
 	}
 	finish(call, rc);
 }
@@ -172,11 +173,11 @@ static void void_done(int rc, const void *data)
 		zk_session *s_ = (call)->session;                            \
 		zk_call *ref_ = call_ref(call);                              \
 		int rc_;                                                     \
-		g_mutex_lock(&s_->mu);                                       \
+		dlock__mutex_lock(&s_->mu, DLOCK__RANK_ZK_SESSION);                                       \
 		(call)->sent_us = dlock__boot_us();                          \
 		dlock__zk_request_sent_locked(s_);                           \
 		rc_ = s_->phase == ZK_ENDED ? ZSESSIONEXPIRED : (expr);      \
-		g_mutex_unlock(&s_->mu);                                     \
+		dlock__mutex_unlock(&s_->mu);                                     \
 		if (rc_ != ZOK)                                              \
 			finish(ref_, rc_);                                   \
 	} while (0)
@@ -256,9 +257,9 @@ int dlock__zk_call_wait(zk_call *call, int64_t until_us)
 		bool done;
 		int rc;
 
-		g_mutex_lock(&call->mu);
+		dlock__mutex_lock(&call->mu, DLOCK__RANK_ZK_CALL);
 		done = call->done;
-		g_mutex_unlock(&call->mu);
+		dlock__mutex_unlock(&call->mu);
 		if (done)
 			return DLOCK_OK;
 		if (dlock__zk_session_phase(call->session) == ZK_ENDED)
@@ -273,11 +274,11 @@ bool dlock__zk_call_attach(zk_call *call, dlock__waiter *waiter)
 {
 	bool done;
 
-	g_mutex_lock(&call->mu);
+	dlock__mutex_lock(&call->mu, DLOCK__RANK_ZK_CALL);
 	done = call->done;
 	if (!done)
 		call->waiter = waiter;
-	g_mutex_unlock(&call->mu);
+	dlock__mutex_unlock(&call->mu);
 	return done;
 }
 
@@ -285,12 +286,12 @@ void dlock__zk_call_abandon(zk_call *call)
 {
 	char *orphan = NULL;
 
-	g_mutex_lock(&call->mu);
+	dlock__mutex_lock(&call->mu, DLOCK__RANK_ZK_CALL);
 	call->waiter = NULL;
 	call->abandoned = true;
 	if (call->done && call->kind == CALL_CREATE && call->rc == ZOK && call->path)
 		orphan = g_strdup(call->path);
-	g_mutex_unlock(&call->mu);
+	dlock__mutex_unlock(&call->mu);
 	if (orphan) {
 		dlock__zk_delete_later(call->session, orphan);
 		g_free(orphan);

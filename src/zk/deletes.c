@@ -9,6 +9,7 @@
 #include "cleanup.h"
 #include "clock.h"
 #include "internal.h"
+#include "mutex.h"
 
 typedef struct delete_ctx {
 	zk_session *session;
@@ -29,6 +30,7 @@ static const dlock__cleanup_ops delete_ops = { delete_try, g_free };
 /* Keep path's delete for the next reconnect; s->mu held. */
 static void delete_keep_locked(zk_session *s, char *path)
 {
+	dlock__mutex_assert_held(&s->mu);
 	dlock__cleanups_add(s->cleanups, &delete_ops, path, INT64_MAX, dlock__boot_us());
 }
 
@@ -39,12 +41,12 @@ static void delete_done(int rc, const void *data)
 
 	if (dlock__zk_rc_connection(rc)) {
 		/* Sent again by the session thread after the next reconnect. */
-		g_mutex_lock(&s->mu);
+		dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 		if (s->phase != ZK_ENDED) {
 			delete_keep_locked(s, ctx->path);
 			ctx->path = NULL;
 		}
-		g_mutex_unlock(&s->mu);
+		dlock__mutex_unlock(&s->mu);
 	} else if (rc != ZOK && rc != ZNONODE && !dlock__zk_rc_session_ended(rc)) {
 		dlock__log(s->b->logger, DLOCK_LOG_WARNING, "%s: cannot delete %s: %s", s->b->label,
 		           ctx->path, dlock__zk_strerror(rc));
@@ -80,6 +82,7 @@ static dlock__cleanup_result delete_try(gpointer data, gpointer session)
 
 void dlock__zk_delete_send_locked(zk_session *s, const char *path)
 {
+	dlock__mutex_assert_held(&s->mu);
 	if (s->phase == ZK_ENDED)
 		return; /* the node ends with its session */
 	if (delete_try((gpointer)path, s) == DLOCK__CLEANUP_RETRY)
@@ -88,7 +91,7 @@ void dlock__zk_delete_send_locked(zk_session *s, const char *path)
 
 void dlock__zk_delete_later(zk_session *s, const char *path)
 {
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	dlock__zk_delete_send_locked(s, path);
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 }

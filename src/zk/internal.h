@@ -22,9 +22,10 @@
  * completions and watchers only record results, wake waiters and queue
  * asynchronous deletes.
  *
- * Lock order, outermost first: backend->mu, session->mu, call->mu, then a
- * waiter's mutex.  zookeeper_close() runs with none of them held, since it
- * waits for the completion thread.
+ * Lock order (the rank table of src/kit/mutex.h): backend->mu, then
+ * session->mu, then the core's hold->mu, then call->mu, then a waiter's
+ * mutex.  zookeeper_close() runs with none of them held, since it waits
+ * for the completion thread.
  */
 #ifndef DLOCK_ZK_INTERNAL_H
 #define DLOCK_ZK_INTERNAL_H
@@ -67,7 +68,7 @@ struct zk_backend {
 	struct ACL acl_entries[2];
 	struct ACL_vector lock_acl;  /* for lock nodes: open, or creator-all plus world-read */
 
-	GMutex mu;
+	GMutex mu;                 /* guards everything below (rank ZK_BACKEND) */
 	GCond cond;                /* wakes the session thread */
 	zk_session *current;       /* the session new calls use; NULL before the first or after it ended */
 	GPtrArray *sessions;       /* every session not yet closed (one reference each) */
@@ -87,7 +88,7 @@ struct zk_session {
 	zk_backend *b;
 	zhandle_t *zh;             /* closed by the session thread or backend close */
 	GMutex mu;
-	/* guarded by mu */
+	/* guarded by mu (rank ZK_SESSION) */
 	zk_phase phase;
 	bool ever_connected;
 	const char *end_reason;    /* static text, set when ENDED */
@@ -144,7 +145,7 @@ typedef struct zk_call {
 	bool quorum;               /* a write: its answer comes through the leader */
 	int64_t sent_us;           /* CLOCK_BOOTTIME */
 	GMutex mu;
-	/* guarded by mu */
+	/* guarded by mu (rank ZK_CALL) */
 	dlock__waiter *waiter;     /* woken on completion; NULL once abandoned */
 	bool done;
 	bool abandoned;

@@ -35,6 +35,7 @@
 #include "clock.h"
 #include "error.h"
 #include "internal.h"
+#include "mutex.h"
 
 /* Make the number of addresses in servers ("a:p,b:q,...") odd (see
  * above): an even list gets its first address again. */
@@ -98,7 +99,7 @@ void dlock__zk_servers_refresh(zk_backend *b, zk_session *s, int64_t until_us)
 		g_ptr_array_unref(missing);
 		return; /* none resolved this time: keep what the session has */
 	}
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	/* Only a list with more of the names (one that failed to resolve
 	 * this time keeps none of its addresses, so a passing failure of the
 	 * resolver must not shrink the list), and only while not connected
@@ -112,7 +113,7 @@ void dlock__zk_servers_refresh(zk_backend *b, zk_session *s, int64_t until_us)
 		s->missing = missing->len;
 		added = g_strdup(added);
 	}
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 	if (added)
 		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: servers resolved again; the session now tries %s%s",
 		           b->label, added, missing->len ? " (some names still do not resolve)" : "");

@@ -15,6 +15,7 @@
 #include "cleanup.h"
 #include "clock.h"
 #include "internal.h"
+#include "mutex.h"
 #include "thread.h"
 
 /* The session thread looks at each session at least this often. */
@@ -40,11 +41,11 @@ static void probe_answered(int rc, const char *value, const void *data)
 	zk_session *s = ctx->session;
 
 	(void)value;
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	s->probing = false;
 	if (rc == ZOK || rc == ZNONODE)
 		dlock__zk_session_contact_locked(s, ctx->sent_us);
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 	dlock__zk_request_done(s);
 	dlock__zk_session_unref(s);
 	g_free(ctx);
@@ -55,6 +56,7 @@ static void probe_send_locked(zk_session *s, int64_t now)
 {
 	probe_ctx *ctx = g_new0(probe_ctx, 1);
 
+	dlock__mutex_assert_held(&s->mu);
 	ctx->session = dlock__zk_session_ref(s);
 	ctx->sent_us = now;
 	s->probing = true;
@@ -77,6 +79,7 @@ static void probe_send_locked(zk_session *s, int64_t now)
  */
 static bool in_use_locked(const zk_session *s)
 {
+	dlock__mutex_assert_held(&s->mu);
 	return s->holds->len > 0 || dlock__waketable_count(s->waiters, ZK_SESSION_WAITERS) > 0;
 }
 
@@ -93,12 +96,13 @@ static int64_t pass_locked(zk_backend *b, GPtrArray *to_close, GPtrArray *lost,
 	int64_t now = dlock__boot_us();
 	int64_t next = now + TICK_US;
 
+	dlock__mutex_assert_held(&b->mu);
 	*ret_expiry = INT64_MAX;
 
 	for (guint i = 0; i < b->sessions->len;) {
 		zk_session *s = b->sessions->pdata[i];
 
-		g_mutex_lock(&s->mu);
+		dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 		if (s->phase != ZK_ENDED && s->ever_connected &&
 		    (s->phase == ZK_CONNECTING || s->holds->len > 0)) {
 			int64_t expiry = dlock__zk_session_expiry_locked(s);
@@ -125,11 +129,11 @@ static int64_t pass_locked(zk_backend *b, GPtrArray *to_close, GPtrArray *lost,
 			dlock__cleanups_run(s->cleanups, dlock__boot_us());
 		}
 		if (s->phase == ZK_ENDED) {
-			g_mutex_unlock(&s->mu);
+			dlock__mutex_unlock(&s->mu);
 			g_ptr_array_add(to_close, g_ptr_array_steal_index(b->sessions, i));
 			continue;
 		}
-		g_mutex_unlock(&s->mu);
+		dlock__mutex_unlock(&s->mu);
 		i++;
 	}
 	return next;
@@ -145,7 +149,7 @@ static void session_close(zk_session *s)
 	int64_t until = dlock__mono_us() + CLOSE_SETTLE_US;
 	zhandle_t *zh;
 
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	zh = s->zh;
 	/* The client library loses a completion whose answer arrives while
 	 * zookeeper_close() takes the handle apart (with what it refers to:
@@ -156,7 +160,7 @@ static void session_close(zk_session *s)
 	       g_cond_wait_until(&s->settled, &s->mu, until))
 		;
 	s->phase = ZK_ENDED;
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 	if (zh)
 		zookeeper_close(zh);
 	/* After zookeeper_close no callback runs; s->zh is not used again
@@ -176,12 +180,13 @@ static zk_session *refresh_due_locked(zk_backend *b, int64_t *ret_next)
 {
 	int64_t now = dlock__boot_us();
 
+	dlock__mutex_assert_held(&b->mu);
 	*ret_next = INT64_MAX;
 	for (guint i = 0; i < b->sessions->len; i++) {
 		zk_session *s = b->sessions->pdata[i];
 		bool due = false;
 
-		g_mutex_lock(&s->mu);
+		dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 		if (s->phase == ZK_CONNECTING && s->missing > 0) {
 			due = now >= s->resolve_due_us;
 			if (due) {
@@ -190,7 +195,7 @@ static zk_session *refresh_due_locked(zk_backend *b, int64_t *ret_next)
 			}
 			*ret_next = MIN(*ret_next, s->resolve_due_us);
 		}
-		g_mutex_unlock(&s->mu);
+		dlock__mutex_unlock(&s->mu);
 		if (due)
 			return dlock__zk_session_ref(s);
 	}
@@ -204,7 +209,7 @@ gpointer dlock__zk_session_thread(gpointer data)
 	GPtrArray *notes = dlock__zk_notes_new();
 	zk_session *refresh;
 
-	g_mutex_lock(&b->mu);
+	dlock__mutex_lock(&b->mu, DLOCK__RANK_ZK_BACKEND);
 	while (!b->stopping) {
 		GPtrArray *to_close = g_ptr_array_new();
 		GPtrArray *lost = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__hold_unref);
@@ -212,13 +217,13 @@ gpointer dlock__zk_session_thread(gpointer data)
 		int64_t next = pass_locked(b, to_close, lost, notes, &expiry);
 
 		if (to_close->len > 0 || lost->len > 0 || notes->len > 0) {
-			g_mutex_unlock(&b->mu);
+			dlock__mutex_unlock(&b->mu);
 			dlock__zk_notes_flush(b, notes);
 			dlock__zk_holds_report(lost, DLOCK_STATE_LOST);
 			for (guint i = 0; i < to_close->len; i++)
 				session_close(to_close->pdata[i]);
 			g_ptr_array_unref(to_close);
-			g_mutex_lock(&b->mu);
+			dlock__mutex_lock(&b->mu, DLOCK__RANK_ZK_BACKEND);
 			continue;
 		}
 		g_ptr_array_unref(lost);
@@ -230,10 +235,10 @@ gpointer dlock__zk_session_thread(gpointer data)
 			 * refreshed). */
 			int64_t budget = MIN(expiry - dlock__boot_us(), RESOLVE_BUDGET_US);
 
-			g_mutex_unlock(&b->mu);
+			dlock__mutex_unlock(&b->mu);
 			dlock__zk_servers_refresh(b, refresh, dlock__mono_us() + MAX(budget, 0));
 			dlock__zk_session_unref(refresh);
-			g_mutex_lock(&b->mu);
+			dlock__mutex_lock(&b->mu, DLOCK__RANK_ZK_BACKEND);
 			continue;
 		}
 		b->thread_wake_us = MAX(MIN(next, resolve_next), dlock__boot_us() + 1000);
@@ -241,7 +246,7 @@ gpointer dlock__zk_session_thread(gpointer data)
 		                  dlock__mono_us() + (b->thread_wake_us - dlock__boot_us()));
 		b->thread_wake_us = 0;
 	}
-	g_mutex_unlock(&b->mu);
+	dlock__mutex_unlock(&b->mu);
 	g_ptr_array_unref(notes);
 	return NULL;
 }
@@ -250,20 +255,20 @@ void dlock__zk_sessions_stop(zk_backend *b)
 {
 	GPtrArray *sessions;
 
-	g_mutex_lock(&b->mu);
+	dlock__mutex_lock(&b->mu, DLOCK__RANK_ZK_BACKEND);
 	b->stopping = true;
 	g_cond_broadcast(&b->cond);
-	g_mutex_unlock(&b->mu);
-	dlock__lazy_thread_stop(&b->thread, &b->mu, NULL);
+	dlock__mutex_unlock(&b->mu);
+	dlock__lazy_thread_stop(&b->thread, &b->mu, DLOCK__RANK_ZK_BACKEND, NULL);
 
-	g_mutex_lock(&b->mu);
+	dlock__mutex_lock(&b->mu, DLOCK__RANK_ZK_BACKEND);
 	sessions = b->sessions;
 	b->sessions = g_ptr_array_new();
 	if (b->current) {
 		g_atomic_ref_count_dec(&b->current->ref); /* the list holds another */
 		b->current = NULL;
 	}
-	g_mutex_unlock(&b->mu);
+	dlock__mutex_unlock(&b->mu);
 	/* Closing tells the servers: our nodes go at once. */
 	for (guint i = 0; i < sessions->len; i++)
 		session_close(sessions->pdata[i]);

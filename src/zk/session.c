@@ -35,6 +35,7 @@
 #include "error.h"
 #include "internal.h"
 #include "lease.h"
+#include "mutex.h"
 #include "thread.h"
 
 /*
@@ -45,6 +46,7 @@
  */
 int64_t dlock__zk_session_expiry_locked(const zk_session *s)
 {
+	dlock__mutex_assert_held(&s->mu);
 	return dlock__lease_end_us(s->contact_us, s->timeout_ms);
 }
 
@@ -58,6 +60,7 @@ static void bounds_push_locked(zk_session *s)
 {
 	int64_t until = dlock__zk_session_expiry_locked(s);
 
+	dlock__mutex_assert_held(&s->mu);
 	for (guint i = 0; i < s->holds->len; i++) {
 		zk_node *node = s->holds->pdata[i];
 
@@ -68,6 +71,7 @@ static void bounds_push_locked(zk_session *s)
 /* Record the send time of a request the server answered.  s->mu held. */
 void dlock__zk_session_contact_locked(zk_session *s, int64_t sent_us)
 {
+	dlock__mutex_assert_held(&s->mu);
 	if (sent_us <= s->contact_us)
 		return;
 	s->contact_us = sent_us;
@@ -165,6 +169,7 @@ static GPtrArray *holds_copy_locked(zk_session *s)
 {
 	GPtrArray *copy = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__hold_unref);
 
+	dlock__mutex_assert_held(&s->mu);
 	for (guint i = 0; i < s->holds->len; i++) {
 		zk_node *node = s->holds->pdata[i];
 
@@ -175,6 +180,7 @@ static GPtrArray *holds_copy_locked(zk_session *s)
 
 static void wake_all_locked(zk_session *s)
 {
+	dlock__mutex_assert_held(&s->mu);
 	dlock__waketable_wake_all(s->waiters);
 }
 
@@ -196,6 +202,7 @@ void dlock__zk_holds_report(GPtrArray *holds, dlock_state state)
 GPtrArray *dlock__zk_session_end_locked(zk_backend *b, zk_session *s, const char *reason,
                                         GPtrArray *notes)
 {
+	dlock__mutex_assert_held(&b->mu);
 	s->phase = ZK_ENDED;
 	s->end_reason = reason;
 	if (b->current == s) {
@@ -216,8 +223,8 @@ static void state_changed(zk_session *s, zhandle_t *zh, int state)
 	GPtrArray *holds = NULL, *notes = dlock__zk_notes_new();
 	dlock_state what = DLOCK_STATE_SUSPENDED;
 
-	g_mutex_lock(&b->mu);
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&b->mu, DLOCK__RANK_ZK_BACKEND);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	if (s->phase == ZK_ENDED) {
 		/* already over */
 	} else if (state == ZOO_CONNECTED_STATE) {
@@ -259,8 +266,8 @@ static void state_changed(zk_session *s, zhandle_t *zh, int state)
 		holds = dlock__zk_session_end_locked(b, s, "authentication refused", notes);
 		what = DLOCK_STATE_LOST;
 	}
-	g_mutex_unlock(&s->mu);
-	g_mutex_unlock(&b->mu);
+	dlock__mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&b->mu);
 	dlock__zk_notes_flush(b, notes);
 	g_ptr_array_unref(notes);
 	dlock__zk_holds_report(holds, what);
@@ -278,29 +285,29 @@ void dlock__zk_watcher(zhandle_t *zh, int type, int state, const char *path, voi
 		return;
 	/* A data watch fired (the node was deleted or changed): wake the
 	 * threads waiting on it.  The watch is used up. */
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	if (*path) { /* never ZK_SESSION_WAITERS */
 		dlock__waketable_wake(s->waiters, path);
 		dlock__waketable_drop(s->waiters, path);
 	}
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 }
 
 void dlock__zk_session_contact(zk_session *s, int64_t sent_us)
 {
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	dlock__zk_session_contact_locked(s, sent_us);
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 }
 
 bool dlock__zk_session_fresh(zk_session *s)
 {
 	bool fresh;
 
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	fresh = s->phase != ZK_ENDED &&
 	        dlock__boot_us() + dlock__lease_margin_us(s->timeout_ms) < dlock__zk_session_expiry_locked(s);
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 	return fresh;
 }
 
@@ -370,9 +377,9 @@ zk_phase dlock__zk_session_phase(zk_session *s)
 {
 	zk_phase phase;
 
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	phase = s->phase;
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 	return phase;
 }
 
@@ -386,10 +393,10 @@ zk_phase dlock__zk_session_phase(zk_session *s)
  */
 static void nudge_thread(zk_backend *b, int64_t due_us)
 {
-	g_mutex_lock(&b->mu);
+	dlock__mutex_lock(&b->mu, DLOCK__RANK_ZK_BACKEND);
 	if (b->thread_wake_us != 0 && due_us < b->thread_wake_us)
 		g_cond_broadcast(&b->cond);
-	g_mutex_unlock(&b->mu);
+	dlock__mutex_unlock(&b->mu);
 }
 
 void dlock__zk_session_add_waiter(zk_session *s, dlock__waiter *waiter)
@@ -397,11 +404,11 @@ void dlock__zk_session_add_waiter(zk_session *s, dlock__waiter *waiter)
 	bool first;
 	int64_t due;
 
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	dlock__waketable_add(s->waiters, ZK_SESSION_WAITERS, waiter);
 	first = dlock__waketable_count(s->waiters, ZK_SESSION_WAITERS) == 1 && s->holds->len == 0;
 	due = s->probe_due_us;
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 	/* Probes start now (see in_use_locked). */
 	if (first)
 		nudge_thread(s->b, due);
@@ -409,9 +416,9 @@ void dlock__zk_session_add_waiter(zk_session *s, dlock__waiter *waiter)
 
 void dlock__zk_session_remove_waiter(zk_session *s, dlock__waiter *waiter)
 {
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	dlock__waketable_remove(s->waiters, ZK_SESSION_WAITERS, waiter);
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 }
 
 int dlock__zk_session_wait_connected(zk_session *s, dlock__waiter *waiter, int64_t until_us)
@@ -452,14 +459,14 @@ static void refresh_soon(zk_session *s)
 {
 	int64_t due = 0;
 
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	if (s->phase == ZK_CONNECTING && s->missing > 0) {
 		int64_t last = s->resolve_due_us - s->resolve_pause_us;
 
 		s->resolve_due_us = MIN(s->resolve_due_us, last + RESOLVE_FIRST_US);
 		due = s->resolve_due_us;
 	}
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 	if (due)
 		nudge_thread(s->b, due);
 }
@@ -472,9 +479,9 @@ int dlock__zk_session_get(zk_backend *b, dlock__waiter *waiter, int64_t until_us
 		const char *reason;
 		int rc;
 
-		g_mutex_lock(&b->mu);
+		dlock__mutex_lock(&b->mu, DLOCK__RANK_ZK_BACKEND);
 		if (b->stopping) {
-			g_mutex_unlock(&b->mu);
+			dlock__mutex_unlock(&b->mu);
 			return dlock__error(DLOCK_ECANCELED, "%s: the client is being freed", b->label);
 		}
 		s = b->current;
@@ -486,7 +493,7 @@ int dlock__zk_session_get(zk_backend *b, dlock__waiter *waiter, int64_t until_us
 			/* Resolve without b->mu, which every call on this backend
 			 * and the session thread need; another thread may open a
 			 * session meanwhile, which is then used instead. */
-			g_mutex_unlock(&b->mu);
+			dlock__mutex_unlock(&b->mu);
 			rc = dlock__zk_servers_resolve(b, waiter, until_us, &servers, missing);
 			if (rc != DLOCK_OK) {
 				g_ptr_array_unref(missing);
@@ -495,9 +502,9 @@ int dlock__zk_session_get(zk_backend *b, dlock__waiter *waiter, int64_t until_us
 			for (guint i = 0; i < missing->len; i++)
 				dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: server %s left out of the session "
 				           "until its name resolves", b->label, (char *)missing->pdata[i]);
-			g_mutex_lock(&b->mu);
+			dlock__mutex_lock(&b->mu, DLOCK__RANK_ZK_BACKEND);
 			if (b->stopping) {
-				g_mutex_unlock(&b->mu);
+				dlock__mutex_unlock(&b->mu);
 				g_free(servers);
 				g_ptr_array_unref(missing);
 				return dlock__error(DLOCK_ECANCELED, "%s: the client is being freed", b->label);
@@ -508,20 +515,20 @@ int dlock__zk_session_get(zk_backend *b, dlock__waiter *waiter, int64_t until_us
 			s = b->current;
 			if (!s) {
 				if ((rc = session_open(b, servers, missing->len, &s)) != DLOCK_OK) {
-					g_mutex_unlock(&b->mu);
+					dlock__mutex_unlock(&b->mu);
 					g_free(servers);
 					g_ptr_array_unref(missing);
 					return rc;
 				}
-				g_mutex_lock(&s->mu);
+				dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 				s->contact_us = MAX(s->contact_us, opened_us);
-				g_mutex_unlock(&s->mu);
+				dlock__mutex_unlock(&s->mu);
 			}
 			g_free(servers);
 			g_ptr_array_unref(missing);
 		}
 		dlock__zk_session_ref(s);
-		g_mutex_unlock(&b->mu);
+		dlock__mutex_unlock(&b->mu);
 
 		refresh_soon(s);
 		rc = dlock__zk_session_wait_connected(s, waiter, until_us);
@@ -529,9 +536,9 @@ int dlock__zk_session_get(zk_backend *b, dlock__waiter *waiter, int64_t until_us
 			*ret = s;
 			return DLOCK_OK;
 		}
-		g_mutex_lock(&s->mu);
+		dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 		reason = s->end_reason;
-		g_mutex_unlock(&s->mu);
+		dlock__mutex_unlock(&s->mu);
 		dlock__zk_session_unref(s);
 		if (rc == DLOCK_ETIMEDOUT)
 			return dlock__error(DLOCK_EUNAVAILABLE, "%s: no server answered in time", b->label);
@@ -547,7 +554,7 @@ bool dlock__zk_session_refused(zk_backend *b)
 {
 	bool refused = false;
 
-	g_mutex_lock(&b->mu);
+	dlock__mutex_lock(&b->mu, DLOCK__RANK_ZK_BACKEND);
 	if (b->current) {
 		zk_session *s = b->current;
 
@@ -555,11 +562,11 @@ bool dlock__zk_session_refused(zk_backend *b)
 		 * states -- when a connection attempt fails, until it starts
 		 * the next (CONNECTING, ASSOCIATING once the TCP connection
 		 * is up): a server that is only slow to answer never shows it. */
-		g_mutex_lock(&s->mu);
+		dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 		refused = s->phase != ZK_ENDED && s->zh && zoo_state(s->zh) == 0;
-		g_mutex_unlock(&s->mu);
+		dlock__mutex_unlock(&s->mu);
 	}
-	g_mutex_unlock(&b->mu);
+	dlock__mutex_unlock(&b->mu);
 	return refused;
 }
 
@@ -567,16 +574,16 @@ bool dlock__zk_session_refused(zk_backend *b)
 
 void dlock__zk_watch_add(zk_session *s, const char *path, dlock__waiter *waiter)
 {
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	dlock__waketable_add(s->waiters, path, waiter);
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 }
 
 void dlock__zk_watch_remove(zk_session *s, const char *path, dlock__waiter *waiter)
 {
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	dlock__waketable_remove(s->waiters, path, waiter);
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 }
 
 bool dlock__zk_watch_fired(zk_session *s, const char *path, dlock__waiter *waiter)
@@ -584,9 +591,9 @@ bool dlock__zk_watch_fired(zk_session *s, const char *path, dlock__waiter *waite
 	bool fired;
 
 	/* A fired watch's key was dropped (dlock__zk_watcher). */
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	fired = !dlock__waketable_has(s->waiters, path, waiter);
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 	return fired;
 }
 
@@ -597,7 +604,7 @@ bool dlock__zk_session_track(zk_session *s, zk_node *node)
 
 	/* Decided under the same mutex as every state change, so a hold is
 	 * either on the list the next change reports to, or told now. */
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	phase = s->phase;
 	if (phase != ZK_ENDED) {
 		g_ptr_array_add(s->holds, node);
@@ -612,7 +619,7 @@ bool dlock__zk_session_track(zk_session *s, zk_node *node)
 	 * (the hold is still being acquired, so this only marks it). */
 	if (phase == ZK_CONNECTING)
 		dlock__hold_report(node->hold, DLOCK_STATE_SUSPENDED);
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 	if (phase == ZK_ENDED)
 		return false;
 	nudge_thread(s->b, due);
@@ -623,10 +630,10 @@ bool dlock__zk_session_untrack(zk_session *s, zk_node *node)
 {
 	bool alive;
 
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	g_ptr_array_remove_fast(s->holds, node);
 	alive = s->phase != ZK_ENDED;
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 	return alive;
 }
 
@@ -634,13 +641,14 @@ bool dlock__zk_session_untrack(zk_session *s, zk_node *node)
 
 void dlock__zk_request_sent_locked(zk_session *s)
 {
+	dlock__mutex_assert_held(&s->mu);
 	s->outstanding++;
 }
 
 void dlock__zk_request_done(zk_session *s)
 {
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	if (--s->outstanding == 0)
 		g_cond_broadcast(&s->settled);
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 }

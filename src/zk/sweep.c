@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "error.h"
 #include "internal.h"
+#include "mutex.h"
 
 typedef struct sweep {
 	zk_session *session;       /* referenced while a listing is in flight */
@@ -51,6 +52,7 @@ static const dlock__cleanup_ops sweep_ops = { sweep_try, sweep_free };
 /* Keep a sweep of dir for uuid for the next reconnect; s->mu held. */
 static void keep_locked(zk_session *s, const char *dir, const char *uuid)
 {
+	dlock__mutex_assert_held(&s->mu);
 	dlock__cleanups_add(s->cleanups, &sweep_ops, sweep_new(dir, uuid), INT64_MAX, dlock__boot_us());
 }
 
@@ -88,7 +90,7 @@ static void sweep_listed(int rc, const struct String_vector *children, const voi
 	GPtrArray *deleted = g_ptr_array_new_with_free_func(g_free);
 
 	sw->session = NULL;
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	if (rc == ZOK && children) {
 		for (int i = 0; i < children->count; i++) {
 			char *path;
@@ -105,7 +107,7 @@ static void sweep_listed(int rc, const struct String_vector *children, const voi
 	/* Otherwise ZNONODE: nothing was made (or it is gone); or the session
 	 * ended, taking the node with it. */
 	sweep_free(sw);
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 	dlock__zk_request_done(s);
 	for (guint i = 0; i < deleted->len; i++)
 		dlock__log(s->b->logger, DLOCK_LOG_INFO, "%s: deleting %s, left by an acquire that gave up",
@@ -116,7 +118,7 @@ static void sweep_listed(int rc, const struct String_vector *children, const voi
 
 void dlock__zk_sweep_later(zk_session *s, const char *dir, const char *uuid)
 {
-	g_mutex_lock(&s->mu);
+	dlock__mutex_lock(&s->mu, DLOCK__RANK_ZK_SESSION);
 	if (s->phase == ZK_CONNECTED) {
 		sweep item = { NULL, (char *)dir, (char *)uuid };
 
@@ -125,5 +127,5 @@ void dlock__zk_sweep_later(zk_session *s, const char *dir, const char *uuid)
 	} else if (s->phase != ZK_ENDED) {
 		keep_locked(s, dir, uuid);
 	}
-	g_mutex_unlock(&s->mu);
+	dlock__mutex_unlock(&s->mu);
 }

@@ -43,6 +43,8 @@ for b in redis zk file; do
 	check "src/$b includes no other backend's header and not core.h" \
 		"$(includes "$b" '\.\./|core\.h|(redis|zk|file)/|(redis|zk|file)\.h' | grep -v "#\s*include\s*\"$b\.h\"" || true)"
 done
+check "the library takes its mutexes at a rank (src/kit/mutex.h), never g_mutex_lock() bare" \
+	"$(grep -rnE '\bg_mutex_(lock|trylock|unlock)\s*\(' --include='*.c' --include='*.h' . | grep -v '^\./kit/mutex\.[ch]:' | grep -v '^\./cli/' || true)"
 check "src/cli includes no header of the library but dlock.h (and its own cli.h)" \
 	"$(includes cli '[^">]*"' | grep -v '"dlock\.h"\|"cli\.h"' || true)"
 exit "$failed"
