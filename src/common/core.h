@@ -1,7 +1,8 @@
 /*
  * The core's own structures: clients, lock handles, holds, the per-thread
  * reentrancy tables (owner.c) and the callback thread.  Private to src/common;
- * backends see holds only through backend.h.
+ * backends see holds only through backend.h, recipes their handle only
+ * through recipe.h.
  *
  * The lock order is the rank table of src/kit/mutex.h: the core's
  * mutexes rank hold->mu, then client->mu, then lock->mu.
@@ -21,6 +22,7 @@
 #include "error.h"
 #include "log.h"
 #include "parse.h"
+#include "recipe.h"
 #include "thread.h"
 
 /* One configured backend of a client. */
@@ -43,7 +45,6 @@ typedef struct dlock__route {
 
 typedef struct dlock__callbacks dlock__callbacks;
 typedef struct dlock__announcer dlock__announcer;
-typedef struct dlock__recipe_ops dlock__recipe_ops;
 
 struct dlock_client {
 	pid_t pid;               /* the process that built it; calls elsewhere are refused */
@@ -106,15 +107,10 @@ struct dlock_lock {
 int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
                                dlock_client **ret_client);
 
-/* Refuse calls in a forked child (DLOCK_ECANCELED) and count calls in
- * flight so that dlock_client_free() can wait for them. */
-int dlock__client_enter(dlock_client *client);
 /* The slot of a configured backend by name, or NULL. */
 dlock__slot *dlock__client_slot(const dlock_client *client, const char *name);
 /* The slot a resource is routed to (first matching route, else the default). */
 dlock__slot *dlock__client_route(const dlock_client *client, const char *resource);
-void dlock__client_leave(dlock_client *client);
-bool dlock__client_forked(const dlock_client *client);
 
 /* ---- owners (owner.c: who holds what, and what an acquire comes to) -- */
 
@@ -134,10 +130,6 @@ dlock__hold *dlock__owner_find(const dlock_lock *lock);
  * (its write-class hold, referenced) when that is not NULL.
  */
 int dlock__owner_settle(dlock_lock *lock, int64_t deadline_us, dlock__hold **ret_downgrade);
-/* The owner's hold, without counting it again: DLOCK_OK once it is HELD
- * (at once, or after a suspension), DLOCK_ELOST (cleared), or
- * DLOCK__HOLD_ENDED when there is none. */
-int dlock__owner_confirm(dlock_lock *lock, int64_t deadline_us);
 /* Record a granted hold, counted once through lock, in the client and
  * where its owner finds it: its thread's table, or its handle (replacing a
  * lost one, whose loss the next release reports). */
@@ -158,8 +150,8 @@ const char *dlock__mode_name(dlock__mode mode);
 /* ---- holds (hold.c, which alone knows a hold's phases and counts) ---- */
 
 /* dlock__hold_reenter()'s and dlock__hold_confirm()'s answers beyond a
- * status code. */
-#define DLOCK__HOLD_ENDED 1   /* it had ended meanwhile: take a fresh one */
+ * status code: DLOCK__HOLD_ENDED (recipe.h), it had ended meanwhile: take
+ * a fresh one; and */
 #define DLOCK__HOLD_CLEARED 2 /* it was lost and is ended now: the owner
                                * forgets and releases it, then reports
                                * DLOCK_ELOST */
@@ -226,58 +218,9 @@ void dlock__hold_teardown(dlock__hold *hold);
 /* ---- locks ------------------------------------------------------------ */
 
 dlock_lock *dlock__lock_ref(dlock_lock *lock);
-/* Register a waiter of a thread inside acquire on the handle, so that
- * cancel and free reach it (canceled at once if the free has begun). */
-void dlock__lock_add_waiter(dlock_lock *lock, dlock__waiter *waiter);
-void dlock__lock_remove_waiter(dlock_lock *lock, dlock__waiter *waiter);
-/* Cancel the handle's waiters, and every waiter registered from now on,
- * while its calls are still let in: an election about to be freed. */
-void dlock__lock_cancel_all(dlock_lock *lock);
-/* Check a public call's lock argument, count the call on the handle (which
- * dlock_lock_free() waits for; DLOCK_ECANCELED once the free has begun)
- * and enter its client.  Then leave with dlock__lock_leave(). */
-int dlock__lock_enter(dlock_lock *lock, const char *what);
-void dlock__lock_leave(dlock_lock *lock);
 /* The caller's owner's relation to the lock, from its hold alone. */
 dlock_hold dlock__lock_caller_hold(const dlock_lock *lock);
 void dlock__lock_unref(dlock_lock *lock);
-
-/* ---- recipes on a lock handle (src/recipes) --------------------------- */
-
-/* What happened to a recipe's handle, as the callback thread tells it. */
-typedef enum dlock__event_kind {
-	DLOCK__EVENT_STATE,  /* a state of its hold: code is a dlock_state */
-	DLOCK__EVENT_GRANT,  /* a grant of its hold: posted by hold.c once the grant
-	                      * is installed (dlock__hold_tell_grant()), or earlier if a state of the hold or
-	                      * its end comes first -- always before them, so an
-	                      * event the recipe posts after its grant (a
-	                      * resignation's) cannot overtake it */
-	DLOCK__EVENT_RECIPE  /* one the recipe posted itself: code and text are its own */
-} dlock__event_kind;
-
-/*
- * A recipe built on one lock handle (the leader election, in
- * src/recipes): the handle's events go to it instead of a state callback,
- * its holds carry the recipe's holder id, and the handle's end ends it.
- * The core calls these hooks and never names a recipe.
- */
-struct dlock__recipe_ops {
-	const char *kind;    /* "election", for messages */
-	/* The id the handle's holds record in their holder record. */
-	const char *(*holder_id)(const void *recipe);
-	/* An event of the handle, on the callback thread, in the order the
-	 * events were posted (text: a recipe event's, or NULL). */
-	void (*event)(void *recipe, dlock__event_kind kind, int code, const char *text);
-	/* The client is closing: stop and join the recipe's own threads. */
-	void (*stop)(void *recipe);
-	/* The handle's last reference is going: free the recipe. */
-	void (*destroy)(void *recipe);
-};
-
-/* Build recipe on lock, an exclusive handle of one permit for as long as
- * it lives; before the handle is shared (the callback thread reads it
- * without the handle's mutex). */
-void dlock__lock_set_recipe(dlock_lock *lock, const dlock__recipe_ops *ops, void *recipe);
 
 /* ---- announcements (announce.c) -------------------------------------- */
 
@@ -296,17 +239,9 @@ void dlock__announce_stop(dlock_client *client);
 /* Queue a state change for lock's callback (if any) on the client's
  * callback thread, starting it if needed.  Called with hold->mu held. */
 void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state state);
-/* The same for any event of a recipe's handle, with a text that is
- * copied (NULL: none). */
-void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, dlock__event_kind kind,
-                                 int code, const char *text);
 void dlock__callbacks_stop(dlock_client *client);
 /* Whether the calling thread is the client's callback thread (running one
  * of its callbacks): what would wait for that thread must not run there. */
 bool dlock__callbacks_on_thread(dlock_client *client);
-/* Wait until every event queued so far has been run (or dropped) by the
- * callback thread; at once if nothing was ever queued or when called on
- * that thread itself. */
-void dlock__callbacks_flush(dlock_client *client);
 
 #endif

@@ -36,12 +36,6 @@ void dlock__lock_unref(dlock_lock *lock)
 	g_free(lock);
 }
 
-void dlock__lock_set_recipe(dlock_lock *lock, const dlock__recipe_ops *ops, void *recipe)
-{
-	lock->recipe_ops = ops;
-	lock->recipe = recipe;
-}
-
 /*
  * Count a call in flight on the handle, so that dlock_lock_free() waits for
  * it; false, counting nothing, once the free has begun.  No error is

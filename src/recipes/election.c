@@ -8,7 +8,7 @@
  * election's own events (ELECTED, RESIGNED, LEADER_CHANGED) queued the
  * same way and in the same order.
  *
- * The election is a recipe on its handle (core.h's dlock__recipe_ops):
+ * The election is a recipe on its handle (recipe.h's dlock__recipe_ops):
  * the core tells it the handle's events and asks it for the holder id;
  * it never calls the election.  ELECTED is told for a campaign's grant
  * (DLOCK__EVENT_GRANT, posted by hold.c) before any state of that hold and
@@ -37,7 +37,8 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "core.h"
+#include "error.h"
+#include "recipe.h"
 #include "mutex.h"
 #include "thread.h"
 
@@ -91,8 +92,10 @@ static void destroy(void *recipe)
 
 static void post(dlock_election *e, dlock_election_event event, const char *text)
 {
-	if (e->lock->client)
-		dlock__callbacks_post_event(e->lock->client, e->lock, DLOCK__EVENT_RECIPE, (int)event, text);
+	dlock_client *client = dlock__lock_client(e->lock);
+
+	if (client)
+		dlock__callbacks_post_event(client, e->lock, DLOCK__EVENT_RECIPE, (int)event, text);
 }
 
 /* The handle's events, as the election's: a grant is ELECTED, and so is a
@@ -116,9 +119,7 @@ static void on_event(void *recipe, dlock__event_kind kind, int code, const char 
 		event = DLOCK_ELECTION_ELECTED;
 	else
 		event = DLOCK_ELECTION_LOST;
-	dlock__mutex_lock(&e->lock->mu, DLOCK__RANK_LOCK);
-	freed = e->lock->freed;
-	dlock__mutex_unlock(&e->lock->mu);
+	freed = dlock__lock_freed(e->lock);
 	dlock__mutex_lock(&e->mu, DLOCK__RANK_ELECTION);
 	fn = freed ? NULL : e->fn;
 	user_data = e->user_data;
@@ -229,7 +230,7 @@ DLOCK_API void dlock_election_free(dlock_election *election)
 
 	if (!election)
 		return;
-	client = election->lock->client;
+	client = dlock__lock_client(election->lock);
 	if (!client || dlock__client_forked(client)) {
 		dlock_lock_free(election->lock);
 		return;
@@ -255,23 +256,7 @@ DLOCK_API void dlock_election_free(dlock_election *election)
  * while it still leads, goes before it. */
 static void announce(dlock_election *e, const char *id)
 {
-	dlock_lock *lock = e->lock;
-	uint64_t token = 0;
-	int64_t ttl_ms = 0;
-
-	if (!lock->slot->ops->announce)
-		return;
-	if (id) {
-		dlock__hold *hold = dlock__owner_find(lock);
-		dlock_hold state = hold ? dlock__hold_state(hold, &token) : DLOCK_HOLD_NONE;
-
-		if (hold)
-			ttl_ms = dlock__hold_ttl_ms(hold);
-		dlock__hold_unref(hold);
-		if (state != DLOCK_HOLD_HELD)
-			return; /* resigned or lost already: nothing to announce */
-	}
-	dlock__announce_later(lock->client, lock->slot, lock->resource, id, token, ttl_ms);
+	dlock__lock_announce(e->lock, id);
 }
 
 /* A campaign that is the election's only one: two at once through the
@@ -295,7 +280,7 @@ DLOCK_API int dlock_election_campaign(dlock_election *election, int64_t wait_ms)
 	dlock__mutex_unlock(&election->mu);
 	if (busy) {
 		rc = dlock__error(DLOCK_EINVAL, "election '%s': a campaign is already under way for "
-		                  "this participant", election->lock->resource);
+		                  "this participant", dlock__lock_resource(election->lock));
 		dlock__lock_leave(election->lock);
 		return rc;
 	}
@@ -353,11 +338,11 @@ static int wait_for_resignation(dlock_election *e, int64_t wait_ms, int64_t dead
 	dlock__lock_remove_waiter(e->lock, waiter);
 	dlock__waiter_free(waiter);
 	if (rc == DLOCK_ECANCELED)
-		return dlock__error_canceled(e->lock->resource);
+		return dlock__error_canceled(dlock__lock_resource(e->lock));
 	if (busy)
 		return dlock__error(wait_ms == 0 ? DLOCK_EBUSY : DLOCK_ETIMEDOUT,
 		                    "election '%s': a resignation of this participant was still under "
-		                    "way %s", e->lock->resource,
+		                    "way %s", dlock__lock_resource(e->lock),
 		                    wait_ms == 0 ? "(a try waits for none)" : "at the deadline");
 	return DLOCK_OK;
 }
@@ -381,13 +366,13 @@ static int campaign(dlock_election *election, int64_t wait_ms)
 	rc = dlock_acquire(lock, wait_ms);
 	if (rc == DLOCK_EBUSY)
 		return dlock__error(DLOCK_EBUSY, "election '%s': another participant leads",
-		                    lock->resource);
+		                    dlock__lock_resource(lock));
 	if (rc == DLOCK_ETIMEDOUT)
 		return dlock__error(DLOCK_ETIMEDOUT, "election '%s': not elected within %" PRId64 " ms",
-		                    lock->resource, wait_ms);
+		                    dlock__lock_resource(lock), wait_ms);
 	if (rc != DLOCK_OK)
 		return rc;
-	/* ELECTED went out with the grant (DLOCK__EVENT_GRANTED). */
+	/* ELECTED went out with the grant (DLOCK__EVENT_GRANT). */
 	dlock__mutex_lock(&election->mu, DLOCK__RANK_ELECTION);
 	announce(election, election->id);
 	dlock__mutex_unlock(&election->mu);
@@ -454,7 +439,7 @@ DLOCK_API const char *dlock_election_id(const dlock_election *election)
 
 DLOCK_API const char *dlock_election_name(const dlock_election *election)
 {
-	return election ? election->lock->resource : NULL;
+	return election ? dlock__lock_resource(election->lock) : NULL;
 }
 
 DLOCK_API int dlock_election_leader(dlock_election *election, char **ret_leader_id)
@@ -485,7 +470,8 @@ DLOCK_API int dlock_election_set_callback(dlock_election *election, dlock_electi
 
 	if ((rc = check_election(election, "dlock_election_set_callback")) != DLOCK_OK)
 		return rc;
-	if (!election->lock->client || dlock__client_forked(election->lock->client))
+	if (!dlock__lock_client(election->lock) ||
+	    dlock__client_forked(dlock__lock_client(election->lock)))
 		return dlock__error(DLOCK_ECANCELED, "dlock_election_set_callback: client was freed or "
 		                    "belongs to the parent process");
 	dlock__mutex_lock(&election->mu, DLOCK__RANK_ELECTION);
@@ -518,7 +504,6 @@ static gpointer observe_main(gpointer data)
 	observer_start *start = data;
 	dlock_election *e = start->e;
 	dlock_lock *lock = e->lock;
-	const dlock__backend_ops *ops = lock->slot->ops;
 	dlock__waiter *waiter = start->waiter;
 	int64_t backoff_us = OBSERVE_BACKOFF_MIN_US;
 	void *watch = NULL;
@@ -527,8 +512,7 @@ static gpointer observe_main(gpointer data)
 
 	while (!dlock__waiter_canceled(waiter)) {
 		uint64_t seen = dlock__waiter_seq(waiter);
-		bool armed = ops->watch &&
-		             ops->watch(lock->slot->impl, lock->resource, waiter, &watch) == DLOCK_OK;
+		bool armed = dlock__lock_watch(lock, waiter, &watch) == DLOCK_OK;
 		dlock_info *info;
 		int64_t nap_us;
 
@@ -553,8 +537,7 @@ static gpointer observe_main(gpointer data)
 		if (dlock__waiter_sleep(waiter, seen, dlock__mono_us() + nap_us) == DLOCK_ECANCELED)
 			break;
 	}
-	if (watch)
-		ops->unwatch(lock->slot->impl, watch);
+	dlock__lock_unwatch(lock, watch);
 	g_free(last);
 	dlock__waiter_free(waiter);
 	g_free(start);
@@ -568,7 +551,7 @@ DLOCK_API int dlock_election_observe(dlock_election *election, int enabled)
 
 	if ((rc = check_election(election, "dlock_election_observe")) != DLOCK_OK)
 		return rc;
-	client = election->lock->client;
+	client = dlock__lock_client(election->lock);
 	if (!client || dlock__client_forked(client))
 		return dlock__error(DLOCK_ECANCELED, "dlock_election_observe: client was freed or "
 		                    "belongs to the parent process");

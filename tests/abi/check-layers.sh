@@ -4,9 +4,10 @@
 # includes nothing of src/common (the core and its seam, backend.h) and no
 # backend; src/common names no backend and calls no recipe (src/recipes,
 # the election: the core reaches it only through the hooks it sets on its
-# handle); a backend includes neither another backend's headers nor
-# core.h, the core's private structures; the command includes only the
-# public header.  The build gives each folder only its own include path,
+# handle), and a recipe reaches the core through recipe.h alone; a backend
+# includes neither another backend's headers nor core.h, the core's
+# private structures; the library takes its mutexes at a rank
+# (src/kit/mutex.h); the command includes only the public header.  The build gives each folder only its own include path,
 # but both clients' headers sit in the system include path too, so the
 # build alone cannot refuse a stray include: this check does.
 # usage: check-layers.sh SRC_DIR
@@ -37,6 +38,8 @@ check "src/kit includes no header of src/common and no backend's" \
 	"$(includes kit '(backend|core|config)\.h|(redis|zk|file)[/.]|\.\./')"
 check "src/common calls no recipe and includes nothing of src/recipes" \
 	"$(grep -rnE 'dlock__election_|#\s*include\s*[<"][^">]*recipes/' --include='*.c' --include='*.h' common || true)"
+check "src/recipes reaches the core through recipe.h alone (not core.h or backend.h)" \
+	"$(includes recipes '[^">]*(core|backend)\.h|(redis|zk|file)[/.]|\.\./')"
 check "src/common names no backend" \
 	"$(includes common '(redis|zk|file)[/.]|\.\./')"
 for b in redis zk file; do
