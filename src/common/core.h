@@ -149,12 +149,13 @@ const char *dlock__mode_name(dlock__mode mode);
 
 /* ---- holds (hold.c, which alone knows a hold's phases and counts) ---- */
 
-/* dlock__hold_reenter()'s and dlock__hold_confirm()'s answers beyond a
+/* dlock__hold_reenter()'s answers beyond a
  * status code: DLOCK__HOLD_ENDED (recipe.h), it had ended meanwhile: take
  * a fresh one; and */
 #define DLOCK__HOLD_CLEARED 2 /* it was lost and is ended now: the owner
                                * forgets and releases it, then reports
                                * DLOCK_ELOST */
+#define DLOCK__HOLD_WAIT 3    /* it is suspended: wait on a waiter */
 
 /* A hold for the caller of an acquire through lock, ACQUIRING, count 0. */
 dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock);
@@ -187,14 +188,15 @@ int dlock__hold_release(dlock__hold *hold);
 /* A grant that is not installed: end it and release it on the server. */
 void dlock__hold_discard(dlock__hold *hold);
 /*
- * The owner already has the hold: count it again through lock without
- * I/O, or wait out a suspension within deadline_us (the waiter registered
- * on lock, so cancel reaches it).  DLOCK_OK, an error, DLOCK__HOLD_ENDED
- * or DLOCK__HOLD_CLEARED.
+ * The owner already has the hold: count it again through lock (count), or
+ * only see it confirmed, without I/O -- or wait out a suspension within
+ * deadline_us on waiter, which the caller has registered on lock so that
+ * cancel reaches it; with no waiter, DLOCK__HOLD_WAIT asks for one.
+ * DLOCK_OK, an error, DLOCK__HOLD_ENDED, DLOCK__HOLD_CLEARED or
+ * DLOCK__HOLD_WAIT.
  */
-int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us);
-/* The same without counting the hold again. */
-int dlock__hold_confirm(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us);
+int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, dlock__waiter *waiter,
+                        int64_t deadline_us, bool count);
 /*
  * dlock_release() on the owner's hold: one count less through lock; the
  * last count, or any release of a lost hold (DLOCK_ELOST, whatever its

@@ -588,11 +588,10 @@ void dlock__hold_discard(dlock__hold *hold)
 
 /* ---- re-entry and release -------------------------------------------- */
 
-/* dlock__hold_reenter(), counting the hold again (count) or only waiting
- * for it to be confirmed (dlock__hold_confirm()). */
-static int reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us, bool count)
+int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, dlock__waiter *waiter,
+                        int64_t deadline_us, bool count)
 {
-	dlock__waiter *waiter = NULL;
+	bool waiting = false;
 	int rc = DLOCK_OK;
 
 	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
@@ -614,9 +613,12 @@ static int reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us, boo
 		}
 		/* Suspended: wait for the backend to confirm or lose it. */
 		if (!waiter) {
-			waiter = dlock__waiter_new();
-			dlock__lock_add_waiter(lock, waiter);
+			rc = DLOCK__HOLD_WAIT;
+			break;
+		}
+		if (!waiting) {
 			g_ptr_array_add(hold->waiters, waiter);
+			waiting = true;
 		}
 		uint64_t seen = dlock__waiter_seq(waiter);
 
@@ -635,24 +637,10 @@ static int reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us, boo
 		}
 		rc = DLOCK_OK;
 	}
-	if (waiter)
+	if (waiting)
 		g_ptr_array_remove_fast(hold->waiters, waiter);
 	dlock__mutex_unlock(&hold->mu);
-	if (waiter) {
-		dlock__lock_remove_waiter(lock, waiter);
-		dlock__waiter_free(waiter);
-	}
 	return rc;
-}
-
-int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us)
-{
-	return reenter(hold, lock, deadline_us, true);
-}
-
-int dlock__hold_confirm(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us)
-{
-	return reenter(hold, lock, deadline_us, false);
 }
 
 int dlock__hold_count_down(dlock__hold *hold, dlock_lock *lock, bool *ret_last)

@@ -138,13 +138,22 @@ static int finish(dlock__hold *hold, dlock_lock *lock, bool by_owner)
 	return dlock__hold_release(hold);
 }
 
-/* dlock__hold_reenter() (count) or dlock__hold_confirm(), forgetting and
- * releasing a hold found lost: DLOCK_ELOST then. */
+/* dlock__hold_reenter(), forgetting and releasing a hold found lost:
+ * DLOCK_ELOST then.  A suspension is waited out on a waiter of the handle,
+ * so that cancel and free reach it, made only when one is needed. */
 static int reenter(dlock__hold *hold, dlock_lock *lock, int64_t deadline_us, bool count)
 {
-	int rc = count ? dlock__hold_reenter(hold, lock, deadline_us)
-	               : dlock__hold_confirm(hold, lock, deadline_us);
+	dlock__waiter *waiter = NULL;
+	int rc;
 
+	while ((rc = dlock__hold_reenter(hold, lock, waiter, deadline_us, count)) == DLOCK__HOLD_WAIT) {
+		waiter = dlock__waiter_new();
+		dlock__lock_add_waiter(lock, waiter);
+	}
+	if (waiter) {
+		dlock__lock_remove_waiter(lock, waiter);
+		dlock__waiter_free(waiter);
+	}
 	if (rc == DLOCK__HOLD_CLEARED) {
 		finish(hold, lock, true);
 		rc = dlock__error(DLOCK_ELOST, "lock '%s' was lost while held; the hold is cleared",

@@ -498,6 +498,39 @@ static void test_reentry_while_suspended_waits_for_confirmation(void **state)
 	assert_null(holder_of("jobs/nightly"));
 }
 
+static gpointer cancel_when_waiting(gpointer data)
+{
+	dlock_lock *lock = data;
+
+	if (wait_for(has_waiter, lock, 5000))
+		dlock_lock_cancel(lock);
+	return NULL;
+}
+
+/* A re-entry waiting out a suspension waits on a waiter of the handle:
+ * the handle's cancel ends it, and the hold stays the owner's. */
+static void test_cancel_ends_a_reentry_waiting_out_a_suspension(void **state)
+{
+	fixture *f = *state;
+	dlock__hold *hold;
+	int64_t t0;
+	GThread *t;
+
+	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
+	hold = holder_of("jobs/nightly");
+	dlock__hold_report(hold, DLOCK_STATE_SUSPENDED);
+	t = g_thread_new("cancel", cancel_when_waiting, f->lock);
+	t0 = g_get_monotonic_time();
+	assert_int_equal(dlock_acquire(f->lock, 10000), DLOCK_ECANCELED);
+	assert_true(g_get_monotonic_time() - t0 < 5000 * 1000);
+	g_thread_join(t);
+	assert_false(has_waiter(f->lock));
+	dlock__hold_report(hold, DLOCK_STATE_RECONNECTED);
+	assert_true(dlock_held(f->lock));
+	assert_int_equal(dlock_release(f->lock), DLOCK_OK);
+	assert_null(holder_of("jobs/nightly"));
+}
+
 static void test_cancel_wakes_waiter_with_ecanceled(void **state)
 {
 	fixture *f = *state;
@@ -783,6 +816,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_release_or_reentry_past_the_bound_releases_without_abandon,
 		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reentry_while_suspended_waits_for_confirmation, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cancel_ends_a_reentry_waiting_out_a_suspension, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancel_wakes_waiter_with_ecanceled, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_free_releases_holds_made_through_it, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_client_free_cancels_waiters_and_releases_holds, setup, teardown),
