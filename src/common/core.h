@@ -90,6 +90,9 @@ struct dlock_lock {
 	bool lost_pending;       /* DLOCK_OWNER_HANDLE: a lost hold was replaced by a fresh
 	                          * grant; the next release returns DLOCK_ELOST for it
 	                          * (owner.c) */
+	bool placing;            /* DLOCK_OWNER_HANDLE: a grant is being placed on the
+	                          * handle; the next waits on placed (owner.c) */
+	GCond placed;            /* broadcast when placing ends */
 	dlock_state_fn state_fn;
 	void *state_user_data;
 	/* fixed before the handle is shared */
@@ -182,9 +185,14 @@ bool dlock__hold_set_downgrade(dlock__hold *hold, dlock__hold *write);
  * handle of the grant and of what the backend reported before it. */
 void dlock__hold_grant(dlock__hold *hold, dlock_lock *lock);
 void dlock__hold_tell_grant(dlock__hold *hold);
+/* One more count of hold through lock if it is HELD (after the clock's
+ * look at its bound): a second grant to the same owner joins it.  False,
+ * counting nothing, otherwise. */
+bool dlock__hold_join(dlock__hold *hold, dlock_lock *lock);
 /* A handle's older hold replaced by a fresh grant: ended here (its loss
- * told, if not yet), no longer the handle's; true if it was lost while
- * still owed a release (the handle owes DLOCK_ELOST for it). */
+ * told, if not yet), no longer the handle's; true if it was still owed a
+ * release (the handle owes DLOCK_ELOST for it, and the caller forgets and
+ * releases it), false if it had ended already (its ender does that). */
 bool dlock__hold_supersede(dlock__hold *old);
 /* An ended hold leaves the client's registry; the handle owning it
  * (DLOCK_OWNER_HANDLE), or NULL. */

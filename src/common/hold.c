@@ -564,6 +564,20 @@ void dlock__hold_tell_grant(dlock__hold *hold)
 	dlock__mutex_unlock(&hold->mu);
 }
 
+bool dlock__hold_join(dlock__hold *hold, dlock_lock *lock)
+{
+	bool joined;
+
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
+	check_expiry_locked(hold);
+	joined = hold->phase == HOLD_HELD;
+	if (joined)
+		count_up_locked(hold, lock);
+	dlock__mutex_unlock(&hold->mu);
+	abandon_if_due(hold);
+	return joined;
+}
+
 bool dlock__hold_supersede(dlock__hold *old)
 {
 	bool lost;

@@ -226,12 +226,47 @@ int dlock__owner_settle(dlock_lock *lock, int64_t deadline_us, dlock__hold **ret
 }
 
 /*
- * Threads sharing a handle may race to a fresh grant.  The one that finds
- * an older hold on the handle won because that hold had ended on the
- * server (lost): the new grant replaces it.  The loss is still owed to the
+ * Threads sharing a handle may race to a fresh grant, and where holds
+ * share (READ, a semaphore's permits) the server may grant both.  The
+ * handle is one owner with one hold: there a grant that finds the
+ * handle's hold HELD is one more count of it, and its own grant is given
+ * back (if that hold was lost unknown to us, the loss is told when it is
+ * known).  An exclusive grant proves the older hold gone from the server,
+ * and a grant that finds one not HELD -- lost, or suspended -- cannot
+ * count on it: either replaces it.  The loss is still owed to the
  * handle's next release (DLOCK_ELOST), and to its state callback if the
- * backend has not reported it yet (dlock__hold_supersede()).
+ * backend has not reported it yet (dlock__hold_supersede()).  Grants are
+ * placed one at a time, so that the second of two finds the first.
  */
+static void place_begin(dlock_lock *lock)
+{
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
+	while (lock->placing)
+		g_cond_wait(&lock->placed, &lock->mu);
+	lock->placing = true;
+	dlock__mutex_unlock(&lock->mu);
+}
+
+static void place_end(dlock_lock *lock)
+{
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
+	lock->placing = false;
+	g_cond_broadcast(&lock->placed);
+	dlock__mutex_unlock(&lock->mu);
+}
+
+/* The handle's hold, referenced, or NULL. */
+static dlock__hold *handle_hold(dlock_lock *lock)
+{
+	dlock__hold *hold = NULL;
+
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
+	if (lock->hold)
+		hold = dlock__hold_ref(lock->hold);
+	dlock__mutex_unlock(&lock->mu);
+	return hold;
+}
+
 static void handle_place(dlock__hold *hold, dlock_lock *lock)
 {
 	dlock__hold *old;
@@ -242,24 +277,45 @@ static void handle_place(dlock__hold *hold, dlock_lock *lock)
 	dlock__mutex_unlock(&lock->mu);
 	if (!old)
 		return;
+	/* One that ended already is forgotten and released by whoever ended
+	 * it. */
 	if (dlock__hold_supersede(old)) {
 		dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 		lock->lost_pending = true;
 		dlock__mutex_unlock(&lock->mu);
+		finish(old, lock, false);
 	}
-	finish(old, lock, false);
+	dlock__hold_unref(old);
+}
+
+static void handle_install(dlock__hold *hold, dlock_lock *lock)
+{
+	dlock__hold *old;
+
+	place_begin(lock);
+	old = handle_hold(lock);
+	/* Mode and permits are frozen, as the owner option. */
+	if (old && (lock->mode == DLOCK__MODE_READ || lock->permits > 1) && dlock__hold_join(old, lock)) {
+		dlock__hold_discard(hold);
+	} else {
+		dlock__hold_grant(hold, lock);
+		handle_place(hold, lock);
+		dlock__hold_tell_grant(hold);
+	}
+	place_end(lock);
 	dlock__hold_unref(old);
 }
 
 void dlock__owner_install(dlock__hold *hold, dlock_lock *lock)
 {
-	dlock__hold_grant(hold, lock);
 	/* The owner option is frozen since the first acquire began. */
-	if (lock->owner == DLOCK_OWNER_HANDLE)
-		handle_place(hold, lock);
-	else
-		g_hash_table_replace(thread_table(true), g_strdup(key_for_mode(lock, dlock__hold_mode(hold))),
-		                     dlock__hold_ref(hold));
+	if (lock->owner == DLOCK_OWNER_HANDLE) {
+		handle_install(hold, lock);
+		return;
+	}
+	dlock__hold_grant(hold, lock);
+	g_hash_table_replace(thread_table(true), g_strdup(key_for_mode(lock, dlock__hold_mode(hold))),
+	                     dlock__hold_ref(hold));
 	dlock__hold_tell_grant(hold);
 }
 
