@@ -125,7 +125,8 @@ bool dlock__client_forked(const dlock_client *client);
  * fresh hold from the backend. */
 #define DLOCK__OWNER_FRESH 1
 
-/* The hold the caller's owner has through lock, referenced, or NULL. */
+/* The hold the caller's owner has through lock, referenced, or NULL (also
+ * when the owner's hold has other permits than the handle asks for). */
 dlock__hold *dlock__owner_find(const dlock_lock *lock);
 /*
  * What an acquire through lock comes to for the caller's owner: a

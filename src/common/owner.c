@@ -67,13 +67,16 @@ static dlock__hold *table_find(const dlock_lock *lock, const char *key)
 	return dlock__hold_ref(hold);
 }
 
-dlock__hold *dlock__owner_find(const dlock_lock *lock)
+/* The caller's owner's hold of the handle's class, whatever its permits:
+ * dlock__owner_settle() refuses one of other permits. */
+static dlock__hold *find_own(const dlock_lock *lock, uint32_t *ret_permits)
 {
 	dlock_lock *mlock = (dlock_lock *)lock; /* its mutex, not its contents */
 	dlock__hold *hold = NULL;
 	dlock__mode mode;
 
 	dlock__mutex_lock(&mlock->mu, DLOCK__RANK_LOCK);
+	*ret_permits = lock->permits;
 	if (lock->owner == DLOCK_OWNER_HANDLE) {
 		if (lock->hold)
 			hold = dlock__hold_ref(lock->hold);
@@ -83,6 +86,24 @@ dlock__hold *dlock__owner_find(const dlock_lock *lock)
 	mode = lock->mode;
 	dlock__mutex_unlock(&mlock->mu);
 	return table_find(lock, key_for_mode(lock, mode));
+}
+
+/*
+ * A hold of the owner's with other permits than the handle's (a lock and
+ * a semaphore of one client on one resource, in one thread) is not what
+ * the handle stands for: its acquire was refused, and its release, state
+ * and token must not reach that hold.
+ */
+dlock__hold *dlock__owner_find(const dlock_lock *lock)
+{
+	uint32_t permits;
+	dlock__hold *hold = find_own(lock, &permits);
+
+	if (hold && dlock__hold_permits(hold) != permits) {
+		dlock__hold_unref(hold);
+		return NULL;
+	}
+	return hold;
 }
 
 /*
@@ -210,7 +231,8 @@ static int settle_other(dlock_lock *lock, dlock__hold **ret_downgrade)
 
 int dlock__owner_settle(dlock_lock *lock, int64_t deadline_us, dlock__hold **ret_downgrade)
 {
-	dlock__hold *hold = dlock__owner_find(lock);
+	uint32_t permits;
+	dlock__hold *hold = find_own(lock, &permits);
 	int rc = DLOCK__HOLD_ENDED;
 
 	*ret_downgrade = NULL;
