@@ -125,6 +125,9 @@ bool dlock__client_forked(const dlock_client *client);
  * fresh hold from the backend. */
 #define DLOCK__OWNER_FRESH 1
 
+/* How many holds the calling thread's table keeps, stale ones included
+ * until they are swept: for the tests. */
+unsigned dlock__owner_thread_count(void);
 /* The hold the caller's owner has through lock, referenced, or NULL (also
  * when the owner's hold has other permits than the handle asks for). */
 dlock__hold *dlock__owner_find(const dlock_lock *lock);
@@ -173,6 +176,9 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock);
 /* Whether a reference to the hold is stale: it has ended, or it is not
  * client's (a freed client's, at the same address). */
 bool dlock__hold_stale(dlock__hold *hold, const dlock_client *client);
+/* Whether it has ended (or its client has been freed): a stale reference
+ * whatever the client. */
+bool dlock__hold_ended(dlock__hold *hold);
 /* Whether it is HELD or SUSPENDED, after the clock's look at its bound. */
 bool dlock__hold_live(dlock__hold *hold);
 /* Mark hold, a READ hold about to be acquired, as a downgrade of write (a

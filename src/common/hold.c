@@ -481,6 +481,16 @@ bool dlock__hold_stale(dlock__hold *hold, const dlock_client *client)
 	return stale;
 }
 
+bool dlock__hold_ended(dlock__hold *hold)
+{
+	bool ended;
+
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
+	ended = ended_locked(hold) || !hold->client;
+	dlock__mutex_unlock(&hold->mu);
+	return ended;
+}
+
 bool dlock__hold_live(dlock__hold *hold)
 {
 	bool live;

@@ -18,7 +18,8 @@
  * handle-owned hold hangs off its handle (lock->hold) instead.  Only the
  * owner thread touches its table; a hold released by anyone else (lock or
  * client teardown) has ended (dlock__hold_stale()) and its stale entry is
- * dropped on the owner's next lookup or at thread exit.
+ * dropped on the owner's next lookup, by a sweep as the table grows
+ * (table_sweep()) or at thread exit.
  */
 #include <inttypes.h>
 
@@ -28,6 +29,11 @@
 static void thread_table_destroy(gpointer data);
 
 static GPrivate thread_holds = G_PRIVATE_INIT(thread_table_destroy);
+/* The thread's table size at which its next install sweeps it. */
+static GPrivate thread_sweep_at;
+
+/* The smallest table that is swept. */
+#define SWEEP_MIN 32
 
 static GHashTable *thread_table(bool create)
 {
@@ -39,6 +45,38 @@ static GHashTable *thread_table(bool create)
 		g_private_set(&thread_holds, table);
 	}
 	return table;
+}
+
+static gboolean entry_ended(gpointer key, gpointer value, gpointer data)
+{
+	(void)key;
+	(void)data;
+	return dlock__hold_ended(value);
+}
+
+/*
+ * An entry whose hold was ended by another thread (its handle's or its
+ * client's free) stays until the owner looks it up, and a long-lived
+ * thread may never look at that resource again.  So an install sweeps
+ * the ended entries out whenever the table has doubled since its last
+ * sweep: the table stays within about twice the thread's live holds, at a
+ * constant cost per install on average.
+ */
+static void table_sweep(GHashTable *table)
+{
+	guint at = MAX(GPOINTER_TO_UINT(g_private_get(&thread_sweep_at)), SWEEP_MIN);
+
+	if (g_hash_table_size(table) < at)
+		return;
+	g_hash_table_foreach_remove(table, entry_ended, NULL);
+	g_private_set(&thread_sweep_at, GUINT_TO_POINTER(2 * g_hash_table_size(table)));
+}
+
+unsigned dlock__owner_thread_count(void)
+{
+	GHashTable *table = thread_table(false);
+
+	return table ? g_hash_table_size(table) : 0;
 }
 
 /* The key of a thread-owned hold of this mode through lock: READ holds
@@ -330,13 +368,17 @@ static void handle_install(dlock__hold *hold, dlock_lock *lock)
 
 void dlock__owner_install(dlock__hold *hold, dlock_lock *lock)
 {
+	GHashTable *table;
+
 	/* The owner option is frozen since the first acquire began. */
 	if (lock->owner == DLOCK_OWNER_HANDLE) {
 		handle_install(hold, lock);
 		return;
 	}
 	dlock__hold_grant(hold, lock);
-	g_hash_table_replace(thread_table(true), g_strdup(key_for_mode(lock, dlock__hold_mode(hold))),
+	table = thread_table(true);
+	table_sweep(table);
+	g_hash_table_replace(table, g_strdup(key_for_mode(lock, dlock__hold_mode(hold))),
 	                     dlock__hold_ref(hold));
 	dlock__hold_tell_grant(hold);
 }
