@@ -91,6 +91,9 @@ struct dlock_lock {
 	bool lost_pending;       /* DLOCK_OWNER_HANDLE: a lost hold was replaced by a fresh
 	                          * grant; the next release returns DLOCK_ELOST for it
 	                          * (owner.c) */
+	bool placing;            /* DLOCK_OWNER_HANDLE: a grant is being placed on the
+	                          * handle; the next waits on placed (owner.c) */
+	GCond placed;            /* broadcast when placing ends */
 	dlock_state_fn state_fn;
 	void *state_user_data;
 	/* fixed before the handle is shared */
@@ -118,7 +121,11 @@ dlock__slot *dlock__client_route(const dlock_client *client, const char *resourc
  * fresh hold from the backend. */
 #define DLOCK__OWNER_FRESH 1
 
-/* The hold the caller's owner has through lock, referenced, or NULL. */
+/* How many holds the calling thread's table keeps, stale ones included
+ * until they are swept: for the tests. */
+unsigned dlock__owner_thread_count(void);
+/* The hold the caller's owner has through lock, referenced, or NULL (also
+ * when the owner's hold has other permits than the handle asks for). */
 dlock__hold *dlock__owner_find(const dlock_lock *lock);
 /*
  * What an acquire through lock comes to for the caller's owner: a
@@ -162,6 +169,9 @@ dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock);
 /* Whether a reference to the hold is stale: it has ended, or it is not
  * client's (a freed client's, at the same address). */
 bool dlock__hold_stale(dlock__hold *hold, const dlock_client *client);
+/* Whether it has ended (or its client has been freed): a stale reference
+ * whatever the client. */
+bool dlock__hold_ended(dlock__hold *hold);
 /* Whether it is HELD or SUSPENDED, after the clock's look at its bound. */
 bool dlock__hold_live(dlock__hold *hold);
 /* Mark hold, a READ hold about to be acquired, as a downgrade of write (a
@@ -175,9 +185,14 @@ bool dlock__hold_set_downgrade(dlock__hold *hold, dlock__hold *write);
  * handle of the grant and of what the backend reported before it. */
 void dlock__hold_grant(dlock__hold *hold, dlock_lock *lock);
 void dlock__hold_tell_grant(dlock__hold *hold);
+/* One more count of hold through lock if it is HELD (after the clock's
+ * look at its bound): a second grant to the same owner joins it.  False,
+ * counting nothing, otherwise. */
+bool dlock__hold_join(dlock__hold *hold, dlock_lock *lock);
 /* A handle's older hold replaced by a fresh grant: ended here (its loss
- * told, if not yet), no longer the handle's; true if it was lost while
- * still owed a release (the handle owes DLOCK_ELOST for it). */
+ * told, if not yet), no longer the handle's; true if it was still owed a
+ * release (the handle owes DLOCK_ELOST for it, and the caller forgets and
+ * releases it), false if it had ended already (its ender does that). */
 bool dlock__hold_supersede(dlock__hold *old);
 /* An ended hold leaves the client's registry; the handle owning it
  * (DLOCK_OWNER_HANDLE), or NULL. */

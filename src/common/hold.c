@@ -481,6 +481,16 @@ bool dlock__hold_stale(dlock__hold *hold, const dlock_client *client)
 	return stale;
 }
 
+bool dlock__hold_ended(dlock__hold *hold)
+{
+	bool ended;
+
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
+	ended = ended_locked(hold) || !hold->client;
+	dlock__mutex_unlock(&hold->mu);
+	return ended;
+}
+
 bool dlock__hold_live(dlock__hold *hold)
 {
 	bool live;
@@ -562,6 +572,20 @@ void dlock__hold_tell_grant(dlock__hold *hold)
 	else if (hold->granted_as == HOLD_LOST && hold->phase == HOLD_LOST)
 		notify_locked(hold, DLOCK_STATE_LOST);
 	dlock__mutex_unlock(&hold->mu);
+}
+
+bool dlock__hold_join(dlock__hold *hold, dlock_lock *lock)
+{
+	bool joined;
+
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
+	check_expiry_locked(hold);
+	joined = hold->phase == HOLD_HELD;
+	if (joined)
+		count_up_locked(hold, lock);
+	dlock__mutex_unlock(&hold->mu);
+	abandon_if_due(hold);
+	return joined;
 }
 
 bool dlock__hold_supersede(dlock__hold *old)

@@ -31,6 +31,7 @@ void dlock__lock_unref(dlock_lock *lock)
 	g_ptr_array_unref(lock->waiters);
 	g_mutex_clear(&lock->mu);
 	g_cond_clear(&lock->idle);
+	g_cond_clear(&lock->placed);
 	if (lock->recipe_ops)
 		lock->recipe_ops->destroy(lock->recipe);
 	g_free(lock);
@@ -138,6 +139,7 @@ DLOCK_API int dlock_lock_new(dlock_client *client, const char *resource, dlock_l
 	g_atomic_ref_count_init(&lock->ref);
 	g_mutex_init(&lock->mu);
 	g_cond_init(&lock->idle);
+	g_cond_init(&lock->placed);
 	lock->client = client;
 	lock->resource = g_strdup(resource);
 	lock->slot = slot;

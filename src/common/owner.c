@@ -18,7 +18,8 @@
  * handle-owned hold hangs off its handle (lock->hold) instead.  Only the
  * owner thread touches its table; a hold released by anyone else (lock or
  * client teardown) has ended (dlock__hold_stale()) and its stale entry is
- * dropped on the owner's next lookup or at thread exit.
+ * dropped on the owner's next lookup, by a sweep as the table grows
+ * (table_sweep()) or at thread exit.
  */
 #include <inttypes.h>
 
@@ -28,6 +29,11 @@
 static void thread_table_destroy(gpointer data);
 
 static GPrivate thread_holds = G_PRIVATE_INIT(thread_table_destroy);
+/* The thread's table size at which its next install sweeps it. */
+static GPrivate thread_sweep_at;
+
+/* The smallest table that is swept. */
+#define SWEEP_MIN 32
 
 static GHashTable *thread_table(bool create)
 {
@@ -39,6 +45,38 @@ static GHashTable *thread_table(bool create)
 		g_private_set(&thread_holds, table);
 	}
 	return table;
+}
+
+static gboolean entry_ended(gpointer key, gpointer value, gpointer data)
+{
+	(void)key;
+	(void)data;
+	return dlock__hold_ended(value);
+}
+
+/*
+ * An entry whose hold was ended by another thread (its handle's or its
+ * client's free) stays until the owner looks it up, and a long-lived
+ * thread may never look at that resource again.  So an install sweeps
+ * the ended entries out whenever the table has doubled since its last
+ * sweep: the table stays within about twice the thread's live holds, at a
+ * constant cost per install on average.
+ */
+static void table_sweep(GHashTable *table)
+{
+	guint at = MAX(GPOINTER_TO_UINT(g_private_get(&thread_sweep_at)), SWEEP_MIN);
+
+	if (g_hash_table_size(table) < at)
+		return;
+	g_hash_table_foreach_remove(table, entry_ended, NULL);
+	g_private_set(&thread_sweep_at, GUINT_TO_POINTER(2 * g_hash_table_size(table)));
+}
+
+unsigned dlock__owner_thread_count(void)
+{
+	GHashTable *table = thread_table(false);
+
+	return table ? g_hash_table_size(table) : 0;
 }
 
 /* The key of a thread-owned hold of this mode through lock: READ holds
@@ -67,13 +105,16 @@ static dlock__hold *table_find(const dlock_lock *lock, const char *key)
 	return dlock__hold_ref(hold);
 }
 
-dlock__hold *dlock__owner_find(const dlock_lock *lock)
+/* The caller's owner's hold of the handle's class, whatever its permits:
+ * dlock__owner_settle() refuses one of other permits. */
+static dlock__hold *find_own(const dlock_lock *lock, uint32_t *ret_permits)
 {
 	dlock_lock *mlock = (dlock_lock *)lock; /* its mutex, not its contents */
 	dlock__hold *hold = NULL;
 	dlock__mode mode;
 
 	dlock__mutex_lock(&mlock->mu, DLOCK__RANK_LOCK);
+	*ret_permits = lock->permits;
 	if (lock->owner == DLOCK_OWNER_HANDLE) {
 		if (lock->hold)
 			hold = dlock__hold_ref(lock->hold);
@@ -83,6 +124,24 @@ dlock__hold *dlock__owner_find(const dlock_lock *lock)
 	mode = lock->mode;
 	dlock__mutex_unlock(&mlock->mu);
 	return table_find(lock, key_for_mode(lock, mode));
+}
+
+/*
+ * A hold of the owner's with other permits than the handle's (a lock and
+ * a semaphore of one client on one resource, in one thread) is not what
+ * the handle stands for: its acquire was refused, and its release, state
+ * and token must not reach that hold.
+ */
+dlock__hold *dlock__owner_find(const dlock_lock *lock)
+{
+	uint32_t permits;
+	dlock__hold *hold = find_own(lock, &permits);
+
+	if (hold && dlock__hold_permits(hold) != permits) {
+		dlock__hold_unref(hold);
+		return NULL;
+	}
+	return hold;
 }
 
 /*
@@ -219,7 +278,8 @@ static int settle_other(dlock_lock *lock, dlock__hold **ret_downgrade)
 
 int dlock__owner_settle(dlock_lock *lock, int64_t deadline_us, dlock__hold **ret_downgrade)
 {
-	dlock__hold *hold = dlock__owner_find(lock);
+	uint32_t permits;
+	dlock__hold *hold = find_own(lock, &permits);
 	int rc = DLOCK__HOLD_ENDED;
 
 	*ret_downgrade = NULL;
@@ -235,12 +295,47 @@ int dlock__owner_settle(dlock_lock *lock, int64_t deadline_us, dlock__hold **ret
 }
 
 /*
- * Threads sharing a handle may race to a fresh grant.  The one that finds
- * an older hold on the handle won because that hold had ended on the
- * server (lost): the new grant replaces it.  The loss is still owed to the
+ * Threads sharing a handle may race to a fresh grant, and where holds
+ * share (READ, a semaphore's permits) the server may grant both.  The
+ * handle is one owner with one hold: there a grant that finds the
+ * handle's hold HELD is one more count of it, and its own grant is given
+ * back (if that hold was lost unknown to us, the loss is told when it is
+ * known).  An exclusive grant proves the older hold gone from the server,
+ * and a grant that finds one not HELD -- lost, or suspended -- cannot
+ * count on it: either replaces it.  The loss is still owed to the
  * handle's next release (DLOCK_ELOST), and to its state callback if the
- * backend has not reported it yet (dlock__hold_supersede()).
+ * backend has not reported it yet (dlock__hold_supersede()).  Grants are
+ * placed one at a time, so that the second of two finds the first.
  */
+static void place_begin(dlock_lock *lock)
+{
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
+	while (lock->placing)
+		g_cond_wait(&lock->placed, &lock->mu);
+	lock->placing = true;
+	dlock__mutex_unlock(&lock->mu);
+}
+
+static void place_end(dlock_lock *lock)
+{
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
+	lock->placing = false;
+	g_cond_broadcast(&lock->placed);
+	dlock__mutex_unlock(&lock->mu);
+}
+
+/* The handle's hold, referenced, or NULL. */
+static dlock__hold *handle_hold(dlock_lock *lock)
+{
+	dlock__hold *hold = NULL;
+
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
+	if (lock->hold)
+		hold = dlock__hold_ref(lock->hold);
+	dlock__mutex_unlock(&lock->mu);
+	return hold;
+}
+
 static void handle_place(dlock__hold *hold, dlock_lock *lock)
 {
 	dlock__hold *old;
@@ -251,24 +346,49 @@ static void handle_place(dlock__hold *hold, dlock_lock *lock)
 	dlock__mutex_unlock(&lock->mu);
 	if (!old)
 		return;
+	/* One that ended already is forgotten and released by whoever ended
+	 * it. */
 	if (dlock__hold_supersede(old)) {
 		dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 		lock->lost_pending = true;
 		dlock__mutex_unlock(&lock->mu);
+		finish(old, lock, false);
 	}
-	finish(old, lock, false);
+	dlock__hold_unref(old);
+}
+
+static void handle_install(dlock__hold *hold, dlock_lock *lock)
+{
+	dlock__hold *old;
+
+	place_begin(lock);
+	old = handle_hold(lock);
+	/* Mode and permits are frozen, as the owner option. */
+	if (old && (lock->mode == DLOCK__MODE_READ || lock->permits > 1) && dlock__hold_join(old, lock)) {
+		dlock__hold_discard(hold);
+	} else {
+		dlock__hold_grant(hold, lock);
+		handle_place(hold, lock);
+		dlock__hold_tell_grant(hold);
+	}
+	place_end(lock);
 	dlock__hold_unref(old);
 }
 
 void dlock__owner_install(dlock__hold *hold, dlock_lock *lock)
 {
-	dlock__hold_grant(hold, lock);
+	GHashTable *table;
+
 	/* The owner option is frozen since the first acquire began. */
-	if (lock->owner == DLOCK_OWNER_HANDLE)
-		handle_place(hold, lock);
-	else
-		g_hash_table_replace(thread_table(true), g_strdup(key_for_mode(lock, dlock__hold_mode(hold))),
-		                     dlock__hold_ref(hold));
+	if (lock->owner == DLOCK_OWNER_HANDLE) {
+		handle_install(hold, lock);
+		return;
+	}
+	dlock__hold_grant(hold, lock);
+	table = thread_table(true);
+	table_sweep(table);
+	g_hash_table_replace(table, g_strdup(key_for_mode(lock, dlock__hold_mode(hold))),
+	                     dlock__hold_ref(hold));
 	dlock__hold_tell_grant(hold);
 }
 

@@ -183,6 +183,70 @@ static void test_freeing_the_write_handle_during_its_downgrade_grants_the_read_h
 	dlock_client_free(client);
 }
 
+static void count_lost(dlock_lock *lock, dlock_state state, void *user_data)
+{
+	(void)lock;
+	if (state == DLOCK_STATE_LOST)
+		__atomic_add_fetch((int *)user_data, 1, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * Two threads acquire READ through one handle-owned handle while a writer
+ * of another client holds the lock; its release grants both at once, as
+ * readers share.  The handle is one owner: the second grant is a second
+ * count of its hold, not a replacement of a hold that was never lost --
+ * no LOST event, both releases DLOCK_OK, and nothing left held.
+ */
+static void test_two_grants_at_once_through_one_handle_are_one_hold_counted_twice(void **state)
+{
+	const char *resource = "handle-race/two-readers-one-handle";
+	dlock_client *client, *other;
+	dlock_lock *shared, *writer;
+	racer r[2] = { { 0 } };
+	pthread_t threads[2];
+	int lost = 0;
+
+	(void)state;
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &other), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, resource, &shared), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_owner(shared, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(shared, DLOCK_MODE_READ), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(shared, count_lost, &lost), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(other, resource, &writer), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_mode(writer, DLOCK_MODE_WRITE), DLOCK_OK);
+
+	assert_int_equal(dlock_acquire(writer, 0), DLOCK_OK);
+	for (int i = 0; i < 2; i++) {
+		r[i].lock = shared;
+		assert_int_equal(pthread_create(&threads[i], NULL, acquire_racer, &r[i]), 0);
+	}
+	for (int i = 0; i < 2; i++)
+		assert_true(test_wait_until(racer_sleeps_in_acquire, &r[i], 5000));
+	g_usleep(200 * 1000); /* both past their first try, waiting */
+	assert_int_equal(dlock_release(writer), DLOCK_OK);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(threads[i], NULL);
+		assert_int_equal(r[i].rc, DLOCK_OK);
+	}
+
+	/* A writer stays out while the handle holds. */
+	assert_int_equal(dlock_acquire(writer, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_release(shared), DLOCK_OK);
+	assert_int_equal(dlock_acquire(writer, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_release(shared), DLOCK_OK);
+	assert_int_equal(dlock_release(shared), DLOCK_ENOTHELD);
+	assert_int_equal(__atomic_load_n(&lost, __ATOMIC_SEQ_CST), 0);
+	/* Both grants are gone from the server. */
+	assert_int_equal(dlock_acquire(writer, strcmp(backend, "redis") == 0 ? 2000 : 0), DLOCK_OK);
+	assert_int_equal(dlock_release(writer), DLOCK_OK);
+
+	dlock_lock_free(writer);
+	dlock_lock_free(shared);
+	dlock_client_free(other);
+	dlock_client_free(client);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -214,6 +278,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_freeing_a_handle_while_its_acquire_is_granted_leaves_nothing_held),
 		cmocka_unit_test(test_freeing_the_write_handle_during_its_downgrade_grants_the_read_hold),
+		cmocka_unit_test(test_two_grants_at_once_through_one_handle_are_one_hold_counted_twice),
 	};
 
 	test_init(argv[0]);

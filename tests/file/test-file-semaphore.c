@@ -101,6 +101,43 @@ static void test_permits_setter_and_owner_checks(void **state)
 	dlock_client_free(client);
 }
 
+/*
+ * A handle refused because its permits differ from the hold the caller
+ * has is not the owner of that hold: its release, its state and its token
+ * leave the hold alone -- the caller's critical section under the first
+ * handle stays protected.
+ */
+static void test_a_handle_of_other_permits_neither_sees_nor_releases_the_hold(void **state)
+{
+	dlock_client *client, *other;
+	dlock_lock *plain, *sem, *probe;
+
+	(void)state;
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_client_new(uri, &other), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "sem/other-permits", &plain), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "sem/other-permits", &sem), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_permits(sem, 3), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(other, "sem/other-permits", &probe), DLOCK_OK);
+
+	assert_int_equal(dlock_acquire(plain, 0), DLOCK_OK);
+	assert_int_equal(dlock_acquire(sem, 0), DLOCK_EINVAL);
+	assert_int_equal(dlock_held(sem), 0);
+	assert_int_equal(dlock_fencing_token(sem), 0);
+	assert_int_equal(dlock_release(sem), DLOCK_ENOTHELD);
+	assert_int_equal(dlock_held(plain), 1);
+	assert_int_equal(dlock_acquire(probe, 0), DLOCK_EBUSY);
+	assert_int_equal(dlock_release(plain), DLOCK_OK);
+	assert_int_equal(dlock_acquire(probe, 0), DLOCK_OK);
+	assert_int_equal(dlock_release(probe), DLOCK_OK);
+
+	dlock_lock_free(probe);
+	dlock_lock_free(sem);
+	dlock_lock_free(plain);
+	dlock_client_free(other);
+	dlock_client_free(client);
+}
+
 static int setup(void **state)
 {
 	test_file_dir_make("dlock-file-sem", &dir, &uri);
@@ -123,6 +160,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_killed_holders_permit_returns_at_once),
 		cmocka_unit_test(test_more_permits_than_the_file_keeps_are_refused),
 		cmocka_unit_test(test_permits_setter_and_owner_checks),
+		cmocka_unit_test(test_a_handle_of_other_permits_neither_sees_nor_releases_the_hold),
 	};
 
 	test_init(argv[0]);

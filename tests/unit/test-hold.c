@@ -563,6 +563,43 @@ static void test_lock_free_releases_holds_made_through_it(void **state)
 	assert_int_equal(counter(&fake->releases), 1);
 }
 
+/* In a thread of its own: 500 handles on distinct resources, each
+ * acquired and freed without a release (the free releases it). */
+static gpointer acquire_and_free_many(gpointer data)
+{
+	dlock_client *client = data;
+	unsigned most = 0;
+
+	for (int i = 0; i < 500; i++) {
+		char resource[32];
+		dlock_lock *lock;
+
+		g_snprintf(resource, sizeof(resource), "jobs/%d", i);
+		assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
+		assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+		dlock_lock_free(lock);
+		most = MAX(most, dlock__owner_thread_count());
+	}
+	return GUINT_TO_POINTER(most);
+}
+
+/*
+ * A thread-owned hold released by its handle's free (or its client's)
+ * leaves an entry in its owner thread's table that only the owner may
+ * remove.  A long-lived thread that never looks at those resources again
+ * must not keep them all: the table stays bounded.
+ */
+static void test_holds_ended_by_handle_frees_do_not_pile_up_in_the_thread(void **state)
+{
+	fixture *f = *state;
+	GThread *t = g_thread_new("many", acquire_and_free_many, f->client);
+	unsigned most = GPOINTER_TO_UINT(g_thread_join(t));
+
+	print_message("the thread's table kept at most %u holds\n", most);
+	assert_true(most <= 64);
+	assert_int_equal(counter(&fake->releases), 500);
+}
+
 static void test_client_free_cancels_waiters_and_releases_holds(void **state)
 {
 	fixture *f = *state;
@@ -819,6 +856,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_cancel_ends_a_reentry_waiting_out_a_suspension, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancel_wakes_waiter_with_ecanceled, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_free_releases_holds_made_through_it, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_holds_ended_by_handle_frees_do_not_pile_up_in_the_thread,
+		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(test_client_free_cancels_waiters_and_releases_holds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_options_are_frozen_by_first_acquire, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_invalid_resource_is_refused_before_io, setup, teardown),
