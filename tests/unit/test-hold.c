@@ -476,6 +476,17 @@ static gpointer reconnect_later(gpointer data)
 	return NULL;
 }
 
+/* Acquire "jobs/nightly" through lock and have the backend suspend it. */
+static dlock__hold *acquire_and_suspend(dlock_lock *lock)
+{
+	dlock__hold *hold;
+
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_OK);
+	hold = holder_of("jobs/nightly");
+	dlock__hold_report(hold, DLOCK_STATE_SUSPENDED);
+	return hold;
+}
+
 static void test_reentry_while_suspended_waits_for_confirmation(void **state)
 {
 	fixture *f = *state;
@@ -483,9 +494,7 @@ static void test_reentry_while_suspended_waits_for_confirmation(void **state)
 	int64_t t0;
 	GThread *t;
 
-	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
-	hold = holder_of("jobs/nightly");
-	dlock__hold_report(hold, DLOCK_STATE_SUSPENDED);
+	hold = acquire_and_suspend(f->lock);
 	t0 = g_get_monotonic_time();
 	assert_int_equal(dlock_acquire(f->lock, 100), DLOCK_ETIMEDOUT);
 	assert_true(g_get_monotonic_time() - t0 >= 100 * 1000);
@@ -516,9 +525,7 @@ static void test_cancel_ends_a_reentry_waiting_out_a_suspension(void **state)
 	int64_t t0;
 	GThread *t;
 
-	assert_int_equal(dlock_acquire(f->lock, 0), DLOCK_OK);
-	hold = holder_of("jobs/nightly");
-	dlock__hold_report(hold, DLOCK_STATE_SUSPENDED);
+	hold = acquire_and_suspend(f->lock);
 	t = g_thread_new("cancel", cancel_when_waiting, f->lock);
 	t0 = g_get_monotonic_time();
 	assert_int_equal(dlock_acquire(f->lock, 10000), DLOCK_ECANCELED);
