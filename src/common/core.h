@@ -156,9 +156,8 @@ const char *dlock__mode_name(dlock__mode mode);
 
 /* ---- holds (hold.c, which alone knows a hold's phases and counts) ---- */
 
-/* dlock__hold_reenter()'s answers beyond a
- * status code: DLOCK__HOLD_ENDED (recipe.h), it had ended meanwhile: take
- * a fresh one; and */
+/* dlock__hold_reenter()'s answers beyond a status code, besides
+ * DLOCK__HOLD_ENDED (recipe.h: it had ended meanwhile, take a fresh one): */
 #define DLOCK__HOLD_CLEARED 2 /* it was lost and is ended now: the owner
                                * forgets and releases it, then reports
                                * DLOCK_ELOST */
