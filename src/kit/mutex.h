@@ -13,8 +13,11 @@
  * Built with lock_order_check (on in sanitizer builds), every take checks
  * the order against what the thread holds, and every *_locked helper
  * checks that its caller holds the mutex it names; a breach prints both
- * places and aborts.  Otherwise these are g_mutex_lock() and
- * g_mutex_unlock(), and the checks cost nothing.
+ * places on stderr and aborts, as a failed assertion does -- the one
+ * output of the library that does not go through its log callback, and
+ * only in builds that check.  Otherwise these are g_mutex_lock() and
+ * g_mutex_unlock(), the checks cost nothing, and src/kit/mutex.c is not
+ * built.
  */
 #ifndef DLOCK_KIT_MUTEX_H
 #define DLOCK_KIT_MUTEX_H
@@ -75,12 +78,13 @@ typedef enum dlock__rank {
 	DLOCK__RANK_COUNT
 } dlock__rank;
 
-/* The rank's name, "DLOCK__RANK_HOLD" as "hold". */
+/* Only in builds with the check (src/kit/mutex.c), and in the check's own
+ * test: the rank's name, "DLOCK__RANK_HOLD" as "hold"; the checked forms:
+ * take mu at rank, checking the order (a breach is written to stderr and
+ * aborts, as a failed assertion does); let it go; abort unless this thread
+ * holds mu.  The library goes through the macros below. */
 const char *dlock__rank_name(dlock__rank rank);
 
-/* The checked forms: take mu at rank, checking the order (abort on a
- * breach); let it go; abort unless this thread holds mu.  Used directly
- * by the order's own test; the library goes through the macros below. */
 void dlock__mutex_lock_checked(GMutex *mu, dlock__rank rank, const char *file, int line);
 void dlock__mutex_unlock_checked(GMutex *mu, const char *file, int line);
 void dlock__mutex_assert_held_checked(const GMutex *mu, const char *file, int line);
