@@ -19,8 +19,8 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 scripts=()
 for f in "$lua"/*.lua; do
-	# queue.lua is the prelude: checked inside each script that includes it.
-	[[ $(basename "$f") == queue.lua ]] || scripts+=("$(basename "$f")")
+	# queue.lua and fence.lua are preludes: checked inside each script that includes it.
+	[[ $(basename "$f") == queue.lua || $(basename "$f") == fence.lua ]] || scripts+=("$(basename "$f")")
 done
 python3 "$lua/embed.py" lua "$out" "$lua" "${scripts[@]}"
 cd "$out"

@@ -9,9 +9,9 @@
 -- expiry; {-1, the stored N} when the semaphore is in use (a holder, or a
 -- live waiter ahead) with another N.  A reader keeps away from a set that
 -- is a semaphore's (KEYS.permits present), as a permit does from readers.
--- With no queue the common paths run before the definitions: a writer's
--- SET NX and INCR, a reader's ZADD and INCR when the lock is free or
--- shared.  Over a queue the lock is taken only when it is free
+-- With no queue the common paths run before the queue's definitions: a
+-- writer's SET NX, a reader's ZADD when the lock is free or shared, and
+-- the token.  Over a queue the lock is taken only when it is free
 -- (a reader: free or held by readers) and no live entry is ahead of ours:
 -- a newcomer never gets ahead of queued waiters, so a reader that comes
 -- after a waiting writer waits behind it.  A lock already holding our
@@ -22,6 +22,8 @@
 -- its longest entry lease: a queueing call only ever extends it.
 --@keys lock fence queue permits
 --@argv token ttl wait_id ticket entry_lease mode unreachable
+
+--@include fence.lua
 
 local token, ttl, mode = ARGV.token, ARGV.ttl, ARGV.mode
 local sem = tonumber(string.match(mode, '^s(%d+)$'))
@@ -46,14 +48,10 @@ if unqueued and mode ~= 'w' then
     end
   end
 end
-if took then
-  local n = redis.call('INCR', KEYS.fence)
-  if n > 1 then return {1, n} end
-end
+if took then return {1, fence()} end
 
 --@include queue.lua
 
-if took then return {1, reseed()} end
 local now = now_ms()
 local m
 local first = 1

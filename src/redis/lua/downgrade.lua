@@ -7,6 +7,7 @@
 --@keys lock fence queue
 --@argv write_token token ttl wait_id
 
+--@include fence.lua
 --@include queue.lua
 
 if redis.pcall('GET', KEYS.lock) ~= ARGV.write_token then return {0} end

@@ -8,8 +8,8 @@
 -- readers() before anything looks at them, with ZREMRANGEBYSCORE, so a
 -- script costs O(log R) in the number of readers plus what it drops.
 --
--- The queue is a sorted set scored by arrival ticket (an INCR of the
--- counter: unique and increasing), each member
+-- The queue is a sorted set scored by arrival ticket (drawn as a
+-- fencing token is, fence.lua: unique and increasing), each member
 -- "<entry lease end, server ms>|<hold TTL ms><mode><mute>|<wait id>|<owner token>",
 -- mode "" for a writer (EXCLUSIVE or WRITE), "r" for a reader: a writer's
 -- entry is the one dlock wrote before read-write locks, and such a
@@ -27,9 +27,6 @@
 -- reach strings through string.format('%d'), never '..', which would
 -- round them to 14 digits.
 --
--- fence(): the next fencing token.  A missing counter (INCR gives 1)
--- starts again from the server's clock in microseconds (reseed()), so
--- tokens keep increasing across a restart that lost it.
 -- The uncontended paths run before these definitions: defining them costs
 -- the server a closure each, on every call.
 -- head(now): the first live entry, nil for none, false when too many dead
@@ -53,16 +50,6 @@
 -- would otherwise block the queue, and become a reader when the peer
 -- lets go.  The read hold's next renewal then reports it LOST.
 
-local function reseed()
-  local t = redis.call('TIME')
-  redis.call('SET', KEYS.fence, t[1] .. string.sub('000000' .. t[2], -6))
-  return redis.call('INCR', KEYS.fence)
-end
-local function fence()
-  local n = redis.call('INCR', KEYS.fence)
-  if n == 1 then n = reseed() end
-  return n
-end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -33,6 +33,7 @@ if ARGV.ticket == '' and redis.call('EXISTS', KEYS.queue) == 0 then
   return 1
 end
 
+--@include fence.lua
 --@include queue.lua
 
 -- grant(now): the lock is free: hand it to the head writer, or to every
