@@ -13,6 +13,9 @@
 
 static int bad(const char *where, const char *key, const char *value, const char *why)
 {
+	/* A password's value is never shown. */
+	if (g_str_has_suffix(key, "password"))
+		value = "***";
 	return dlock__error(DLOCK_ECONFIG, "%s: option '%s': '%s' %s", where, key, value, why);
 }
 
@@ -100,7 +103,8 @@ static int set_row(const dlock__option *row, void *values, const char *key, cons
 		g_free(why);
 		return rc;
 	case DLOCK__OPTION_STRING:
-		if (!row->check(value))
+		/* No check: any text. */
+		if (row->check && !row->check(value))
 			return bad(where, key, value, row->why);
 		set_string(field, value);
 		return DLOCK_OK;
@@ -142,8 +146,16 @@ void dlock__options_clear(dlock__options *opts)
 	for (int i = 0; opts->values && opts->rows && opts->rows[i].name; i++) {
 		const dlock__option *row = &opts->rows[i];
 
-		if (row->kind == DLOCK__OPTION_STRING || row->kind == DLOCK__OPTION_PATH)
-			g_free(*(char **)((char *)opts->values + row->offset));
+		char *value;
+
+		if (row->kind != DLOCK__OPTION_STRING && row->kind != DLOCK__OPTION_PATH)
+			continue;
+		value = *(char **)((char *)opts->values + row->offset);
+		/* sentinel-password: not left behind in freed memory */
+		if (g_str_has_suffix(row->name, "password"))
+			dlock__secret_free(value);
+		else
+			g_free(value);
 	}
 	g_free(opts->values);
 	opts->values = NULL;

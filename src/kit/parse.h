@@ -115,7 +115,7 @@ typedef struct dlock__option {
 	size_t offset;               /* of the value in the settings struct */
 	int64_t min_ms, max_ms;      /* DURATION */
 	const char *const *choices;  /* CHOICE: the accepted words, NULL-terminated */
-	bool (*check)(const char *value); /* STRING: true when value is acceptable */
+	bool (*check)(const char *value); /* STRING: true when value is acceptable; NULL: any */
 	const char *why;             /* STRING: the refusal when check says no */
 } dlock__option;
 

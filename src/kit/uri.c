@@ -18,13 +18,55 @@ static void host_free(gpointer data)
 	g_free(host);
 }
 
+/* An option whose value is a secret: its name ends in "password"
+ * (sentinel-password).  Messages never show such a value. */
+static bool secret_key(const char *key, size_t len)
+{
+	return len >= 8 && g_ascii_strncasecmp(key + len - 8, "password", 8) == 0;
+}
+
 static void kv_free(gpointer data)
 {
 	dlock__kv *kv = data;
 
+	if (kv->key && secret_key(kv->key, strlen(kv->key)))
+		dlock__secret_free(kv->value);
+	else
+		g_free(kv->value);
 	g_free(kv->key);
-	g_free(kv->value);
 	g_free(kv);
+}
+
+/* A query item as messages show it: "key=***" for a secret one. */
+static char *item_shown(const char *item)
+{
+	const char *eq = strchr(item, '=');
+
+	if (eq && secret_key(item, (size_t)(eq - item)))
+		return g_strdup_printf("%.*s=***", (int)(eq - item), item);
+	return g_strdup(item);
+}
+
+/* Replace the value of every secret query item of out (after '?') with
+ * "***". */
+static void hide_secret_options(GString *out)
+{
+	char *q = strchr(out->str, '?');
+
+	while (q) {
+		char *item = q + 1;
+		char *eq = strchr(item, '=');
+		char *end = strchr(item, '&');
+		size_t at;
+
+		if (eq && (!end || eq < end) && secret_key(item, (size_t)(eq - item))) {
+			at = (size_t)(eq + 1 - out->str);
+			g_string_erase(out, (gssize)at, end ? (gssize)(end - eq - 1) : -1);
+			g_string_insert(out, (gssize)at, "***");
+			end = strchr(out->str + at, '&');
+		}
+		q = end;
+	}
 }
 
 void dlock__secret_free(char *secret)
@@ -100,8 +142,11 @@ char *dlock__uri_redact(const char *spec)
 	for (const char *q = start; *q; q++)
 		if (*q == '@')
 			at = q;
-	if (!at)
-		return g_strdup(spec);
+	if (!at) {
+		out = g_string_new(spec);
+		hide_secret_options(out);
+		return g_string_free(out, FALSE);
+	}
 	out = g_string_new_len(spec, start - spec);
 	if (authority) {
 		const char *colon = memchr(start, ':', (size_t)(at - start));
@@ -118,13 +163,15 @@ char *dlock__uri_redact(const char *spec)
 		const char *colon = memchr(start, ':', (size_t)(at - start));
 
 		if (!colon) {
-			g_string_free(out, TRUE);
-			return g_strdup(spec);
+			g_string_assign(out, spec);
+			hide_secret_options(out);
+			return g_string_free(out, FALSE);
 		}
 		g_string_append_len(out, start, colon + 1 - start);
 		g_string_append(out, "***@");
 	}
 	g_string_append(out, at + 1);
+	hide_secret_options(out);
 	return g_string_free(out, FALSE);
 }
 
@@ -249,8 +296,11 @@ static int parse_query(dlock__uri *uri, const char *spec, const char *query)
 		kv->key = decode(items[i], (size_t)(eq - items[i]));
 		kv->value = decode(eq + 1, strlen(eq + 1));
 		if (!kv->key || !kv->value) {
+			char *shown = item_shown(items[i]);
+
 			kv_free(kv);
-			rc = dlock__error(DLOCK_ECONFIG, "'%s': bad %%-escape in query item '%s'", spec, items[i]);
+			rc = dlock__error(DLOCK_ECONFIG, "'%s': bad %%-escape in query item '%s'", spec, shown);
+			g_free(shown);
 			break;
 		}
 		for (guint j = 0; j < uri->options->len; j++) {

@@ -144,6 +144,14 @@ static const struct {
 	{ "redis://u:s3cr3t@h:1?ttl", { "s3cr3t", NULL } },
 	{ "redis://u:s3cr3t@[::1", { "s3cr3t", NULL } },
 	{ "redis://u:s3cr%zz3t@h:1", { "s3cr", "3t@" } },
+	/* The sentinels' password, an option: hidden as the URI's own is. */
+	{ "redis+sentinel://s1,s2/svc?sentinel-password=s3cr3t", { "s3cr3t", NULL } },
+	{ "redis+sentinel://s1/svc?ttl=1s&sentinel-password=s3cr3t&prefix=a:", { "s3cr3t", NULL } },
+	{ "redis+sentinel://s1/svc?sentinel-password=s3%zzcr3t", { "s3", "cr3t" } },
+	{ "redis+sentinel://s1/svc?sentinel-password=s3cr3t&sentinel-password=s3cr3t", { "s3cr3t", NULL } },
+	{ "redis://h:1?sentinel-password=s3cr3t", { "s3cr3t", NULL } },
+	{ "redis+sentinel://u:pa55w0rd@s1/svc?sentinel-user=x&sentinel-password=s3cr3t",
+	  { "s3cr3t", "pa55w0rd" } },
 };
 
 static void assert_no_secret(const char *spec, const char *text, const char *const secrets[2])
