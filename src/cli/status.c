@@ -130,6 +130,10 @@ static void print_json(const char *resource, const dlock_info *info)
 	printf(",\"expires_in_ms\":%" PRId64 ",\"fencing_token\":%" PRIu64 ",\"backend\":",
 	       dlock_info_expires_in_ms(info), dlock_info_fencing_token(info));
 	json_string(dlock_info_backend(info));
+	printf(",\"master\":");
+	json_string_or_null(dlock_info_master(info));
+	printf(",\"service\":");
+	json_string_or_null(dlock_info_service(info));
 	json_masters(info);
 	printf("}\n");
 }
@@ -175,6 +179,10 @@ static void print_text(const char *resource, const dlock_info *info)
 	if (dlock_info_fencing_token(info))
 		printf("fencing:  %" PRIu64 " (latest token)\n", dlock_info_fencing_token(info));
 	printf("backend:  %s\n", dlock_info_backend(info));
+	if (dlock_info_service(info))
+		printf("service:  %s\n", dlock_info_service(info));
+	if (dlock_info_master(info))
+		printf("master:   %s\n", dlock_info_master(info));
 	text_masters(info);
 }
 

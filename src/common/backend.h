@@ -64,6 +64,9 @@ typedef struct dlock__server_info {
 	uint32_t permits;       /* a semaphore's N as stored, 0 when none: its permits'
 	                         * holders are then listed as readers, shared
 	                         * (docs/recipes.md, "Semaphores") */
+	char *master;           /* "host:port" of the master that answered, where the
+	                         * backend finds it (Sentinel); else NULL */
+	char *service;          /* Sentinel's name of the master; else NULL */
 } dlock__server_info;
 
 /* One master of a Redlock as it answered a query (strings g_free'd with

@@ -22,6 +22,8 @@ struct dlock_info {
 	bool bare_ids;        /* a foreign holder's raw value is a participant id */
 	char *backend;
 	GArray *masters;      /* of info_master; empty unless a Redlock */
+	char *master;         /* the master that answered, where it is looked for */
+	char *service;        /* Sentinel's service name */
 };
 
 /* One master of a Redlock. */
@@ -43,6 +45,8 @@ void dlock__server_info_clear(dlock__server_info *info)
 	if (info->masters)
 		g_array_unref(info->masters);
 	info->masters = NULL;
+	g_clear_pointer(&info->master, g_free);
+	g_clear_pointer(&info->service, g_free);
 }
 
 void dlock__master_view_clear(gpointer data)
@@ -133,6 +137,8 @@ DLOCK_API int dlock_lock_query(dlock_lock *lock, dlock_info **ret_info)
 	info->bare_ids = (lock->slot->ops->caps & DLOCK__CAP_BARE_IDS) != 0;
 	info->backend = g_strdup(lock->slot->redacted);
 	info->masters = masters_of(&server);
+	info->master = g_steal_pointer(&server.master);
+	info->service = g_steal_pointer(&server.service);
 	info->holders = g_array_new(FALSE, TRUE, sizeof(info_holder));
 	g_array_set_clear_func(info->holders, holder_clear);
 	if (!server.locked) {
@@ -158,6 +164,8 @@ DLOCK_API void dlock_info_free(dlock_info *info)
 	g_array_unref(info->holders);
 	g_array_unref(info->masters);
 	g_free(info->backend);
+	g_free(info->master);
+	g_free(info->service);
 	g_free(info);
 }
 
@@ -326,4 +334,14 @@ DLOCK_API const char *dlock_info_leader(const dlock_info *info)
 	if (h->parsed_ok)
 		return h->parsed.id;
 	return info->bare_ids && *h->text ? h->text : NULL;
+}
+
+DLOCK_API const char *dlock_info_master(const dlock_info *info)
+{
+	return info ? info->master : NULL;
+}
+
+DLOCK_API const char *dlock_info_service(const dlock_info *info)
+{
+	return info ? info->service : NULL;
 }

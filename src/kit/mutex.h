@@ -63,6 +63,8 @@ typedef enum dlock__rank {
 	DLOCK__RANK_REDIS_POOL,
 	/* src/redis/subscriber.c: the subscriber's channels */
 	DLOCK__RANK_REDIS_SUB,
+	/* src/redis/sentinel.c: the sentinels' order, the master in use */
+	DLOCK__RANK_REDIS_SENTINEL,
 	/* src/file/wake.c: the mapped wake words */
 	DLOCK__RANK_FILE_WAKE,
 	/* src/kit/waiter.c: one waiting thread */

@@ -21,6 +21,8 @@ typedef struct redis_options {
 	int key_format; /* index in key_formats */
 	char *prefix;
 	int64_t master_timeout_ms; /* Redlock only; 0 when not given */
+	char *sentinel_user;       /* Sentinel only: to the sentinels; NULL when not given */
+	char *sentinel_password;
 } redis_options;
 
 enum { KEY_FORMAT_BRACED, KEY_FORMAT_PLAIN };
@@ -46,6 +48,10 @@ static bool prefix_ok(const char *value)
 
 static const dlock__option options[] = {
 	REDIS_OPTION_ROWS,
+	{ .name = "sentinel-user", .kind = DLOCK__OPTION_STRING,
+	  .offset = offsetof(redis_options, sentinel_user) },
+	{ .name = "sentinel-password", .kind = DLOCK__OPTION_STRING,
+	  .offset = offsetof(redis_options, sentinel_password) },
 	{ .name = NULL },
 };
 
@@ -100,14 +106,53 @@ static int parse_db(const dlock__uri *uri, int *ret_db)
 	return DLOCK_OK;
 }
 
+/*
+ * redis+sentinel's path: "/SERVICE" or "/SERVICE/db".  The service is the
+ * name the sentinels monitor the master under; *ret_service points into
+ * uri->path's copy in *ret_path (g_free).
+ */
+static int parse_sentinel_path(const dlock__uri *uri, char **ret_path, int *ret_db)
+{
+	char *path, *slash;
+	dlock__uri db_part = *uri;
+
+	*ret_db = 0;
+	if (!uri->path || strlen(uri->path) < 2 || uri->path[1] == '/')
+		return dlock__error(DLOCK_ECONFIG, "URI %s: no service name (redis+sentinel://"
+		                    "sentinel1:26379,sentinel2:26379/SERVICE)", uri->redacted);
+	path = g_strdup(uri->path + 1);
+	slash = strchr(path, '/');
+	if (slash) {
+		db_part.path = slash;
+		if (parse_db(&db_part, ret_db) != DLOCK_OK) {
+			g_free(path);
+			return DLOCK_ECONFIG;
+		}
+		*slash = '\0';
+	}
+	*ret_path = path;
+	return DLOCK_OK;
+}
+
 /* What every server of uri shares: the checks, then one backend. */
 static int check_uri(const dlock__uri *uri, const dlock__options *opts, int *ret_db)
 {
 	const redis_options *o = opts->values;
 	bool is_unix = strcmp(uri->scheme, "redis+unix") == 0;
+	bool is_sentinel = strcmp(uri->scheme, "redis+sentinel") == 0;
 
 	*ret_db = 0;
-	if (is_unix) {
+	if (!is_sentinel && (o->sentinel_user || o->sentinel_password))
+		return dlock__error(DLOCK_ECONFIG, "URI %s: options 'sentinel-user' and "
+		                    "'sentinel-password' apply only to redis+sentinel://", uri->redacted);
+	if (is_sentinel) {
+		if (uri->hosts->len == 0)
+			return dlock__error(DLOCK_ECONFIG, "URI %s: no sentinel given (redis+sentinel://"
+			                    "sentinel1:26379,sentinel2:26379/SERVICE)", uri->redacted);
+		if (o->sentinel_user && *o->sentinel_user && !o->sentinel_password)
+			return dlock__error(DLOCK_ECONFIG, "URI %s: option 'sentinel-user' given without "
+			                    "'sentinel-password'", uri->redacted);
+	} else if (is_unix) {
 		if (uri->hosts->len > 0)
 			return dlock__error(DLOCK_ECONFIG, "URI %s: redis+unix takes a socket path, not a host "
 			                    "(redis+unix:///path/to/socket)", uri->redacted);
@@ -141,7 +186,17 @@ int dlock__redis_open_host(const dlock__backend_env *env, const dlock__uri *uri,
 		return DLOCK_ECONFIG;
 	b = g_new0(redis_backend, 1);
 	b->logger = env->logger;
-	if (!host) {
+	if (strcmp(uri->scheme, "redis+sentinel") == 0) {
+		char *service = NULL;
+
+		if (parse_sentinel_path(uri, &service, &db) != DLOCK_OK) {
+			g_free(b);
+			return DLOCK_ECONFIG;
+		}
+		b->sentinel = dlock__redis_sentinel_new(uri, service, o->sentinel_user, o->sentinel_password);
+		b->label = g_strdup_printf("redis+sentinel %s", service);
+		g_free(service);
+	} else if (!host) {
 		b->unix_path = g_strdup(uri->path);
 		b->label = g_strdup_printf("redis unix:%s", uri->path);
 	} else {
@@ -170,6 +225,10 @@ static int open_single(const dlock__backend_env *env, const dlock__uri *uri,
 {
 	bool is_unix = strcmp(uri->scheme, "redis+unix") == 0;
 
+	/* Several sentinels watch one master: one backend. */
+	if (strcmp(uri->scheme, "redis+sentinel") == 0)
+		return dlock__redis_open_host(env, uri, NULL, opts, ret);
+
 	if (!is_unix && uri->hosts->len > 1)
 		return dlock__error(DLOCK_ECONFIG, "URI %s: several hosts make a Redlock, which "
 		                    "redis+unix cannot be", uri->redacted);
@@ -185,6 +244,7 @@ void dlock__redis_close_host(redis_backend *b)
 {
 	dlock__redis_sub_stop(b);
 	dlock__redis_watchdog_stop(b);
+	dlock__redis_sentinel_free(b);
 	dlock__redis_pool_clear(b);
 	dlock__resolver_free(b->resolver);
 	g_mutex_clear(&b->pool_mu);

@@ -31,6 +31,10 @@
 #include "thread.h"
 
 #define POOL_IDLE_MAX 8
+/* Under Sentinel, the pause before asking the sentinels again when the
+ * master they named could not be used (a failover under way). */
+#define MASTER_RETRY_FIRST_US (100 * 1000)
+#define MASTER_RETRY_CAP_US (800 * 1000)
 
 static struct timeval timeval_of(int64_t us)
 {
@@ -100,10 +104,27 @@ int dlock__redis_reply_error(redis_backend *b, const redisReply *reply, const ch
 	if (error_starts(reply, "NOPERM"))
 		return dlock__error(DLOCK_EACCES, "%s: %s: the server's ACL refuses user '%s': %.*s",
 		                    b->label, what, user, (int)reply->len, reply->str);
+	if (dlock__redis_not_master(reply)) {
+		dlock__redis_master_doubt(b);
+		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: the server is not the master now: %.*s",
+		                    b->label, what, (int)reply->len, reply->str);
+	}
 	if (strstr(reply->str, "DB index is out of range") || error_starts(reply, "ERR invalid DB index"))
 		return dlock__error(DLOCK_ECONFIG, "%s: the server has no database %d (fewer are set by "
 		                    "its 'databases' setting)", b->label, b->db);
 	return dlock__error(DLOCK_EBACKEND, "%s: %s: %.*s", b->label, what, (int)reply->len, reply->str);
+}
+
+bool dlock__redis_not_master(const redisReply *reply)
+{
+	return reply->type == REDIS_REPLY_ERROR &&
+	       (error_starts(reply, "READONLY") || error_starts(reply, "LOADING"));
+}
+
+void dlock__redis_master_doubt(redis_backend *b)
+{
+	dlock__redis_pool_clear(b);
+	dlock__redis_sub_reconnect(b);
 }
 
 int dlock__redis_flush(redisContext *ctx)
@@ -138,30 +159,30 @@ redisReply *dlock__redis_call(redisContext *ctx, int argc, const char **argv, co
 	return reply;
 }
 
-/*
- * Run one command on a bare context (used while connecting), waiting at
- * most a command timeout and never past deadline_us: each setup command
- * gets what is left of the connect's time, not a fresh timeout of its own.
- */
-static int setup_command(redis_backend *b, redisContext *ctx, int64_t deadline_us,
-                         const char *what, int argc, const char **argv)
+int dlock__redis_setup_command(redis_backend *b, const char *label, redisContext *ctx,
+                               int64_t deadline_us, const char *what, int argc, const char **argv,
+                               redisReply **ret_reply)
 {
 	int64_t left = dlock__remaining_us(deadline_us);
 	redisReply *reply;
 	int rc;
 
 	if (left <= 0)
-		return dlock__error(DLOCK_ETIMEDOUT, "%s: %s: no time left", b->label, what);
+		return dlock__error(DLOCK_ETIMEDOUT, "%s: %s: no time left", label, what);
 	redisSetTimeout(ctx, timeval_of(MIN(left, b->command_timeout_ms * 1000)));
 	/* hiredis leaves errno as the failed read or send set it. */
 	errno = 0;
 	reply = dlock__redis_call(ctx, argc, argv, NULL);
 	if (!reply && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return dlock__error(DLOCK_ETIMEDOUT, "%s: %s: no answer within %" G_GINT64_FORMAT " ms",
-		                    b->label, what, MIN(left, b->command_timeout_ms * 1000) / 1000);
+		                    label, what, MIN(left, b->command_timeout_ms * 1000) / 1000);
 	if (!reply)
-		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: %s", b->label, what,
+		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: %s", label, what,
 		                    ctx->errstr[0] ? ctx->errstr : "no reply");
+	if (ret_reply) {
+		*ret_reply = reply;
+		return DLOCK_OK;
+	}
 	rc = dlock__redis_reply_error(b, reply, what);
 	freeReplyObject(reply);
 	return rc;
@@ -250,57 +271,157 @@ static int canceled_error(redis_backend *b)
 }
 
 /*
- * Connect to the host's addresses in turn by deadline_us.  The name is
+ * Connect to the addresses of host in turn by deadline_us.  The name is
  * resolved here, bounded by the same deadline (hiredis would resolve it
  * with a getaddrinfo() no deadline can stop), and the socket is connected
  * here too, so that a cancel of waiter (may be NULL) ends either at once;
- * hiredis gets the connected socket.  Messages keep the name.
+ * hiredis gets the connected socket.  Messages start with label.
  */
-static redisContext *connect_tcp(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
-                                 int *ret_rc)
+redisContext *dlock__redis_dial_host(redis_backend *b, const char *label, const char *host, int port,
+                                     dlock__waiter *waiter, int64_t deadline_us, int *ret_rc)
 {
 	int64_t timeout_ms = dlock__remaining_us(deadline_us) / 1000;
 	redisContext *ctx;
 	char **addrs;
 	int rc, fd = -1, err = ETIMEDOUT;
 
-	rc = dlock__resolve(b->resolver, b->host, waiter, deadline_us, &addrs);
+	rc = dlock__resolve(b->resolver, host, waiter, deadline_us, &addrs);
 	if (rc != DLOCK_OK) {
 		char *why = g_strdup(dlock_last_error_message());
 
 		/* A lookup still unanswered when the time ran out. */
 		if (rc == DLOCK_EUNAVAILABLE && dlock__remaining_us(deadline_us) == 0)
 			rc = DLOCK_ETIMEDOUT;
-		*ret_rc = dlock__error(rc, "%s: %s", b->label, why);
+		*ret_rc = dlock__error(rc, "%s: %s", label, why);
 		g_free(why);
 		return NULL;
 	}
 	for (int i = 0; addrs[i] && fd < 0 && err != ECANCELED; i++) {
 		if (dlock__remaining_us(deadline_us) <= 0)
 			break;
-		fd = dial(addrs[i], b->port, waiter, deadline_us, &err);
+		fd = dial(addrs[i], port, waiter, deadline_us, &err);
 	}
 	g_strfreev(addrs);
 	if (fd < 0 && err == ECANCELED) {
-		*ret_rc = canceled_error(b);
+		*ret_rc = dlock__error(DLOCK_ECANCELED, "%s: canceled while waiting for the server", label);
 		return NULL;
 	}
 	if (fd < 0 && err == ETIMEDOUT) {
 		*ret_rc = dlock__error(DLOCK_ETIMEDOUT, "%s: cannot connect: no connection within %"
-		                       G_GINT64_FORMAT " ms", b->label, timeout_ms);
+		                       G_GINT64_FORMAT " ms", label, timeout_ms);
 		return NULL;
 	}
 	if (fd < 0) {
-		*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot connect: %s", b->label,
-		                       g_strerror(err));
+		*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot connect: %s", label, g_strerror(err));
 		return NULL;
 	}
 	ctx = redisConnectFd(fd);
 	if (!ctx) {
 		close(fd);
-		*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot allocate a connection", b->label);
+		*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot allocate a connection", label);
+		return NULL;
 	}
+	dlock__set_cloexec(ctx->fd);
 	return ctx;
+}
+
+/* AUTH with the URI's credentials, if it gives any. */
+static int authenticate(redis_backend *b, redisContext *ctx, int64_t deadline_us)
+{
+	const char *argv[3] = { "AUTH", b->user ? b->user : b->password, b->password };
+
+	if (!b->password)
+		return DLOCK_OK;
+	return dlock__redis_setup_command(b, b->label, ctx, deadline_us, "AUTH", b->user ? 3 : 2, argv, NULL);
+}
+
+/* DLOCK_OK if the server answers ROLE as a master; else DLOCK_EUNAVAILABLE
+ * naming the role it has (a replica, or a sentinel's address by mistake). */
+static int check_master(redis_backend *b, const char *label, redisContext *ctx, int64_t deadline_us)
+{
+	const char *argv[1] = { "ROLE" };
+	redisReply *reply;
+	int rc = dlock__redis_setup_command(b, label, ctx, deadline_us, "ROLE", 1, argv, &reply);
+
+	if (rc != DLOCK_OK)
+		return rc;
+	if (reply->type == REDIS_REPLY_ERROR)
+		rc = dlock__redis_reply_error(b, reply, "ROLE");
+	else if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
+	         reply->element[0]->type != REDIS_REPLY_STRING)
+		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: ROLE: an answer that is not a role", label);
+	else if (strcmp(reply->element[0]->str, "master") != 0)
+		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: not the master (its role: %s)", label,
+		                  reply->element[0]->str);
+	freeReplyObject(reply);
+	return rc;
+}
+
+/*
+ * The master of a Sentinel service, by deadline_us: ask the sentinels,
+ * connect to the address they name, authenticate, and check that it
+ * answers ROLE as a master.  During a failover the sentinels may still
+ * name a master that has died, or one already demoted: they are asked
+ * again after a pause, within the deadline, and the last failure is what
+ * the caller is told.  A master that refuses the credentials sends the
+ * sentinel that named it to the back, so that the next asking starts with
+ * another; once every sentinel has named a master that refused, that is
+ * the answer.
+ */
+static redisContext *connect_sentinel(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
+                                      int *ret_rc)
+{
+	int64_t pause_us = MASTER_RETRY_FIRST_US;
+	guint refusals = 0;
+
+	for (;;) {
+		char *host = NULL, *label;
+		redisContext *ctx;
+		int port = 0, rc;
+
+		rc = dlock__redis_sentinel_ask(b, waiter, deadline_us, &host, &port);
+		if (rc != DLOCK_OK) {
+			*ret_rc = rc == DLOCK_ETIMEDOUT ? DLOCK_EUNAVAILABLE : rc;
+			return NULL;
+		}
+		label = g_strdup_printf("%s: master %s:%d", b->label, host, port);
+		ctx = dlock__redis_dial_host(b, label, host, port, waiter, deadline_us, &rc);
+		if (ctx && (rc = authenticate(b, ctx, deadline_us)) == DLOCK_OK)
+			rc = check_master(b, label, ctx, deadline_us);
+		if (rc == DLOCK_OK) {
+			dlock__redis_sentinel_set_master(b->sentinel, host, port);
+			dlock__redis_sentinel_watch(b);
+		} else if (ctx) {
+			redisFree(ctx);
+			ctx = NULL;
+		}
+		g_free(label);
+		g_free(host);
+		if (rc == DLOCK_OK) {
+			*ret_rc = DLOCK_OK;
+			return ctx;
+		}
+		if (rc == DLOCK_EACCES) {
+			if (++refusals >= dlock__redis_sentinel_count(b->sentinel)) {
+				*ret_rc = dlock__error_prefix(DLOCK_EUNAVAILABLE, "");
+				return NULL;
+			}
+			dlock__redis_sentinel_rotate(b->sentinel);
+			continue;
+		}
+		if (rc == DLOCK_ECANCELED || dlock__remaining_us(deadline_us) <= pause_us) {
+			*ret_rc = rc == DLOCK_ECANCELED ? rc : dlock__error_prefix(DLOCK_EUNAVAILABLE, "");
+			return NULL;
+		}
+		if (waiter ? dlock__waiter_sleep(waiter, dlock__waiter_seq(waiter),
+		                                 dlock__mono_us() + pause_us) == DLOCK_ECANCELED
+		           : (g_usleep((gulong)pause_us), false)) {
+			*ret_rc = dlock__error(DLOCK_ECANCELED, "%s: canceled while looking for the master",
+			                       b->label);
+			return NULL;
+		}
+		pause_us = MIN(pause_us * 2, MASTER_RETRY_CAP_US);
+	}
 }
 
 /*
@@ -309,6 +430,7 @@ static redisContext *connect_tcp(redis_backend *b, dlock__waiter *waiter, int64_
  * a slow server cannot make a connect take a timeout per step.  A cancel
  * of waiter (may be NULL) interrupts every step: the resolve, the connect,
  * and the AUTH and SELECT, which can wait out a whole command timeout.
+ * Under Sentinel the master is looked for first (connect_sentinel()).
  */
 static redisContext *connect_for(redis_backend *b, dlock__waiter *waiter, int64_t timeout_us,
                                  bool select, int *ret_rc)
@@ -328,30 +450,33 @@ static redisContext *connect_for(redis_backend *b, dlock__waiter *waiter, int64_
 			                       b->label);
 			return NULL;
 		}
+		dlock__set_cloexec(ctx->fd);
+		if (ctx->err) {
+			*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot connect: %s", b->label,
+			                       ctx->errstr);
+			redisFree(ctx);
+			return NULL;
+		}
+	} else if (b->sentinel) {
+		/* Authenticated already: AUTH comes before the role's check. */
+		ctx = connect_sentinel(b, waiter, deadline_us, ret_rc);
+		if (!ctx)
+			return NULL;
 	} else {
-		ctx = connect_tcp(b, waiter, deadline_us, ret_rc);
+		ctx = dlock__redis_dial_host(b, b->label, b->host, b->port, waiter, deadline_us, ret_rc);
 		if (!ctx)
 			return NULL;
 	}
-	dlock__set_cloexec(ctx->fd);
-	if (ctx->err) {
-		*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot connect: %s", b->label, ctx->errstr);
-		redisFree(ctx);
-		return NULL;
-	}
 	if (!dlock__waiter_io_begin(waiter, ctx->fd))
 		rc = canceled_error(b);
-	if (rc == DLOCK_OK && b->password) {
-		const char *argv[3] = { "AUTH", b->user ? b->user : b->password, b->password };
-
-		rc = setup_command(b, ctx, deadline_us, "AUTH", b->user ? 3 : 2, argv);
-	}
+	if (rc == DLOCK_OK && !b->sentinel)
+		rc = authenticate(b, ctx, deadline_us);
 	if (rc == DLOCK_OK && select && b->db != 0) {
 		char db[16];
 		const char *argv[2] = { "SELECT", db };
 
 		g_snprintf(db, sizeof(db), "%d", b->db);
-		rc = setup_command(b, ctx, deadline_us, "SELECT", 2, argv);
+		rc = dlock__redis_setup_command(b, b->label, ctx, deadline_us, "SELECT", 2, argv, NULL);
 	}
 	if (dlock__waiter_io_end(waiter))
 		rc = canceled_error(b); /* the socket may have been shut down */

@@ -3,6 +3,7 @@
  *   backend.c     options, open/close, the ops table
  *   keys.c        key and channel names
  *   conn.c        connections: connect, AUTH/SELECT, the pool, commands
+ *   sentinel.c    Sentinel: the master of a service, failovers heard early
  *   scripts.c     EVALSHA of the scripts of lua/, with the NOSCRIPT fallback
  *   acquire.c     acquire (try, subscribe, wait, downgrade), release
  *   query.c       query: the holder, or every reader
@@ -30,6 +31,7 @@
 typedef struct redis_backend redis_backend;
 typedef struct redis_sub redis_sub;
 typedef struct redis_watchdog redis_watchdog;
+typedef struct redis_sentinel redis_sentinel;
 
 /* The keys and channels of one resource (keys.c). */
 typedef struct redis_names {
@@ -60,6 +62,7 @@ typedef struct redis_conn {
 	int64_t timeout_us;
 	bool reused;              /* came from the pool (may have gone stale) */
 	bool timed_out;           /* the last command failed for want of an answer */
+	bool not_master;          /* the last script was answered READONLY or LOADING */
 } redis_conn;
 
 /* The seam's handle of a Redis backend (a single server's, or a
@@ -80,13 +83,14 @@ struct redis_backend {
 	char *label;              /* "redis 127.0.0.1:6379" / "redis unix:/path", for messages */
 
 	/* where and how to connect */
-	char *host;               /* NULL for a unix socket; resolved on each connect */
+	char *host;               /* NULL for a unix socket or Sentinel; resolved on each connect */
 	int port;
 	char *unix_path;
 	char *user;               /* ACL user, or NULL */
 	char *password;           /* or NULL */
 	int db;
 	dlock__resolver *resolver;
+	redis_sentinel *sentinel; /* Sentinel: where the master is found; else NULL */
 
 	/* options (the TTL and watchdog are the core's, per hold) */
 	int64_t connect_timeout_ms;
@@ -105,6 +109,7 @@ struct redis_backend {
 	GMutex lazy_mu;           /* guards starting the threads below (rank THREAD_START) */
 	dlock__lazy_thread sub;      /* redis_sub * */
 	dlock__lazy_thread watchdog_thread; /* redis_watchdog * */
+	dlock__lazy_thread sentinel_watcher; /* the backend itself, under Sentinel */
 
 	/* A Redlock master's (redlock.h): its server's run_id, from INFO at its last new
 	 * connection ("" not known yet, "?" not told), and a connection a
@@ -219,6 +224,57 @@ int dlock__redis_io_error(redis_backend *b, redisContext *ctx, bool timed_out, i
 /* DLOCK_EBACKEND with the server's message if reply is an error reply. */
 int dlock__redis_reply_error(redis_backend *b, const redisReply *reply, const char *what);
 
+/*
+ * Connect to host:port by deadline_us (resolved here, bounded by it; a
+ * cancel of waiter, may be NULL, ends it at once), without AUTH or
+ * SELECT; messages start with label.  NULL with the message recorded.
+ */
+redisContext *dlock__redis_dial_host(redis_backend *b, const char *label, const char *host, int port,
+                                     dlock__waiter *waiter, int64_t deadline_us, int *ret_rc);
+/*
+ * One command on a bare context (a connect's setup), bounded by a command
+ * timeout and by deadline_us, failures worded after label.  With
+ * ret_reply the reply is returned whatever it is; without, an error reply
+ * is the code and message of dlock__redis_reply_error().
+ */
+int dlock__redis_setup_command(redis_backend *b, const char *label, redisContext *ctx,
+                               int64_t deadline_us, const char *what, int argc, const char **argv,
+                               redisReply **ret_reply);
+/*
+ * The server answered as no master does (READONLY: a replica now;
+ * LOADING: restarting): drop the idle connections, which lead to it, and
+ * have the subscriber reconnect, so that the next connection looks for
+ * the master again (under Sentinel, asks the sentinels).
+ */
+void dlock__redis_master_doubt(redis_backend *b);
+/* Whether reply is such an answer. */
+bool dlock__redis_not_master(const redisReply *reply);
+
+/* ---- sentinel.c ---- */
+/* From the URI's sentinels (default port 26379), the service's name and
+ * the sentinel-user and sentinel-password options (NULL when not given). */
+redis_sentinel *dlock__redis_sentinel_new(const dlock__uri *uri, const char *service,
+                                          const char *user, const char *password);
+/* Stop the watcher thread and free b->sentinel (NULL: no-op). */
+void dlock__redis_sentinel_free(redis_backend *b);
+const char *dlock__redis_sentinel_service(const redis_sentinel *s);
+/* "host:port" of the master last connected to (g_free), or NULL. */
+char *dlock__redis_sentinel_master(redis_sentinel *s);
+void dlock__redis_sentinel_set_master(redis_sentinel *s, const char *host, int port);
+guint dlock__redis_sentinel_count(const redis_sentinel *s);
+/* Ask the first sentinel last: the master it named refused us. */
+void dlock__redis_sentinel_rotate(redis_sentinel *s);
+/*
+ * Ask the sentinels in order for the master's address, by deadline_us
+ * (each gets a share of it, so a silent one leaves time for the rest);
+ * the first that answers moves to the front.  DLOCK_EUNAVAILABLE naming
+ * each sentinel tried and what it said, or DLOCK_ECANCELED.
+ */
+int dlock__redis_sentinel_ask(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
+                              char **ret_host, int *ret_port);
+/* Start listening for +switch-master, once (a thread of its own). */
+void dlock__redis_sentinel_watch(redis_backend *b);
+
 /* ---- redlock-dial.c ---- */
 /*
  * Connections made without blocking (Redlock rounds).  _start() begins a
@@ -332,6 +388,8 @@ bool dlock__redis_sub_refused(redis_backend *b, const char *channel);
 bool dlock__redis_sub_take_grant(redis_backend *b, redis_grant *box, int64_t ticket,
                                  uint64_t *ret_token);
 void dlock__redis_sub_stop(redis_backend *b);
+/* Have the subscriber drop its connection and connect again. */
+void dlock__redis_sub_reconnect(redis_backend *b);
 
 /* ---- watchdog.c ---- */
 redis_lease *dlock__redis_lease_ref(redis_lease *lease);

@@ -101,6 +101,10 @@ int dlock__redis_query(dlock__backend *backend, const char *resource, int64_t de
 	                         ? replies[R_PTTL]->integer : -1;
 	if (replies[R_FENCE]->type == REDIS_REPLY_STRING)
 		ret->fencing_token = g_ascii_strtoull(replies[R_FENCE]->str, NULL, 10);
+	if (b->sentinel) {
+		ret->master = dlock__redis_sentinel_master(b->sentinel);
+		ret->service = g_strdup(dlock__redis_sentinel_service(b->sentinel));
+	}
 out:
 	for (int i = 0; i < R_COUNT; i++)
 		if (replies[i])

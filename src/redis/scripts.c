@@ -78,6 +78,7 @@ int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
 	}
 	if (rc != DLOCK_OK)
 		return rc;
+	conn->not_master = dlock__redis_not_master(reply);
 	rc = dlock__redis_reply_error(b, reply, "script");
 	if (rc != DLOCK_OK) {
 		freeReplyObject(reply);
@@ -109,9 +110,18 @@ int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t de
 			dlock__redis_conn_put(b, conn, true);
 			return dlock__error(DLOCK_ECANCELED, "%s: canceled", b->label);
 		}
+		conn->not_master = false;
 		rc = dlock__redis_eval(b, conn, script, words, ret);
 		timed_out = conn->timed_out;
 		canceled = dlock__waiter_io_end(waiter);
+		/* A server that answered it is no master ran nothing: connect
+		 * again, to the master of the moment (found afresh). */
+		if (conn->not_master) {
+			dlock__redis_conn_put(b, conn, false);
+			if (attempt > 0 || canceled || dlock__remaining_us(deadline_us) == 0)
+				return canceled ? dlock__error(DLOCK_ECANCELED, "%s: canceled", b->label) : rc;
+			continue;
+		}
 		unanswered = rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ETIMEDOUT;
 		if (unanswered && kept) {
 			int fd = dlock__redis_conn_keep(conn);

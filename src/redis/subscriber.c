@@ -60,6 +60,7 @@ struct redis_sub {
 	dlock__waketable *channels; /* name -> waiters, and the channel's state */
 	GHashTable *boxes;        /* a wait's channel -> its redis_grant * */
 	bool stop;
+	bool reconnect;           /* drop the connection: the master may have moved */
 	int wake_fd;
 };
 
@@ -247,6 +248,19 @@ static bool stopping(redis_sub *sub)
 	return stop;
 }
 
+/* Whether the connection is to be dropped (dlock__redis_sub_reconnect),
+ * which this answers once. */
+static bool reconnecting(redis_sub *sub)
+{
+	bool reconnect;
+
+	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
+	reconnect = sub->reconnect;
+	sub->reconnect = false;
+	dlock__mutex_unlock(&sub->mu);
+	return reconnect;
+}
+
 /* Serve one connection until it fails or the subscriber stops.  Returns
  * whether the server answered anything but an error on it. */
 static bool serve(redis_sub *sub, redisContext *ctx)
@@ -268,6 +282,11 @@ static bool serve(redis_sub *sub, redisContext *ctx)
 
 		if (stopping(sub))
 			break;
+		if (reconnecting(sub)) {
+			dlock__log(b->logger, DLOCK_LOG_INFO, "%s: subscriber: reconnecting, to follow the master",
+			           b->label);
+			break;
+		}
 
 		sync_channels(sub, ctx, &sent);
 		if (!ping_sent_us && now - last_input_us > PING_IDLE_US) {
@@ -482,6 +501,18 @@ bool dlock__redis_sub_take_grant(redis_backend *b, redis_grant *box, int64_t tic
 	box->ticket = 0;
 	dlock__mutex_unlock(&sub->mu);
 	return granted;
+}
+
+void dlock__redis_sub_reconnect(redis_backend *b)
+{
+	redis_sub *sub = dlock__lazy_thread_peek(&b->sub);
+
+	if (!sub)
+		return;
+	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
+	sub->reconnect = true;
+	dlock__mutex_unlock(&sub->mu);
+	poke(sub);
 }
 
 static void sub_tell_stop(gpointer data)

@@ -108,6 +108,8 @@ static const struct {
 	{ "redis", "command-timeout", "3000ms", "750ms", "750ms" },
 	{ "redis", "key-format", "braced", "plain", "plain" },
 	{ "redis", "prefix", "dlock:", "app:", "app:" },
+	{ "redis", "sentinel-user", "(none)", "watcher", "watcher" },
+	{ "redis", "sentinel-password", "(none)", "pw", "pw" },
 	{ "zk", "session-timeout", "10000ms", "1m", "60000ms" },
 	{ "zk", "connect-timeout", "5000ms", "2s", "2000ms" },
 	{ "zk", "root", "/dlock", "/locks/prod", "/locks/prod" },
