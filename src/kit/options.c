@@ -113,6 +113,20 @@ static int set_row(const dlock__option *row, void *values, const char *key, cons
 			return bad(where, key, value, "is not an absolute path");
 		set_string(field, value);
 		return DLOCK_OK;
+	case DLOCK__OPTION_COUNT: {
+		guint64 n;
+
+		if (!g_ascii_isdigit(value[0]) || !g_ascii_string_to_unsigned(value, 10, 0, G_MAXINT, &n, NULL))
+			return bad(where, key, value, "is not a number");
+		if (n > (guint64)row->count_max) {
+			why = g_strdup_printf("is above the maximum of %d", row->count_max);
+			rc = bad(where, key, value, why);
+			g_free(why);
+			return rc;
+		}
+		*(int *)field = (int)n;
+		return DLOCK_OK;
+	}
 	}
 	g_assert_not_reached();
 }

@@ -99,6 +99,7 @@ typedef enum dlock__option_kind {
 	DLOCK__OPTION_CHOICE,   /* int: the index of the value in choices */
 	DLOCK__OPTION_STRING,   /* char *, accepted by check */
 	DLOCK__OPTION_PATH,     /* char *, an absolute path */
+	DLOCK__OPTION_COUNT,    /* int, a decimal number from 0 to count_max */
 } dlock__option_kind;
 
 /*
@@ -117,6 +118,7 @@ typedef struct dlock__option {
 	const char *const *choices;  /* CHOICE: the accepted words, NULL-terminated */
 	bool (*check)(const char *value); /* STRING: true when value is acceptable; NULL: any */
 	const char *why;             /* STRING: the refusal when check says no */
+	int count_max;               /* COUNT */
 } dlock__option;
 
 /* Rows that more than one backend has, written once. */

@@ -41,6 +41,7 @@
 
 typedef enum try_result {
 	TRY_GRANTED,
+	TRY_UNACKED,   /* granted, but fewer replicas than min-replicas have it */
 	TRY_BUSY,
 	TRY_FAILED,    /* an answer we can trust: nothing was set */
 	TRY_UNCERTAIN  /* no answer: the script may have set our key */
@@ -65,6 +66,7 @@ typedef struct queue_place {
 typedef struct try_answer {
 	int64_t sent_us;          /* CLOCK_BOOTTIME */
 	uint64_t token;           /* granted: the fencing token */
+	int acked;                /* unacked: the replicas that acknowledged */
 	int64_t pttl;             /* busy: the lock's remaining time */
 	int64_t ticket;           /* busy and queueing: our entry */
 	bool at_head;             /* and whether it is the first live one */
@@ -78,6 +80,15 @@ static bool reply_is_integers(const redisReply *reply, size_t n)
 		if (reply->element[i]->type != REDIS_REPLY_INTEGER)
 			return false;
 	return true;
+}
+
+/* A grant (or renewal) fewer replicas acknowledged than asked for. */
+static int unacked_error(redis_backend *b, const redis_lease *lease, const redis_ack *ack)
+{
+	return dlock__error(DLOCK_EUNAVAILABLE, "%s: '%s' was granted, but %d of the %d replicas asked "
+	                    "for (min-replicas) acknowledged it within %" G_GINT64_FORMAT " ms",
+	                    b->label, dlock__hold_resource(lease->hold), MAX(ack->acked, 0), ack->n,
+	                    ack->timeout_ms);
 }
 
 /*
@@ -105,6 +116,7 @@ static try_result try_once(redis_backend *b, redis_lease *lease, dlock__waiter *
 		[ACQUIRE_ARG_UNREACHABLE] = place && place->polls ? "~" : "",
 	};
 	size_t want = place ? 4 : 2;
+	redis_ack ack = dlock__redis_ack_for(b, lease->ttl_ms);
 	redisReply *reply;
 	bool uncertain = false;
 	try_result result;
@@ -115,8 +127,8 @@ static try_result try_once(redis_backend *b, redis_lease *lease, dlock__waiter *
 		g_snprintf(ticket, sizeof(ticket), "%" G_GINT64_FORMAT, place->ticket);
 	g_snprintf(entry_lease, sizeof(entry_lease), "%d", QUEUE_ENTRY_LEASE_MS);
 	ans->sent_us = dlock__boot_us();
-	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, words, &reply, &uncertain,
-	                              lease->kept);
+	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, words, &ack, &reply,
+	                              &uncertain, lease->kept);
 	if (rc != DLOCK_OK) {
 		*ret_rc = rc;
 		if (uncertain && (rc == DLOCK_EUNAVAILABLE || rc == DLOCK_ETIMEDOUT || rc == DLOCK_ECANCELED))
@@ -133,6 +145,11 @@ static try_result try_once(redis_backend *b, redis_lease *lease, dlock__waiter *
 		                               dlock__hold_permits(lease->hold),
 		                               (uint32_t)reply->element[1]->integer);
 		result = TRY_FAILED;
+	} else if (reply->element[0]->integer == 1 && ack.n > 0 && ack.acked < ack.n) {
+		ans->token = (uint64_t)reply->element[1]->integer;
+		ans->acked = ack.acked;
+		*ret_rc = unacked_error(b, lease, &ack);
+		result = TRY_UNACKED;
 	} else if (reply->element[0]->integer == 1) {
 		ans->token = (uint64_t)reply->element[1]->integer;
 		result = TRY_GRANTED;
@@ -263,6 +280,49 @@ static int release_script(redis_backend *b, redis_lease *lease, const char *tick
                           int64_t until_us, int *ret_deleted);
 
 /*
+ * Give back a grant too few replicas acknowledged (the message of why is
+ * the last error, and stays so).  The grant took our queue entry.  False
+ * when the release got no answer: the caller gives up, and the cleanup
+ * deletes our key once the server is done with our tries.
+ */
+static bool return_unacked(redis_backend *b, redis_lease *lease, queue_place *place,
+                           int64_t deadline_us)
+{
+	char *why = g_strdup(dlock_last_error_message());
+	int64_t until_us = MIN(deadline_us, dlock__mono_us() + b->command_timeout_ms * 1000);
+	int deleted = 0;
+	bool done;
+
+	place->ticket = 0;
+	place->at_head = false;
+	done = dlock__remaining_us(until_us) > 0 && release_script(b, lease, "", until_us, &deleted) == DLOCK_OK;
+	dlock__log(b->logger, DLOCK_LOG_WARNING, "%s%s", why,
+	           done ? ": given back" : ": to be given back in the background");
+	dlock__error(DLOCK_EUNAVAILABLE, "%s", why);
+	g_free(why);
+	return done;
+}
+
+/*
+ * The pause before trying again after a grant too few replicas
+ * acknowledged.  False with *ret_rc when the wait ends: canceled, or the
+ * deadline (then still DLOCK_EUNAVAILABLE saying how many acknowledged).
+ */
+static bool pause_after_unacked(dlock__waiter *waiter, uint64_t seen, const char *resource,
+                                int64_t wait_ms, int64_t deadline_us, int64_t *backoff_us, int *ret_rc)
+{
+	char *why = g_strdup(dlock_last_error_message());
+	int rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us, *backoff_us, backoff_us,
+	                            BACKOFF_CAP_US);
+
+	if (rc == DLOCK_ETIMEDOUT)
+		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s", why);
+	g_free(why);
+	*ret_rc = rc;
+	return rc == DLOCK_OK;
+}
+
+/*
  * The wait ended without the lock: leave the queue, and release the lock
  * if a release handed it to us meanwhile (the next waiter gets it).  That
  * is a round trip, and the caller's deadline bounds it: only what is left
@@ -325,13 +385,14 @@ static int downgrade(redis_backend *b, redis_lease *lease, const redis_lease *wr
 		[DOWNGRADE_ARG_WAIT_ID] = write->id,
 	};
 	int64_t sent_us = dlock__boot_us();
+	redis_ack ack = dlock__redis_ack_for(b, lease->ttl_ms);
 	bool uncertain = false;
 	redisReply *reply;
 	uint64_t token = 0;
 	int rc;
 
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
-	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_DOWNGRADE, words, &reply,
+	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_DOWNGRADE, words, &ack, &reply,
 	                              &uncertain, lease->kept);
 	if (rc == DLOCK_ETIMEDOUT)
 		rc = out_of_time(dlock__hold_resource(lease->hold), wait_ms, deadline_us);
@@ -345,6 +406,9 @@ static int downgrade(redis_backend *b, redis_lease *lease, const redis_lease *wr
 		else
 			rc = dlock__error(DLOCK_ELOST, "%s: cannot downgrade '%s': the write hold has "
 			                  "ended on the server", b->label, lease->names.key);
+		/* Made, but not replicated: it goes with the cleanup below. */
+		if (token && ack.n > 0 && ack.acked < ack.n)
+			rc = unacked_error(b, lease, &ack);
 		freeReplyObject(reply);
 	}
 	if (rc == DLOCK_OK && !grant_alive(lease, sent_us))
@@ -391,9 +455,11 @@ int dlock__redis_acquire(dlock__backend *backend, dlock__hold *hold, dlock__wait
 		if (place.ticket > 0 && dlock__redis_sub_take_grant(b, &place.box, place.ticket, &ans.token)) {
 			/* Handed over by a release, after our last try found us
 			 * queued: the lease counts from that try's send.  Too old
-			 * for what is left of the lease: the next try renews it,
-			 * finding our token in the lock. */
-			if (grant_alive(lease, place.queued_sent_us)) {
+			 * for what is left of the lease, or to be acknowledged by
+			 * replicas (min-replicas: the releaser's writes are not
+			 * ours to WAIT for): the next try, at once, renews it,
+			 * finding our token in the lock, and waits for them. */
+			if (b->min_replicas == 0 && grant_alive(lease, place.queued_sent_us)) {
 				take_grant(b, lease, ans.token, place.queued_sent_us);
 				rc = DLOCK_OK;
 				break;
@@ -436,6 +502,20 @@ int dlock__redis_acquire(dlock__backend *backend, dlock__hold *hold, dlock__wait
 			take_grant(b, lease, ans.token, ans.sent_us);
 			rc = DLOCK_OK;
 			break;
+		}
+		if (result == TRY_UNACKED) {
+			/* Not a hold: a promoted replica might never have seen it.
+			 * It goes back at once (handed on to the next in line),
+			 * and the wait tries again, from the back of the queue. */
+			if (!return_unacked(b, lease, &place, deadline_us)) {
+				uncertain = true;
+				break;
+			}
+			first = false;
+			if (wait_ms == 0 || dlock__remaining_us(deadline_us) == 0 ||
+			    !pause_after_unacked(waiter, seen, resource, wait_ms, deadline_us, &backoff_us, &rc))
+				break;
+			continue;
 		}
 		if (result == TRY_BUSY && queue) {
 			place.ticket = ans.ticket;
@@ -496,7 +576,7 @@ static int release_script(redis_backend *b, redis_lease *lease, const char *tick
 	int rc;
 
 	dlock__redis_release_words(&lease->names, lease->token, ticket, lease->id, lease->mode, words);
-	rc = dlock__redis_eval_pooled(b, NULL, until_us, SCRIPT_RELEASE, words, &reply, &uncertain,
+	rc = dlock__redis_eval_pooled(b, NULL, until_us, SCRIPT_RELEASE, words, NULL, &reply, &uncertain,
 	                              NULL);
 	if (rc != DLOCK_OK)
 		return rc;

@@ -23,6 +23,8 @@ typedef struct redis_options {
 	int64_t master_timeout_ms; /* Redlock only; 0 when not given */
 	char *sentinel_user;       /* Sentinel only: to the sentinels; NULL when not given */
 	char *sentinel_password;
+	int min_replicas;          /* not Redlock */
+	int64_t replica_timeout_ms; /* 0 when not given */
 } redis_options;
 
 enum { KEY_FORMAT_BRACED, KEY_FORMAT_PLAIN };
@@ -52,6 +54,10 @@ static const dlock__option options[] = {
 	  .offset = offsetof(redis_options, sentinel_user) },
 	{ .name = "sentinel-password", .kind = DLOCK__OPTION_STRING,
 	  .offset = offsetof(redis_options, sentinel_password) },
+	{ .name = "min-replicas", .kind = DLOCK__OPTION_COUNT, .fallback = "0",
+	  .offset = offsetof(redis_options, min_replicas), .count_max = 100 },
+	/* No default of its own: it follows each hold's TTL. */
+	DLOCK__OPTION_TIMEOUT("replica-timeout", NULL, redis_options, replica_timeout_ms),
 	{ .name = NULL },
 };
 
@@ -210,6 +216,8 @@ int dlock__redis_open_host(const dlock__backend_env *env, const dlock__uri *uri,
 	b->db = db;
 	b->connect_timeout_ms = o->connect_timeout_ms;
 	b->command_timeout_ms = o->command_timeout_ms;
+	b->min_replicas = o->min_replicas;
+	b->replica_timeout_ms = o->replica_timeout_ms;
 	b->plain_keys = o->key_format == KEY_FORMAT_PLAIN;
 	b->prefix = g_strdup(o->prefix);
 	g_mutex_init(&b->pool_mu);

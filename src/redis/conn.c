@@ -104,6 +104,9 @@ int dlock__redis_reply_error(redis_backend *b, const redisReply *reply, const ch
 	if (error_starts(reply, "NOPERM"))
 		return dlock__error(DLOCK_EACCES, "%s: %s: the server's ACL refuses user '%s': %.*s",
 		                    b->label, what, user, (int)reply->len, reply->str);
+	if (error_starts(reply, "NOREPLICAS"))
+		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: the server refuses writes: fewer "
+		                    "replicas than its min-replicas-to-write are connected", b->label, what);
 	if (dlock__redis_not_master(reply)) {
 		dlock__redis_master_doubt(b);
 		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: the server is not the master now: %.*s",
@@ -123,6 +126,7 @@ bool dlock__redis_not_master(const redisReply *reply)
 
 void dlock__redis_master_doubt(redis_backend *b)
 {
+	g_atomic_int_inc(&b->master_epoch);
 	dlock__redis_pool_clear(b);
 	dlock__redis_sub_reconnect(b);
 }

@@ -91,10 +91,16 @@ struct redis_backend {
 	int db;
 	dlock__resolver *resolver;
 	redis_sentinel *sentinel; /* Sentinel: where the master is found; else NULL */
+	/* Moved on (atomically) by dlock__redis_master_doubt(): a connection
+	 * kept outside the pool (the watchdog's) made under another value
+	 * may lead to a server that is no master now, and is made again. */
+	gint master_epoch;
 
 	/* options (the TTL and watchdog are the core's, per hold) */
 	int64_t connect_timeout_ms;
 	int64_t command_timeout_ms;
+	int min_replicas;         /* replicas that must acknowledge a grant or renewal */
+	int64_t replica_timeout_ms; /* their WAIT's bound; 0: min(command timeout, TTL/10) */
 	bool plain_keys;
 	char *prefix;
 
@@ -242,9 +248,10 @@ int dlock__redis_setup_command(redis_backend *b, const char *label, redisContext
                                redisReply **ret_reply);
 /*
  * The server answered as no master does (READONLY: a replica now;
- * LOADING: restarting): drop the idle connections, which lead to it, and
- * have the subscriber reconnect, so that the next connection looks for
- * the master again (under Sentinel, asks the sentinels).
+ * LOADING: restarting), or the sentinels announced a new master: drop the
+ * idle connections, which lead to it, and have the subscriber and the
+ * watchdog connect again (master_epoch), so that every next connection
+ * looks for the master again (under Sentinel, asks the sentinels).
  */
 void dlock__redis_master_doubt(redis_backend *b);
 /* Whether reply is such an answer. */
@@ -325,10 +332,24 @@ extern const int dlock__redis_script_words[SCRIPT_COUNT];
  */
 int dlock__redis_script_argv(redis_script script, bool by_body, const char *const *words,
                              const char **argv, char nkeys_text[8]);
-/* Run a script by EVALSHA (loading it on NOSCRIPT, once).  Same returns
- * as dlock__redis_command, plus DLOCK_EBACKEND for an error reply. */
+/*
+ * Replica acknowledgement of a script's writes (min-replicas): with n > 0
+ * the script is followed on its connection by WAIT n timeout_ms, sent
+ * with it (one round trip), and acked is set to WAIT's answer, the
+ * replicas that have everything the connection wrote (-1: no number).
+ */
+typedef struct redis_ack {
+	int n;
+	int64_t timeout_ms;
+	int acked;
+} redis_ack;
+/* The acknowledgement b asks for a hold of ttl_ms (n 0: none). */
+redis_ack dlock__redis_ack_for(const redis_backend *b, int64_t ttl_ms);
+/* Run a script by EVALSHA (loading it on NOSCRIPT, once), then WAIT if
+ * ack asks for it (may be NULL).  Same returns as dlock__redis_command,
+ * plus DLOCK_EBACKEND for an error reply. */
 int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
-                      const char *const *words, redisReply **ret);
+                      const char *const *words, redis_ack *ack, redisReply **ret);
 /* The words of the release script, into words (RELEASE_WORDS of them). */
 void dlock__redis_release_words(const redis_names *names, const char *token, const char *ticket,
                                 const char *id, const char *mode, const char **words);
@@ -346,11 +367,12 @@ bool dlock__redis_is_noscript(const redisReply *reply);
  * (may be NULL), the connection of each attempt left without an answer
  * is kept there (dlock__redis_conn_keep()) for the cleanup to wait on.
  * DLOCK_ETIMEDOUT when the connect or the answer ran out of time (see
- * dlock__redis_command).
+ * dlock__redis_command).  With ack, the WAIT's time is added to the bound
+ * of the answer, and its timeout cut to what is left of deadline_us.
  */
 int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
-                             redis_script script, const char *const *words, redisReply **ret,
-                             bool *ret_uncertain, GArray *kept);
+                             redis_script script, const char *const *words, redis_ack *ack,
+                             redisReply **ret, bool *ret_uncertain, GArray *kept);
 
 /* ---- acquire.c: the ops table's acquire and release ---- */
 dlock__backend_acquire_fn dlock__redis_acquire;

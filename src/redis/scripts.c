@@ -6,11 +6,13 @@
  * free.  The scripts themselves are the files of lua/, each saying what
  * it takes and answers; embed.py makes them C at build time.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "clock.h"
 #include "error.h"
 #include "internal.h"
+#include "log.h"
 #include "scripts-lua.h"
 
 G_STATIC_ASSERT(ACQUIRE_WORDS <= SCRIPT_WORDS_MAX && RELEASE_WORDS <= SCRIPT_WORDS_MAX &&
@@ -53,8 +55,52 @@ bool dlock__redis_is_noscript(const redisReply *reply)
 	       strncmp(reply->str, "NOSCRIPT", 8) == 0;
 }
 
+redis_ack dlock__redis_ack_for(const redis_backend *b, int64_t ttl_ms)
+{
+	redis_ack ack = { b->min_replicas, b->replica_timeout_ms, -1 };
+
+	if (ack.timeout_ms == 0)
+		ack.timeout_ms = MAX(MIN(b->command_timeout_ms, ttl_ms / 10), 1);
+	return ack;
+}
+
+/*
+ * The script's command, and with ack the WAIT after it on the same
+ * connection, sent together.  A script's answer without WAIT's is no
+ * answer: the caller cannot tell whether the script's writes reached the
+ * replicas.
+ */
+static int script_command(redis_backend *b, redis_conn *conn, int argc, const char **argv,
+                          redis_ack *ack, redisReply **ret)
+{
+	char n[16], ms[24];
+	const char *wait[3] = { "WAIT", n, ms };
+	redisReply *reply = NULL, *acked = NULL;
+
+	if (!ack || ack->n == 0)
+		return dlock__redis_command(b, conn, argc, argv, NULL, ret);
+	g_snprintf(n, sizeof(n), "%d", ack->n);
+	g_snprintf(ms, sizeof(ms), "%" G_GINT64_FORMAT, MAX(ack->timeout_ms, 1)); /* 0 would wait forever */
+	errno = 0;
+	if (redisAppendCommandArgv(conn->ctx, argc, argv, NULL) != REDIS_OK ||
+	    redisAppendCommandArgv(conn->ctx, 3, wait, NULL) != REDIS_OK ||
+	    dlock__redis_flush(conn->ctx) != REDIS_OK || redisGetReply(conn->ctx, (void **)&reply) != REDIS_OK ||
+	    redisGetReply(conn->ctx, (void **)&acked) != REDIS_OK) {
+		if (reply)
+			freeReplyObject(reply);
+		conn->timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
+		return dlock__redis_io_error(b, conn->ctx, conn->timed_out, conn->timeout_us);
+	}
+	ack->acked = acked->type == REDIS_REPLY_INTEGER ? (int)MIN(acked->integer, G_MAXINT) : -1;
+	if (acked->type == REDIS_REPLY_ERROR)
+		dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: WAIT: %s", b->label, acked->str);
+	freeReplyObject(acked);
+	*ret = reply;
+	return DLOCK_OK;
+}
+
 int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
-                      const char *const *words, redisReply **ret)
+                      const char *const *words, redis_ack *ack, redisReply **ret)
 {
 	const char *argv[SCRIPT_ARGV_MAX];
 	char nkeys_text[8];
@@ -62,7 +108,7 @@ int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
 	int argc = dlock__redis_script_argv(script, false, words, argv, nkeys_text);
 	int rc;
 
-	rc = dlock__redis_command(b, conn, argc, argv, NULL, &reply);
+	rc = script_command(b, conn, argc, argv, ack, &reply);
 	if (rc == DLOCK_OK && dlock__redis_is_noscript(reply)) {
 		const char *load[3] = { "SCRIPT", "LOAD", dlock__redis_script_text[script] };
 
@@ -74,7 +120,7 @@ int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
 		freeReplyObject(reply);
 		if (rc != DLOCK_OK)
 			return rc;
-		rc = dlock__redis_command(b, conn, argc, argv, NULL, &reply);
+		rc = script_command(b, conn, argc, argv, ack, &reply);
 	}
 	if (rc != DLOCK_OK)
 		return rc;
@@ -89,8 +135,8 @@ int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
 }
 
 int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
-                             redis_script script, const char *const *words, redisReply **ret,
-                             bool *ret_uncertain, GArray *kept)
+                             redis_script script, const char *const *words, redis_ack *ack,
+                             redisReply **ret, bool *ret_uncertain, GArray *kept)
 {
 	int rc = DLOCK_EUNAVAILABLE;
 
@@ -102,16 +148,22 @@ int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t de
 		if (rc != DLOCK_OK)
 			return rc;
 		reused = conn->reused;
-		/* Unchanged on the common path, so no system call is spent on it. */
+		/* Unchanged on the common path, so no system call is spent on
+		 * it.  A WAIT gets its own time on top, within the deadline: at
+		 * most three quarters of what is left, so that its answer can
+		 * still come back in time. */
+		if (ack && ack->n > 0)
+			ack->timeout_ms = MAX(MIN(ack->timeout_ms, dlock__remaining_us(deadline_us) * 3 / 4000), 1);
 		dlock__redis_conn_timeout(conn, MIN(dlock__remaining_us(deadline_us),
-		                                    b->command_timeout_ms * 1000));
+		                                    (b->command_timeout_ms +
+		                                     (ack && ack->n > 0 ? ack->timeout_ms : 0)) * 1000));
 		/* The cancel path shuts this socket down to end the wait. */
 		if (!dlock__waiter_io_begin(waiter, conn->ctx->fd)) {
 			dlock__redis_conn_put(b, conn, true);
 			return dlock__error(DLOCK_ECANCELED, "%s: canceled", b->label);
 		}
 		conn->not_master = false;
-		rc = dlock__redis_eval(b, conn, script, words, ret);
+		rc = dlock__redis_eval(b, conn, script, words, ack, ret);
 		timed_out = conn->timed_out;
 		canceled = dlock__waiter_io_end(waiter);
 		/* A server that answered it is no master ran nothing: connect

@@ -89,6 +89,7 @@ struct redis_watchdog {
 	GCond expiry_cond;
 	int64_t expiry_wake_us; /* CLOCK_BOOTTIME the expiry thread sleeps until; 0 busy */
 	redisContext *ctx;    /* the watchdog's own connection; thread only */
+	gint ctx_epoch;       /* b->master_epoch when ctx was made; thread only */
 	int64_t retry_us;     /* pause before the next renewal retry; reset by an answer */
 	bool finishing;       /* the last attempts at close, threads joined */
 };
@@ -220,12 +221,13 @@ static bool ensure_connection(redis_watchdog *wd, int64_t budget_us)
 {
 	int rc;
 
-	if (wd->ctx && !wd->ctx->err)
+	if (wd->ctx && !wd->ctx->err && wd->ctx_epoch == g_atomic_int_get(&wd->b->master_epoch))
 		return true;
 	if (wd->ctx) {
 		redisFree(wd->ctx);
 		wd->ctx = NULL;
 	}
+	wd->ctx_epoch = g_atomic_int_get(&wd->b->master_epoch);
 	wd->ctx = dlock__redis_connect(wd->b, MIN(budget_us, wd->b->connect_timeout_ms * 1000), true, &rc);
 	if (!wd->ctx)
 		dlock__log(wd->b->logger, DLOCK_LOG_WARNING, "watchdog: %s", dlock_last_error_message());
@@ -268,6 +270,9 @@ static int renew_result(redis_backend *b, const redisReply *reply)
 {
 	if (reply->type == REDIS_REPLY_INTEGER)
 		return reply->integer == 1 ? 1 : 0;
+	/* A server demoted or restarting: the next batch looks for the master. */
+	if (dlock__redis_not_master(reply))
+		dlock__redis_master_doubt(b);
 	dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewal error: %s", b->label,
 	           reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
 	return -1;
@@ -294,6 +299,50 @@ static void read_renewals(redis_watchdog *wd, guint n, const guint *which, int *
 			results[i] = renew_result(wd->b, reply);
 		freeReplyObject(reply);
 	}
+}
+
+/*
+ * With min-replicas, the renewals count only once that many replicas have
+ * them: WAIT on the same connection, after the batch (it covers every
+ * write the connection made).  Fewer, or no answer, and the renewals that
+ * went through are counted as unanswered (results -1): the leases count
+ * from their last renewal that reached the replicas.
+ */
+static void wait_for_replicas(redis_watchdog *wd, GPtrArray *due, int *results, int64_t deadline_us)
+{
+	redis_backend *b = wd->b;
+	int64_t ttl_ms = INT64_MAX;
+	redisReply *reply = NULL;
+	redis_ack ack;
+	int acked = -1;
+	bool renewed = false;
+
+	for (guint i = 0; i < due->len; i++) {
+		const redis_lease *lease = due->pdata[i];
+
+		renewed = renewed || results[i] == 1;
+		ttl_ms = MIN(ttl_ms, lease->ttl_ms);
+	}
+	if (b->min_replicas == 0 || !renewed || wd->ctx->err)
+		return;
+	ack = dlock__redis_ack_for(b, ttl_ms);
+	ack.timeout_ms = MAX(MIN(ack.timeout_ms, (deadline_us - dlock__boot_us()) * 3 / 4000), 1);
+	set_timeout(wd->ctx, MAX(MIN(deadline_us - dlock__boot_us(),
+	                             (b->command_timeout_ms + ack.timeout_ms) * 1000), 1000));
+	redisAppendCommand(wd->ctx, "WAIT %d %" G_GINT64_FORMAT, ack.n, ack.timeout_ms);
+	if (dlock__redis_flush(wd->ctx) == REDIS_OK && redisGetReply(wd->ctx, (void **)&reply) == REDIS_OK &&
+	    reply->type == REDIS_REPLY_INTEGER)
+		acked = (int)MIN(reply->integer, G_MAXINT);
+	if (reply)
+		freeReplyObject(reply);
+	if (acked >= ack.n)
+		return;
+	dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewals acknowledged by %d of the %d replicas "
+	           "asked for (min-replicas) within %" G_GINT64_FORMAT " ms: counted as unanswered",
+	           b->label, MAX(acked, 0), ack.n, ack.timeout_ms);
+	for (guint i = 0; i < due->len; i++)
+		if (results[i] == 1)
+			results[i] = -1;
 }
 
 /*
@@ -334,6 +383,11 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 			dlock__redis_flush(wd->ctx);
 			read_renewals(wd, noscript->len, &g_array_index(noscript, guint, 0), results, NULL);
 		}
+		/* A verdict on any lease proves the connection: retries start
+		 * over from the shortest pause (also when replicas lag). */
+		for (guint i = 0; i < due->len; i++)
+			answered = answered || results[i] != -1;
+		wait_for_replicas(wd, due, results, deadline_us);
 		if (wd->ctx->err) {
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewal failed: %s", b->label, wd->ctx->errstr);
 			redisFree(wd->ctx);
@@ -341,10 +395,6 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 		}
 	}
 
-	/* A verdict on any lease proves the connection: retries start over
-	 * from the shortest pause. */
-	for (guint i = 0; i < due->len; i++)
-		answered = answered || results[i] != -1;
 	if (answered)
 		wd->retry_us = RETRY_FIRST_US;
 

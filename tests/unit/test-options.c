@@ -110,6 +110,8 @@ static const struct {
 	{ "redis", "prefix", "dlock:", "app:", "app:" },
 	{ "redis", "sentinel-user", "(none)", "watcher", "watcher" },
 	{ "redis", "sentinel-password", "(none)", "pw", "pw" },
+	{ "redis", "min-replicas", "0", "2", "2" },
+	{ "redis", "replica-timeout", "0ms", "250ms", "250ms" },
 	{ "zk", "session-timeout", "10000ms", "1m", "60000ms" },
 	{ "zk", "connect-timeout", "5000ms", "2s", "2000ms" },
 	{ "zk", "root", "/dlock", "/locks/prod", "/locks/prod" },
@@ -131,6 +133,8 @@ static char *shown(const dlock__options *o, const char *name)
 			return g_strdup(onoff(o, name) ? "on" : "off");
 		case DLOCK__OPTION_CHOICE:
 			return g_strdup(choice(o, name));
+		case DLOCK__OPTION_COUNT:
+			return g_strdup_printf("%d", *(const int *)value(o, name));
 		case DLOCK__OPTION_STRING:
 		case DLOCK__OPTION_PATH:
 			return g_strdup(text(o, name) ? text(o, name) : "(none)");
@@ -242,6 +246,12 @@ static void test_options_bad_values_are_refused_with_the_reason(void **state)
 	set_bad("zk", "connect-timeout", "0", "minimum");
 	set_bad("redis", "key-format", "curly", "neither braced nor plain");
 	set_bad("redis", "prefix", "a{b", "'{'");
+	set_bad("redis", "min-replicas", "-1", "not a number");
+	set_bad("redis", "min-replicas", "two", "not a number");
+	set_bad("redis", "min-replicas", " 2", "not a number");
+	set_bad("redis", "min-replicas", "101", "maximum of 100");
+	set_bad("redis", "min-replicas", "99999999999", "not a number");
+	set_bad("redis", "replica-timeout", "0", "minimum");
 	set_bad("zk", "root", "locks", "absolute");
 	set_bad("zk", "root", "/locks/", NULL);
 	set_bad("zk", "root", "/a//b", NULL);
