@@ -304,25 +304,6 @@ static bool return_unacked(redis_backend *b, redis_lease *lease, queue_place *pl
 }
 
 /*
- * The pause before trying again after a grant too few replicas
- * acknowledged.  False with *ret_rc when the wait ends: canceled, or the
- * deadline (then still DLOCK_EUNAVAILABLE saying how many acknowledged).
- */
-static bool pause_after_unacked(dlock__waiter *waiter, uint64_t seen, const char *resource,
-                                int64_t wait_ms, int64_t deadline_us, int64_t *backoff_us, int *ret_rc)
-{
-	char *why = g_strdup(dlock_last_error_message());
-	int rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us, *backoff_us, backoff_us,
-	                            BACKOFF_CAP_US);
-
-	if (rc == DLOCK_ETIMEDOUT)
-		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s", why);
-	g_free(why);
-	*ret_rc = rc;
-	return rc == DLOCK_OK;
-}
-
-/*
  * The wait ended without the lock: leave the queue, and release the lock
  * if a release handed it to us meanwhile (the next waiter gets it).  That
  * is a round trip, and the caller's deadline bounds it: only what is left
@@ -441,6 +422,7 @@ int dlock__redis_acquire(dlock__backend *backend, dlock__hold *hold, dlock__wait
 	int64_t backoff_us = BACKOFF_FIRST_US;
 	bool uncertain = false; /* a try may have set our key unseen */
 	bool first = true;
+	char *unacked = NULL;   /* why the last grant was not a hold, if it was not */
 	int rc = DLOCK_OK;
 
 	if (write && dlock__hold_backend_data(write))
@@ -483,6 +465,11 @@ int dlock__redis_acquire(dlock__backend *backend, dlock__hold *hold, dlock__wait
 		if (queue)
 			place.queued = true;
 		result = try_once(b, lease, waiter, queue ? &place : NULL, deadline_us, &ans, &rc);
+		/* Only running out of time keeps the last unacknowledged
+		 * grant as the reason. */
+		if (result == TRY_BUSY || result == TRY_GRANTED ||
+		    (result != TRY_UNACKED && rc != DLOCK_ETIMEDOUT))
+			g_clear_pointer(&unacked, g_free);
 		if (rc == DLOCK_ETIMEDOUT)
 			rc = out_of_time(resource, wait_ms, deadline_us);
 		if (result == TRY_GRANTED && !grant_alive(lease, ans.sent_us)) {
@@ -512,8 +499,13 @@ int dlock__redis_acquire(dlock__backend *backend, dlock__hold *hold, dlock__wait
 				break;
 			}
 			first = false;
-			if (wait_ms == 0 || dlock__remaining_us(deadline_us) == 0 ||
-			    !pause_after_unacked(waiter, seen, resource, wait_ms, deadline_us, &backoff_us, &rc))
+			g_free(unacked);
+			unacked = g_strdup(dlock_last_error_message());
+			if (wait_ms == 0 || dlock__remaining_us(deadline_us) == 0)
+				break;
+			rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us, backoff_us,
+			                        &backoff_us, BACKOFF_CAP_US);
+			if (rc != DLOCK_OK)
 				break;
 			continue;
 		}
@@ -550,6 +542,11 @@ int dlock__redis_acquire(dlock__backend *backend, dlock__hold *hold, dlock__wait
 			break;
 	}
 	stop_listening(b, lease, &place, waiter);
+	/* The deadline, after grants too few replicas acknowledged: the
+	 * backend is what failed, and the last one says how. */
+	if (unacked && (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EUNAVAILABLE))
+		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s", unacked);
+	g_free(unacked);
 	if (rc != DLOCK_OK) {
 		/* Leave the queue; a try whose answer never came may have set our
 		 * key (later tries with the same token would have found it ours),
