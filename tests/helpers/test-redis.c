@@ -80,6 +80,13 @@ static pid_t launch(test_redis *r, const char *binary)
 	pid_t pid;
 
 	g_ptr_array_add(argv, g_strdup(binary));
+	if (r->conf) {
+		/* Fresh each start: the last run may have rewritten it. */
+		char *path = g_build_filename(r->dir, "redis.conf", NULL);
+
+		assert_true(g_file_set_contents(path, r->conf, -1, NULL));
+		g_ptr_array_add(argv, path);
+	}
 	g_ptr_array_add(argv, g_strdup("--port"));
 	g_ptr_array_add(argv, g_strdup_printf("%d", r->port));
 	g_ptr_array_add(argv, g_strdup("--bind"));
@@ -183,7 +190,7 @@ static void fail_start(test_redis *r, const char *what)
 	fail_msg("%s", what);
 }
 
-test_redis *test_redis_start(const char *const *extra, const char *password, bool unix_socket)
+static test_redis *start(const char *conf, const char *const *extra, const char *password, bool unix_socket)
 {
 	test_redis *r = g_new0(test_redis, 1);
 	const char *why = NULL;
@@ -195,6 +202,7 @@ test_redis *test_redis_start(const char *const *extra, const char *password, boo
 	r->dir = g_dir_make_tmp("dlock-test-redis-XXXXXX", NULL);
 	assert_non_null(r->dir);
 	r->password = g_strdup(password);
+	r->conf = g_strdup(conf);
 	if (unix_socket)
 		r->unix_path = g_build_filename(r->dir, "redis.sock", NULL);
 	while (extra && extra[count])
@@ -215,6 +223,17 @@ test_redis *test_redis_start(const char *const *extra, const char *password, boo
 	g_free(binary);
 	fail_start(r, "redis-server did not start (log above)");
 	return NULL;
+}
+
+test_redis *test_redis_start(const char *const *extra, const char *password, bool unix_socket)
+{
+	return start(NULL, extra, password, unix_socket);
+}
+
+test_redis *test_redis_start_conf(const char *conf, const char *const *extra, const char *password)
+{
+	assert_non_null(conf);
+	return start(conf, extra, password, false);
 }
 
 static void kill_server(test_redis *r, int sig)
@@ -283,6 +302,7 @@ void test_redis_stop(test_redis *r)
 	g_free(r->dir);
 	g_free(r->unix_path);
 	g_free(r->password);
+	g_free(r->conf);
 	g_free(r);
 }
 
@@ -331,13 +351,27 @@ static redisContext *inspection(test_redis *r)
 	return r->ctx;
 }
 
-static redisReply *vcmd(test_redis *r, const char *fmt, va_list ap)
+redisReply *test_redis_vcmd(test_redis *r, const char *fmt, va_list ap)
 {
+	bool reused = r->ctx && !r->ctx->err;
 	redisContext *c = inspection(r);
+	redisReply *reply;
+	va_list again;
 
 	if (!c || c->err)
 		return NULL;
-	return redisvCommand(c, fmt, ap);
+	va_copy(again, ap);
+	reply = redisvCommand(c, fmt, ap);
+	/* The server closed the idle connection before it read the command
+	 * (CLIENT KILL TYPE normal, which Sentinel sends with every change
+	 * of a server's role): send it once more on a new connection. */
+	if (!reply && reused && c->err == REDIS_ERR_EOF) {
+		c = inspection(r);
+		if (c && !c->err)
+			reply = redisvCommand(c, fmt, again);
+	}
+	va_end(again);
+	return reply;
 }
 
 redisReply *test_redis_cmd(test_redis *r, const char *fmt, ...)
@@ -346,7 +380,7 @@ redisReply *test_redis_cmd(test_redis *r, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	reply = vcmd(r, fmt, ap);
+	reply = test_redis_vcmd(r, fmt, ap);
 	va_end(ap);
 	return reply;
 }
@@ -358,7 +392,7 @@ long long test_redis_int(test_redis *r, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	reply = vcmd(r, fmt, ap);
+	reply = test_redis_vcmd(r, fmt, ap);
 	va_end(ap);
 	if (reply && reply->type == REDIS_REPLY_INTEGER)
 		value = reply->integer;
@@ -374,7 +408,7 @@ char *test_redis_str(test_redis *r, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	reply = vcmd(r, fmt, ap);
+	reply = test_redis_vcmd(r, fmt, ap);
 	va_end(ap);
 	if (reply && (reply->type == REDIS_REPLY_STRING || reply->type == REDIS_REPLY_STATUS))
 		value = g_strndup(reply->str, reply->len);

@@ -14,6 +14,7 @@
 #define DLOCK_TEST_REDIS_H
 
 #include <stdbool.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -28,6 +29,7 @@ typedef struct test_redis {
 	char *unix_path;     /* set when started with a unix socket */
 	char *password;      /* requirepass, or NULL */
 	char **extra;        /* extra server arguments, NULL-terminated */
+	char *conf;          /* configuration file text, or NULL */
 	redisContext *ctx;   /* inspection connection (authenticated, db 0) */
 } test_redis;
 
@@ -39,6 +41,14 @@ typedef struct test_redis {
  * also listen on TMP/redis.sock.
  */
 test_redis *test_redis_start(const char *const *extra, const char *password, bool unix_socket);
+/*
+ * The same with a configuration file: conf is written afresh to
+ * TMP/redis.conf before every start (a server may rewrite its file, as
+ * Sentinel does) and named first on the command line, before the
+ * options, e.g. with extra { "--sentinel", NULL }.  Change r->conf
+ * (g_free'd) before test_redis_resume() to start with other text.
+ */
+test_redis *test_redis_start_conf(const char *conf, const char *const *extra, const char *password);
 /* Stop (SIGTERM, SIGKILL after 5 s), remove the directory, free. */
 void test_redis_stop(test_redis *r);
 /* Stop the server process only; the port and directory stay ours. */
@@ -59,6 +69,8 @@ char *test_redis_unix_uri(const test_redis *r, const char *suffix);
  * format).  Reconnects as needed.  The reply is freed by the caller
  * (freeReplyObject); NULL if the server did not answer. */
 redisReply *test_redis_cmd(test_redis *r, const char *fmt, ...);
+/* The same, with a va_list. */
+redisReply *test_redis_vcmd(test_redis *r, const char *fmt, va_list ap);
 /* The integer reply of a command, or -999 on any other reply. */
 long long test_redis_int(test_redis *r, const char *fmt, ...);
 /* The string reply of a command (g_free), or NULL for nil or an error. */
