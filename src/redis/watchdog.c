@@ -89,6 +89,7 @@ struct redis_watchdog {
 	GCond expiry_cond;
 	int64_t expiry_wake_us; /* CLOCK_BOOTTIME the expiry thread sleeps until; 0 busy */
 	redisContext *ctx;    /* the watchdog's own connection; thread only */
+	int ctx_epoch;        /* the backend's master epoch when ctx was made */
 	int64_t retry_us;     /* pause before the next renewal retry; reset by an answer */
 	bool finishing;       /* the last attempts at close, threads joined */
 };
@@ -220,12 +221,13 @@ static bool ensure_connection(redis_watchdog *wd, int64_t budget_us)
 {
 	int rc;
 
-	if (wd->ctx && !wd->ctx->err)
+	if (wd->ctx && !wd->ctx->err && dlock__redis_conn_current(wd->b, wd->ctx_epoch))
 		return true;
 	if (wd->ctx) {
 		redisFree(wd->ctx);
 		wd->ctx = NULL;
 	}
+	wd->ctx_epoch = dlock__redis_master_epoch(wd->b);
 	wd->ctx = dlock__redis_connect(wd->b, MIN(budget_us, wd->b->connect_timeout_ms * 1000), true, &rc);
 	if (!wd->ctx)
 		dlock__log(wd->b->logger, DLOCK_LOG_WARNING, "watchdog: %s", dlock_last_error_message());
@@ -263,11 +265,14 @@ static void append_renew(redis_backend *b, redisContext *ctx, const redis_lease 
 }
 
 /* What one renewal reply says: 1 renewed, 0 not ours any more, -1 no
- * verdict (an error reply is logged). */
+ * verdict (an error reply is logged; one from a server that is no master
+ * now has the master looked for again). */
 static int renew_result(redis_backend *b, const redisReply *reply)
 {
 	if (reply->type == REDIS_REPLY_INTEGER)
 		return reply->integer == 1 ? 1 : 0;
+	if (dlock__redis_not_master(reply))
+		dlock__redis_master_doubt(b);
 	dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewal error: %s", b->label,
 	           reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
 	return -1;
@@ -338,6 +343,19 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewal failed: %s", b->label, wd->ctx->errstr);
 			redisFree(wd->ctx);
 			wd->ctx = NULL;
+		} else if (!dlock__redis_conn_current(b, wd->ctx_epoch)) {
+			/* The master was doubted while the batch ran (a switch
+			 * announced, or READONLY): what the old one answered says
+			 * nothing of the key on the new one, where the others
+			 * ask.  No verdict: retried at once on the master of the
+			 * moment. */
+			dlock__log(b->logger, DLOCK_LOG_INFO, "%s: renewal answered by a server no longer "
+			           "taken for the master: renewing on the new one", b->label);
+			for (guint i = 0; i < due->len; i++)
+				results[i] = -1;
+			redisFree(wd->ctx);
+			wd->ctx = NULL;
+			wd->retry_us = RETRY_FIRST_US;
 		}
 	}
 
