@@ -507,6 +507,12 @@ redisContext *dlock__redis_connect(redis_backend *b, int64_t timeout_us, bool se
 	return connect_for(b, NULL, timeout_us, select, ret_rc);
 }
 
+redisContext *dlock__redis_connect_cancelable(redis_backend *b, dlock__waiter *waiter,
+                                              int64_t timeout_us, bool select, int *ret_rc)
+{
+	return connect_for(b, waiter, timeout_us, select, ret_rc);
+}
+
 int dlock__redis_conn_get(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
                           redis_conn **ret)
 {

@@ -172,6 +172,11 @@ void dlock__redis_names_clear(redis_names *names);
 /* Connect, with AUTH and SELECT as configured (select: false for pub/sub).
  * Bounded by timeout_us.  NULL with the message recorded on failure. */
 redisContext *dlock__redis_connect(redis_backend *b, int64_t timeout_us, bool select, int *ret_rc);
+/* The same, ended at once (DLOCK_ECANCELED) by a cancel of waiter: a
+ * thread's connect that its stop must not wait out (under Sentinel, a
+ * round of silent sentinels can take a command timeout each). */
+redisContext *dlock__redis_connect_cancelable(redis_backend *b, dlock__waiter *waiter,
+                                              int64_t timeout_us, bool select, int *ret_rc);
 /* A pooled connection (or a new one), bounded by deadline_us.  A cancel of
  * waiter (may be NULL) interrupts the setup of a new one: DLOCK_ECANCELED.
  * DLOCK_ETIMEDOUT when the connect or its setup ran out of time (see
