@@ -3,8 +3,8 @@
  * (docs/redis.md, "Sentinel").
  *
  * Every new connection to the master asks the sentinels first, in order
- * (SENTINEL GET-MASTER-ADDR-BY-NAME), and the one that answered moves to
- * the front; conn.c then checks that the server named answers ROLE as a
+ * (SENTINEL GET-MASTER-ADDR-BY-NAME): the one that answered moves to the
+ * front, each one that did not to the back; conn.c then checks that the server named answers ROLE as a
  * master.  So a reconnect after the master died, or after a command was
  * answered READONLY or LOADING (dlock__redis_master_doubt()), finds the
  * master of the moment.
@@ -131,8 +131,8 @@ static GPtrArray *sentinels_now(redis_sentinel *s)
 	return list;
 }
 
-/* Move the sentinel host:port to the front. */
-static void to_front(redis_sentinel *s, const dlock__host *which)
+/* Move the sentinel host:port to the front, or to the back. */
+static void move(redis_sentinel *s, const dlock__host *which, bool front)
 {
 	dlock__mutex_lock(&s->mu, DLOCK__RANK_REDIS_SENTINEL);
 	for (guint i = 0; i < s->sentinels->len; i++) {
@@ -141,7 +141,10 @@ static void to_front(redis_sentinel *s, const dlock__host *which)
 		if (h->port != which->port || strcmp(h->host, which->host) != 0)
 			continue;
 		g_ptr_array_steal_index(s->sentinels, i);
-		g_ptr_array_insert(s->sentinels, 0, h);
+		if (front)
+			g_ptr_array_insert(s->sentinels, 0, h);
+		else
+			g_ptr_array_add(s->sentinels, h);
 		break;
 	}
 	dlock__mutex_unlock(&s->mu);
@@ -292,11 +295,16 @@ int dlock__redis_sentinel_ask(redis_backend *b, dlock__waiter *waiter, int64_t d
 		             &unknown);
 		if (rc == DLOCK_OK) {
 			if (i > 0)
-				to_front(s, h);
+				move(s, h, true);
 			break;
 		}
 		if (rc == DLOCK_ECANCELED)
 			break;
+		/* Asked last from now on: a silent sentinel first in line
+		 * would take the whole of every short wait (its share is at
+		 * least ASK_SHARE_MIN_US), and no such call would reach the
+		 * others. */
+		move(s, h, false);
 		all_unknown = all_unknown && unknown;
 		g_string_append_printf(why, "%s%s", why->len ? "; " : "", dlock_last_error_message());
 	}

@@ -144,11 +144,44 @@ static void test_an_acquire_returns_by_its_wait_while_the_sentinels_are_silent(v
 	test_sentinel_stop(ts);
 }
 
+/*
+ * A short wait gives the first sentinel all its time (each gets at least
+ * 250 ms): while that one is silent, such calls never reach the others,
+ * unless the one that failed to answer is asked last from then on.
+ */
+static void test_a_silent_first_sentinel_is_asked_last_by_the_next_calls(void **state)
+{
+	test_sentinel *ts = test_sentinel_start(SERVICE, 1, NULL, NULL);
+	dlock_client *client = new_client(ts);
+	dlock_lock *lock;
+	int ok = 0;
+
+	(void)state;
+	assert_int_equal(dlock_lock_new(client, "sentinel/silence/first", &lock), DLOCK_OK);
+	test_sentinel_freeze(ts, 0);
+	for (int i = 0; i < 4; i++) {
+		int rc = dlock_acquire(lock, 200);
+
+		print_message("acquire %d, wait 200 ms: %s%s%s\n", i, dlock_code_name(rc), rc ? ": " : "",
+		              rc ? dlock_last_error_message() : "");
+		if (rc == DLOCK_OK) {
+			ok++;
+			assert_int_equal(dlock_release(lock), DLOCK_OK);
+		}
+	}
+	/* The first may spend its time on the silent sentinel; not the rest. */
+	assert_true(ok >= 3);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	test_sentinel_stop(ts);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_client_free_does_not_wait_for_silent_sentinels),
 		cmocka_unit_test(test_an_acquire_returns_by_its_wait_while_the_sentinels_are_silent),
+		cmocka_unit_test(test_a_silent_first_sentinel_is_asked_last_by_the_next_calls),
 	};
 
 	(void)argc;
