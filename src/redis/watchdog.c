@@ -90,6 +90,7 @@ struct redis_watchdog {
 	int64_t expiry_wake_us; /* CLOCK_BOOTTIME the expiry thread sleeps until; 0 busy */
 	redisContext *ctx;    /* the watchdog's own connection; thread only */
 	int ctx_epoch;        /* the backend's master epoch when ctx was made */
+	int seen_epoch;       /* the master epoch the leases were last renewed in */
 	int64_t retry_us;     /* pause before the next renewal retry; reset by an answer */
 	bool finishing;       /* the last attempts at close, threads joined */
 };
@@ -461,13 +462,21 @@ static gpointer watchdog_main(gpointer data)
 		int64_t now = dlock__boot_us();
 		int64_t next = now + MAX_SLEEP_US;
 		int64_t budget = INT64_MAX;
+		/* The master was doubted (a switch heard): every lease is
+		 * renewed at once on the master of the moment, where its key,
+		 * if replicated, lives only as long as its last renewal that
+		 * reached the replica.  Seen within MAX_SLEEP_US. */
+		bool follow = !dlock__redis_conn_current(wd->b, wd->seen_epoch);
 
+		wd->seen_epoch = dlock__redis_master_epoch(wd->b);
 		g_ptr_array_set_size(due, 0);
 		for (guint i = 0; i < wd->leases->len; i++) {
 			redis_lease *lease = wd->leases->pdata[i];
 
 			if (lease->lost || !lease->renew)
 				continue;
+			if (follow)
+				lease->next_renew_us = MIN(lease->next_renew_us, now);
 			if (lease->next_renew_us <= now) {
 				g_ptr_array_add(due, dlock__redis_lease_ref(lease));
 				budget = MIN(budget, renew_period_us(lease));
@@ -565,6 +574,7 @@ static gpointer watchdog_new(gpointer data, bool *ret_start)
 
 	wd->b = data;
 	wd->retry_us = RETRY_FIRST_US;
+	wd->seen_epoch = dlock__redis_master_epoch(wd->b);
 	g_mutex_init(&wd->mu);
 	g_cond_init(&wd->cond);
 	g_cond_init(&wd->expiry_cond);
