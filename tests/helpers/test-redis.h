@@ -13,8 +13,8 @@
 #ifndef DLOCK_TEST_REDIS_H
 #define DLOCK_TEST_REDIS_H
 
-#include <stdbool.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -66,8 +66,10 @@ char *test_redis_uri(const test_redis *r, const char *suffix);
 char *test_redis_unix_uri(const test_redis *r, const char *suffix);
 
 /* Run a command on the inspection connection (printf-style, hiredis
- * format).  Reconnects as needed.  The reply is freed by the caller
- * (freeReplyObject); NULL if the server did not answer. */
+ * format).  Reconnects as needed, and sends the command once more on a
+ * new connection if the server had closed the idle one (CLIENT KILL).
+ * The reply is freed by the caller (freeReplyObject); NULL if the server
+ * did not answer. */
 redisReply *test_redis_cmd(test_redis *r, const char *fmt, ...);
 /* The same, with a va_list. */
 redisReply *test_redis_vcmd(test_redis *r, const char *fmt, va_list ap);

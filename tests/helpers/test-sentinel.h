@@ -44,14 +44,16 @@ typedef struct test_sentinel {
  * Start a master, n_replicas replicas (1..TEST_SENTINEL_MAX_REPLICAS) and
  * three sentinels monitoring it as service (e.g. "mymaster").  password
  * (or NULL): requirepass and masterauth on the data servers, auth-pass on
- * the sentinels.  sentinel_password (or NULL): requirepass on the
- * sentinels.  Returns once the setup is ready (test_sentinel_wait_ready),
- * within 20 s, or fails the test.
+ * the sentinels (plain words: they go into a configuration file).
+ * sentinel_password (or NULL): requirepass on the sentinels.  Returns
+ * once the setup is ready (test_sentinel_wait_ready), within 20 s
+ * (scaled), or stops it and fails the test.
  */
 test_sentinel *test_sentinel_start(const char *service, int n_replicas, const char *password,
                                    const char *sentinel_password);
-/* Stop every sentinel and server (thawing frozen ones), remove their
- * directories, free.  NULL is a no-op. */
+/* Kill every sentinel and server (kill -9: nothing is kept), remove
+ * their directories, keep their logs' tails for test_finish(), free.
+ * NULL is a no-op. */
 void test_sentinel_stop(test_sentinel *ts);
 
 /*
@@ -60,9 +62,9 @@ void test_sentinel_stop(test_sentinel *ts);
  * server, which answers ROLE as master; every other running data server
  * receives its writes (SET then WAIT on the master acknowledged by all of
  * them: a replica whose link is "up" may not be receiving yet); and every
- * running sentinel names that master and lists every running replica and
- * every other running sentinel as reachable, as a failover needs.  On
- * false, prints what was missing.
+ * sentinel neither halted nor frozen names that master and lists every
+ * running replica and every other such sentinel as reachable, as a
+ * failover needs.  On false, prints what was missing.
  */
 bool test_sentinel_wait_ready(test_sentinel *ts, int64_t timeout_ms);
 
