@@ -4,10 +4,10 @@
  *
  * Every new connection to the master asks the sentinels first, in order
  * (SENTINEL GET-MASTER-ADDR-BY-NAME): the one that answered moves to the
- * front, each one that did not to the back; conn.c then checks that the server named answers ROLE as a
- * master.  So a reconnect after the master died, or after a command was
- * answered READONLY or LOADING (dlock__redis_master_doubt()), finds the
- * master of the moment.
+ * front, each one that did not to the back; conn.c then checks that the
+ * server named answers ROLE as a master.  So a reconnect after the master
+ * died, or after a command was answered READONLY or LOADING
+ * (dlock__redis_master_doubt()), finds the master of the moment.
  *
  * A thread ("dlock-sentinel") subscribes to +switch-master on one
  * sentinel, so that a failover is heard before a command runs into it:
