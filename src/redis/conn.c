@@ -126,9 +126,20 @@ bool dlock__redis_not_master(const redisReply *reply)
 
 void dlock__redis_master_doubt(redis_backend *b)
 {
+	/* First: a connection put back from now on is dropped, not pooled. */
 	g_atomic_int_inc(&b->master_epoch);
 	dlock__redis_pool_clear(b);
 	dlock__redis_sub_reconnect(b);
+}
+
+int dlock__redis_master_epoch(redis_backend *b)
+{
+	return g_atomic_int_get(&b->master_epoch);
+}
+
+bool dlock__redis_conn_current(redis_backend *b, int epoch)
+{
+	return epoch == g_atomic_int_get(&b->master_epoch);
 }
 
 int dlock__redis_flush(redisContext *ctx)
@@ -499,13 +510,19 @@ redisContext *dlock__redis_connect(redis_backend *b, int64_t timeout_us, bool se
 	return connect_for(b, NULL, timeout_us, select, ret_rc);
 }
 
+redisContext *dlock__redis_connect_cancelable(redis_backend *b, dlock__waiter *waiter,
+                                              int64_t timeout_us, bool select, int *ret_rc)
+{
+	return connect_for(b, waiter, timeout_us, select, ret_rc);
+}
+
 int dlock__redis_conn_get(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
                           redis_conn **ret)
 {
 	redis_conn *conn;
 	redisContext *ctx;
 	int64_t timeout_us;
-	int rc;
+	int epoch, rc;
 
 	dlock__mutex_lock(&b->pool_mu, DLOCK__RANK_REDIS_POOL);
 	conn = g_queue_pop_head(&b->pool);
@@ -516,11 +533,15 @@ int dlock__redis_conn_get(redis_backend *b, dlock__waiter *waiter, int64_t deadl
 		return DLOCK_OK;
 	}
 	timeout_us = MIN(dlock__remaining_us(deadline_us), b->connect_timeout_ms * 1000);
+	/* Read before the master is looked for: a doubt meanwhile makes
+	 * the connection suspect at once. */
+	epoch = dlock__redis_master_epoch(b);
 	ctx = connect_for(b, waiter, timeout_us, true, &rc);
 	if (!ctx)
 		return rc;
 	conn = g_new0(redis_conn, 1);
 	conn->ctx = ctx;
+	conn->epoch = epoch;
 	conn->timeout_us = -1;
 	*ret = conn;
 	return DLOCK_OK;
@@ -536,7 +557,9 @@ void dlock__redis_conn_put(redis_backend *b, redis_conn *conn, bool ok)
 {
 	if (!conn)
 		return;
-	if (ok && !conn->ctx->err) {
+	/* One made before the master was doubted may lead to the old one,
+	 * which can still answer as a master for seconds after a switch. */
+	if (ok && !conn->ctx->err && dlock__redis_conn_current(b, conn->epoch)) {
 		dlock__mutex_lock(&b->pool_mu, DLOCK__RANK_REDIS_POOL);
 		if (g_queue_get_length(&b->pool) < POOL_IDLE_MAX) {
 			g_queue_push_head(&b->pool, conn);

@@ -63,6 +63,7 @@ typedef struct redis_conn {
 	bool reused;              /* came from the pool (may have gone stale) */
 	bool timed_out;           /* the last command failed for want of an answer */
 	bool not_master;          /* the last script was answered READONLY or LOADING */
+	int epoch;                /* the backend's master_epoch when it was made */
 } redis_conn;
 
 /* The seam's handle of a Redis backend (a single server's, or a
@@ -91,9 +92,9 @@ struct redis_backend {
 	int db;
 	dlock__resolver *resolver;
 	redis_sentinel *sentinel; /* Sentinel: where the master is found; else NULL */
-	/* Moved on (atomically) by dlock__redis_master_doubt(): a connection
-	 * kept outside the pool (the watchdog's) made under another value
-	 * may lead to a server that is no master now, and is made again. */
+	/* Counts the times the master was doubted (dlock__redis_master_doubt):
+	 * a connection made before the last doubt may lead to a server that is
+	 * no master now, and is neither pooled again nor renewed on.  Atomic. */
 	gint master_epoch;
 
 	/* options (the TTL and watchdog are the core's, per hold) */
@@ -173,6 +174,11 @@ void dlock__redis_names_clear(redis_names *names);
 /* Connect, with AUTH and SELECT as configured (select: false for pub/sub).
  * Bounded by timeout_us.  NULL with the message recorded on failure. */
 redisContext *dlock__redis_connect(redis_backend *b, int64_t timeout_us, bool select, int *ret_rc);
+/* The same, ended at once (DLOCK_ECANCELED) by a cancel of waiter: a
+ * thread's connect that its stop must not wait out (under Sentinel, a
+ * round of silent sentinels can take a command timeout each). */
+redisContext *dlock__redis_connect_cancelable(redis_backend *b, dlock__waiter *waiter,
+                                              int64_t timeout_us, bool select, int *ret_rc);
 /* A pooled connection (or a new one), bounded by deadline_us.  A cancel of
  * waiter (may be NULL) interrupts the setup of a new one: DLOCK_ECANCELED.
  * DLOCK_ETIMEDOUT when the connect or its setup ran out of time (see
@@ -248,12 +254,18 @@ int dlock__redis_setup_command(redis_backend *b, const char *label, redisContext
                                redisReply **ret_reply);
 /*
  * The server answered as no master does (READONLY: a replica now;
- * LOADING: restarting), or the sentinels announced a new master: drop the
- * idle connections, which lead to it, and have the subscriber and the
- * watchdog connect again (master_epoch), so that every next connection
- * looks for the master again (under Sentinel, asks the sentinels).
+ * LOADING: restarting), or the sentinels switched the master: count a new
+ * master epoch, drop the idle connections, which lead to the old one, and
+ * have the subscriber reconnect, so that the next connection looks for
+ * the master again (under Sentinel, asks the sentinels).  Connections in
+ * use are dropped when put back, and the watchdog's before its next
+ * renewal (dlock__redis_conn_current()).
  */
 void dlock__redis_master_doubt(redis_backend *b);
+/* The backend's master epoch, to stamp a connection about to be made. */
+int dlock__redis_master_epoch(redis_backend *b);
+/* Whether a connection stamped epoch was made since the last doubt. */
+bool dlock__redis_conn_current(redis_backend *b, int epoch);
 /* Whether reply is such an answer. */
 bool dlock__redis_not_master(const redisReply *reply);
 

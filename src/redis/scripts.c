@@ -142,7 +142,7 @@ int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t de
 
 	for (int attempt = 0; attempt < 2; attempt++) {
 		redis_conn *conn;
-		bool reused, timed_out, canceled, unanswered;
+		bool reused, timed_out, canceled, unanswered, stale;
 
 		rc = dlock__redis_conn_get(b, waiter, deadline_us, &conn);
 		if (rc != DLOCK_OK)
@@ -166,9 +166,24 @@ int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t de
 		rc = dlock__redis_eval(b, conn, script, words, ack, ret);
 		timed_out = conn->timed_out;
 		canceled = dlock__waiter_io_end(waiter);
+		/* A connection made before the master was last doubted (the
+		 * sentinels announced a switch meanwhile) may have run the
+		 * script on the old master, which answers as one for seconds
+		 * after the switch: what it answered holds nowhere the others
+		 * look.  Sent again, on the new master (the scripts are
+		 * idempotent for one token); what it did on the old one goes
+		 * with that server's demotion, or with the lease. */
+		stale = rc == DLOCK_OK && !dlock__redis_conn_current(b, conn->epoch);
+		if (stale) {
+			freeReplyObject(*ret);
+			*ret = NULL;
+			*ret_uncertain = true;
+			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: the master changed while the script ran",
+			                  b->label);
+		}
 		/* A server that answered it is no master ran nothing: connect
 		 * again, to the master of the moment (found afresh). */
-		if (conn->not_master) {
+		if (conn->not_master || stale) {
 			dlock__redis_conn_put(b, conn, false);
 			if (attempt > 0 || canceled || dlock__remaining_us(deadline_us) == 0)
 				return canceled ? dlock__error(DLOCK_ECANCELED, "%s: canceled", b->label) : rc;

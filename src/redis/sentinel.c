@@ -3,11 +3,11 @@
  * (docs/redis.md, "Sentinel").
  *
  * Every new connection to the master asks the sentinels first, in order
- * (SENTINEL GET-MASTER-ADDR-BY-NAME), and the one that answered moves to
- * the front; conn.c then checks that the server named answers ROLE as a
- * master.  So a reconnect after the master died, or after a command was
- * answered READONLY or LOADING (dlock__redis_master_doubt()), finds the
- * master of the moment.
+ * (SENTINEL GET-MASTER-ADDR-BY-NAME): the one that answered moves to the
+ * front, each one that did not to the back; conn.c then checks that the
+ * server named answers ROLE as a master.  So a reconnect after the master
+ * died, or after a command was answered READONLY or LOADING
+ * (dlock__redis_master_doubt()), finds the master of the moment.
  *
  * A thread ("dlock-sentinel") subscribes to +switch-master on one
  * sentinel, so that a failover is heard before a command runs into it:
@@ -36,7 +36,13 @@
 #define ASK_SHARE_MIN_US (250 * 1000)
 #define WATCH_RETRY_FIRST_US (200 * 1000)
 #define WATCH_RETRY_CAP_US (30 * 1000 * 1000)
-#define WATCH_PING_IDLE_US (15 * 1000 * 1000)
+/* The watcher pings its sentinel after this much silence, and leaves it
+ * for the next when the answer takes longer than this too (or than a
+ * command timeout, if shorter): a switch announced while it listens to a
+ * silent sentinel goes unheard, and the old master answers as one for
+ * seconds after a switchover.  A local sentinel answers in microseconds. */
+#define WATCH_PING_IDLE_US (1000 * 1000)
+#define WATCH_PING_ANSWER_US (1000 * 1000)
 
 struct redis_sentinel {
 	char *service;
@@ -131,8 +137,8 @@ static GPtrArray *sentinels_now(redis_sentinel *s)
 	return list;
 }
 
-/* Move the sentinel host:port to the front. */
-static void to_front(redis_sentinel *s, const dlock__host *which)
+/* Move the sentinel host:port to the front, or to the back. */
+static void move(redis_sentinel *s, const dlock__host *which, bool front)
 {
 	dlock__mutex_lock(&s->mu, DLOCK__RANK_REDIS_SENTINEL);
 	for (guint i = 0; i < s->sentinels->len; i++) {
@@ -141,7 +147,10 @@ static void to_front(redis_sentinel *s, const dlock__host *which)
 		if (h->port != which->port || strcmp(h->host, which->host) != 0)
 			continue;
 		g_ptr_array_steal_index(s->sentinels, i);
-		g_ptr_array_insert(s->sentinels, 0, h);
+		if (front)
+			g_ptr_array_insert(s->sentinels, 0, h);
+		else
+			g_ptr_array_add(s->sentinels, h);
 		break;
 	}
 	dlock__mutex_unlock(&s->mu);
@@ -292,11 +301,16 @@ int dlock__redis_sentinel_ask(redis_backend *b, dlock__waiter *waiter, int64_t d
 		             &unknown);
 		if (rc == DLOCK_OK) {
 			if (i > 0)
-				to_front(s, h);
+				move(s, h, true);
 			break;
 		}
 		if (rc == DLOCK_ECANCELED)
 			break;
+		/* Asked last from now on: a silent sentinel first in line
+		 * would take the whole of every short wait (its share is at
+		 * least ASK_SHARE_MIN_US), and no such call would reach the
+		 * others. */
+		move(s, h, false);
 		all_unknown = all_unknown && unknown;
 		g_string_append_printf(why, "%s%s", why->len ? "; " : "", dlock_last_error_message());
 	}
@@ -370,6 +384,35 @@ static void heard(redis_backend *b, const redisReply *reply)
 }
 
 /*
+ * Once subscribed on h: ask it which master it names.  A switch announced
+ * before the subscription (while the thread listened to a sentinel that
+ * fell silent, or between two sentinels) is heard this way: a master
+ * other than the one last connected to is doubted, as +switch-master is.
+ */
+static void check_named(redis_backend *b, const dlock__host *h)
+{
+	redis_sentinel *s = b->sentinel;
+	char *host = NULL, *named, *known;
+	int port = 0;
+	bool unknown = false;
+
+	if (ask_one(b, h, s->waiter, dlock__mono_us() + b->command_timeout_ms * 1000, &host, &port,
+	            &unknown) != DLOCK_OK)
+		return;
+	named = strchr(host, ':') ? g_strdup_printf("[%s]:%d", host, port)
+	                          : g_strdup_printf("%s:%d", host, port);
+	known = dlock__redis_sentinel_master(s);
+	if (known && strcmp(known, named) != 0) {
+		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: the sentinels name master %s, not %s", b->label,
+		           named, known);
+		dlock__redis_master_doubt(b);
+	}
+	g_free(known);
+	g_free(named);
+	g_free(host);
+}
+
+/*
  * Listen on one sentinel until it fails or the thread stops.  Returns
  * whether the sentinel took the subscription (a refusal, or no answer,
  * sends the thread on to the next one).
@@ -383,6 +426,7 @@ static bool watch_one(redis_backend *b, const dlock__host *h)
 	redisReply *reply = NULL;
 	redisContext *ctx;
 	int64_t last_input_us = dlock__mono_us(), ping_sent_us = 0;
+	int64_t answer_us = MIN(WATCH_PING_ANSWER_US, b->command_timeout_ms * 1000);
 	bool subscribed = false;
 	int rc;
 
@@ -400,10 +444,12 @@ static bool watch_one(redis_backend *b, const dlock__host *h)
 		           dlock_last_error_message());
 	if (reply)
 		freeReplyObject(reply);
+	if (subscribed)
+		check_named(b, h);
 	while (subscribed && !watcher_stopping(s)) {
 		struct pollfd fds[2] = { { .fd = ctx->fd, .events = POLLIN },
 		                         { .fd = s->wake_fd, .events = POLLIN } };
-		int64_t now = dlock__mono_us();
+		int64_t now = dlock__mono_us(), wait_us;
 
 		/* A sentinel that stopped answering would otherwise keep the
 		 * thread deaf to the others. */
@@ -413,9 +459,12 @@ static bool watch_one(redis_backend *b, const dlock__host *h)
 				break;
 			ping_sent_us = now;
 		}
-		if (ping_sent_us && now - ping_sent_us > b->command_timeout_ms * 1000)
+		if (ping_sent_us && now - ping_sent_us > answer_us)
 			break;
-		if (poll(fds, 2, 1000) < 0 && errno != EINTR)
+		/* Until the next PING is due, or its answer. */
+		wait_us = ping_sent_us ? ping_sent_us + answer_us - now
+		                       : last_input_us + WATCH_PING_IDLE_US - now;
+		if (poll(fds, 2, (int)CLAMP((wait_us + 999) / 1000, 1, 1000)) < 0 && errno != EINTR)
 			break;
 		if (fds[1].revents & POLLIN)
 			drain(s->wake_fd);

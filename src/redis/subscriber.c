@@ -62,6 +62,7 @@ struct redis_sub {
 	bool stop;
 	bool reconnect;           /* drop the connection: the master may have moved */
 	int wake_fd;
+	dlock__waiter *waiter;    /* canceled to stop the thread mid-connect */
 };
 
 static void poke(redis_sub *sub)
@@ -359,7 +360,8 @@ static gpointer subscriber_main(gpointer data)
 
 		if (stopping(sub))
 			break;
-		ctx = dlock__redis_connect(b, b->connect_timeout_ms * 1000, false, &rc);
+		ctx = dlock__redis_connect_cancelable(b, sub->waiter, b->connect_timeout_ms * 1000, false,
+		                                      &rc);
 		if (ctx) {
 			int64_t start_us = dlock__mono_us();
 
@@ -367,7 +369,9 @@ static gpointer subscriber_main(gpointer data)
 			redisFree(ctx);
 			connection_lost(sub);
 		} else {
-			dlock__log(b->logger, DLOCK_LOG_WARNING, "subscriber: %s", dlock_last_error_message());
+			if (rc != DLOCK_ECANCELED) /* else stopping */
+				dlock__log(b->logger, DLOCK_LOG_WARNING, "subscriber: %s",
+				           dlock_last_error_message());
 			proven = false;
 		}
 		/* Only a connection the server answered on, and that lasted,
@@ -396,6 +400,7 @@ static gpointer sub_new(gpointer data, bool *ret_start)
 	sub->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (sub->wake_fd < 0)
 		g_error("dlock: eventfd: %s", g_strerror(errno));
+	sub->waiter = dlock__waiter_new();
 	return sub;
 }
 
@@ -503,16 +508,23 @@ bool dlock__redis_sub_take_grant(redis_backend *b, redis_grant *box, int64_t tic
 	return granted;
 }
 
+/* Called from other library threads (the sentinel watcher, the watchdog)
+ * that may still run while the backend closes: under lazy_mu, so the
+ * subscriber is either not stopped yet or seen as gone, never freed
+ * under this call. */
 void dlock__redis_sub_reconnect(redis_backend *b)
 {
-	redis_sub *sub = dlock__lazy_thread_peek(&b->sub);
+	redis_sub *sub;
 
-	if (!sub)
-		return;
-	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
-	sub->reconnect = true;
-	dlock__mutex_unlock(&sub->mu);
-	poke(sub);
+	dlock__mutex_lock(&b->lazy_mu, DLOCK__RANK_THREAD_START);
+	sub = dlock__lazy_thread_peek(&b->sub);
+	if (sub) {
+		dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
+		sub->reconnect = true;
+		dlock__mutex_unlock(&sub->mu);
+		poke(sub);
+	}
+	dlock__mutex_unlock(&b->lazy_mu);
 }
 
 static void sub_tell_stop(gpointer data)
@@ -522,6 +534,9 @@ static void sub_tell_stop(gpointer data)
 	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 	sub->stop = true;
 	dlock__mutex_unlock(&sub->mu);
+	/* A connect under way (under Sentinel, asking silent sentinels one
+	 * command timeout each) ends at once. */
+	dlock__waiter_cancel(sub->waiter);
 	poke(sub);
 }
 
@@ -532,6 +547,7 @@ void dlock__redis_sub_stop(redis_backend *b)
 	if (!sub)
 		return;
 	close(sub->wake_fd);
+	dlock__waiter_free(sub->waiter);
 	dlock__waketable_free(sub->channels);
 	g_hash_table_unref(sub->boxes);
 	g_mutex_clear(&sub->mu);

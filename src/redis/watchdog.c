@@ -89,7 +89,8 @@ struct redis_watchdog {
 	GCond expiry_cond;
 	int64_t expiry_wake_us; /* CLOCK_BOOTTIME the expiry thread sleeps until; 0 busy */
 	redisContext *ctx;    /* the watchdog's own connection; thread only */
-	gint ctx_epoch;       /* b->master_epoch when ctx was made; thread only */
+	int ctx_epoch;        /* the backend's master epoch when ctx was made */
+	int seen_epoch;       /* the master epoch the leases were last renewed in */
 	int64_t retry_us;     /* pause before the next renewal retry; reset by an answer */
 	bool finishing;       /* the last attempts at close, threads joined */
 };
@@ -221,13 +222,13 @@ static bool ensure_connection(redis_watchdog *wd, int64_t budget_us)
 {
 	int rc;
 
-	if (wd->ctx && !wd->ctx->err && wd->ctx_epoch == g_atomic_int_get(&wd->b->master_epoch))
+	if (wd->ctx && !wd->ctx->err && dlock__redis_conn_current(wd->b, wd->ctx_epoch))
 		return true;
 	if (wd->ctx) {
 		redisFree(wd->ctx);
 		wd->ctx = NULL;
 	}
-	wd->ctx_epoch = g_atomic_int_get(&wd->b->master_epoch);
+	wd->ctx_epoch = dlock__redis_master_epoch(wd->b);
 	wd->ctx = dlock__redis_connect(wd->b, MIN(budget_us, wd->b->connect_timeout_ms * 1000), true, &rc);
 	if (!wd->ctx)
 		dlock__log(wd->b->logger, DLOCK_LOG_WARNING, "watchdog: %s", dlock_last_error_message());
@@ -265,7 +266,8 @@ static void append_renew(redis_backend *b, redisContext *ctx, const redis_lease 
 }
 
 /* What one renewal reply says: 1 renewed, 0 not ours any more, -1 no
- * verdict (an error reply is logged). */
+ * verdict (an error reply is logged; one from a server that is no master
+ * now has the master looked for again). */
 static int renew_result(redis_backend *b, const redisReply *reply)
 {
 	if (reply->type == REDIS_REPLY_INTEGER)
@@ -392,6 +394,19 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewal failed: %s", b->label, wd->ctx->errstr);
 			redisFree(wd->ctx);
 			wd->ctx = NULL;
+		} else if (!dlock__redis_conn_current(b, wd->ctx_epoch)) {
+			/* The master was doubted while the batch ran (a switch
+			 * announced, or READONLY): what the old one answered says
+			 * nothing of the key on the new one, where the others
+			 * ask.  No verdict: retried at once on the master of the
+			 * moment. */
+			dlock__log(b->logger, DLOCK_LOG_INFO, "%s: renewal answered by a server no longer "
+			           "taken for the master: renewing on the new one", b->label);
+			for (guint i = 0; i < due->len; i++)
+				results[i] = -1;
+			redisFree(wd->ctx);
+			wd->ctx = NULL;
+			wd->retry_us = RETRY_FIRST_US;
 		}
 	}
 
@@ -493,13 +508,21 @@ static gpointer watchdog_main(gpointer data)
 		int64_t now = dlock__boot_us();
 		int64_t next = now + MAX_SLEEP_US;
 		int64_t budget = INT64_MAX;
+		/* The master was doubted (a switch heard): every lease is
+		 * renewed at once on the master of the moment, where its key,
+		 * if replicated, lives only as long as its last renewal that
+		 * reached the replica.  Seen within MAX_SLEEP_US. */
+		bool follow = !dlock__redis_conn_current(wd->b, wd->seen_epoch);
 
+		wd->seen_epoch = dlock__redis_master_epoch(wd->b);
 		g_ptr_array_set_size(due, 0);
 		for (guint i = 0; i < wd->leases->len; i++) {
 			redis_lease *lease = wd->leases->pdata[i];
 
 			if (lease->lost || !lease->renew)
 				continue;
+			if (follow)
+				lease->next_renew_us = MIN(lease->next_renew_us, now);
 			if (lease->next_renew_us <= now) {
 				g_ptr_array_add(due, dlock__redis_lease_ref(lease));
 				budget = MIN(budget, renew_period_us(lease));
@@ -597,6 +620,7 @@ static gpointer watchdog_new(gpointer data, bool *ret_start)
 
 	wd->b = data;
 	wd->retry_us = RETRY_FIRST_US;
+	wd->seen_epoch = dlock__redis_master_epoch(wd->b);
 	g_mutex_init(&wd->mu);
 	g_cond_init(&wd->cond);
 	g_cond_init(&wd->expiry_cond);

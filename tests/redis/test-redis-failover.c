@@ -236,6 +236,45 @@ static void test_a_counter_ahead_of_the_clock_goes_on_by_one(void **state)
 	dlock_client_free(client);
 }
 
+/*
+ * Near 2^53 a double (Lua's number) cannot hold counter + 1: a next
+ * token would repeat the last one or fall below it, and a counter past
+ * 2^63 was written back negative.  Below 2^53 - 2^20 tokens go on; from
+ * there the acquire is refused, naming the counter, and leaves no key.
+ */
+static void test_a_counter_past_exact_tokens_is_refused_never_repeated(void **state)
+{
+	static const char *const beyond[] = { "9007199253692416", "9007199254740993",
+	                                      "20000000000000000000" };
+	const char *resource = "failover/exhausted";
+	dlock_client *client = new_client(server);
+	dlock_lock *lock = new_lock(client, resource, DLOCK_MODE_EXCLUSIVE, 0);
+
+	freeReplyObject(test_redis_cmd(server, "SET dlock:{%s}:fence 9007199253692415", resource));
+	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_OK);
+	assert_int_equal(dlock_fencing_token(lock), UINT64_C(9007199253692416));
+	assert_counter(server, resource, UINT64_C(9007199253692416));
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	for (size_t i = 0; i < G_N_ELEMENTS(beyond); i++) {
+		int rc;
+
+		freeReplyObject(test_redis_cmd(server, "SET dlock:{%s}:fence %s", resource, beyond[i]));
+		rc = dlock_acquire(lock, 0);
+		print_message("counter %s: %s, token %" PRIu64 ": %s\n", beyond[i], dlock_code_name(rc),
+		              rc == DLOCK_OK ? dlock_fencing_token(lock) : 0, dlock_last_error_message());
+		if (rc == DLOCK_OK)
+			assert_int_equal(dlock_release(lock), DLOCK_OK);
+		assert_int_equal(rc, DLOCK_EBACKEND);
+		assert_non_null(strstr(dlock_last_error_message(), "fencing counter"));
+		assert_int_equal(test_redis_int(server, "EXISTS dlock:{%s}", resource), 0);
+		/* Left as it was, for whoever sets it right. */
+		assert_int_equal(test_redis_int(server, "EXISTS dlock:{%s}:fence", resource), 1);
+	}
+	freeReplyObject(test_redis_cmd(server, "DEL dlock:{%s}:fence", resource));
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
 static bool replica_in_sync(void *data)
 {
 	test_redis *replica = data;
@@ -331,6 +370,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_a_permit_granted_through_the_queue_draws_at_least_the_clock),
 		cmocka_unit_test(test_a_downgrade_draws_at_least_the_servers_clock),
 		cmocka_unit_test(test_a_counter_ahead_of_the_clock_goes_on_by_one),
+		cmocka_unit_test(test_a_counter_past_exact_tokens_is_refused_never_repeated),
 		cmocka_unit_test(test_tokens_increase_across_the_promotion_of_a_replica_that_missed_them),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};

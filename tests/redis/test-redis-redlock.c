@@ -78,6 +78,51 @@ static void check_tokens_increase(int masters, const char *resource)
 	test_redlock_close(&b);
 }
 
+/* SET the fencing counter of resource to value on the first n masters. */
+static void set_counters(int n, const char *resource, const char *value)
+{
+	for (int i = 0; i < n; i++)
+		freeReplyObject(test_redis_cmd(rl->masters[i], "SET dlock:{%s}:fence %s", resource, value));
+}
+
+/*
+ * The token is the largest counter + 1, the counters read through Lua's
+ * numbers (doubles): near 2^53 a counter rounds down, and the token
+ * repeats one handed out; past 2^63 it came out as 1.  Such a counter
+ * (only a hand puts it there) is refused, naming it, and leaves no key.
+ */
+static void test_a_counter_past_exact_tokens_is_refused_never_repeated(void **state)
+{
+	static const char *const beyond[] = { "9007199253692416", "9007199254740993",
+	                                      "20000000000000000000" };
+	const char *resource = "rl/exhausted";
+	char *key = g_strdup_printf("dlock:{%s}", resource);
+	handle h;
+
+	test_redlock_open(rl, &h, 3, NULL, resource);
+	set_counters(3, resource, "9007199253692415");
+	assert_int_equal(dlock_acquire(h.lock, 2000), DLOCK_OK);
+	assert_int_equal(dlock_fencing_token(h.lock), UINT64_C(9007199253692416));
+	assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+	for (size_t i = 0; i < G_N_ELEMENTS(beyond); i++) {
+		int rc;
+
+		set_counters(3, resource, beyond[i]);
+		rc = dlock_acquire(h.lock, 0);
+		print_message("counter %s: %s, token %" PRIu64 ": %s\n", beyond[i], dlock_code_name(rc),
+		              rc == DLOCK_OK ? dlock_fencing_token(h.lock) : 0, dlock_last_error_message());
+		if (rc == DLOCK_OK)
+			assert_int_equal(dlock_release(h.lock), DLOCK_OK);
+		assert_int_equal(rc, DLOCK_EBACKEND);
+		assert_non_null(strstr(dlock_last_error_message(), "fencing counter"));
+		assert_int_equal(test_redlock_count_key(rl, key, NULL), 0);
+	}
+	for (int i = 0; i < 3; i++)
+		freeReplyObject(test_redis_cmd(rl->masters[i], "DEL dlock:{%s}:fence", resource));
+	test_redlock_close(&h);
+	g_free(key);
+}
+
 static void test_three_masters_hold_on_a_quorum_and_release_everywhere(void **state)
 {
 	check_hold_keys(3, "rl/keys3");
@@ -530,6 +575,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_three_masters_tokens_increase_across_holders_and_clients),
 		cmocka_unit_test(test_five_masters_hold_on_a_quorum_and_release_everywhere),
 		cmocka_unit_test(test_five_masters_tokens_increase_across_holders_and_clients),
+		cmocka_unit_test(test_a_counter_past_exact_tokens_is_refused_never_repeated),
 		cmocka_unit_test(test_query_shows_the_quorums_holder),
 		cmocka_unit_test(test_processes_and_threads_never_overlap_and_tokens_increase),
 		cmocka_unit_test(test_masters_refusing_credentials_or_the_database_say_so),
