@@ -12,8 +12,10 @@
 #                    (scripts/luacheck.sh);
 #   3. build-asan/ — AddressSanitizer + UndefinedBehaviorSanitizer build,
 #                    every test suite again (the stress suite as it is, the
-#                    torture suite with 15 s per backend instead of 30-35);
-#   4. build/ again — the unit, redis and file suites under valgrind;
+#                    torture suite with 15 s per backend instead of 30-35)
+#                    but the Sentinel helper's own check;
+#   4. build/ again — the unit, redis and file suites under valgrind, but
+#                    the Sentinel suites (their time is real failovers');
 #   5. build-fuzz/ — the libFuzzer harnesses of tests/fuzz/, 15 s each
 #                    (scripts/fuzz.sh; one test per harness in the counts).
 #
@@ -278,7 +280,7 @@ if ((!quick)); then
 		# of give-up paths show.
 		ASAN_OPTIONS=$asan LSAN_OPTIONS=$lsan UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 			test_step "tests build-asan/ (all suites but torture, ASan+UBSan)" build-asan \
-			--no-suite torture --timeout-multiplier 2
+			--no-suite torture --no-suite helper-check --timeout-multiplier 2
 		# The torture run again with sanitized workers, shorter: the plain
 		# pass already spent its minute per backend, and ASan would double it.
 		DLOCK_TORTURE_DURATION=15 ASAN_OPTIONS=$asan LSAN_OPTIONS=$lsan \
@@ -306,7 +308,7 @@ if ((!quick)); then
 		# tests cannot assert it there (they fail without it elsewhere).
 		G_SLICE=always-malloc G_DEBUG=gc-friendly DLOCK_TEST_NO_FUTEX=valgrind \
 			test_step "tests build/ (unit, redis, file) under valgrind" build \
-			--suite unit --suite redis --suite file \
+			--suite unit --suite redis --suite file --no-suite sentinel \
 			--wrapper "$wrapper" \
 			--timeout-multiplier 4
 	else

@@ -212,63 +212,6 @@ static void test_a_waiter_holds_on_the_promoted_master_after_a_kill(void **state
 }
 
 /*
- * SENTINEL FAILOVER with the old master alive: for seconds it stays a
- * master of its own (until a sentinel reconfigures it), so a client that
- * went on renewing there would keep a hold whose key expires on the new
- * master.  dlock hears +switch-master and renews on the new master: with
- * a lease longer than the switch takes, the hold lives on past a whole
- * lease and the waiter does not get in; it gets the lock on release.
- */
-static void test_a_hold_follows_a_switchover_and_excludes_the_waiter(void **state)
-{
-	const char *resource = "sentinel/switch";
-	dlock_client *a = client_with("?ttl=5s"), *b = client_with("?ttl=5s");
-	dlock_lock *held = lock_on(a, resource);
-	waiter w = { .lock = lock_on(b, resource), .wait_ms = 30000, .rc = 99 };
-	states s = { 0 };
-	test_redis *promoted;
-	char *value;
-	int old_port;
-	GThread *t;
-
-	g_mutex_init(&s.mu);
-	g_mutex_init(&w.mu);
-	assert_int_equal(dlock_lock_set_state_callback(held, on_state, &s), DLOCK_OK);
-	assert_int_equal(dlock_lock_set_owner(w.lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
-	assert_int_equal(dlock_acquire(held, 5000), DLOCK_OK);
-	t = g_thread_new("waiter", wait_for_it, &w);
-	assert_true(test_wait_until(queued, (void *)resource, 10000));
-	assert_int_equal(test_redis_int(test_sentinel_master(ts), "WAIT 1 2000"), 1);
-
-	old_port = test_sentinel_failover(ts);
-	promoted = test_sentinel_master(ts);
-	assert_int_not_equal(promoted->port, old_port);
-	/* More than a lease on: the hold is renewed on the promoted master. */
-	if (test_poll_window(waiter_done, &w, 6000))
-		fail_msg("the waiter returned %d while the hold was %s (LOST: %s)", w.rc,
-		         dlock_held(held) ? "held" : "not held", lost_at(&s) ? "yes" : "no");
-	assert_true(dlock_held(held));
-	assert_int_equal(lost_at(&s), 0);
-	value = test_redis_str(promoted, "GET dlock:{%s}", resource);
-	assert_non_null(value);
-	g_free(value);
-	assert_int_equal(dlock_release(held), DLOCK_OK);
-	assert_true(test_wait_until(waiter_done, &w, 5000));
-	g_thread_join(t);
-	assert_int_equal(w.rc, DLOCK_OK);
-	assert_true(dlock_fencing_token(w.lock) > dlock_fencing_token(held) || dlock_fencing_token(held) == 0);
-	assert_int_equal(dlock_release(w.lock), DLOCK_OK);
-
-	dlock_lock_free(w.lock);
-	dlock_lock_free(held);
-	dlock_client_free(b);
-	dlock_client_free(a);
-	g_mutex_clear(&s.mu);
-	g_mutex_clear(&w.mu);
-	heal();
-}
-
-/*
  * A switchover with a lease shorter than the switch takes: the renewals
  * the old master takes meanwhile never reach the new one.  With
  * min-replicas=1 they are not counted (the old master has no replica
@@ -494,7 +437,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_min_replicas_through_sentinel_refuses_an_unreplicated_grant),
 		cmocka_unit_test(test_a_token_after_a_failover_that_lost_the_grant_is_larger),
 		cmocka_unit_test(test_a_waiter_holds_on_the_promoted_master_after_a_kill),
-		cmocka_unit_test(test_a_hold_follows_a_switchover_and_excludes_the_waiter),
 		cmocka_unit_test(test_with_min_replicas_a_switchover_makes_no_second_holder),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
