@@ -105,6 +105,7 @@ static void test_client_free_does_not_wait_for_silent_sentinels(void **state)
 	 * an attempt: one running, and a last one at close. */
 	assert_true(elapsed_ms < 2500 * test_slack_factor());
 
+	dlock_lock_free(w.lock); /* only its memory, after the client's free */
 	dlock_lock_free(held);
 	dlock_client_free(holder_client);
 	test_sentinel_stop(ts);
