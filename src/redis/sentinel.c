@@ -14,8 +14,8 @@
  * the idle connections are dropped and the subscriber reconnects.  A
  * sentinel that refuses SUBSCRIBE (an ACL, or a proxy in front of it) is
  * no error: the thread tries the next one, and after a round of refusals
- * waits a while before the next round; the asking on reconnect still
- * finds the master.
+ * asks the sentinels every second which master they name until the next
+ * round.
  */
 #include <errno.h>
 #include <poll.h>
@@ -36,6 +36,8 @@
 #define ASK_SHARE_MIN_US (250 * 1000)
 #define WATCH_RETRY_FIRST_US (200 * 1000)
 #define WATCH_RETRY_CAP_US (30 * 1000 * 1000)
+/* How often the sentinels are asked when none takes the subscription. */
+#define WATCH_POLL_US (1000 * 1000)
 /* The watcher pings its sentinel after this much silence, and leaves it
  * for the next when the answer takes longer than this too (or than a
  * command timeout, if shorter): a switch announced while it listens to a
@@ -389,16 +391,11 @@ static void heard(redis_backend *b, const redisReply *reply)
  * fell silent, or between two sentinels) is heard this way: a master
  * other than the one last connected to is doubted, as +switch-master is.
  */
-static void check_named(redis_backend *b, const dlock__host *h)
+static void compare_named(redis_backend *b, const char *host, int port)
 {
 	redis_sentinel *s = b->sentinel;
-	char *host = NULL, *named, *known;
-	int port = 0;
-	bool unknown = false;
+	char *named, *known;
 
-	if (ask_one(b, h, s->waiter, dlock__mono_us() + b->command_timeout_ms * 1000, &host, &port,
-	            &unknown) != DLOCK_OK)
-		return;
 	named = strchr(host, ':') ? g_strdup_printf("[%s]:%d", host, port)
 	                          : g_strdup_printf("%s:%d", host, port);
 	known = dlock__redis_sentinel_master(s);
@@ -409,7 +406,42 @@ static void check_named(redis_backend *b, const dlock__host *h)
 	}
 	g_free(known);
 	g_free(named);
+}
+
+static void check_named(redis_backend *b, const dlock__host *h)
+{
+	char *host = NULL;
+	int port = 0;
+	bool unknown = false;
+
+	if (ask_one(b, h, b->sentinel->waiter, dlock__mono_us() + b->command_timeout_ms * 1000, &host,
+	            &port, &unknown) != DLOCK_OK)
+		return;
+	compare_named(b, host, port);
 	g_free(host);
+}
+
+/*
+ * No sentinel took the subscription (their ACL refuses SUBSCRIBE, say):
+ * until the next round of subscriptions, in for_us, ask them every
+ * second which master they name instead.  Without it a switchover would
+ * go unnoticed for as long as the old master answers as one.
+ */
+static void poll_named(redis_backend *b, int64_t for_us)
+{
+	redis_sentinel *s = b->sentinel;
+	int64_t until_us = dlock__mono_us() + for_us;
+
+	while (!watcher_stopping(s) && dlock__mono_us() < until_us) {
+		char *host = NULL;
+		int port = 0;
+
+		if (dlock__redis_sentinel_ask(b, s->waiter, dlock__mono_us() + b->command_timeout_ms * 1000,
+		                              &host, &port) == DLOCK_OK)
+			compare_named(b, host, port);
+		g_free(host);
+		watcher_pause(s, MIN(WATCH_POLL_US, until_us - dlock__mono_us()));
+	}
 }
 
 /*
@@ -505,10 +537,14 @@ static gpointer watcher_main(gpointer data)
 			any = watch_one(b, list->pdata[i]) || any;
 		g_ptr_array_unref(list);
 		/* A sentinel that took the subscription and then went away
-		 * is followed at once by the next; a round of refusals and
-		 * failures backs off. */
+		 * is followed at once by the next; after a round of refusals
+		 * and failures the sentinels are asked instead, for a time
+		 * that grows before the subscriptions are tried again. */
 		backoff_us = any ? WATCH_RETRY_FIRST_US : MIN(backoff_us * 2, WATCH_RETRY_CAP_US);
-		watcher_pause(s, backoff_us);
+		if (any)
+			watcher_pause(s, backoff_us);
+		else
+			poll_named(b, backoff_us);
 	}
 	return NULL;
 }

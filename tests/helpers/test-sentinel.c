@@ -43,6 +43,15 @@ static char **server_extra(const test_sentinel *ts, int master_port)
 	return (char **)g_ptr_array_free(argv, FALSE);
 }
 
+/* Lines every sentinel configuration of later starts ends with. */
+static char *extra_conf;
+
+void test_sentinel_set_extra_conf(const char *lines)
+{
+	g_free(extra_conf);
+	extra_conf = g_strdup(lines);
+}
+
 /* A sentinel's configuration, monitoring the master on master_port.  Its
  * port, bind address and own password come from the command line. */
 static char *sentinel_conf(const test_sentinel *ts, int master_port)
@@ -55,6 +64,8 @@ static char *sentinel_conf(const test_sentinel *ts, int master_port)
 	g_string_append_printf(conf, "sentinel failover-timeout %s 4000\n", ts->service);
 	if (ts->password)
 		g_string_append_printf(conf, "sentinel auth-pass %s %s\n", ts->service, ts->password);
+	if (extra_conf)
+		g_string_append_printf(conf, "%s\n", extra_conf);
 	return g_string_free(conf, FALSE);
 }
 

@@ -51,6 +51,10 @@ typedef struct test_sentinel {
  */
 test_sentinel *test_sentinel_start(const char *service, int n_replicas, const char *password,
                                    const char *sentinel_password);
+/* Configuration lines (several, separated by "\n") that every sentinel of
+ * the starts after this call gets at the end of its file, e.g. an ACL
+ * "user" line; NULL for none. */
+void test_sentinel_set_extra_conf(const char *lines);
 /* Kill every sentinel and server (kill -9: nothing is kept), remove
  * their directories, keep their logs' tails for test_finish(), free.
  * NULL is a no-op. */

@@ -102,6 +102,37 @@ static bool listening_on_first_sentinel(void *data)
 }
 
 /*
+ * For window_ms, a client made now tries every 250 ms (wait 0): while A
+ * holds, the lock must be busy on the master the sentinels name.
+ */
+static void newcomer_tries(test_sentinel *ts, const char *resource, int64_t ttl_ms, int64_t window_ms,
+                           holder *a)
+{
+	dlock_client *cc = new_client(ts);
+	dlock_lock *c = new_lock(cc, resource, ttl_ms);
+	gint64 until_us = g_get_monotonic_time() + window_ms * 1000;
+	int tries = 0, busy = 0;
+
+	while (g_get_monotonic_time() < until_us) {
+		int rc = dlock_acquire(c, 0);
+
+		tries++;
+		if (rc == DLOCK_OK) {
+			bool lost = g_atomic_int_get(&a->lost);
+
+			dlock_release(c);
+			if (!lost)
+				fail_msg("a newcomer got the lock while the holder held it (try %d)", tries);
+		}
+		busy += rc == DLOCK_EBUSY;
+		g_usleep(250 * 1000);
+	}
+	print_message("newcomer: %d tries, %d busy\n", tries, busy);
+	dlock_lock_free(c);
+	dlock_client_free(cc);
+}
+
+/*
  * A holds, B waits; a switchover, with the sentinel that the client
  * listens on for +switch-master frozen first when silent_watch.  After
  * the switch A's renewals must reach the new master, where A's key was
@@ -110,15 +141,26 @@ static bool listening_on_first_sentinel(void *data)
  * and about as long as the old master stays a master -- and gets the
  * lock as soon as A releases it.
  */
-static void check_switchover(const char *resource, int64_t ttl_ms, int64_t window_ms, bool silent_watch)
+static void check_switchover(const char *resource, int64_t ttl_ms, int64_t window_ms, bool silent_watch,
+                             bool refuse_subscribe)
 {
-	test_sentinel *ts = test_sentinel_start(SERVICE, 1, NULL, NULL);
-	dlock_client *ca = new_client(ts), *cb = new_client(ts);
-	holder a = { .lock = new_lock(ca, resource, ttl_ms) };
-	waiter b = { .lock = new_lock(cb, resource, ttl_ms), .wait_ms = 40000 * test_slack_factor() };
+	test_sentinel *ts;
+	dlock_client *ca, *cb;
+	holder a;
+	waiter b;
 	GThread *thread;
 	gint64 switched_us, released_us;
 	int old_port, rc;
+
+	/* Sentinels whose ACL refuses SUBSCRIBE: no +switch-master heard. */
+	test_sentinel_set_extra_conf(refuse_subscribe ? "user default on nopass ~* &* +@all -subscribe -psubscribe"
+	                                              : NULL);
+	ts = test_sentinel_start(SERVICE, 1, NULL, NULL);
+	test_sentinel_set_extra_conf(NULL);
+	ca = new_client(ts);
+	cb = new_client(ts);
+	a = (holder){ .lock = new_lock(ca, resource, ttl_ms) };
+	b = (waiter){ .lock = new_lock(cb, resource, ttl_ms), .wait_ms = 40000 * test_slack_factor() };
 
 	assert_int_equal(dlock_lock_set_state_callback(a.lock, on_state, &a), DLOCK_OK);
 	assert_int_equal(dlock_acquire(a.lock, 0), DLOCK_OK);
@@ -134,7 +176,10 @@ static void check_switchover(const char *resource, int64_t ttl_ms, int64_t windo
 	old_port = test_sentinel_failover(ts);
 	switched_us = g_get_monotonic_time();
 	print_message("switched over from port %d\n", old_port);
-	if (test_poll_window(waiter_done, &b, window_ms)) {
+	/* A client that comes after the switch asks the new master only:
+	 * A's key must be alive there all along. */
+	newcomer_tries(ts, resource, ttl_ms, window_ms, &a);
+	if (test_poll_window(waiter_done, &b, 1)) {
 		print_message("B got the lock %.3f s after the switch (%s), A %s\n",
 		              (b.got_us - switched_us) / 1e6, dlock_code_name(b.rc),
 		              g_atomic_int_get(&a.lost) ? "lost before" : "still holding");
@@ -167,7 +212,7 @@ static void check_switchover(const char *resource, int64_t ttl_ms, int64_t windo
 static void test_a_holder_renews_on_the_new_master_and_keeps_others_out(void **state)
 {
 	(void)state;
-	check_switchover("sentinel/switchover", 3000, 9000, false);
+	check_switchover("sentinel/switchover", 3000, 9000, false, false);
 }
 
 /*
@@ -179,7 +224,18 @@ static void test_a_holder_renews_on_the_new_master_and_keeps_others_out(void **s
 static void test_a_switch_is_followed_when_the_listened_sentinel_is_silent(void **state)
 {
 	(void)state;
-	check_switchover("sentinel/switchover-silent", 9000, 10000, true);
+	check_switchover("sentinel/switchover-silent", 9000, 10000, true, false);
+}
+
+/*
+ * The same when no sentinel lets the client subscribe (their ACL refuses
+ * SUBSCRIBE): the client asks them every second which master they name.
+ * Leases of 4 s, watched for one and a half past the switch.
+ */
+static void test_a_switch_is_followed_when_no_sentinel_takes_a_subscription(void **state)
+{
+	(void)state;
+	check_switchover("sentinel/switchover-polled", 4000, 6000, false, true);
 }
 
 int main(int argc, char **argv)
@@ -187,6 +243,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_a_holder_renews_on_the_new_master_and_keeps_others_out),
 		cmocka_unit_test(test_a_switch_is_followed_when_the_listened_sentinel_is_silent),
+		cmocka_unit_test(test_a_switch_is_followed_when_no_sentinel_takes_a_subscription),
 	};
 
 	(void)argc;
