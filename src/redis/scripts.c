@@ -153,7 +153,7 @@ int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t de
 		 * most three quarters of what is left, so that its answer can
 		 * still come back in time. */
 		if (ack && ack->n > 0)
-			ack->timeout_ms = MAX(MIN(ack->timeout_ms, dlock__remaining_us(deadline_us) * 3 / 4000), 1);
+			ack->timeout_ms = MAX(MIN(ack->timeout_ms, dlock__remaining_us(deadline_us) / 4000 * 3), 1);
 		dlock__redis_conn_timeout(conn, MIN(dlock__remaining_us(deadline_us),
 		                                    (b->command_timeout_ms +
 		                                     (ack && ack->n > 0 ? ack->timeout_ms : 0)) * 1000));
