@@ -372,6 +372,16 @@ static int check_master(redis_backend *b, const char *label, redisContext *ctx, 
 	return rc;
 }
 
+/* The last error again, with the master it came from. */
+static int error_naming(int code, const char *host, int port)
+{
+	char *why = g_strdup(dlock_last_error_message());
+
+	code = dlock__error(code, "%s (master %s:%d)", why, host, port);
+	g_free(why);
+	return code;
+}
+
 /*
  * The master of a Sentinel service, by deadline_us: ask the sentinels,
  * connect to the address they name, authenticate, and check that it
@@ -403,6 +413,8 @@ static redisContext *connect_sentinel(redis_backend *b, dlock__waiter *waiter, i
 		ctx = dlock__redis_dial_host(b, label, host, port, waiter, deadline_us, &rc);
 		if (ctx && (rc = authenticate(b, ctx, deadline_us)) == DLOCK_OK)
 			rc = check_master(b, label, ctx, deadline_us);
+		else if (ctx && rc == DLOCK_EACCES)
+			rc = error_naming(rc, host, port);
 		if (rc == DLOCK_OK) {
 			dlock__redis_sentinel_set_master(b->sentinel, host, port);
 			dlock__redis_sentinel_watch(b);

@@ -367,7 +367,7 @@ static void test_failures_name_the_sentinels_and_what_they_said(void **state)
 {
 	dlock_client *client;
 	dlock_lock *lock;
-	char *uri;
+	char *uri, *master;
 	int64_t t0;
 
 	t0 = test_now_ms();
@@ -388,6 +388,20 @@ static void test_failures_name_the_sentinels_and_what_they_said(void **state)
 	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_EUNAVAILABLE);
 	assert_message_has("do not know");
 	assert_message_has("'nosuch'");
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(uri);
+
+	/* A master that refuses the credentials: named, the password not. */
+	uri = test_sentinel_uri_userinfo(ts, ":s3cr3t-pw", NULL);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	lock = lock_on(client, "sentinel/none");
+	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_EUNAVAILABLE);
+	master = address_of(test_sentinel_master(ts));
+	assert_message_has(master);
+	assert_message_has("password");
+	assert_null(strstr(dlock_last_error_message(), "s3cr3t-pw"));
+	g_free(master);
 	dlock_lock_free(lock);
 	dlock_client_free(client);
 	g_free(uri);
