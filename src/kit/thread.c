@@ -1,5 +1,9 @@
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <unistd.h>
 
 #include "thread.h"
 
@@ -79,4 +83,27 @@ void dlock__set_cloexec(int fd)
 	flags = fcntl(fd, F_GETFD);
 	if (flags >= 0 && !(flags & FD_CLOEXEC))
 		fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
+void dlock__wake_fd_drain(int fd)
+{
+	uint64_t count;
+
+	while (read(fd, &count, sizeof(count)) < 0 && errno == EINTR)
+		;
+}
+
+void dlock__wake_fd_pause(int fd, int64_t us, bool (*stopping)(void *arg), void *arg)
+{
+	int64_t until_us = g_get_monotonic_time() + us;
+
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int64_t left_us = until_us - g_get_monotonic_time();
+
+		if (stopping(arg) || left_us <= 0)
+			return;
+		if (poll(&pfd, 1, (int)((left_us + 999) / 1000)) > 0)
+			dlock__wake_fd_drain(fd);
+	}
 }

@@ -81,4 +81,12 @@ pid_t dlock__self_tid(void);
 /* Mark a descriptor close-on-exec. */
 void dlock__set_cloexec(int fd);
 
+/*
+ * A library thread's wake eventfd (EFD_NONBLOCK): _drain() takes what was
+ * written to it; _pause() sleeps us, waking on every write to it (drained)
+ * to ask stopping(arg), and returns early once that says yes.
+ */
+void dlock__wake_fd_drain(int fd);
+void dlock__wake_fd_pause(int fd, int64_t us, bool (*stopping)(void *arg), void *arg);
+
 #endif

@@ -343,28 +343,15 @@ static bool watcher_stopping(redis_sentinel *s)
 	return stop;
 }
 
-static void drain(int fd)
+static bool watcher_stopping_arg(void *s)
 {
-	uint64_t count;
-
-	while (read(fd, &count, sizeof(count)) < 0 && errno == EINTR)
-		;
+	return watcher_stopping(s);
 }
 
 /* Sleep us, or less if stopped. */
 static void watcher_pause(redis_sentinel *s, int64_t us)
 {
-	int64_t until_us = dlock__mono_us() + us;
-
-	for (;;) {
-		struct pollfd fd = { .fd = s->wake_fd, .events = POLLIN };
-		int64_t left_us = until_us - dlock__mono_us();
-
-		if (watcher_stopping(s) || left_us <= 0)
-			return;
-		if (poll(&fd, 1, (int)((left_us + 999) / 1000)) > 0)
-			drain(s->wake_fd);
-	}
+	dlock__wake_fd_pause(s->wake_fd, us, watcher_stopping_arg, s);
 }
 
 /* A message on +switch-master: "<service> <old ip> <old port> <new ip> <new port>". */
@@ -499,7 +486,7 @@ static bool watch_one(redis_backend *b, const dlock__host *h)
 		if (poll(fds, 2, (int)CLAMP((wait_us + 999) / 1000, 1, 1000)) < 0 && errno != EINTR)
 			break;
 		if (fds[1].revents & POLLIN)
-			drain(s->wake_fd);
+			dlock__wake_fd_drain(s->wake_fd);
 		if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		if (redisBufferRead(ctx) != REDIS_OK)

@@ -230,14 +230,6 @@ static void connection_lost(redis_sub *sub)
 	dlock__mutex_unlock(&sub->mu);
 }
 
-static void drain_wake_fd(redis_sub *sub)
-{
-	uint64_t count;
-
-	while (read(sub->wake_fd, &count, sizeof(count)) < 0 && errno == EINTR)
-		;
-}
-
 /* Whether the subscriber has been told to stop (sub_tell_stop). */
 static bool stopping(redis_sub *sub)
 {
@@ -306,7 +298,7 @@ static bool serve(redis_sub *sub, redisContext *ctx)
 		if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR)
 			break;
 		if (fds[1].revents & POLLIN)
-			drain_wake_fd(sub);
+			dlock__wake_fd_drain(sub->wake_fd);
 		if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		if (redisBufferRead(ctx) != REDIS_OK)
@@ -330,21 +322,9 @@ static bool serve(redis_sub *sub, redisContext *ctx)
 	return answered;
 }
 
-/* Sleep for a reconnect backoff, or less if stopped (waiters coming and
- * going poke the thread too, and do not cut the pause short). */
-static void pause_for(redis_sub *sub, int64_t us)
+static bool stopping_arg(void *sub)
 {
-	int64_t until_us = dlock__mono_us() + us;
-
-	for (;;) {
-		struct pollfd fd = { .fd = sub->wake_fd, .events = POLLIN };
-		int64_t left_us = until_us - dlock__mono_us();
-
-		if (stopping(sub) || left_us <= 0)
-			return;
-		if (poll(&fd, 1, (int)((left_us + 999) / 1000)) > 0)
-			drain_wake_fd(sub);
-	}
+	return stopping(sub);
 }
 
 static gpointer subscriber_main(gpointer data)
@@ -381,7 +361,9 @@ static gpointer subscriber_main(gpointer data)
 		if (proven) {
 			backoff_us = RECONNECT_FIRST_US;
 		} else {
-			pause_for(sub, backoff_us);
+			/* Waiters coming and going poke the thread too, and do
+			 * not cut the pause short. */
+			dlock__wake_fd_pause(sub->wake_fd, backoff_us, stopping_arg, sub);
 			backoff_us = MIN(backoff_us * 2, RECONNECT_CAP_US);
 		}
 	}
