@@ -66,7 +66,6 @@ typedef struct queue_place {
 typedef struct try_answer {
 	int64_t sent_us;          /* CLOCK_BOOTTIME */
 	uint64_t token;           /* granted: the fencing token */
-	int acked;                /* unacked: the replicas that acknowledged */
 	int64_t pttl;             /* busy: the lock's remaining time */
 	int64_t ticket;           /* busy and queueing: our entry */
 	bool at_head;             /* and whether it is the first live one */
@@ -147,7 +146,6 @@ static try_result try_once(redis_backend *b, redis_lease *lease, dlock__waiter *
 		result = TRY_FAILED;
 	} else if (reply->element[0]->integer == 1 && ack.n > 0 && ack.acked < ack.n) {
 		ans->token = (uint64_t)reply->element[1]->integer;
-		ans->acked = ack.acked;
 		*ret_rc = unacked_error(b, lease, &ack);
 		result = TRY_UNACKED;
 	} else if (reply->element[0]->integer == 1) {
