@@ -31,10 +31,6 @@
 #include "thread.h"
 
 #define POOL_IDLE_MAX 8
-/* Under Sentinel, the pause before asking the sentinels again when the
- * master they named could not be used (a failover under way). */
-#define MASTER_RETRY_FIRST_US (100 * 1000)
-#define MASTER_RETRY_CAP_US (800 * 1000)
 
 static struct timeval timeval_of(int64_t us)
 {
@@ -340,8 +336,7 @@ redisContext *dlock__redis_dial_host(redis_backend *b, const char *label, const 
 	return ctx;
 }
 
-/* AUTH with the URI's credentials, if it gives any. */
-static int authenticate(redis_backend *b, redisContext *ctx, int64_t deadline_us)
+int dlock__redis_authenticate(redis_backend *b, redisContext *ctx, int64_t deadline_us)
 {
 	const char *argv[3] = { "AUTH", b->user ? b->user : b->password, b->password };
 
@@ -350,114 +345,14 @@ static int authenticate(redis_backend *b, redisContext *ctx, int64_t deadline_us
 	return dlock__redis_setup_command(b, b->label, ctx, deadline_us, "AUTH", b->user ? 3 : 2, argv, NULL);
 }
 
-/* DLOCK_OK if the server answers ROLE as a master; else DLOCK_EUNAVAILABLE
- * naming the role it has (a replica, or a sentinel's address by mistake). */
-static int check_master(redis_backend *b, const char *label, redisContext *ctx, int64_t deadline_us)
-{
-	const char *argv[1] = { "ROLE" };
-	redisReply *reply;
-	int rc = dlock__redis_setup_command(b, label, ctx, deadline_us, "ROLE", 1, argv, &reply);
-
-	if (rc != DLOCK_OK)
-		return rc;
-	if (reply->type == REDIS_REPLY_ERROR)
-		rc = dlock__redis_reply_error(b, reply, "ROLE");
-	else if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
-	         reply->element[0]->type != REDIS_REPLY_STRING)
-		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: ROLE: an answer that is not a role", label);
-	else if (strcmp(reply->element[0]->str, "master") != 0)
-		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: not the master (its role: %s)", label,
-		                  reply->element[0]->str);
-	freeReplyObject(reply);
-	return rc;
-}
-
-/* The last error again, with the master it came from. */
-static int error_naming(int code, const char *host, int port)
-{
-	char *why = g_strdup(dlock_last_error_message());
-
-	code = dlock__error(code, "%s (master %s:%d)", why, host, port);
-	g_free(why);
-	return code;
-}
-
-/*
- * The master of a Sentinel service, by deadline_us: ask the sentinels,
- * connect to the address they name, authenticate, and check that it
- * answers ROLE as a master.  During a failover the sentinels may still
- * name a master that has died, or one already demoted: they are asked
- * again after a pause, within the deadline, and the last failure is what
- * the caller is told.  A master that refuses the credentials sends the
- * sentinel that named it to the back, so that the next asking starts with
- * another; once every sentinel has named a master that refused, that is
- * the answer.
- */
-static redisContext *connect_sentinel(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
-                                      int *ret_rc)
-{
-	int64_t pause_us = MASTER_RETRY_FIRST_US;
-	guint refusals = 0;
-
-	for (;;) {
-		char *host = NULL, *label;
-		redisContext *ctx;
-		int port = 0, rc;
-
-		rc = dlock__redis_sentinel_ask(b, waiter, deadline_us, &host, &port);
-		if (rc != DLOCK_OK) {
-			*ret_rc = rc == DLOCK_ETIMEDOUT ? DLOCK_EUNAVAILABLE : rc;
-			return NULL;
-		}
-		label = g_strdup_printf("%s: master %s:%d", b->label, host, port);
-		ctx = dlock__redis_dial_host(b, label, host, port, waiter, deadline_us, &rc);
-		if (ctx && (rc = authenticate(b, ctx, deadline_us)) == DLOCK_OK)
-			rc = check_master(b, label, ctx, deadline_us);
-		else if (ctx && rc == DLOCK_EACCES)
-			rc = error_naming(rc, host, port);
-		if (rc == DLOCK_OK) {
-			dlock__redis_sentinel_set_master(b->sentinel, host, port);
-			dlock__redis_sentinel_watch(b);
-		} else if (ctx) {
-			redisFree(ctx);
-			ctx = NULL;
-		}
-		g_free(label);
-		g_free(host);
-		if (rc == DLOCK_OK) {
-			*ret_rc = DLOCK_OK;
-			return ctx;
-		}
-		if (rc == DLOCK_EACCES) {
-			if (++refusals >= dlock__redis_sentinel_count(b->sentinel)) {
-				*ret_rc = dlock__error_prefix(DLOCK_EUNAVAILABLE, "");
-				return NULL;
-			}
-			dlock__redis_sentinel_rotate(b->sentinel);
-			continue;
-		}
-		if (rc == DLOCK_ECANCELED || dlock__remaining_us(deadline_us) <= pause_us) {
-			*ret_rc = rc == DLOCK_ECANCELED ? rc : dlock__error_prefix(DLOCK_EUNAVAILABLE, "");
-			return NULL;
-		}
-		if (waiter ? dlock__waiter_sleep(waiter, dlock__waiter_seq(waiter),
-		                                 dlock__mono_us() + pause_us) == DLOCK_ECANCELED
-		           : (g_usleep((gulong)pause_us), false)) {
-			*ret_rc = dlock__error(DLOCK_ECANCELED, "%s: canceled while looking for the master",
-			                       b->label);
-			return NULL;
-		}
-		pause_us = MIN(pause_us * 2, MASTER_RETRY_CAP_US);
-	}
-}
-
 /*
  * Connect, AUTH and SELECT, all of it within timeout_us: the resolve, the
  * TCP connect and each setup command get what is left of one deadline, so
  * a slow server cannot make a connect take a timeout per step.  A cancel
  * of waiter (may be NULL) interrupts every step: the resolve, the connect,
  * and the AUTH and SELECT, which can wait out a whole command timeout.
- * Under Sentinel the master is looked for first (connect_sentinel()).
+ * Under Sentinel the master is looked for first
+ * (dlock__redis_sentinel_connect_master()).
  */
 static redisContext *connect_for(redis_backend *b, dlock__waiter *waiter, int64_t timeout_us,
                                  bool select, int *ret_rc)
@@ -486,7 +381,7 @@ static redisContext *connect_for(redis_backend *b, dlock__waiter *waiter, int64_
 		}
 	} else if (b->sentinel) {
 		/* Authenticated already: AUTH comes before the role's check. */
-		ctx = connect_sentinel(b, waiter, deadline_us, ret_rc);
+		ctx = dlock__redis_sentinel_connect_master(b, waiter, deadline_us, ret_rc);
 		if (!ctx)
 			return NULL;
 	} else {
@@ -497,7 +392,7 @@ static redisContext *connect_for(redis_backend *b, dlock__waiter *waiter, int64_
 	if (!dlock__waiter_io_begin(waiter, ctx->fd))
 		rc = canceled_error(b);
 	if (rc == DLOCK_OK && !b->sentinel)
-		rc = authenticate(b, ctx, deadline_us);
+		rc = dlock__redis_authenticate(b, ctx, deadline_us);
 	if (rc == DLOCK_OK && select && b->db != 0) {
 		char db[16];
 		const char *argv[2] = { "SELECT", db };

@@ -3,7 +3,8 @@
  *   backend.c     options, open/close, the ops table
  *   keys.c        key and channel names
  *   conn.c        connections: connect, AUTH/SELECT, the pool, commands
- *   sentinel.c    Sentinel: the master of a service, failovers heard early
+ *   sentinel.c    Sentinel: the master of a service, asked of the sentinels
+ *   sentinel-watch.c  Sentinel: failovers heard early (a thread)
  *   scripts.c     EVALSHA of the scripts of lua/, with the NOSCRIPT fallback
  *   acquire.c     acquire (try, subscribe, wait, downgrade), release
  *   query.c       query: the holder, or every reader
@@ -269,7 +270,10 @@ bool dlock__redis_conn_current(redis_backend *b, int epoch);
 /* Whether reply is such an answer. */
 bool dlock__redis_not_master(const redisReply *reply);
 
-/* ---- sentinel.c ---- */
+/* AUTH with the URI's credentials, if it gives any, by deadline_us. */
+int dlock__redis_authenticate(redis_backend *b, redisContext *ctx, int64_t deadline_us);
+
+/* ---- sentinel.c, sentinel-watch.c ---- */
 /* From the URI's sentinels (default port 26379), the service's name and
  * the sentinel-user and sentinel-password options (NULL when not given). */
 redis_sentinel *dlock__redis_sentinel_new(const dlock__uri *uri, const char *service,
@@ -291,6 +295,14 @@ void dlock__redis_sentinel_rotate(redis_sentinel *s);
  */
 int dlock__redis_sentinel_ask(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
                               char **ret_host, int *ret_port);
+/*
+ * A connection to the master of the service, authenticated, by
+ * deadline_us: ask the sentinels, connect, AUTH, check ROLE; asked again
+ * while the master named cannot be used (a failover under way), within
+ * the deadline.  NULL with the code and message of the last failure.
+ */
+redisContext *dlock__redis_sentinel_connect_master(redis_backend *b, dlock__waiter *waiter,
+                                                   int64_t deadline_us, int *ret_rc);
 /* Start listening for +switch-master, once (a thread of its own). */
 void dlock__redis_sentinel_watch(redis_backend *b);
 

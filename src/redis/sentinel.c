@@ -9,7 +9,7 @@
  * died, or after a command was answered READONLY or LOADING
  * (dlock__redis_master_doubt()), finds the master of the moment.
  *
- * A thread ("dlock-sentinel") subscribes to +switch-master on one
+ * A thread ("dlock-sentinel", sentinel-watch.c) subscribes to +switch-master on one
  * sentinel, so that a failover is heard before a command runs into it:
  * the idle connections are dropped and the subscriber reconnects.  A
  * sentinel that refuses SUBSCRIBE (an ACL, or a proxy in front of it) is
@@ -18,45 +18,25 @@
  * round.
  */
 #include <errno.h>
-#include <poll.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "error.h"
-#include "internal.h"
 #include "log.h"
 #include "mutex.h"
+#include "sentinel.h"
 #include "thread.h"
 
 #define SENTINEL_PORT 26379
 /* Each sentinel gets at least this much of a caller's time, however many
  * are left to ask: a silent one must not starve those after it. */
 #define ASK_SHARE_MIN_US (250 * 1000)
-#define WATCH_RETRY_FIRST_US (200 * 1000)
-#define WATCH_RETRY_CAP_US (30 * 1000 * 1000)
-/* How often the sentinels are asked when none takes the subscription. */
-#define WATCH_POLL_US (1000 * 1000)
-/* The watcher pings its sentinel after this much silence, and leaves it
- * for the next when the answer takes longer than this too (or than a
- * command timeout, if shorter): a switch announced while it listens to a
- * silent sentinel goes unheard, and the old master answers as one for
- * seconds after a switchover.  A local sentinel answers in microseconds. */
-#define WATCH_PING_IDLE_US (1000 * 1000)
-#define WATCH_PING_ANSWER_US (1000 * 1000)
-
-struct redis_sentinel {
-	char *service;
-	char *user;               /* sentinel-user, or NULL */
-	char *password;           /* sentinel-password, or NULL */
-	GMutex mu;                /* guards the fields below (rank REDIS_SENTINEL) */
-	GPtrArray *sentinels;     /* dlock__host *, in the order to ask them */
-	char *master;             /* "host:port" of the last master connected to, or NULL */
-	bool stop;                /* the watcher thread is to end */
-	int wake_fd;              /* pokes the watcher thread */
-	dlock__waiter *waiter;    /* the watcher's: canceled to stop it mid-connect */
-};
+/* The pause before asking the sentinels again when the master they named
+ * could not be used (a failover under way). */
+#define MASTER_RETRY_FIRST_US (100 * 1000)
+#define MASTER_RETRY_CAP_US (800 * 1000)
 
 static void host_free(gpointer data)
 {
@@ -66,7 +46,7 @@ static void host_free(gpointer data)
 	g_free(h);
 }
 
-static char *host_text(const dlock__host *h)
+char *dlock__redis_sentinel_host_text(const dlock__host *h)
 {
 	return strchr(h->host, ':') ? g_strdup_printf("[%s]:%d", h->host, h->port)
 	                            : g_strdup_printf("%s:%d", h->host, h->port);
@@ -122,7 +102,7 @@ void dlock__redis_sentinel_set_master(redis_sentinel *s, const char *host, int p
 }
 
 /* The sentinels in the order to ask them (a copy: asking takes no lock). */
-static GPtrArray *sentinels_now(redis_sentinel *s)
+GPtrArray *dlock__redis_sentinel_list(redis_sentinel *s)
 {
 	GPtrArray *list = g_ptr_array_new_with_free_func(host_free);
 
@@ -191,7 +171,7 @@ static int sentinel_refusal(const char *label, const redisReply *reply)
 
 /* One command to a sentinel, its reply whatever it is; a cancel of
  * waiter (may be NULL) ends the wait for it at once. */
-static int sentinel_command(redis_backend *b, const char *label, redisContext *ctx,
+int dlock__redis_sentinel_command(redis_backend *b, const char *label, redisContext *ctx,
                             dlock__waiter *waiter, int64_t deadline_us, const char *what, int argc,
                             const char **argv, redisReply **ret_reply)
 {
@@ -211,7 +191,7 @@ static int sentinel_command(redis_backend *b, const char *label, redisContext *c
 
 /* Connect to sentinel h and authenticate, by deadline_us.  label: for
  * messages.  NULL with the message recorded on failure. */
-static redisContext *sentinel_connect(redis_backend *b, const dlock__host *h, const char *label,
+redisContext *dlock__redis_sentinel_connect(redis_backend *b, const dlock__host *h, const char *label,
                                       dlock__waiter *waiter, int64_t deadline_us, int *ret_rc)
 {
 	redis_sentinel *s = b->sentinel;
@@ -223,7 +203,7 @@ static redisContext *sentinel_connect(redis_backend *b, const dlock__host *h, co
 	if (ctx && s->password) {
 		const char *argv[3] = { "AUTH", s->user ? s->user : s->password, s->password };
 
-		*ret_rc = sentinel_command(b, label, ctx, waiter, deadline_us, "AUTH", s->user ? 3 : 2,
+		*ret_rc = dlock__redis_sentinel_command(b, label, ctx, waiter, deadline_us, "AUTH", s->user ? 3 : 2,
 		                           argv, &reply);
 		if (*ret_rc == DLOCK_OK && reply->type == REDIS_REPLY_ERROR)
 			*ret_rc = sentinel_refusal(label, reply);
@@ -242,20 +222,20 @@ static redisContext *sentinel_connect(redis_backend *b, const dlock__host *h, co
  * recorded as the message (unknown: the sentinel answered that it does
  * not know the service).
  */
-static int ask_one(redis_backend *b, const dlock__host *h, dlock__waiter *waiter, int64_t deadline_us,
-                   char **ret_host, int *ret_port, bool *ret_unknown)
+int dlock__redis_sentinel_ask_one(redis_backend *b, const dlock__host *h, dlock__waiter *waiter,
+                                  int64_t deadline_us, char **ret_host, int *ret_port, bool *ret_unknown)
 {
 	redis_sentinel *s = b->sentinel;
-	char *addr = host_text(h);
+	char *addr = dlock__redis_sentinel_host_text(h);
 	char *label = g_strdup_printf("sentinel %s", addr);
 	const char *argv[3] = { "SENTINEL", "GET-MASTER-ADDR-BY-NAME", s->service };
 	redisReply *reply = NULL;
 	redisContext *ctx;
 	int rc;
 
-	ctx = sentinel_connect(b, h, label, waiter, deadline_us, &rc);
+	ctx = dlock__redis_sentinel_connect(b, h, label, waiter, deadline_us, &rc);
 	if (ctx)
-		rc = sentinel_command(b, label, ctx, waiter, deadline_us, "SENTINEL GET-MASTER-ADDR-BY-NAME",
+		rc = dlock__redis_sentinel_command(b, label, ctx, waiter, deadline_us, "SENTINEL GET-MASTER-ADDR-BY-NAME",
 		                      3, argv, &reply);
 	if (rc == DLOCK_OK && reply->type == REDIS_REPLY_ERROR) {
 		rc = sentinel_refusal(label, reply);
@@ -285,7 +265,7 @@ int dlock__redis_sentinel_ask(redis_backend *b, dlock__waiter *waiter, int64_t d
                               char **ret_host, int *ret_port)
 {
 	redis_sentinel *s = b->sentinel;
-	GPtrArray *list = sentinels_now(s);
+	GPtrArray *list = dlock__redis_sentinel_list(s);
 	GString *why = g_string_new(NULL);
 	bool all_unknown = true;
 	int rc = DLOCK_EUNAVAILABLE;
@@ -299,7 +279,7 @@ int dlock__redis_sentinel_ask(redis_backend *b, dlock__waiter *waiter, int64_t d
 		if (left_us <= 0)
 			break;
 		share_us = MIN(share_us, b->command_timeout_ms * 1000);
-		rc = ask_one(b, h, waiter, dlock__mono_us() + MIN(share_us, left_us), ret_host, ret_port,
+		rc = dlock__redis_sentinel_ask_one(b, h, waiter, dlock__mono_us() + MIN(share_us, left_us), ret_host, ret_port,
 		             &unknown);
 		if (rc == DLOCK_OK) {
 			if (i > 0)
@@ -333,227 +313,105 @@ int dlock__redis_sentinel_ask(redis_backend *b, dlock__waiter *waiter, int64_t d
 
 /* ---- the watcher: +switch-master, heard early ---- */
 
-static bool watcher_stopping(redis_sentinel *s)
+/* DLOCK_OK if the server answers ROLE as a master; else DLOCK_EUNAVAILABLE
+ * naming the role it has (a replica, or a sentinel's address by mistake). */
+static int check_master(redis_backend *b, const char *label, redisContext *ctx, int64_t deadline_us)
 {
-	bool stop;
+	const char *argv[1] = { "ROLE" };
+	redisReply *reply;
+	int rc = dlock__redis_setup_command(b, label, ctx, deadline_us, "ROLE", 1, argv, &reply);
 
-	dlock__mutex_lock(&s->mu, DLOCK__RANK_REDIS_SENTINEL);
-	stop = s->stop;
-	dlock__mutex_unlock(&s->mu);
-	return stop;
+	if (rc != DLOCK_OK)
+		return rc;
+	if (reply->type == REDIS_REPLY_ERROR)
+		rc = dlock__redis_reply_error(b, reply, "ROLE");
+	else if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
+	         reply->element[0]->type != REDIS_REPLY_STRING)
+		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: ROLE: an answer that is not a role", label);
+	else if (strcmp(reply->element[0]->str, "master") != 0)
+		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: not the master (its role: %s)", label,
+		                  reply->element[0]->str);
+	freeReplyObject(reply);
+	return rc;
 }
 
-static bool watcher_stopping_arg(void *s)
+/* The last error again, with the master it came from. */
+static int error_naming(int code, const char *host, int port)
 {
-	return watcher_stopping(s);
-}
+	char *why = g_strdup(dlock_last_error_message());
 
-/* Sleep us, or less if stopped. */
-static void watcher_pause(redis_sentinel *s, int64_t us)
-{
-	dlock__wake_fd_pause(s->wake_fd, us, watcher_stopping_arg, s);
-}
-
-/* A message on +switch-master: "<service> <old ip> <old port> <new ip> <new port>". */
-static void heard(redis_backend *b, const redisReply *reply)
-{
-	redis_sentinel *s = b->sentinel;
-	const char *text;
-	size_t n = strlen(s->service);
-
-	if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
-	    reply->element[0]->type != REDIS_REPLY_STRING || strcmp(reply->element[0]->str, "message") != 0 ||
-	    reply->element[2]->type != REDIS_REPLY_STRING)
-		return;
-	text = reply->element[2]->str;
-	if (strncmp(text, s->service, n) != 0 || text[n] != ' ')
-		return;
-	dlock__log(b->logger, DLOCK_LOG_INFO, "%s: the sentinels switched the master: %s", b->label, text + n + 1);
-	dlock__redis_master_doubt(b);
+	code = dlock__error(code, "%s (master %s:%d)", why, host, port);
+	g_free(why);
+	return code;
 }
 
 /*
- * Once subscribed on h: ask it which master it names.  A switch announced
- * before the subscription (while the thread listened to a sentinel that
- * fell silent, or between two sentinels) is heard this way: a master
- * other than the one last connected to is doubted, as +switch-master is.
+ * The master of a Sentinel service, by deadline_us: ask the sentinels,
+ * connect to the address they name, authenticate, and check that it
+ * answers ROLE as a master.  During a failover the sentinels may still
+ * name a master that has died, or one already demoted: they are asked
+ * again after a pause, within the deadline, and the last failure is what
+ * the caller is told.  A master that refuses the credentials sends the
+ * sentinel that named it to the back, so that the next asking starts with
+ * another; once every sentinel has named a master that refused, that is
+ * the answer.
  */
-static void compare_named(redis_backend *b, const char *host, int port)
+redisContext *dlock__redis_sentinel_connect_master(redis_backend *b, dlock__waiter *waiter,
+                                                   int64_t deadline_us, int *ret_rc)
 {
-	redis_sentinel *s = b->sentinel;
-	char *named, *known;
+	int64_t pause_us = MASTER_RETRY_FIRST_US;
+	guint refusals = 0;
 
-	named = strchr(host, ':') ? g_strdup_printf("[%s]:%d", host, port)
-	                          : g_strdup_printf("%s:%d", host, port);
-	known = dlock__redis_sentinel_master(s);
-	if (known && strcmp(known, named) != 0) {
-		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: the sentinels name master %s, not %s", b->label,
-		           named, known);
-		dlock__redis_master_doubt(b);
-	}
-	g_free(known);
-	g_free(named);
-}
+	for (;;) {
+		char *host = NULL, *label;
+		redisContext *ctx;
+		int port = 0, rc;
 
-static void check_named(redis_backend *b, const dlock__host *h)
-{
-	char *host = NULL;
-	int port = 0;
-	bool unknown = false;
-
-	if (ask_one(b, h, b->sentinel->waiter, dlock__mono_us() + b->command_timeout_ms * 1000, &host,
-	            &port, &unknown) != DLOCK_OK)
-		return;
-	compare_named(b, host, port);
-	g_free(host);
-}
-
-/*
- * No sentinel took the subscription (their ACL refuses SUBSCRIBE, say):
- * until the next round of subscriptions, in for_us, ask them every
- * second which master they name instead.  Without it a switchover would
- * go unnoticed for as long as the old master answers as one.
- */
-static void poll_named(redis_backend *b, int64_t for_us)
-{
-	redis_sentinel *s = b->sentinel;
-	int64_t until_us = dlock__mono_us() + for_us;
-
-	while (!watcher_stopping(s) && dlock__mono_us() < until_us) {
-		char *host = NULL;
-		int port = 0;
-
-		if (dlock__redis_sentinel_ask(b, s->waiter, dlock__mono_us() + b->command_timeout_ms * 1000,
-		                              &host, &port) == DLOCK_OK)
-			compare_named(b, host, port);
+		rc = dlock__redis_sentinel_ask(b, waiter, deadline_us, &host, &port);
+		if (rc != DLOCK_OK) {
+			*ret_rc = rc == DLOCK_ETIMEDOUT ? DLOCK_EUNAVAILABLE : rc;
+			return NULL;
+		}
+		label = g_strdup_printf("%s: master %s:%d", b->label, host, port);
+		ctx = dlock__redis_dial_host(b, label, host, port, waiter, deadline_us, &rc);
+		if (ctx && (rc = dlock__redis_authenticate(b, ctx, deadline_us)) == DLOCK_OK)
+			rc = check_master(b, label, ctx, deadline_us);
+		else if (ctx && rc == DLOCK_EACCES)
+			rc = error_naming(rc, host, port);
+		if (rc == DLOCK_OK) {
+			dlock__redis_sentinel_set_master(b->sentinel, host, port);
+			dlock__redis_sentinel_watch(b);
+		} else if (ctx) {
+			redisFree(ctx);
+			ctx = NULL;
+		}
+		g_free(label);
 		g_free(host);
-		watcher_pause(s, MIN(WATCH_POLL_US, until_us - dlock__mono_us()));
-	}
-}
-
-/*
- * Listen on one sentinel until it fails or the thread stops.  Returns
- * whether the sentinel took the subscription (a refusal, or no answer,
- * sends the thread on to the next one).
- */
-static bool watch_one(redis_backend *b, const dlock__host *h)
-{
-	redis_sentinel *s = b->sentinel;
-	const char *argv[2] = { "SUBSCRIBE", "+switch-master" };
-	char *addr = host_text(h);
-	char *label = g_strdup_printf("sentinel %s", addr);
-	redisReply *reply = NULL;
-	redisContext *ctx;
-	int64_t last_input_us = dlock__mono_us(), ping_sent_us = 0;
-	int64_t answer_us = MIN(WATCH_PING_ANSWER_US, b->command_timeout_ms * 1000);
-	bool subscribed = false;
-	int rc;
-
-	ctx = sentinel_connect(b, h, label, s->waiter, dlock__mono_us() + b->connect_timeout_ms * 1000,
-	                       &rc);
-	if (ctx)
-		rc = sentinel_command(b, label, ctx, s->waiter, dlock__mono_us() + b->command_timeout_ms * 1000,
-		                      "SUBSCRIBE", 2, argv, &reply);
-	subscribed = rc == DLOCK_OK && reply->type == REDIS_REPLY_ARRAY;
-	if (rc == DLOCK_OK && !subscribed)
-		dlock__log(b->logger, DLOCK_LOG_DEBUG, "%s: %s does not take SUBSCRIBE: %s", b->label, label,
-		           reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected answer");
-	else if (rc != DLOCK_OK)
-		dlock__log(b->logger, DLOCK_LOG_DEBUG, "%s: listening for failovers: %s", b->label,
-		           dlock_last_error_message());
-	if (reply)
-		freeReplyObject(reply);
-	if (subscribed)
-		check_named(b, h);
-	while (subscribed && !watcher_stopping(s)) {
-		struct pollfd fds[2] = { { .fd = ctx->fd, .events = POLLIN },
-		                         { .fd = s->wake_fd, .events = POLLIN } };
-		int64_t now = dlock__mono_us(), wait_us;
-
-		/* A sentinel that stopped answering would otherwise keep the
-		 * thread deaf to the others. */
-		if (!ping_sent_us && now - last_input_us > WATCH_PING_IDLE_US) {
-			redisAppendCommand(ctx, "PING");
-			if (dlock__redis_flush(ctx) != REDIS_OK)
-				break;
-			ping_sent_us = now;
+		if (rc == DLOCK_OK) {
+			*ret_rc = DLOCK_OK;
+			return ctx;
 		}
-		if (ping_sent_us && now - ping_sent_us > answer_us)
-			break;
-		/* Until the next PING is due, or its answer. */
-		wait_us = ping_sent_us ? ping_sent_us + answer_us - now
-		                       : last_input_us + WATCH_PING_IDLE_US - now;
-		if (poll(fds, 2, (int)CLAMP((wait_us + 999) / 1000, 1, 1000)) < 0 && errno != EINTR)
-			break;
-		if (fds[1].revents & POLLIN)
-			dlock__wake_fd_drain(s->wake_fd);
-		if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR)))
+		if (rc == DLOCK_EACCES) {
+			if (++refusals >= dlock__redis_sentinel_count(b->sentinel)) {
+				*ret_rc = dlock__error_prefix(DLOCK_EUNAVAILABLE, "");
+				return NULL;
+			}
+			dlock__redis_sentinel_rotate(b->sentinel);
 			continue;
-		if (redisBufferRead(ctx) != REDIS_OK)
-			break;
-		last_input_us = dlock__mono_us();
-		ping_sent_us = 0;
-		while (redisGetReplyFromReader(ctx, (void **)&reply) == REDIS_OK && reply) {
-			heard(b, reply);
-			freeReplyObject(reply);
 		}
-		if (ctx->err)
-			break;
+		if (rc == DLOCK_ECANCELED || dlock__remaining_us(deadline_us) <= pause_us) {
+			*ret_rc = rc == DLOCK_ECANCELED ? rc : dlock__error_prefix(DLOCK_EUNAVAILABLE, "");
+			return NULL;
+		}
+		if (waiter ? dlock__waiter_sleep(waiter, dlock__waiter_seq(waiter),
+		                                 dlock__mono_us() + pause_us) == DLOCK_ECANCELED
+		           : (g_usleep((gulong)pause_us), false)) {
+			*ret_rc = dlock__error(DLOCK_ECANCELED, "%s: canceled while looking for the master",
+			                       b->label);
+			return NULL;
+		}
+		pause_us = MIN(pause_us * 2, MASTER_RETRY_CAP_US);
 	}
-	if (subscribed && !watcher_stopping(s))
-		dlock__log(b->logger, DLOCK_LOG_DEBUG, "%s: %s: connection ended: %s", b->label, label,
-		           ctx->errstr[0] ? ctx->errstr : "closed");
-	if (ctx)
-		redisFree(ctx);
-	g_free(label);
-	g_free(addr);
-	return subscribed;
-}
-
-static gpointer watcher_main(gpointer data)
-{
-	redis_backend *b = data;
-	redis_sentinel *s = b->sentinel;
-	int64_t backoff_us = WATCH_RETRY_FIRST_US;
-
-	while (!watcher_stopping(s)) {
-		GPtrArray *list = sentinels_now(s);
-		bool any = false;
-
-		for (guint i = 0; i < list->len && !watcher_stopping(s); i++)
-			any = watch_one(b, list->pdata[i]) || any;
-		g_ptr_array_unref(list);
-		/* A sentinel that took the subscription and then went away
-		 * is followed at once by the next; after a round of refusals
-		 * and failures the sentinels are asked instead, for a time
-		 * that grows before the subscriptions are tried again. */
-		backoff_us = any ? WATCH_RETRY_FIRST_US : MIN(backoff_us * 2, WATCH_RETRY_CAP_US);
-		if (any)
-			watcher_pause(s, backoff_us);
-		else
-			poll_named(b, backoff_us);
-	}
-	return NULL;
-}
-
-void dlock__redis_sentinel_watch(redis_backend *b)
-{
-	if (!dlock__lazy_thread_peek(&b->sentinel_watcher))
-		dlock__lazy_thread_get(&b->sentinel_watcher, &b->lazy_mu, DLOCK__RANK_THREAD_START,
-		                       "dlock-sentinel", NULL, watcher_main, b);
-}
-
-static void watcher_tell_stop(gpointer data)
-{
-	redis_backend *b = data;
-	uint64_t one = 1;
-
-	dlock__mutex_lock(&b->sentinel->mu, DLOCK__RANK_REDIS_SENTINEL);
-	b->sentinel->stop = true;
-	dlock__mutex_unlock(&b->sentinel->mu);
-	dlock__waiter_cancel(b->sentinel->waiter);
-	while (write(b->sentinel->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR)
-		;
 }
 
 void dlock__redis_sentinel_free(redis_backend *b)
@@ -562,8 +420,7 @@ void dlock__redis_sentinel_free(redis_backend *b)
 
 	if (!s)
 		return;
-	dlock__lazy_thread_stop(&b->sentinel_watcher, &b->lazy_mu, DLOCK__RANK_THREAD_START,
-	                        watcher_tell_stop);
+	dlock__redis_sentinel_unwatch(b);
 	close(s->wake_fd);
 	dlock__waiter_free(s->waiter);
 	g_ptr_array_unref(s->sentinels);
