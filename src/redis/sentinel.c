@@ -4,18 +4,11 @@
  *
  * Every new connection to the master asks the sentinels first, in order
  * (SENTINEL GET-MASTER-ADDR-BY-NAME): the one that answered moves to the
- * front, each one that did not to the back; conn.c then checks that the
- * server named answers ROLE as a master.  So a reconnect after the master
- * died, or after a command was answered READONLY or LOADING
- * (dlock__redis_master_doubt()), finds the master of the moment.
- *
- * A thread ("dlock-sentinel", sentinel-watch.c) subscribes to +switch-master on one
- * sentinel, so that a failover is heard before a command runs into it:
- * the idle connections are dropped and the subscriber reconnects.  A
- * sentinel that refuses SUBSCRIBE (an ACL, or a proxy in front of it) is
- * no error: the thread tries the next one, and after a round of refusals
- * asks the sentinels every second which master they name until the next
- * round.
+ * front, each one that did not to the back; then the server named must
+ * answer ROLE as a master.  So a reconnect after the master died, or after
+ * a command was answered READONLY or LOADING (dlock__redis_master_doubt()),
+ * finds the master of the moment.  A thread (sentinel-watch.c) hears of
+ * failovers before a command runs into them.
  */
 #include <errno.h>
 #include <string.h>
