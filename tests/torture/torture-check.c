@@ -60,6 +60,8 @@ const char *torture_fault_name(torture_fault_kind kind)
 		[FAULT_MASTER_FREEZE] = "master-freeze",
 		[FAULT_MASTER_KILL] = "master-kill",
 		[FAULT_MASTER_BLACKHOLE] = "master-blackhole",
+		[FAULT_FAILOVER] = "failover",
+		[FAULT_SWITCHOVER] = "switchover",
 	};
 	return (unsigned)kind < FAULT_KINDS ? names[kind] : "?";
 }
@@ -75,6 +77,12 @@ int torture_fault_from_name(const char *name)
 bool torture_fault_is_master(torture_fault_kind kind)
 {
 	return kind == FAULT_MASTER_FREEZE || kind == FAULT_MASTER_KILL || kind == FAULT_MASTER_BLACKHOLE;
+}
+
+bool torture_fault_is_server(torture_fault_kind kind)
+{
+	return kind == FAULT_SERVER_RESTART || kind == FAULT_SERVER_FREEZE || kind == FAULT_LEADER_KILL ||
+	       torture_fault_is_master(kind) || kind == FAULT_FAILOVER || kind == FAULT_SWITCHOVER;
 }
 
 const char *torture_recipe_name(torture_recipe recipe)

@@ -104,6 +104,15 @@ static void merge(GArray *w, int64_t gap)
 	g_array_set_size(w, out);
 }
 
+/*
+ * How long a free resource may be waited for: the lease and the margin,
+ * plus each fault then, whole, and a lease after it.  A Sentinel
+ * failover's window runs from the master's kill (or SENTINEL FAILOVER)
+ * until the old master is back as a replica and the setup is ready: with
+ * min-replicas=1 and one replica, no grant counts in between (no replica
+ * acknowledges it, or the old master, a master of its own after a
+ * switchover, has none), so all of it is allowed.
+ */
 static int64_t allowance(const check *c, int64_t from, int64_t to)
 {
 	const torture_limits *lim = c->lim;

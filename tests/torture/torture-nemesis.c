@@ -2,7 +2,8 @@
  * The nemesis: one fault at a time, a seeded choice of kind, target and
  * duration, each logged with its times relative to the run's start.
  * Faults aimed at a worker prefer one that holds a lock now; a Redlock
- * run's server faults hit one master at a time.  Runs on the main thread,
+ * run's server faults hit one master at a time; a Sentinel run's server
+ * faults are failovers, each begun once the setup is whole again.  Runs on the main thread,
  * which started the servers (they die with it).
  */
 #include "torture-run.h"
@@ -163,13 +164,87 @@ static void inject_master(torture_run *run, torture_fault_kind kind, torture_fau
 	}
 }
 
+/* The data server that is the old master of a failover, as its index. */
+static int server_index(const test_sentinel *ts, const test_redis *r)
+{
+	for (int i = 0; i < ts->n_servers; i++)
+		if (ts->servers[i] == r)
+			return i;
+	return -1;
+}
+
+static bool names_other_master(void *arg)
+{
+	void **a = arg;
+
+	return test_sentinel_master(a[0]) != a[1];
+}
+
+/*
+ * A Sentinel failover (f->server: the old master).  failover: kill -9 of
+ * the master, a replica promoted (about 2.5 s), the old one kept down a
+ * while, then started again, empty, as a replica of the new master.
+ * switchover: SENTINEL FAILOVER with the old master alive -- it stays a
+ * master of its own (about 10 s) until a sentinel reconfigures it, and a
+ * grant taken there is one its replica-less WAIT does not count.  Either
+ * ends once the setup is ready again (the fault's window covers all of
+ * it); the next server fault waits until then and until the sentinels can
+ * elect a leader for another failover (about 5 s after a switch).  A
+ * setup that does not recover is a finding of the run (a crash).
+ */
+static void inject_failover(torture_run *run, torture_fault_kind kind, torture_fault *f, char *what, size_t len)
+{
+	test_sentinel *ts = run->sentinel;
+	test_redis *old = test_sentinel_master(ts);
+	int64_t promoted, down = 0;
+	bool ok = true;
+
+	f->server = server_index(ts, old);
+	if (kind == FAULT_FAILOVER) {
+		int old_port = test_sentinel_kill_master(ts);
+		void *arg[2] = { ts, old };
+
+		ok = test_sentinel_wait_promoted(ts, old_port, 30000);
+		promoted = g_get_monotonic_time();
+		if (ok) {
+			down = pick_ms(run, 500, 3000);
+			sleep_until(promoted + down * 1000);
+			/* Every sentinel that answers names the new master. */
+			ok = test_wait_until(names_other_master, arg, 10000);
+		}
+		if (ok)
+			test_sentinel_restart_as_replica(ts, old);
+	} else {
+		test_sentinel_failover(ts);
+		promoted = g_get_monotonic_time();
+	}
+	ok = ok && test_sentinel_wait_ready(ts, 30000);
+	run->server_fault_after = MAX(g_get_monotonic_time(), promoted + 6 * G_USEC_PER_SEC);
+	if (!ok) {
+		g_mutex_lock(&run->lock);
+		run->crashes++;
+		g_mutex_unlock(&run->lock);
+		printf("torture: SETUP: the Sentinel setup did not recover from a %s; no more server faults\n",
+		       torture_fault_name(kind));
+		run->server_fault_after = G_MAXINT64;
+	}
+	if (kind == FAULT_FAILOVER)
+		g_snprintf(what, len, "kill -9 master (server %d), promoted after %.3f s, restarted as a replica %" PRId64
+		           " ms later, ready after %.3f s", f->server, (promoted - f->start) / 1e6, down,
+		           (g_get_monotonic_time() - f->start) / 1e6);
+	else
+		g_snprintf(what, len, "SENTINEL FAILOVER from master (server %d), promoted after %.3f s, old master a "
+		           "replica and ready after %.3f s", f->server, (promoted - f->start) / 1e6,
+		           (g_get_monotonic_time() - f->start) / 1e6);
+}
+
 /* Inject one fault of this kind; fills f (start, end, target). */
 static void inject(torture_run *run, torture_fault_kind kind, torture_fault *f)
 {
 	int64_t lease_ms = run->limits.lease_us / 1000, d;
 	bool holder = false;
 	torture_slot *s = NULL;
-	char what[160] = "";
+	char what[200] = "";
 	int i;
 
 	if (kind <= FAULT_REFUSE || kind == FAULT_DROP) {
@@ -252,6 +327,10 @@ static void inject(torture_run *run, torture_fault_kind kind, torture_fault *f)
 	case FAULT_MASTER_BLACKHOLE:
 		inject_master(run, kind, f, what, sizeof(what));
 		break;
+	case FAULT_FAILOVER:
+	case FAULT_SWITCHOVER:
+		inject_failover(run, kind, f, what, sizeof(what));
+		break;
 	case FAULT_LEADER_KILL:
 		i = test_zk_leader(run->zk, 5000);
 		if (i < 0) {
@@ -274,12 +353,34 @@ static void inject(torture_run *run, torture_fault_kind kind, torture_fault *f)
 }
 
 /* A fault kind among the n enabled; on Redlock every other fault is one
- * of a master's, the faults Redlock is there to survive. */
-static torture_fault_kind pick_kind(torture_run *run, const torture_fault_kind *kinds, int n)
+ * of a master's, the faults Redlock is there to survive.  On Sentinel
+ * every other fault is a failover, when one may begin: the setup is ready
+ * again, and enough of the run is left for it to end before the run does
+ * (a switchover waits about 10 s for the old master's reconfiguration). */
+static torture_fault_kind pick_kind(torture_run *run, const torture_fault_kind *kinds, int n, int64_t until_us)
 {
-	torture_fault_kind masters[FAULT_KINDS];
-	int m = 0;
+	torture_fault_kind masters[FAULT_KINDS], others[FAULT_KINDS];
+	int m = 0, o = 0;
+	int64_t now = g_get_monotonic_time();
 
+	if (run->backend == BACKEND_SENTINEL) {
+		bool may = now >= run->server_fault_after;
+
+		/* A failover is whole again within some 6 s, a switchover
+		 * within some 12 s (the old master's reconfiguration). */
+		for (int i = 0; i < n; i++) {
+			int64_t needs = kinds[i] == FAULT_SWITCHOVER ? 14 : 9;
+
+			if (!torture_fault_is_server(kinds[i]))
+				others[o++] = kinds[i];
+			else if (until_us - now > needs * G_USEC_PER_SEC)
+				masters[m++] = kinds[i];
+		}
+		if (m > 0 && may && (o == 0 || g_rand_boolean(run->rand)))
+			return masters[g_rand_int_range(run->rand, 0, m)];
+		/* No worker fault enabled: wait for the next failover. */
+		return o > 0 ? others[g_rand_int_range(run->rand, 0, o)] : FAULT_KINDS;
+	}
 	for (int i = 0; i < n; i++)
 		if (torture_fault_is_master(kinds[i]))
 			masters[m++] = kinds[i];
@@ -301,10 +402,12 @@ void torture_nemesis(torture_run *run, int64_t until_us)
 	while (n > 0 && g_get_monotonic_time() < until_us) {
 		torture_fault f = { .slot = -1, .server = -1 };
 
-		f.kind = pick_kind(run, kinds, n);
+		f.kind = pick_kind(run, kinds, n, until_us);
 		sleep_until(MIN(until_us, g_get_monotonic_time() + pick_ms(run, 500, 2000) * 1000));
 		if (g_get_monotonic_time() >= until_us)
 			break;
+		if (f.kind == FAULT_KINDS)
+			continue;
 		inject(run, f.kind, &f);
 		g_mutex_lock(&run->lock);
 		g_array_append_val(run->faults, f);

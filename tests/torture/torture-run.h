@@ -11,9 +11,10 @@
 #include "test-proxy.h"
 #include "test-redis.h"
 #include "test-redlock.h"
+#include "test-sentinel.h"
 #include "test-zk.h"
 
-typedef enum torture_backend { BACKEND_REDIS, BACKEND_ZK, BACKEND_FILE, BACKEND_REDLOCK } torture_backend;
+typedef enum torture_backend { BACKEND_REDIS, BACKEND_ZK, BACKEND_FILE, BACKEND_REDLOCK, BACKEND_SENTINEL } torture_backend;
 
 /* Masters of a Redlock run (each worker has a proxy to each). */
 #define TORTURE_MASTERS 3
@@ -50,12 +51,16 @@ typedef struct torture_run {
 	test_redis *redis;
 	test_zk *zk;
 	test_redlock *redlock;
+	test_sentinel *sentinel;
 	char *dir;
 	int server_ports[TEST_ZK_MAX_SERVERS];
 	int nservers;
 
 	torture_limits limits;
 	GRand *rand;         /* the nemesis's, seeded */
+	/* Sentinel: no server fault before this (µs): the setup is ready
+	 * again and the sentinels can elect a leader for another failover. */
+	int64_t server_fault_after;
 
 	/* everything below under lock */
 	GMutex lock;
@@ -75,7 +80,7 @@ void torture_stop_workers(torture_run *run);
 /* Inject faults one at a time until the monotonic time until_us. */
 void torture_nemesis(torture_run *run, int64_t until_us);
 
-/* "redis", "zk", "file" or "redlock" (torture.c). */
+/* "redis", "zk", "file", "redlock" or "sentinel" (torture.c). */
 const char *torture_backend_name(torture_backend b);
 
 /* torture-report.c: the run's closing lines; the self-check's verdict

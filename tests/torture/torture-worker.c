@@ -142,8 +142,9 @@ static bool make_handle(resource *r, int which, uint32_t permits)
 		dlock_lock_set_permits(lock, permits);
 	/* Leases of different lengths fall due at different times in one
 	 * watchdog (the URI's ttl is 1 s); not on Redlock, whose rounds
-	 * have their own bound. */
-	if (g_str_has_prefix(r->uri, "redis") && !strchr(r->uri, ',')) {
+	 * have their own bound (Sentinel's commas name sentinels). */
+	if ((g_str_has_prefix(r->uri, "redis://") && !strchr(r->uri, ',')) ||
+	    g_str_has_prefix(r->uri, "redis+sentinel://")) {
 		if (r->res % 3 == 0)
 			dlock_lock_set_ttl(lock, 700);
 		else if (r->res % 3 == 1)

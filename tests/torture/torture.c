@@ -1,7 +1,7 @@
 /*
  * dlock torture run (Jepsen-style).
  *
- *   test-torture --backend redis|zk|file|redlock [--seed N] [--duration 60s]
+ *   test-torture --backend redis|zk|file|redlock|sentinel [--seed N] [--duration 60s]
  *                [--long 2h] [--workers N] [--resources N] [--permits N]
  *                [--faults a,b]
  *   test-torture --self-check
@@ -10,8 +10,10 @@
  * $DLOCK_TORTURE_DURATION, when set, replaces --duration (CI's sanitizer
  * pass runs the suite shorter).
  * Starts the servers (Redis; a 3-node ZooKeeper ensemble; a directory;
- * three Redis masters for Redlock), one fault-injection proxy per worker
- * and server, and worker processes (this program re-executed) that loop
+ * three Redis masters for Redlock; a master, a replica and three
+ * sentinels for Sentinel), one fault-injection proxy per worker and
+ * server (none for Sentinel: the workers follow the master the sentinels
+ * name, which no proxy can stand in front of), and worker processes (this program re-executed) that loop
  * acquire -> write -> release over every recipe: resource i is used as
  * the i-th letter of the backend's layout says (mutex, read-write,
  * semaphore, election; Redlock has mutexes and an election).  The storage
@@ -64,13 +66,13 @@ static int64_t parse_duration_s(const char *text)
 static void usage(FILE *out)
 {
 	fprintf(out,
-	        "usage: test-torture --backend redis|zk|file|redlock [--seed N] [--duration D | --long D]\n"
+	        "usage: test-torture --backend redis|zk|file|redlock|sentinel [--seed N] [--duration D | --long D]\n"
 	        "                    [--workers N] [--resources N] [--permits N] [--faults KIND,...] [--strict]\n"
 	        "       test-torture --self-check\n"
 	        "       test-torture --recheck FILE   (check the events a run wrote to $DLOCK_TORTURE_EVENTS again)\n"
 	        "D reads 90, 90s, 10m or 2h.  Fault kinds: kill pause stall reset refuse\n"
 	        "server-restart server-freeze leader-kill drop-reply master-freeze master-kill\n"
-	        "master-blackhole, or none (default: every kind the backend has).\n"
+	        "master-blackhole failover switchover, or none (default: every kind the backend has).\n"
 	        "Resources take turns as mutex, read-write lock, semaphore of --permits (default 2)\n"
 	        "and election (Redlock: mutex, mutex, election).\n"
 	        "--strict: a partition does not excuse an overlap (only a pause or a Redis restart does).\n");
@@ -127,9 +129,10 @@ static bool parse_options(int argc, char **argv, torture_run *run)
 			run->backend = g_str_equal(v, "redis")   ? BACKEND_REDIS :
 			               g_str_equal(v, "zk")      ? BACKEND_ZK :
 			               g_str_equal(v, "file")    ? BACKEND_FILE :
-			               g_str_equal(v, "redlock") ? BACKEND_REDLOCK : -1;
+			               g_str_equal(v, "redlock") ? BACKEND_REDLOCK :
+			               g_str_equal(v, "sentinel") ? BACKEND_SENTINEL : -1;
 			if ((int)run->backend < 0) {
-				fprintf(stderr, "test-torture: unknown backend '%s' (redis, zk, file or redlock)\n", v);
+				fprintf(stderr, "test-torture: unknown backend '%s' (redis, zk, file, redlock or sentinel)\n", v);
 				return false;
 			}
 			run->backend_set = true;
@@ -238,6 +241,14 @@ static void start_servers(torture_run *run)
 		run->nservers = TORTURE_MASTERS;
 		run->limits.lease_us = 2000 * 1000;
 		break;
+	case BACKEND_SENTINEL:
+		/* One replica: with min-replicas=1 the promoted one has every
+		 * grant and renewal the workers counted. */
+		run->sentinel = test_sentinel_start("torture", 1, NULL, NULL);
+		run->nservers = 0;
+		/* The workers' TTLs are the redis backend's. */
+		run->limits.lease_us = 1500 * 1000;
+		break;
 	}
 	run->limits.slack_us = test_slack(2000) * 1000;
 }
@@ -265,6 +276,10 @@ static char *slot_uri(torture_run *run, torture_slot *s)
 			g_string_append_printf(u, "%s127.0.0.1:%d", i ? "," : "", test_proxy_port(s->proxies[i]));
 		g_string_append(u, "?ttl=2s&master-timeout=200ms&command-timeout=500ms&connect-timeout=500ms");
 		return g_string_free(u, FALSE);
+	case BACKEND_SENTINEL:
+		/* A grant or renewal counts once the one replica has it. */
+		return test_sentinel_uri(run->sentinel, "?ttl=1s&command-timeout=500ms&connect-timeout=500ms"
+		                                        "&min-replicas=1&replica-timeout=250ms");
 	}
 	return NULL;
 }
@@ -281,6 +296,8 @@ static bool redis_clean(void *arg)
 				return false;
 		return true;
 	}
+	if (run->sentinel)
+		return test_redis_count_keys(test_sentinel_master(run->sentinel), "dlock:{*}") == 0;
 	return test_redis_count_keys(run->redis, "dlock:{*}") == 0;
 }
 
@@ -338,6 +355,15 @@ static long long count_leftovers(torture_run *run)
 		}
 		test_wait_until(redis_clean, run, wait_ms);
 		return test_redlock_leftover_keys(run->redlock, "dlock:");
+	case BACKEND_SENTINEL:
+		/* The keys are counted on the master the sentinels name, once
+		 * the setup is whole again. */
+		if (!test_sentinel_wait_ready(run->sentinel, 30000)) {
+			printf("torture: SETUP: the Sentinel setup is not ready at the end of the run\n");
+			return 1;
+		}
+		test_wait_until(redis_clean, run, wait_ms);
+		return test_redis_leftover_keys(test_sentinel_master(run->sentinel), "dlock:");
 	}
 	return 0;
 }
@@ -353,6 +379,8 @@ static void stop_servers(torture_run *run)
 		test_zk_stop(run->zk);
 	if (run->redlock)
 		test_redlock_stop(run->redlock);
+	if (run->sentinel)
+		test_sentinel_stop(run->sentinel);
 	if (run->dir) {
 		test_remove_tree(run->dir);
 		g_free(run->dir);
@@ -378,8 +406,12 @@ static bool fault_applies(const torture_run *run, torture_fault_kind kind)
 	case FAULT_MASTER_KILL:
 	case FAULT_MASTER_BLACKHOLE:
 		return run->backend == BACKEND_REDLOCK;
+	case FAULT_FAILOVER:
+	case FAULT_SWITCHOVER:
+		return run->backend == BACKEND_SENTINEL;
 	default:
-		return run->backend != BACKEND_FILE;
+		/* Sentinel: the workers' faults that need no proxy. */
+		return run->backend != BACKEND_FILE && run->backend != BACKEND_SENTINEL;
 	}
 }
 
@@ -396,6 +428,11 @@ static bool enable_default_faults(torture_run *run)
 	}
 	run->enabled[FAULT_KILL] = true;
 	run->enabled[FAULT_PAUSE] = true;
+	if (run->backend == BACKEND_SENTINEL) {
+		run->enabled[FAULT_FAILOVER] = true;
+		run->enabled[FAULT_SWITCHOVER] = true;
+		return true;
+	}
 	if (run->backend != BACKEND_FILE) {
 		run->enabled[FAULT_STALL] = true;
 		run->enabled[FAULT_RESET] = true;
@@ -420,7 +457,8 @@ static bool enable_default_faults(torture_run *run)
 
 const char *torture_backend_name(torture_backend b)
 {
-	return b == BACKEND_REDIS ? "redis" : b == BACKEND_ZK ? "zk" : b == BACKEND_FILE ? "file" : "redlock";
+	return b == BACKEND_REDIS ? "redis" : b == BACKEND_ZK ? "zk" : b == BACKEND_FILE ? "file" :
+	       b == BACKEND_REDLOCK ? "redlock" : "sentinel";
 }
 
 static int run_torture(torture_run *run)

@@ -97,6 +97,10 @@ typedef enum torture_fault_kind {
 	                      * once a lease has passed */
 	FAULT_MASTER_BLACKHOLE, /* Redlock: one master's connections reset and
 	                      * new ones accepted and never answered */
+	FAULT_FAILOVER,      /* Sentinel: kill -9 of the master, a replica
+	                      * promoted, the old one back later as a replica */
+	FAULT_SWITCHOVER,    /* Sentinel: SENTINEL FAILOVER, the old master alive
+	                      * (a master of its own until reconfigured) */
 	FAULT_KINDS
 } torture_fault_kind;
 
@@ -114,6 +118,8 @@ const char *torture_fault_name(torture_fault_kind kind);
 int torture_fault_from_name(const char *name);
 /* Whether a fault hits one Redlock master only (a quorum stays up). */
 bool torture_fault_is_master(torture_fault_kind kind);
+/* Whether a fault hits the servers rather than one worker. */
+bool torture_fault_is_server(torture_fault_kind kind);
 /* "mutex", "read-write", "semaphore", "election". */
 const char *torture_recipe_name(torture_recipe recipe);
 /* "exclusive", "write", "read", "permit", "leader". */
