@@ -22,6 +22,7 @@ static const struct {
 	{ "redis", &dlock__redis_ops, false, false },
 	{ "redis+unix", &dlock__redis_ops, false, false },
 	{ "redis+sentinel", &dlock__redis_ops, false, false },
+	{ "redis+cluster", &dlock__redis_ops, false, false },
 	{ "file", &dlock__file_ops, true, false },
 	{ "zk", &dlock__zk_ops, false, false },
 };

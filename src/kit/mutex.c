@@ -39,6 +39,7 @@ static const char *const names[DLOCK__RANK_COUNT] = {
 	[DLOCK__RANK_REDIS_POOL] = "redis pool",
 	[DLOCK__RANK_REDIS_SUB] = "redis subscriber",
 	[DLOCK__RANK_REDIS_SENTINEL] = "redis sentinel",
+	[DLOCK__RANK_REDIS_CLUSTER] = "redis cluster",
 	[DLOCK__RANK_FILE_WAKE] = "file wake",
 	[DLOCK__RANK_WAITER] = "waiter",
 	[DLOCK__RANK_CALLBACK_MARK] = "callback mark",

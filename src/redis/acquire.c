@@ -570,7 +570,8 @@ static int release_script(redis_backend *b, redis_lease *lease, const char *tick
 	bool uncertain = false;
 	int rc;
 
-	dlock__redis_release_words(&lease->names, lease->token, ticket, lease->id, lease->mode, words);
+	dlock__redis_release_words(&lease->names, lease->token, ticket, lease->id, lease->mode,
+	                           dlock__redis_publish_command(b), words);
 	rc = dlock__redis_eval_pooled(b, NULL, until_us, SCRIPT_RELEASE, words, NULL, &reply, &uncertain,
 	                              NULL);
 	if (rc != DLOCK_OK)

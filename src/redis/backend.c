@@ -146,6 +146,7 @@ static int check_uri(const dlock__uri *uri, const dlock__options *opts, int *ret
 	const redis_options *o = opts->values;
 	bool is_unix = strcmp(uri->scheme, "redis+unix") == 0;
 	bool is_sentinel = strcmp(uri->scheme, "redis+sentinel") == 0;
+	bool is_cluster = strcmp(uri->scheme, "redis+cluster") == 0;
 
 	*ret_db = 0;
 	if (!is_sentinel && (o->sentinel_user || o->sentinel_password))
@@ -158,6 +159,18 @@ static int check_uri(const dlock__uri *uri, const dlock__options *opts, int *ret
 		if (o->sentinel_user && *o->sentinel_user && !o->sentinel_password)
 			return dlock__error(DLOCK_ECONFIG, "URI %s: option 'sentinel-user' given without "
 			                    "'sentinel-password'", uri->redacted);
+	} else if (is_cluster) {
+		if (uri->hosts->len == 0)
+			return dlock__error(DLOCK_ECONFIG, "URI %s: no node given (redis+cluster://"
+			                    "node1:6379,node2:6379)", uri->redacted);
+		/* A cluster has database 0 alone: "/0" too says a database. */
+		if (uri->path)
+			return dlock__error(DLOCK_ECONFIG, "URI %s: a cluster has no databases to choose: "
+			                    "no path after the nodes", uri->redacted);
+		if (o->key_format == KEY_FORMAT_PLAIN)
+			return dlock__error(DLOCK_ECONFIG, "URI %s: key-format=plain cannot be used on a "
+			                    "cluster: a resource's keys must share the {R} hash tag's slot",
+			                    uri->redacted);
 	} else if (is_unix) {
 		if (uri->hosts->len > 0)
 			return dlock__error(DLOCK_ECONFIG, "URI %s: redis+unix takes a socket path, not a host "
@@ -202,6 +215,12 @@ int dlock__redis_open_host(const dlock__backend_env *env, const dlock__uri *uri,
 		b->sentinel = dlock__redis_sentinel_new(uri, service, o->sentinel_user, o->sentinel_password);
 		b->label = g_strdup_printf("redis+sentinel %s", service);
 		g_free(service);
+	} else if (strcmp(uri->scheme, "redis+cluster") == 0) {
+		const dlock__host *seed = uri->hosts->pdata[0];
+
+		b->cluster = dlock__redis_cluster_new(uri);
+		b->label = g_strdup_printf("redis+cluster %s:%d%s", seed->host, seed->port ? seed->port : DEFAULT_PORT,
+		                           uri->hosts->len > 1 ? ",..." : "");
 	} else if (!host) {
 		b->unix_path = g_strdup(uri->path);
 		b->label = g_strdup_printf("redis unix:%s", uri->path);
@@ -233,8 +252,9 @@ static int open_single(const dlock__backend_env *env, const dlock__uri *uri,
 {
 	bool is_unix = strcmp(uri->scheme, "redis+unix") == 0;
 
-	/* Several sentinels watch one master: one backend. */
-	if (strcmp(uri->scheme, "redis+sentinel") == 0)
+	/* Several sentinels watch one master, several nodes make one
+	 * cluster: one backend. */
+	if (strcmp(uri->scheme, "redis+sentinel") == 0 || strcmp(uri->scheme, "redis+cluster") == 0)
 		return dlock__redis_open_host(env, uri, NULL, opts, ret);
 
 	if (!is_unix && uri->hosts->len > 1)
@@ -254,6 +274,7 @@ void dlock__redis_close_host(redis_backend *b)
 	dlock__redis_watchdog_stop(b);
 	dlock__redis_sentinel_free(b);
 	dlock__redis_pool_clear(b);
+	dlock__redis_cluster_free(b->cluster);
 	dlock__resolver_free(b->resolver);
 	g_mutex_clear(&b->pool_mu);
 	g_mutex_clear(&b->lazy_mu);

@@ -108,6 +108,10 @@ int dlock__redis_reply_error(redis_backend *b, const redisReply *reply, const ch
 		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: the server is not the master now: %.*s",
 		                    b->label, what, (int)reply->len, reply->str);
 	}
+	if (!b->cluster && (error_starts(reply, "MOVED ") || error_starts(reply, "ASK ") ||
+	                    error_starts(reply, "CLUSTERDOWN")))
+		return dlock__error(DLOCK_ECONFIG, "%s: %s: the server is a Redis Cluster node (%.*s): "
+		                    "use redis+cluster://", b->label, what, (int)reply->len, reply->str);
 	if (strstr(reply->str, "DB index is out of range") || error_starts(reply, "ERR invalid DB index"))
 		return dlock__error(DLOCK_ECONFIG, "%s: the server has no database %d (fewer are set by "
 		                    "its 'databases' setting)", b->label, b->db);
@@ -354,8 +358,8 @@ int dlock__redis_authenticate(redis_backend *b, redisContext *ctx, int64_t deadl
  * Under Sentinel the master is looked for first
  * (dlock__redis_sentinel_connect_master()).
  */
-static redisContext *connect_for(redis_backend *b, dlock__waiter *waiter, int64_t timeout_us,
-                                 bool select, int *ret_rc)
+static redisContext *connect_for(redis_backend *b, const redis_node *node, dlock__waiter *waiter,
+                                 int64_t timeout_us, bool select, int *ret_rc)
 {
 	int64_t deadline_us = dlock__mono_us() + timeout_us;
 	redisContext *ctx;
@@ -365,7 +369,14 @@ static redisContext *connect_for(redis_backend *b, dlock__waiter *waiter, int64_
 		*ret_rc = dlock__error(DLOCK_ETIMEDOUT, "%s: no time left to connect", b->label);
 		return NULL;
 	}
-	if (b->unix_path) {
+	if (node) {
+		char label[300];
+
+		g_snprintf(label, sizeof(label), "%s: node %s", b->label, node->addr);
+		ctx = dlock__redis_dial_host(b, label, node->host, node->port, waiter, deadline_us, ret_rc);
+		if (!ctx)
+			return NULL;
+	} else if (b->unix_path) {
 		ctx = redisConnectUnixWithTimeout(b->unix_path, timeval_of(timeout_us));
 		if (!ctx) {
 			*ret_rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: cannot allocate a connection",
@@ -414,25 +425,39 @@ static redisContext *connect_for(redis_backend *b, dlock__waiter *waiter, int64_
 
 redisContext *dlock__redis_connect(redis_backend *b, int64_t timeout_us, bool select, int *ret_rc)
 {
-	return connect_for(b, NULL, timeout_us, select, ret_rc);
+	return connect_for(b, NULL, NULL, timeout_us, select, ret_rc);
 }
 
 redisContext *dlock__redis_connect_cancelable(redis_backend *b, dlock__waiter *waiter,
                                               int64_t timeout_us, bool select, int *ret_rc)
 {
-	return connect_for(b, waiter, timeout_us, select, ret_rc);
+	return connect_for(b, NULL, waiter, timeout_us, select, ret_rc);
 }
 
-int dlock__redis_conn_get(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
-                          redis_conn **ret)
+redisContext *dlock__redis_connect_node(redis_backend *b, const redis_node *node, dlock__waiter *waiter,
+                                        int64_t timeout_us, int *ret_rc)
 {
+	return connect_for(b, node, waiter, timeout_us, false, ret_rc);
+}
+
+int dlock__redis_conn_get(redis_backend *b, redis_route *route, dlock__waiter *waiter,
+                          int64_t deadline_us, redis_conn **ret)
+{
+	redis_node *node = NULL;
 	redis_conn *conn;
 	redisContext *ctx;
 	int64_t timeout_us;
 	int epoch, rc;
 
+	if (b->cluster && route && route->ask) {
+		node = route->ask;
+	} else if (b->cluster && route && route->slot >= 0) {
+		rc = dlock__redis_cluster_route(b, route->slot, waiter, deadline_us, &node);
+		if (rc != DLOCK_OK)
+			return rc;
+	}
 	dlock__mutex_lock(&b->pool_mu, DLOCK__RANK_REDIS_POOL);
-	conn = g_queue_pop_head(&b->pool);
+	conn = g_queue_pop_head(node ? &node->pool : &b->pool);
 	dlock__mutex_unlock(&b->pool_mu);
 	if (conn) {
 		conn->reused = true;
@@ -443,12 +468,13 @@ int dlock__redis_conn_get(redis_backend *b, dlock__waiter *waiter, int64_t deadl
 	/* Read before the master is looked for: a doubt meanwhile makes
 	 * the connection suspect at once. */
 	epoch = dlock__redis_master_epoch(b);
-	ctx = connect_for(b, waiter, timeout_us, true, &rc);
+	ctx = connect_for(b, node, waiter, timeout_us, true, &rc);
 	if (!ctx)
 		return rc;
 	conn = g_new0(redis_conn, 1);
 	conn->ctx = ctx;
 	conn->epoch = epoch;
+	conn->node = node;
 	conn->timeout_us = -1;
 	*ret = conn;
 	return DLOCK_OK;
@@ -467,9 +493,12 @@ void dlock__redis_conn_put(redis_backend *b, redis_conn *conn, bool ok)
 	/* One made before the master was doubted may lead to the old one,
 	 * which can still answer as a master for seconds after a switch. */
 	if (ok && !conn->ctx->err && dlock__redis_conn_current(b, conn->epoch)) {
+		GQueue *pool = conn->node ? &conn->node->pool : &b->pool;
+
+		conn->asking = false;
 		dlock__mutex_lock(&b->pool_mu, DLOCK__RANK_REDIS_POOL);
-		if (g_queue_get_length(&b->pool) < POOL_IDLE_MAX) {
-			g_queue_push_head(&b->pool, conn);
+		if (g_queue_get_length(pool) < POOL_IDLE_MAX) {
+			g_queue_push_head(pool, conn);
 			conn = NULL;
 		}
 		dlock__mutex_unlock(&b->pool_mu);
@@ -531,6 +560,17 @@ void dlock__redis_kept_close(GArray *fds)
 	g_array_unref(fds);
 }
 
+static void node_pool_clear(redis_node *node, void *arg)
+{
+	redis_backend *b = arg;
+	redis_conn *conn;
+
+	dlock__mutex_lock(&b->pool_mu, DLOCK__RANK_REDIS_POOL);
+	while ((conn = g_queue_pop_head(&node->pool)))
+		conn_free(conn);
+	dlock__mutex_unlock(&b->pool_mu);
+}
+
 void dlock__redis_pool_clear(redis_backend *b)
 {
 	redis_conn *conn;
@@ -539,6 +579,13 @@ void dlock__redis_pool_clear(redis_backend *b)
 	while ((conn = g_queue_pop_head(&b->pool)))
 		conn_free(conn);
 	dlock__mutex_unlock(&b->pool_mu);
+	if (b->cluster)
+		dlock__redis_cluster_each_node(b->cluster, node_pool_clear, b);
+}
+
+void dlock__redis_node_pool_clear(redis_backend *b, redis_node *node)
+{
+	node_pool_clear(node, b);
 }
 
 int dlock__redis_io_error(redis_backend *b, redisContext *ctx, bool timed_out, int64_t timeout_us)

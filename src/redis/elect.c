@@ -112,10 +112,36 @@ void dlock__redis_unobserve(dlock__backend *backend, void *watch)
 }
 
 /* A resignation's word, when the release left the lock free: the
- * release itself publishes only to queued waiters. */
+ * release itself publishes only to queued waiters.  ARGV[2]: PUBLISH, or
+ * SPUBLISH on a cluster. */
 static const char vacated_lua[] =
-	"if redis.call('EXISTS', KEYS[1]) == 0 then redis.pcall('PUBLISH', ARGV[1], 'released') end\n"
+	"if redis.call('EXISTS', KEYS[1]) == 0 then redis.pcall(ARGV[2], ARGV[1], 'released') end\n"
 	"return 0\n";
+
+/* The announcement's command on conn: its reply, or a failure. */
+static int announce_once(redis_backend *b, redis_conn *conn, const char *key, const char *channel,
+                         const char *message, redisReply **ret)
+{
+	const char *publish = dlock__redis_publish_command(b);
+	const char *publish_argv[] = { publish, channel, message };
+	const char *vacated[] = { "EVAL", vacated_lua, "1", key, channel, publish };
+	const char **argv = message ? publish_argv : vacated;
+	int argc = message ? 3 : 6;
+	size_t lens[6];
+
+	for (int i = 0; i < argc; i++)
+		lens[i] = strlen(argv[i]);
+	if (conn->asking) {
+		const char *asking[1] = { "ASKING" };
+		redisReply *asked = NULL;
+		int rc = dlock__redis_command(b, conn, 1, asking, NULL, &asked);
+
+		if (rc != DLOCK_OK)
+			return rc;
+		freeReplyObject(asked);
+	}
+	return dlock__redis_command(b, conn, argc, argv, lens, ret);
+}
 
 /* The announcement on one server, bounded by until_us. */
 static void announce_until(redis_backend *b, const char *resource, const char *id, uint64_t token,
@@ -124,27 +150,35 @@ static void announce_until(redis_backend *b, const char *resource, const char *i
 	redis_names names;
 	char *channel, *message;
 	redisReply *reply = NULL;
-	redis_conn *conn;
+	redis_route route;
 	int rc;
 
 	dlock__redis_names_init(&names, b, resource);
 	channel = id ? elected_channel(b, resource) : g_strdup(names.released);
 	message = id ? g_strdup_printf("%s %" PRIu64, id, token) : NULL;
-	rc = dlock__redis_conn_get(b, NULL, until_us, &conn);
-	if (rc == DLOCK_OK) {
-		const char *publish[] = { "PUBLISH", channel, message };
-		const char *vacated[] = { "EVAL", vacated_lua, "1", names.key, channel };
-		const char **argv = id ? publish : vacated;
-		int argc = id ? 3 : 5;
-		size_t lens[5];
+	dlock__redis_route_init(&route, b->cluster ? names.key : NULL);
+	for (;;) {
+		redis_redirect redirect = { REDIRECT_NONE, -1, "" };
+		redis_conn *conn;
 
-		for (int i = 0; i < argc; i++)
-			lens[i] = strlen(argv[i]);
+		rc = dlock__redis_conn_get(b, &route, NULL, until_us, &conn);
+		if (rc != DLOCK_OK)
+			break;
 		dlock__redis_conn_timeout(conn, MAX(dlock__remaining_us(until_us), 1000));
-		rc = dlock__redis_command(b, conn, argc, argv, lens, &reply);
-		if (rc == DLOCK_OK)
+		conn->asking = route.ask != NULL;
+		rc = announce_once(b, conn, names.key, channel, message, &reply);
+		if (rc == DLOCK_OK && b->cluster)
+			redirect = dlock__redis_redirect_of(reply);
+		if (rc == DLOCK_OK && redirect.kind == REDIRECT_NONE)
 			rc = dlock__redis_reply_error(b, reply, "announce");
 		dlock__redis_conn_put(b, conn, rc == DLOCK_OK || rc == DLOCK_EBACKEND);
+		if (redirect.kind == REDIRECT_NONE)
+			break;
+		freeReplyObject(reply);
+		reply = NULL;
+		rc = dlock__redis_route_follow(b, &route, &redirect, NULL, until_us);
+		if (rc != DLOCK_OK)
+			break;
 	}
 	if (rc != DLOCK_OK)
 		dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: %s of '%s' not announced on %s: %s",

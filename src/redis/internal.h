@@ -5,6 +5,7 @@
  *   conn.c        connections: connect, AUTH/SELECT, the pool, commands
  *   sentinel.c    Sentinel: the master of a service, asked of the sentinels
  *   sentinel-watch.c  Sentinel: failovers heard early (a thread)
+ *   cluster.c     Redis Cluster: slots, the slot map, redirections
  *   scripts.c     EVALSHA of the scripts of lua/, with the NOSCRIPT fallback
  *   acquire.c     acquire (try, subscribe, wait, downgrade), release
  *   query.c       query: the holder, or every reader
@@ -33,6 +34,15 @@ typedef struct redis_backend redis_backend;
 typedef struct redis_sub redis_sub;
 typedef struct redis_watchdog redis_watchdog;
 typedef struct redis_sentinel redis_sentinel;
+typedef struct redis_cluster redis_cluster;
+
+/* A node of a Redis Cluster (cluster.c): known until the backend closes. */
+typedef struct redis_node {
+	char *host;               /* without brackets */
+	int port;
+	char *addr;               /* "host:port" ("[v6]:port"), for messages */
+	GQueue pool;              /* idle redis_conn *, guarded by the backend's pool_mu */
+} redis_node;
 
 /* The keys and channels of one resource (keys.c). */
 typedef struct redis_names {
@@ -57,6 +67,21 @@ typedef enum redis_script {
 	SCRIPT_COUNT
 } redis_script;
 
+/* A cluster node's answer that sends a command elsewhere (cluster.c). */
+typedef enum redis_redirect_kind {
+	REDIRECT_NONE,
+	REDIRECT_MOVED,           /* the slot is served by addr now */
+	REDIRECT_ASK,             /* this command only: to addr, after ASKING */
+	REDIRECT_TRYAGAIN,        /* the slot's keys are split by a migration */
+	REDIRECT_DOWN,            /* CLUSTERDOWN */
+} redis_redirect_kind;
+
+typedef struct redis_redirect {
+	redis_redirect_kind kind;
+	int slot;
+	char addr[96];
+} redis_redirect;
+
 /* A command connection and the timeout currently set on its socket. */
 typedef struct redis_conn {
 	redisContext *ctx;
@@ -64,8 +89,27 @@ typedef struct redis_conn {
 	bool reused;              /* came from the pool (may have gone stale) */
 	bool timed_out;           /* the last command failed for want of an answer */
 	bool not_master;          /* the last script was answered READONLY or LOADING */
+	bool asking;              /* send ASKING before the next script (cluster) */
 	int epoch;                /* the backend's master_epoch when it was made */
+	redis_node *node;         /* a cluster's node it leads to; else NULL */
+	redis_redirect redirect;  /* where the last script's answer sent it (cluster) */
 } redis_conn;
+
+/*
+ * One command's way through the cluster: the slot of its key, the node an
+ * ASK sent it to for its next try, the redirections followed so far.
+ * _follow() takes a redirection (the map updated, a pause taken as the
+ * kind asks), _lost() a master that could not be reached or lost the
+ * connection (a growing pause, then the map asked again); either returns
+ * DLOCK_OK to send the command again, or the error that ends it (too many
+ * redirections, the deadline, a cancel of waiter).
+ */
+typedef struct redis_route {
+	int slot;                 /* -1: not routed */
+	redis_node *ask;          /* the next try goes here, after ASKING */
+	int redirects;
+	int64_t lost_pause_us;
+} redis_route;
 
 /* The seam's handle of a Redis backend (a single server's, or a
  * Redlock's) is its redis_backend: the ops receive it as a
@@ -93,6 +137,7 @@ struct redis_backend {
 	int db;
 	dlock__resolver *resolver;
 	redis_sentinel *sentinel; /* Sentinel: where the master is found; else NULL */
+	redis_cluster *cluster;   /* Cluster: the slot map and the nodes; else NULL */
 	/* Counts the times the master was doubted (dlock__redis_master_doubt):
 	 * a connection made before the last doubt may lead to a server that is
 	 * no master now, and is neither pooled again nor renewed on.  Atomic. */
@@ -165,6 +210,9 @@ dlock__backend_unwatch_fn dlock__redlock_unobserve;
 dlock__backend_announce_fn dlock__redlock_announce;
 
 /* ---- keys.c ---- */
+/* PUBLISH, or SPUBLISH on a cluster (whose PUBLISH reports only the
+ * node's own subscribers). */
+const char *dlock__redis_publish_command(const redis_backend *b);
 char *dlock__redis_key(const redis_backend *b, const char *resource);
 char *dlock__redis_fence_key(const redis_backend *b, const char *resource);
 void dlock__redis_names_init(redis_names *names, const redis_backend *b, const char *resource);
@@ -180,15 +228,21 @@ redisContext *dlock__redis_connect(redis_backend *b, int64_t timeout_us, bool se
  * round of silent sentinels can take a command timeout each). */
 redisContext *dlock__redis_connect_cancelable(redis_backend *b, dlock__waiter *waiter,
                                               int64_t timeout_us, bool select, int *ret_rc);
-/* A pooled connection (or a new one), bounded by deadline_us.  A cancel of
+/* A pooled connection (or a new one), bounded by deadline_us; on a
+ * cluster, to the node route leads to (route may be NULL elsewhere).  A cancel of
  * waiter (may be NULL) interrupts the setup of a new one: DLOCK_ECANCELED.
  * DLOCK_ETIMEDOUT when the connect or its setup ran out of time (see
  * dlock__redis_command). */
-int dlock__redis_conn_get(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
-                          redis_conn **ret);
+int dlock__redis_conn_get(redis_backend *b, redis_route *route, dlock__waiter *waiter,
+                          int64_t deadline_us, redis_conn **ret);
 /* Return a connection; broken ones (ok false or ctx->err) are closed. */
 void dlock__redis_conn_put(redis_backend *b, redis_conn *conn, bool ok);
 void dlock__redis_pool_clear(redis_backend *b);
+void dlock__redis_node_pool_clear(redis_backend *b, redis_node *node);
+/* A connection to a cluster's node, authenticated, by timeout_us (pub/sub
+ * and the watchdog's). */
+redisContext *dlock__redis_connect_node(redis_backend *b, const redis_node *node, dlock__waiter *waiter,
+                                        int64_t timeout_us, int *ret_rc);
 /*
  * Commands on two connections have no order on the server: a command
  * left unanswered on one (canceled, timed out, the connection broken) may
@@ -272,6 +326,41 @@ bool dlock__redis_not_master(const redisReply *reply);
 
 /* AUTH with the URI's credentials, if it gives any, by deadline_us. */
 int dlock__redis_authenticate(redis_backend *b, redisContext *ctx, int64_t deadline_us);
+
+/* ---- cluster.c ---- */
+/* The most redirections (MOVED, ASK, CLUSTERDOWN, a lost master) one
+ * command follows. */
+#define ROUTE_REDIRECTS_MAX 16
+/* CRC16-XMODEM, and the slot of key (its hash tag's, if it has one). */
+uint16_t dlock__redis_crc16(const char *data, size_t len);
+int dlock__redis_slot(const char *key);
+/* From the URI's seeds (default port 6379); no I/O. */
+redis_cluster *dlock__redis_cluster_new(const dlock__uri *uri);
+void dlock__redis_cluster_free(redis_cluster *c);
+/* fn on every node seen (a copy of the list: fn may take locks). */
+void dlock__redis_cluster_each_node(redis_cluster *c, void (*fn)(redis_node *n, void *arg), void *arg);
+/* The master of slot in the map in use, or NULL; and the map's
+ * generation, which counts its changes (may be NULL). */
+redis_node *dlock__redis_cluster_owner(redis_cluster *c, int slot, guint *ret_generation);
+guint dlock__redis_cluster_generation(redis_cluster *c);
+/* A MOVED: slot is served by addr now.  The node, or NULL for a bad address. */
+redis_node *dlock__redis_cluster_moved(redis_cluster *c, int slot, const char *addr);
+/* The node at addr ("host:port"), added if new; NULL for a bad address. */
+redis_node *dlock__redis_cluster_node(redis_cluster *c, const char *addr);
+/* Ask the known masters, then the seeds, for the slot map, by deadline_us.
+ * DLOCK_EUNAVAILABLE naming each node tried, DLOCK_ECONFIG for a server
+ * not in cluster mode, DLOCK_EACCES, DLOCK_ECANCELED. */
+int dlock__redis_cluster_refresh(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us);
+/* The master of slot, the map asked for first if it names none. */
+int dlock__redis_cluster_route(redis_backend *b, int slot, dlock__waiter *waiter, int64_t deadline_us,
+                               redis_node **ret);
+/* What reply says, if it is a redirection. */
+redis_redirect dlock__redis_redirect_of(const redisReply *reply);
+void dlock__redis_route_init(redis_route *route, const char *key);
+int dlock__redis_route_follow(redis_backend *b, redis_route *route, const redis_redirect *r,
+                              dlock__waiter *waiter, int64_t deadline_us);
+int dlock__redis_route_lost(redis_backend *b, redis_route *route, dlock__waiter *waiter,
+                            int64_t deadline_us, const char *what);
 
 /* ---- sentinel.c, sentinel-watch.c ---- */
 /* From the URI's sentinels (default port 26379), the service's name and
@@ -376,7 +465,8 @@ int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
                       const char *const *words, redis_ack *ack, redisReply **ret);
 /* The words of the release script, into words (RELEASE_WORDS of them). */
 void dlock__redis_release_words(const redis_names *names, const char *token, const char *ticket,
-                                const char *id, const char *mode, const char **words);
+                                const char *id, const char *mode, const char *publish,
+                                const char **words);
 /* The server does not have the script cached (flushed, or restarted). */
 bool dlock__redis_is_noscript(const redisReply *reply);
 /*

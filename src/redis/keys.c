@@ -28,6 +28,11 @@ char *dlock__redis_fence_key(const redis_backend *b, const char *resource)
 	return key_with(b, resource, ":fence");
 }
 
+const char *dlock__redis_publish_command(const redis_backend *b)
+{
+	return b->cluster ? "SPUBLISH" : "PUBLISH";
+}
+
 void dlock__redis_names_init(redis_names *names, const redis_backend *b, const char *resource)
 {
 	names->key = dlock__redis_key(b, resource);

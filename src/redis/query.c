@@ -50,6 +50,61 @@ static void take_readers(const redisReply *reply, int64_t now_ms, dlock__server_
 	}
 }
 
+/*
+ * The query's commands on conn, pipelined (each after ASKING when an ASK
+ * sent them there), their answers into replies.  *ret_redirect: where a
+ * cluster's node sent them instead.
+ */
+static int query_once(redis_backend *b, redis_conn *conn, const char *const *keys,
+                      redisReply **replies, redis_redirect *ret_redirect)
+{
+	static const char *const formats[R_COUNT] = {
+		[R_GET] = "GET %s", [R_READERS] = "ZRANGE %s 0 -1 WITHSCORES", [R_PTTL] = "PTTL %s",
+		[R_FENCE] = "GET %s", [R_TIME] = "TIME", [R_PERMITS] = "GET %s",
+	};
+	int rc = DLOCK_OK;
+
+	for (int i = 0; i < R_COUNT; i++) {
+		if (conn->asking && keys[i])
+			redisAppendCommand(conn->ctx, "ASKING");
+		if (keys[i])
+			redisAppendCommand(conn->ctx, formats[i], keys[i]);
+		else
+			redisAppendCommand(conn->ctx, formats[i]);
+	}
+	if (dlock__redis_flush(conn->ctx) != REDIS_OK)
+		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label, conn->ctx->errstr);
+	for (int i = 0; i < R_COUNT && rc == DLOCK_OK; i++) {
+		redisReply *asked = NULL;
+
+		errno = 0;
+		if ((conn->asking && keys[i] && redisGetReply(conn->ctx, (void **)&asked) != REDIS_OK) ||
+		    redisGetReply(conn->ctx, (void **)&replies[i]) != REDIS_OK) {
+			dlock__redis_io_error(b, conn->ctx, errno == EAGAIN || errno == EWOULDBLOCK,
+			                      conn->timeout_us);
+			rc = dlock__error_prefix(DLOCK_EUNAVAILABLE, "");
+		} else if (b->cluster &&
+		           (*ret_redirect = dlock__redis_redirect_of(replies[i])).kind != REDIRECT_NONE) {
+			/* The rest are not read: the connection is closed. */
+			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: query: %s", b->label, replies[i]->str);
+		} else if (!wrong_type(replies[i]) || i > R_READERS) {
+			rc = dlock__redis_reply_error(b, replies[i], "query");
+		}
+		if (asked)
+			freeReplyObject(asked);
+	}
+	return rc;
+}
+
+static void replies_clear(redisReply **replies)
+{
+	for (int i = 0; i < R_COUNT; i++) {
+		if (replies[i])
+			freeReplyObject(replies[i]);
+		replies[i] = NULL;
+	}
+}
+
 int dlock__redis_query(dlock__backend *backend, const char *resource, int64_t deadline_us,
                        dlock__server_info *ret)
 {
@@ -57,36 +112,35 @@ int dlock__redis_query(dlock__backend *backend, const char *resource, int64_t de
 	char *key = dlock__redis_key(b, resource);
 	char *fence_key = dlock__redis_fence_key(b, resource);
 	char *permits_key = g_strconcat(key, ":permits", NULL);
+	const char *keys[R_COUNT] = { [R_GET] = key, [R_READERS] = key, [R_PTTL] = key,
+	                              [R_FENCE] = fence_key, [R_PERMITS] = permits_key };
 	redisReply *replies[R_COUNT] = { NULL };
-	redis_conn *conn;
+	redis_route route;
 	int rc;
 
 	if (deadline_us == INT64_MAX)
 		deadline_us = dlock__mono_us() + b->command_timeout_ms * 1000;
-	rc = dlock__redis_conn_get(b, NULL, deadline_us, &conn);
-	if (rc == DLOCK_ETIMEDOUT)
-		rc = dlock__error_prefix(DLOCK_EUNAVAILABLE, ""); /* its own bound: the server is silent */
-	if (rc != DLOCK_OK)
-		goto out;
-	dlock__redis_conn_timeout(conn, MAX(dlock__remaining_us(deadline_us), 1000));
-	redisAppendCommand(conn->ctx, "GET %s", key);
-	redisAppendCommand(conn->ctx, "ZRANGE %s 0 -1 WITHSCORES", key);
-	redisAppendCommand(conn->ctx, "PTTL %s", key);
-	redisAppendCommand(conn->ctx, "GET %s", fence_key);
-	redisAppendCommand(conn->ctx, "TIME");
-	redisAppendCommand(conn->ctx, "GET %s", permits_key);
-	if (dlock__redis_flush(conn->ctx) != REDIS_OK)
-		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label, conn->ctx->errstr);
-	for (int i = 0; i < R_COUNT && rc == DLOCK_OK; i++) {
-		errno = 0;
-		if (redisGetReply(conn->ctx, (void **)&replies[i]) != REDIS_OK) {
-			dlock__redis_io_error(b, conn->ctx, errno == EAGAIN || errno == EWOULDBLOCK,
-			                      conn->timeout_us);
-			rc = dlock__error_prefix(DLOCK_EUNAVAILABLE, "");
-		} else if (!wrong_type(replies[i]) || i > R_READERS)
-			rc = dlock__redis_reply_error(b, replies[i], "query");
+	dlock__redis_route_init(&route, b->cluster ? key : NULL);
+	for (;;) {
+		redis_redirect redirect = { REDIRECT_NONE, -1, "" };
+		redis_conn *conn;
+
+		rc = dlock__redis_conn_get(b, &route, NULL, deadline_us, &conn);
+		if (rc == DLOCK_ETIMEDOUT)
+			rc = dlock__error_prefix(DLOCK_EUNAVAILABLE, ""); /* its own bound: the server is silent */
+		if (rc != DLOCK_OK)
+			break;
+		dlock__redis_conn_timeout(conn, MAX(dlock__remaining_us(deadline_us), 1000));
+		conn->asking = route.ask != NULL;
+		rc = query_once(b, conn, keys, replies, &redirect);
+		dlock__redis_conn_put(b, conn, rc == DLOCK_OK);
+		if (redirect.kind == REDIRECT_NONE)
+			break;
+		replies_clear(replies);
+		rc = dlock__redis_route_follow(b, &route, &redirect, NULL, deadline_us);
+		if (rc != DLOCK_OK)
+			break;
 	}
-	dlock__redis_conn_put(b, conn, rc == DLOCK_OK);
 	if (rc != DLOCK_OK)
 		goto out;
 	if (replies[R_GET]->type == REDIS_REPLY_STRING) {
@@ -105,10 +159,13 @@ int dlock__redis_query(dlock__backend *backend, const char *resource, int64_t de
 		ret->master = dlock__redis_sentinel_master(b->sentinel);
 		ret->service = g_strdup(dlock__redis_sentinel_service(b->sentinel));
 	}
+	if (b->cluster) {
+		redis_node *n = dlock__redis_cluster_owner(b->cluster, route.slot, NULL);
+
+		ret->master = n ? g_strdup(n->addr) : NULL;
+	}
 out:
-	for (int i = 0; i < R_COUNT; i++)
-		if (replies[i])
-			freeReplyObject(replies[i]);
+	replies_clear(replies);
 	g_free(key);
 	g_free(fence_key);
 	g_free(permits_key);

@@ -22,7 +22,8 @@ G_STATIC_ASSERT(ACQUIRE_WORDS <= SCRIPT_WORDS_MAX && RELEASE_WORDS <= SCRIPT_WOR
                 RL_QUERY_WORDS <= SCRIPT_WORDS_MAX);
 
 void dlock__redis_release_words(const redis_names *names, const char *token, const char *ticket,
-                                const char *id, const char *mode, const char **words)
+                                const char *id, const char *mode, const char *publish,
+                                const char **words)
 {
 	words[RELEASE_KEY_LOCK] = names->key;
 	words[RELEASE_KEY_FENCE] = names->fence;
@@ -34,6 +35,7 @@ void dlock__redis_release_words(const redis_names *names, const char *token, con
 	words[RELEASE_ARG_TICKET] = ticket;
 	words[RELEASE_ARG_WAIT_ID] = *ticket ? id : "";
 	words[RELEASE_ARG_MODE] = mode;
+	words[RELEASE_ARG_PUBLISH] = publish;
 }
 
 int dlock__redis_script_argv(redis_script script, bool by_body, const char *const *words,
@@ -66,35 +68,48 @@ redis_ack dlock__redis_ack_for(const redis_backend *b, int64_t ttl_ms)
 
 /*
  * The script's command, and with ack the WAIT after it on the same
- * connection, sent together.  A script's answer without WAIT's is no
- * answer: the caller cannot tell whether the script's writes reached the
- * replicas.
+ * connection, sent together; on a cluster node an ASK sent us to, ASKING
+ * before it.  A script's answer without WAIT's is no answer: the caller
+ * cannot tell whether the script's writes reached the replicas.
  */
 static int script_command(redis_backend *b, redis_conn *conn, int argc, const char **argv,
                           redis_ack *ack, redisReply **ret)
 {
 	char n[16], ms[24];
-	const char *wait[3] = { "WAIT", n, ms };
-	redisReply *reply = NULL, *acked = NULL;
+	const char *wait[3] = { "WAIT", n, ms }, *asking[1] = { "ASKING" };
+	redisReply *reply = NULL, *acked = NULL, *asked = NULL;
+	bool with_wait = ack && ack->n > 0;
 
-	if (!ack || ack->n == 0)
+	if (!with_wait && !conn->asking)
 		return dlock__redis_command(b, conn, argc, argv, NULL, ret);
-	g_snprintf(n, sizeof(n), "%d", ack->n);
-	g_snprintf(ms, sizeof(ms), "%" G_GINT64_FORMAT, MAX(ack->timeout_ms, 1)); /* 0 would wait forever */
+	if (with_wait) {
+		g_snprintf(n, sizeof(n), "%d", ack->n);
+		/* 0 would wait forever */
+		g_snprintf(ms, sizeof(ms), "%" G_GINT64_FORMAT, MAX(ack->timeout_ms, 1));
+	}
 	errno = 0;
-	if (redisAppendCommandArgv(conn->ctx, argc, argv, NULL) != REDIS_OK ||
-	    redisAppendCommandArgv(conn->ctx, 3, wait, NULL) != REDIS_OK ||
-	    dlock__redis_flush(conn->ctx) != REDIS_OK || redisGetReply(conn->ctx, (void **)&reply) != REDIS_OK ||
-	    redisGetReply(conn->ctx, (void **)&acked) != REDIS_OK) {
+	if ((conn->asking && redisAppendCommandArgv(conn->ctx, 1, asking, NULL) != REDIS_OK) ||
+	    redisAppendCommandArgv(conn->ctx, argc, argv, NULL) != REDIS_OK ||
+	    (with_wait && redisAppendCommandArgv(conn->ctx, 3, wait, NULL) != REDIS_OK) ||
+	    dlock__redis_flush(conn->ctx) != REDIS_OK ||
+	    (conn->asking && redisGetReply(conn->ctx, (void **)&asked) != REDIS_OK) ||
+	    redisGetReply(conn->ctx, (void **)&reply) != REDIS_OK ||
+	    (with_wait && redisGetReply(conn->ctx, (void **)&acked) != REDIS_OK)) {
+		if (asked)
+			freeReplyObject(asked);
 		if (reply)
 			freeReplyObject(reply);
 		conn->timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
 		return dlock__redis_io_error(b, conn->ctx, conn->timed_out, conn->timeout_us);
 	}
-	ack->acked = acked->type == REDIS_REPLY_INTEGER ? (int)MIN(acked->integer, G_MAXINT) : -1;
-	if (acked->type == REDIS_REPLY_ERROR)
-		dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: WAIT: %s", b->label, acked->str);
-	freeReplyObject(acked);
+	if (asked)
+		freeReplyObject(asked);
+	if (with_wait) {
+		ack->acked = acked->type == REDIS_REPLY_INTEGER ? (int)MIN(acked->integer, G_MAXINT) : -1;
+		if (acked->type == REDIS_REPLY_ERROR)
+			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: WAIT: %s", b->label, acked->str);
+		freeReplyObject(acked);
+	}
 	*ret = reply;
 	return DLOCK_OK;
 }
@@ -108,7 +123,10 @@ int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
 	int argc = dlock__redis_script_argv(script, false, words, argv, nkeys_text);
 	int rc;
 
+	conn->redirect.kind = REDIRECT_NONE;
 	rc = script_command(b, conn, argc, argv, ack, &reply);
+	/* On a cluster a node's script cache is its own: a script is
+	 * loaded on each node it is sent to, after every redirection. */
 	if (rc == DLOCK_OK && dlock__redis_is_noscript(reply)) {
 		const char *load[3] = { "SCRIPT", "LOAD", dlock__redis_script_text[script] };
 
@@ -125,6 +143,13 @@ int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
 	if (rc != DLOCK_OK)
 		return rc;
 	conn->not_master = dlock__redis_not_master(reply);
+	if (b->cluster)
+		conn->redirect = dlock__redis_redirect_of(reply);
+	if (conn->redirect.kind != REDIRECT_NONE) {
+		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: script: %.*s", b->label, (int)reply->len, reply->str);
+		freeReplyObject(reply);
+		return rc;
+	}
 	rc = dlock__redis_reply_error(b, reply, "script");
 	if (rc != DLOCK_OK) {
 		freeReplyObject(reply);
@@ -134,20 +159,49 @@ int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
 	return DLOCK_OK;
 }
 
+/*
+ * A cluster's master could not be reached, or lost the connection: its
+ * idle connections go too, and the map is asked again after a pause (a
+ * replica may be taking over).  DLOCK_OK to send again; else the error
+ * that ends the command, which keeps what went wrong in its message.
+ */
+static int cluster_lost(redis_backend *b, redis_route *route, redis_node *node, dlock__waiter *waiter,
+                        int64_t deadline_us)
+{
+	char *why = g_strdup(dlock_last_error_message());
+	int rc;
+
+	if (node)
+		dlock__redis_node_pool_clear(b, node);
+	rc = dlock__redis_route_lost(b, route, waiter, deadline_us, why);
+	g_free(why);
+	return rc;
+}
+
 int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t deadline_us,
                              redis_script script, const char *const *words, redis_ack *ack,
                              redisReply **ret, bool *ret_uncertain, GArray *kept)
 {
-	int rc = DLOCK_EUNAVAILABLE;
+	redis_route route;
+	int rc = DLOCK_EUNAVAILABLE, resends = 0;
 
-	for (int attempt = 0; attempt < 2; attempt++) {
+	/* Every key of a script is in one slot: its first decides. */
+	dlock__redis_route_init(&route, b->cluster ? words[0] : NULL);
+	for (;;) {
 		redis_conn *conn;
+		redis_redirect redirect;
+		redis_node *node;
 		bool reused, timed_out, canceled, unanswered, stale;
 
-		rc = dlock__redis_conn_get(b, waiter, deadline_us, &conn);
+		rc = dlock__redis_conn_get(b, &route, waiter, deadline_us, &conn);
+		if (rc == DLOCK_EUNAVAILABLE && b->cluster) {
+			if ((rc = cluster_lost(b, &route, NULL, waiter, deadline_us)) == DLOCK_OK)
+				continue;
+		}
 		if (rc != DLOCK_OK)
 			return rc;
 		reused = conn->reused;
+		node = conn->node;
 		/* Unchanged on the common path, so no system call is spent on
 		 * it.  A WAIT gets its own time on top, within the deadline: at
 		 * most three quarters of what is left, so that its answer can
@@ -163,9 +217,21 @@ int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t de
 			return dlock__error(DLOCK_ECANCELED, "%s: canceled", b->label);
 		}
 		conn->not_master = false;
+		conn->asking = route.ask != NULL;
 		rc = dlock__redis_eval(b, conn, script, words, ack, ret);
 		timed_out = conn->timed_out;
+		redirect = conn->redirect;
 		canceled = dlock__waiter_io_end(waiter);
+		/* A node that sent the script elsewhere ran nothing. */
+		if (redirect.kind != REDIRECT_NONE) {
+			dlock__redis_conn_put(b, conn, !canceled);
+			if (canceled)
+				return dlock__error(DLOCK_ECANCELED, "%s: canceled", b->label);
+			rc = dlock__redis_route_follow(b, &route, &redirect, waiter, deadline_us);
+			if (rc != DLOCK_OK)
+				return rc;
+			continue;
+		}
 		/* A connection made before the master was last doubted (the
 		 * sentinels announced a switch meanwhile) may have run the
 		 * script on the old master, which answers as one for seconds
@@ -185,7 +251,7 @@ int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t de
 		 * again, to the master of the moment (found afresh). */
 		if (conn->not_master || stale) {
 			dlock__redis_conn_put(b, conn, false);
-			if (attempt > 0 || canceled || dlock__remaining_us(deadline_us) == 0)
+			if (resends++ > 0 || canceled || dlock__remaining_us(deadline_us) == 0)
 				return canceled ? dlock__error(DLOCK_ECANCELED, "%s: canceled", b->label) : rc;
 			continue;
 		}
@@ -205,9 +271,17 @@ int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t de
 		if (canceled)
 			return dlock__error(DLOCK_ECANCELED, "%s: canceled while waiting for an answer",
 			                    b->label);
+		/* A cluster's master gone (refused, reset, closed): a replica
+		 * may be taking its slots.  The scripts are idempotent for one
+		 * token, so a copy that ran finds its own work done. */
+		if (b->cluster && !timed_out) {
+			if ((rc = cluster_lost(b, &route, node, waiter, deadline_us)) == DLOCK_OK)
+				continue;
+			return rc;
+		}
 		/* A timeout means a silent server, not a stale connection: a
 		 * new connection would only wait out a second timeout. */
-		if (!reused || timed_out || dlock__remaining_us(deadline_us) == 0)
+		if (!reused || timed_out || resends++ > 0 || dlock__remaining_us(deadline_us) == 0)
 			break;
 		/* The pooled connections are likely all stale: start afresh. */
 		dlock__redis_pool_clear(b);

@@ -31,41 +31,11 @@
 
 #include "clock.h"
 #include "error.h"
-#include "internal.h"
 #include "mutex.h"
+#include "subscriber.h"
 #include "thread.h"
-#include "waketable.h"
 
-#define RECONNECT_FIRST_US (100 * 1000)
-#define RECONNECT_CAP_US (5 * 1000 * 1000)
-#define PING_IDLE_US (15 * 1000 * 1000)
-/* A connection this old that got answers resets the reconnect backoff. */
-#define CONNECTION_PROVEN_US (1000 * 1000)
-
-/*
- * A channel's state on the server, kept as its data in the wake table (in
- * the pointer itself: 0 is "nothing on the server", so a channel without
- * waiters leaves the table once the server has forgotten it too).
- */
-enum {
-	SUBSCRIBED = 1u << 0, /* confirmed by the server on this connection */
-	PENDING = 1u << 1,    /* a SUBSCRIBE or UNSUBSCRIBE is on its way */
-	REFUSED = 1u << 2,    /* the server's ACL refused the SUBSCRIBE (NOPERM) on
-	                       * this connection: not asked again on it */
-};
-
-struct redis_sub {
-	redis_backend *b;
-	GMutex mu;                /* guards channels, boxes and stop (rank REDIS_SUB) */
-	dlock__waketable *channels; /* name -> waiters, and the channel's state */
-	GHashTable *boxes;        /* a wait's channel -> its redis_grant * */
-	bool stop;
-	bool reconnect;           /* drop the connection: the master may have moved */
-	int wake_fd;
-	dlock__waiter *waiter;    /* canceled to stop the thread mid-connect */
-};
-
-static void poke(redis_sub *sub)
+void dlock__redis_sub_poke(redis_sub *sub)
 {
 	uint64_t one = 1;
 
@@ -106,7 +76,7 @@ static void sync_channels(redis_sub *sub, redisContext *ctx, GQueue *sent)
 
 /* The server refused the SUBSCRIBE of name (sub->mu held): say so to its
  * waiters, once per connection. */
-static void refuse_locked(redis_sub *sub, const char *name, const char *why)
+void dlock__redis_sub_refuse_locked(redis_sub *sub, const char *name, const char *why)
 {
 	unsigned state = GPOINTER_TO_UINT(dlock__waketable_data(sub->channels, name));
 
@@ -125,7 +95,7 @@ static void refuse_locked(redis_sub *sub, const char *name, const char *why)
 
 /* Leave a grant in the mailbox of the wait that listens on name, if any.
  * Called with sub->mu held. */
-static void post_grant(redis_sub *sub, const char *name, const char *text)
+void dlock__redis_sub_post_grant(redis_sub *sub, const char *name, const char *text)
 {
 	redis_grant *box = g_hash_table_lookup(sub->boxes, name);
 	uint64_t token;
@@ -161,7 +131,7 @@ static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_u
 		 * queue without it.  Anything else is only logged. */
 		dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 		if (channel && strncmp(reply->str, "NOPERM", 6) == 0)
-			refuse_locked(sub, channel, reply->str);
+			dlock__redis_sub_refuse_locked(sub, channel, reply->str);
 		dlock__mutex_unlock(&sub->mu);
 		if (!channel || strncmp(reply->str, "NOPERM", 6) != 0)
 			dlock__log(sub->b->logger, DLOCK_LOG_WARNING, "%s: subscriber: %s", sub->b->label,
@@ -204,7 +174,7 @@ static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_u
 		dlock__waketable_set_data(sub->channels, name, NULL);
 	} else if (strcmp(kind, "message") == 0) {
 		if (reply->elements == 3 && reply->element[2]->type == REDIS_REPLY_STRING)
-			post_grant(sub, name, reply->element[2]->str);
+			dlock__redis_sub_post_grant(sub, name, reply->element[2]->str);
 		dlock__waketable_wake(sub->channels, name);
 	}
 	dlock__mutex_unlock(&sub->mu);
@@ -230,8 +200,7 @@ static void connection_lost(redis_sub *sub)
 	dlock__mutex_unlock(&sub->mu);
 }
 
-/* Whether the subscriber has been told to stop (sub_tell_stop). */
-static bool stopping(redis_sub *sub)
+bool dlock__redis_sub_stopping(redis_sub *sub)
 {
 	bool stop;
 
@@ -241,9 +210,7 @@ static bool stopping(redis_sub *sub)
 	return stop;
 }
 
-/* Whether the connection is to be dropped (dlock__redis_sub_reconnect),
- * which this answers once. */
-static bool reconnecting(redis_sub *sub)
+bool dlock__redis_sub_reconnecting(redis_sub *sub)
 {
 	bool reconnect;
 
@@ -273,9 +240,9 @@ static bool serve(redis_sub *sub, redisContext *ctx)
 		int timeout_ms;
 		redisReply *reply;
 
-		if (stopping(sub))
+		if (dlock__redis_sub_stopping(sub))
 			break;
-		if (reconnecting(sub)) {
+		if (dlock__redis_sub_reconnecting(sub)) {
 			dlock__log(b->logger, DLOCK_LOG_INFO, "%s: subscriber: reconnecting, to follow the master",
 			           b->label);
 			break;
@@ -315,16 +282,16 @@ static bool serve(redis_sub *sub, redisContext *ctx)
 			break;
 	}
 	g_queue_clear_full(&sent, g_free);
-	if (stopping(sub))
+	if (dlock__redis_sub_stopping(sub))
 		return answered;
 	dlock__log(b->logger, DLOCK_LOG_INFO, "%s: subscriber connection ended: %s", b->label,
 	           ctx->errstr[0] ? ctx->errstr : "no answer");
 	return answered;
 }
 
-static bool stopping_arg(void *sub)
+bool dlock__redis_sub_stopping_arg(void *sub)
 {
-	return stopping(sub);
+	return dlock__redis_sub_stopping(sub);
 }
 
 static gpointer subscriber_main(gpointer data)
@@ -338,7 +305,7 @@ static gpointer subscriber_main(gpointer data)
 		bool proven;
 		int rc;
 
-		if (stopping(sub))
+		if (dlock__redis_sub_stopping(sub))
 			break;
 		ctx = dlock__redis_connect_cancelable(b, sub->waiter, b->connect_timeout_ms * 1000, false,
 		                                      &rc);
@@ -363,7 +330,7 @@ static gpointer subscriber_main(gpointer data)
 		} else {
 			/* Waiters coming and going poke the thread too, and do
 			 * not cut the pause short. */
-			dlock__wake_fd_pause(sub->wake_fd, backoff_us, stopping_arg, sub);
+			dlock__wake_fd_pause(sub->wake_fd, backoff_us, dlock__redis_sub_stopping_arg, sub);
 			backoff_us = MIN(backoff_us * 2, RECONNECT_CAP_US);
 		}
 	}
@@ -388,7 +355,8 @@ static gpointer sub_new(gpointer data, bool *ret_start)
 
 static redis_sub *sub_get(redis_backend *b)
 {
-	return dlock__lazy_thread_get(&b->sub, &b->lazy_mu, DLOCK__RANK_THREAD_START, "dlock-subscribe", sub_new, subscriber_main, b);
+	return dlock__lazy_thread_get(&b->sub, &b->lazy_mu, DLOCK__RANK_THREAD_START, "dlock-subscribe", sub_new,
+	                              b->cluster ? dlock__redis_sub_cluster_main : subscriber_main, b);
 }
 
 void dlock__redis_sub_add_wait(redis_backend *b, const char *released, const char *name,
@@ -404,7 +372,7 @@ void dlock__redis_sub_add_wait(redis_backend *b, const char *released, const cha
 	dlock__waketable_add(sub->channels, name, waiter);
 	dlock__waketable_add(sub->channels, released, waiter);
 	dlock__mutex_unlock(&sub->mu);
-	poke(sub);
+	dlock__redis_sub_poke(sub);
 }
 
 void dlock__redis_sub_remove_wait(redis_backend *b, const char *released, const char *name,
@@ -433,7 +401,7 @@ void dlock__redis_sub_listen(redis_backend *b, const char *channel, dlock__waite
 	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 	dlock__waketable_add(sub->channels, channel, waiter);
 	dlock__mutex_unlock(&sub->mu);
-	poke(sub);
+	dlock__redis_sub_poke(sub);
 }
 
 void dlock__redis_sub_unlisten(redis_backend *b, const char *channel, dlock__waiter *waiter)
@@ -504,7 +472,7 @@ void dlock__redis_sub_reconnect(redis_backend *b)
 		dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 		sub->reconnect = true;
 		dlock__mutex_unlock(&sub->mu);
-		poke(sub);
+		dlock__redis_sub_poke(sub);
 	}
 	dlock__mutex_unlock(&b->lazy_mu);
 }
@@ -519,7 +487,7 @@ static void sub_tell_stop(gpointer data)
 	/* A connect under way (under Sentinel, asking silent sentinels one
 	 * command timeout each) ends at once. */
 	dlock__waiter_cancel(sub->waiter);
-	poke(sub);
+	dlock__redis_sub_poke(sub);
 }
 
 void dlock__redis_sub_stop(redis_backend *b)

@@ -90,8 +90,12 @@ struct redis_watchdog {
 	int64_t expiry_wake_us; /* CLOCK_BOOTTIME the expiry thread sleeps until; 0 busy */
 	redisContext *ctx;    /* the watchdog's own connection; thread only */
 	int ctx_epoch;        /* the backend's master epoch when ctx was made */
+	redis_node *node;     /* a cluster's node ctx leads to; thread only */
+	GHashTable *idle;     /* a cluster's other nodes' connections (redis_node * ->
+	                       * redisContext *); thread only */
 	int seen_epoch;       /* the master epoch the leases were last renewed in */
 	int64_t retry_us;     /* pause before the next renewal retry; reset by an answer */
+	bool map_stale;       /* a cluster's master was lost: ask for the map first */
 	bool finishing;       /* the last attempts at close, threads joined */
 };
 
@@ -218,8 +222,41 @@ static void expire_leases(redis_watchdog *wd, int64_t now)
 	}
 }
 
+/*
+ * On a cluster the watchdog keeps a connection per node: the one of node
+ * becomes wd->ctx, the one in use goes back to the idle ones.  node NULL
+ * (a slot no master serves): none, and ensure_connection() fails.
+ */
+static void use_node(redis_watchdog *wd, redis_node *node)
+{
+	if (wd->node == node && (node || !wd->b->cluster))
+		return;
+	if (wd->ctx && wd->node)
+		g_hash_table_insert(wd->idle, wd->node, wd->ctx);
+	else if (wd->ctx)
+		redisFree(wd->ctx);
+	wd->ctx = node ? g_hash_table_lookup(wd->idle, node) : NULL;
+	if (wd->ctx)
+		g_hash_table_steal(wd->idle, node);
+	wd->node = node;
+}
+
+/* Use the connection to the master of key's slot (a cluster's), the map
+ * asked for first if a master was lost or the slot has none. */
+static void use_node_of(redis_watchdog *wd, const char *key)
+{
+	redis_cluster *c = wd->b->cluster;
+	int slot = dlock__redis_slot(key);
+
+	if ((wd->map_stale || !dlock__redis_cluster_owner(c, slot, NULL)) &&
+	    dlock__redis_cluster_refresh(wd->b, NULL, dlock__mono_us() + CLEANUP_TIMEOUT_US) == DLOCK_OK)
+		wd->map_stale = false;
+	use_node(wd, dlock__redis_cluster_owner(c, slot, NULL));
+}
+
 static bool ensure_connection(redis_watchdog *wd, int64_t budget_us)
 {
+	int64_t timeout_us = MIN(budget_us, wd->b->connect_timeout_ms * 1000);
 	int rc;
 
 	if (wd->ctx && !wd->ctx->err && dlock__redis_conn_current(wd->b, wd->ctx_epoch))
@@ -228,8 +265,11 @@ static bool ensure_connection(redis_watchdog *wd, int64_t budget_us)
 		redisFree(wd->ctx);
 		wd->ctx = NULL;
 	}
+	if (wd->b->cluster && !wd->node)
+		return false;
 	wd->ctx_epoch = dlock__redis_master_epoch(wd->b);
-	wd->ctx = dlock__redis_connect(wd->b, MIN(budget_us, wd->b->connect_timeout_ms * 1000), true, &rc);
+	wd->ctx = wd->node ? dlock__redis_connect_node(wd->b, wd->node, NULL, timeout_us, &rc)
+	                   : dlock__redis_connect(wd->b, timeout_us, true, &rc);
 	if (!wd->ctx)
 		dlock__log(wd->b->logger, DLOCK_LOG_WARNING, "watchdog: %s", dlock_last_error_message());
 	return wd->ctx != NULL;
@@ -268,10 +308,30 @@ static void append_renew(redis_backend *b, redisContext *ctx, const redis_lease 
 /* What one renewal reply says: 1 renewed, 0 not ours any more, -1 no
  * verdict (an error reply is logged; one from a server that is no master
  * now has the master looked for again). */
+/* Whether reply is a cluster's redirection.  A slot moved: the retry
+ * goes to its new master.  An ASK or TRYAGAIN (a migration under way) is
+ * retried after the usual pause. */
+static bool redirected(redis_backend *b, const redisReply *reply, const char *what)
+{
+	redis_redirect redirect;
+
+	if (!b->cluster)
+		return false;
+	redirect = dlock__redis_redirect_of(reply);
+	if (redirect.kind == REDIRECT_MOVED)
+		dlock__redis_cluster_moved(b->cluster, redirect.slot, redirect.addr);
+	if (redirect.kind == REDIRECT_NONE)
+		return false;
+	dlock__log(b->logger, DLOCK_LOG_INFO, "%s: %s: %s", b->label, what, reply->str);
+	return true;
+}
+
 static int renew_result(redis_backend *b, const redisReply *reply)
 {
 	if (reply->type == REDIS_REPLY_INTEGER)
 		return reply->integer == 1 ? 1 : 0;
+	if (redirected(b, reply, "renewal"))
+		return -1;
 	/* A server demoted or restarting: the next batch looks for the master. */
 	if (dlock__redis_not_master(reply))
 		dlock__redis_master_doubt(b);
@@ -358,7 +418,7 @@ static void wait_for_replicas(redis_watchdog *wd, GPtrArray *due, int *results, 
  * then renewed by the script's body in a second batch.  Re-sending one
  * at once would take the next lease's pipelined reply for its answer.
  */
-static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
+static void renew_on_node(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 {
 	redis_backend *b = wd->b;
 	int64_t sent_us = dlock__boot_us();
@@ -370,6 +430,7 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 	for (guint i = 0; i < due->len; i++)
 		results[i] = -1;
 	connected = ensure_connection(wd, budget_us);
+	wd->map_stale = wd->map_stale || (b->cluster && !connected);
 	if (connected) {
 		set_timeout(wd->ctx, MIN(deadline_us - dlock__boot_us(), b->command_timeout_ms * 1000));
 		sent_us = dlock__boot_us();
@@ -394,6 +455,7 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewal failed: %s", b->label, wd->ctx->errstr);
 			redisFree(wd->ctx);
 			wd->ctx = NULL;
+			wd->map_stale = b->cluster != NULL;
 		} else if (!dlock__redis_conn_current(b, wd->ctx_epoch)) {
 			/* The master was doubted while the batch ran (a switch
 			 * announced, or READONLY): what the old one answered says
@@ -449,6 +511,50 @@ static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 }
 
 /*
+ * Renew the due leases, a batch per master on a cluster (the master of
+ * each lease's slot in the map; the map asked for first when a master was
+ * lost or a slot has none).  Elsewhere one batch.
+ */
+static void renew_batch(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
+{
+	redis_backend *b = wd->b;
+	GHashTable *groups;
+	GHashTableIter iter;
+	gpointer node, leases;
+	int64_t deadline_us = dlock__boot_us() + budget_us;
+
+	if (!b->cluster) {
+		renew_on_node(wd, due, budget_us);
+		return;
+	}
+	for (guint i = 0; i < due->len && !wd->map_stale; i++) {
+		const redis_lease *lease = due->pdata[i];
+
+		wd->map_stale = !dlock__redis_cluster_owner(b->cluster, dlock__redis_slot(lease->names.key), NULL);
+	}
+	if (wd->map_stale && dlock__redis_cluster_refresh(b, NULL, dlock__mono_us() + budget_us / 2) == DLOCK_OK)
+		wd->map_stale = false;
+	groups = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)g_ptr_array_unref);
+	for (guint i = 0; i < due->len; i++) {
+		redis_lease *lease = due->pdata[i];
+		redis_node *n = dlock__redis_cluster_owner(b->cluster, dlock__redis_slot(lease->names.key), NULL);
+		GPtrArray *group = g_hash_table_lookup(groups, n);
+
+		if (!group) {
+			group = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__redis_lease_unref);
+			g_hash_table_insert(groups, n, group);
+		}
+		g_ptr_array_add(group, dlock__redis_lease_ref(lease));
+	}
+	g_hash_table_iter_init(&iter, groups);
+	while (g_hash_table_iter_next(&iter, &node, &leases)) {
+		use_node(wd, node);
+		renew_on_node(wd, leases, MAX(deadline_us - dlock__boot_us(), 1000));
+	}
+	g_hash_table_unref(groups);
+}
+
+/*
  * One attempt at a deferred release, on the watchdog's connection.  An
  * error reply is tried again later; no answer ends the round.  While a
  * try with this token may still run on the server, "not ours" proves
@@ -468,6 +574,8 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 	/* The last attempt at close cannot wait: it deletes what it can. */
 	if (!dlock__redis_kept_settled(c->kept) && !wd->finishing)
 		return DLOCK__CLEANUP_RETRY;
+	if (b->cluster)
+		use_node_of(wd, c->names.key);
 	if (!ensure_connection(wd, CLEANUP_TIMEOUT_US))
 		return DLOCK__CLEANUP_UNANSWERED;
 	set_timeout(wd->ctx, MIN(CLEANUP_TIMEOUT_US, b->command_timeout_ms * 1000));
@@ -477,15 +585,18 @@ static dlock__cleanup_result release_once(gpointer data, gpointer ctx)
 		words[RL_RELEASE_ARG_RELEASED] = c->names.released;
 		argc = dlock__redis_script_argv(SCRIPT_RL_RELEASE, true, words, argv, nkeys);
 	} else {
-		dlock__redis_release_words(&c->names, c->token, c->ticket, c->id, c->mode, words);
+		dlock__redis_release_words(&c->names, c->token, c->ticket, c->id, c->mode,
+		                           dlock__redis_publish_command(b), words);
 		argc = dlock__redis_script_argv(SCRIPT_RELEASE, true, words, argv, nkeys);
 	}
 	reply = dlock__redis_call(wd->ctx, argc, argv, NULL);
 	if (!reply) {
 		redisFree(wd->ctx);
 		wd->ctx = NULL;
+		wd->map_stale = b->cluster != NULL;
 		return DLOCK__CLEANUP_UNANSWERED;
 	}
+	redirected(b, reply, "deferred release");
 	if (reply->type == REDIS_REPLY_INTEGER) {
 		result = DLOCK__CLEANUP_DONE;
 		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: deferred release of %s done", b->label,
@@ -626,6 +737,7 @@ static gpointer watchdog_new(gpointer data, bool *ret_start)
 	g_cond_init(&wd->expiry_cond);
 	wd->leases = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__redis_lease_unref);
 	wd->cleanups = dlock__cleanups_new(wd, CLEANUP_FIRST_US, CLEANUP_CAP_US);
+	wd->idle = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)redisFree);
 	wd->expiry = dlock__thread_new("dlock-expiry", expiry_main, wd);
 	return wd;
 }
@@ -734,6 +846,7 @@ void dlock__redis_watchdog_stop(redis_backend *b)
 	g_ptr_array_unref(wd->leases);
 	if (wd->ctx)
 		redisFree(wd->ctx);
+	g_hash_table_unref(wd->idle);
 	g_cond_clear(&wd->cond);
 	g_cond_clear(&wd->expiry_cond);
 	g_mutex_clear(&wd->mu);

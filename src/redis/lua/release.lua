@@ -1,6 +1,7 @@
 -- Release, and leaving the queue.  ARGV: token, release channel, the
 -- waits' channel prefix, our ticket and wait id ("" when not queued), mode
--- ('r' for READ, 'w' otherwise).  Our entry, if any, goes first.  Then 1
+-- ('r' for READ, 'w' otherwise), and the command that publishes (PUBLISH,
+-- or SPUBLISH on a cluster).  Our entry, if any, goes first.  Then 1
 -- if the hold was ours, 0 if the lock holds another value or none (the
 -- lease had ended).  A writer's release, and a reader's that leaves no
 -- reader, frees the lock and grant()s it to the queue.  A reader whose
@@ -10,7 +11,7 @@
 -- compare-and-delete, a reader's ZREM (with nobody queued there is no one
 -- to grant to).
 --@keys lock fence queue permits
---@argv token released waits ticket wait_id mode
+--@argv token released waits ticket wait_id mode publish
 
 if ARGV.ticket == '' and redis.call('EXISTS', KEYS.queue) == 0 then
   if ARGV.mode == 'w' then
@@ -54,7 +55,7 @@ end
 
 local function heard(id, mute, n, ticket)
   if mute == '~' then return true end
-  local r = redis.pcall('PUBLISH', ARGV.waits .. id, string.format('%d %d', n, tonumber(ticket)))
+  local r = redis.pcall(ARGV.publish, ARGV.waits .. id, string.format('%d %d', n, tonumber(ticket)))
   return type(r) ~= 'number' or r > 0
 end
 local function grant(now)
@@ -91,7 +92,7 @@ local function grant(now)
   end
   if shared > 0 then return end
   redis.call('DEL', KEYS.lock)
-  redis.pcall('PUBLISH', ARGV.released, 'released')
+  redis.pcall(ARGV.publish, ARGV.released, 'released')
 end
 
 -- grant_permits(now, N): a semaphore's permit was given back: hand the
@@ -122,7 +123,7 @@ local function grant_permits(now, sem)
       end
     end
   end
-  redis.pcall('PUBLISH', ARGV.released, 'released')
+  redis.pcall(ARGV.publish, ARGV.released, 'released')
 end
 
 if ARGV.ticket ~= '' then
