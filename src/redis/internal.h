@@ -58,6 +58,7 @@ typedef enum redis_script {
 	SCRIPT_ACQUIRE,
 	SCRIPT_RELEASE,
 	SCRIPT_RENEW,
+	SCRIPT_RENEW_WRITE,
 	SCRIPT_DOWNGRADE,
 	SCRIPT_RL_ACQUIRE,        /* Redlock (lua/redlock-*.lua) */
 	SCRIPT_RL_FENCE,

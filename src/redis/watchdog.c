@@ -38,6 +38,7 @@
  * after it, for a whole lease.
  */
 #include <inttypes.h>
+#include <string.h>
 
 #include "cleanup.h"
 #include "clock.h"
@@ -284,25 +285,62 @@ static void set_timeout(redisContext *ctx, int64_t us)
 	redisSetTimeout(ctx, tv);
 }
 
-static void append_renew(redis_backend *b, redisContext *ctx, const redis_lease *lease, bool by_body)
+/* The renewal script of lease and its words (ttl: room for the TTL). */
+static redis_script renew_words(const redis_lease *lease, char ttl[24], const char **words)
+{
+	g_snprintf(ttl, 24, "%" G_GINT64_FORMAT, lease->ttl_ms);
+	if (strcmp(lease->mode, "w") == 0) {
+		words[RENEW_WRITE_KEY_LOCK] = lease->names.key;
+		words[RENEW_WRITE_ARG_TOKEN] = lease->token;
+		words[RENEW_WRITE_ARG_TTL] = ttl;
+		return SCRIPT_RENEW_WRITE;
+	}
+	words[RENEW_KEY_LOCK] = lease->names.key;
+	words[RENEW_KEY_FENCE] = lease->names.fence;
+	words[RENEW_KEY_QUEUE] = lease->names.queue;
+	words[RENEW_KEY_PERMITS] = lease->names.permits;
+	words[RENEW_ARG_TOKEN] = lease->token;
+	words[RENEW_ARG_TTL] = ttl;
+	words[RENEW_ARG_MODE] = lease->mode;
+	words[RENEW_ARG_WRITE_TOKEN] = lease->under ? lease->under : "";
+	return SCRIPT_RENEW;
+}
+
+static void append_renew(redisContext *ctx, const redis_lease *lease, bool by_body)
 {
 	char ttl[24], nkeys[8];
-	const char *words[RENEW_WORDS] = {
-		[RENEW_KEY_LOCK] = lease->names.key,
-		[RENEW_KEY_FENCE] = lease->names.fence,
-		[RENEW_KEY_QUEUE] = lease->names.queue,
-		[RENEW_KEY_PERMITS] = lease->names.permits,
-		[RENEW_ARG_TOKEN] = lease->token,
-		[RENEW_ARG_TTL] = ttl,
-		[RENEW_ARG_MODE] = lease->mode,
-		[RENEW_ARG_WRITE_TOKEN] = lease->under ? lease->under : "",
-	};
-	const char *argv[SCRIPT_ARGV_MAX];
-	int argc;
+	const char *words[SCRIPT_WORDS_MAX], *argv[SCRIPT_ARGV_MAX];
+	redis_script script = renew_words(lease, ttl, words);
+	int argc = dlock__redis_script_argv(script, by_body, words, argv, nkeys);
 
-	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
-	argc = dlock__redis_script_argv(SCRIPT_RENEW, by_body, words, argv, nkeys);
 	redisAppendCommandArgv(ctx, argc, argv, NULL);
+}
+
+/*
+ * Renew one lease through the cluster's routing (a pooled connection,
+ * redirections followed, ASK included), by deadline_us: for a lease whose
+ * batch renewal a node sent elsewhere (its slot moved or is migrating).
+ * 1 renewed, 0 not ours, -1 no verdict.
+ */
+static int renew_routed(redis_backend *b, const redis_lease *lease, int64_t deadline_us)
+{
+	char ttl[24];
+	const char *words[SCRIPT_WORDS_MAX];
+	redis_script script = renew_words(lease, ttl, words);
+	redis_ack ack = dlock__redis_ack_for(b, lease->ttl_ms);
+	redisReply *reply = NULL;
+	bool uncertain = false;
+	int result = -1;
+
+	if (dlock__redis_eval_pooled(b, NULL, dlock__mono_us() + MAX(deadline_us - dlock__boot_us(), 0), script,
+	                             words, &ack, &reply, &uncertain, NULL) != DLOCK_OK) {
+		dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewal: %s", b->label, dlock_last_error_message());
+		return -1;
+	}
+	if (reply->type == REDIS_REPLY_INTEGER && (ack.n == 0 || ack.acked >= ack.n || reply->integer != 1))
+		result = reply->integer == 1 ? 1 : 0;
+	freeReplyObject(reply);
+	return result;
 }
 
 /* What one renewal reply says: 1 renewed, 0 not ours any more, -1 no
@@ -330,8 +368,6 @@ static int renew_result(redis_backend *b, const redisReply *reply)
 {
 	if (reply->type == REDIS_REPLY_INTEGER)
 		return reply->integer == 1 ? 1 : 0;
-	if (redirected(b, reply, "renewal"))
-		return -1;
 	/* A server demoted or restarting: the next batch looks for the master. */
 	if (dlock__redis_not_master(reply))
 		dlock__redis_master_doubt(b);
@@ -347,7 +383,7 @@ static int renew_result(redis_backend *b, const redisReply *reply)
  * their results left at -1.  Stops at the first I/O failure (ctx->err).
  */
 static void read_renewals(redis_watchdog *wd, guint n, const guint *which, int *results,
-                          GArray *noscript)
+                          GArray *noscript, GArray *moved)
 {
 	for (guint k = 0; k < n && !wd->ctx->err; k++) {
 		guint i = which ? which[k] : k;
@@ -357,6 +393,8 @@ static void read_renewals(redis_watchdog *wd, guint n, const guint *which, int *
 			break;
 		if (noscript && dlock__redis_is_noscript(reply))
 			g_array_append_val(noscript, i);
+		else if (redirected(wd->b, reply, "renewal"))
+			g_array_append_val(moved, i);
 		else
 			results[i] = renew_result(wd->b, reply);
 		freeReplyObject(reply);
@@ -425,6 +463,7 @@ static void renew_on_node(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 	int64_t deadline_us = sent_us + budget_us;
 	int *results = g_new0(int, due->len); /* 1 renewed, 0 not ours, -1 no answer */
 	GArray *noscript = g_array_new(FALSE, FALSE, sizeof(guint));
+	GArray *moved = g_array_new(FALSE, FALSE, sizeof(guint)); /* sent elsewhere */
 	bool connected, answered = false, unanswered = false;
 
 	for (guint i = 0; i < due->len; i++)
@@ -435,16 +474,16 @@ static void renew_on_node(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 		set_timeout(wd->ctx, MIN(deadline_us - dlock__boot_us(), b->command_timeout_ms * 1000));
 		sent_us = dlock__boot_us();
 		for (guint i = 0; i < due->len; i++)
-			append_renew(b, wd->ctx, due->pdata[i], false);
+			append_renew(wd->ctx, due->pdata[i], false);
 		/* A failed send leaves ctx->err set, and the reads below fail. */
 		dlock__redis_flush(wd->ctx);
-		read_renewals(wd, due->len, NULL, results, noscript);
+		read_renewals(wd, due->len, NULL, results, noscript, moved);
 		if (noscript->len > 0 && !wd->ctx->err && deadline_us - dlock__boot_us() > 0) {
 			set_timeout(wd->ctx, MIN(deadline_us - dlock__boot_us(), b->command_timeout_ms * 1000));
 			for (guint k = 0; k < noscript->len; k++)
-				append_renew(b, wd->ctx, due->pdata[g_array_index(noscript, guint, k)], true);
+				append_renew(wd->ctx, due->pdata[g_array_index(noscript, guint, k)], true);
 			dlock__redis_flush(wd->ctx);
-			read_renewals(wd, noscript->len, &g_array_index(noscript, guint, 0), results, NULL);
+			read_renewals(wd, noscript->len, &g_array_index(noscript, guint, 0), results, NULL, moved);
 		}
 		/* A verdict on any lease proves the connection: retries start
 		 * over from the shortest pause (also when replicas lag). */
@@ -470,6 +509,13 @@ static void renew_on_node(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 			wd->ctx = NULL;
 			wd->retry_us = RETRY_FIRST_US;
 		}
+	}
+	/* A cluster's node sent these elsewhere: each follows its slot. */
+	for (guint k = 0; k < moved->len; k++) {
+		guint i = g_array_index(moved, guint, k);
+
+		results[i] = renew_routed(b, due->pdata[i], deadline_us);
+		answered = answered || results[i] != -1;
 	}
 
 	if (answered)
@@ -507,6 +553,7 @@ static void renew_on_node(redis_watchdog *wd, GPtrArray *due, int64_t budget_us)
 	if (unanswered && !answered)
 		wd->retry_us = MIN(wd->retry_us * 2, RETRY_CAP_US);
 	g_array_unref(noscript);
+	g_array_unref(moved);
 	g_free(results);
 }
 

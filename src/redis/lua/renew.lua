@@ -1,18 +1,11 @@
--- Renew.  KEYS: lock, fence counter, queue.  ARGV: token, TTL (ms), mode,
+-- Renew a reader or a semaphore's permit (a writer's is renew-write.lua).
+-- KEYS: lock, fence counter, queue, permits.  ARGV: token, TTL (ms), mode,
 -- and for a reader made by a downgrade the write hold's token ("" for
--- none).  1 renewed, 0 not ours.  A writer is a compare-and-PEXPIRE before
--- the definitions.  A reader re-scores its own member only; while it is
--- still a downgrade entry, the entry's lease is renewed as long as the
--- lock holds its write hold's token.
+-- none).  1 renewed, 0 not ours.  A reader re-scores its own member only;
+-- while it is still a downgrade entry, the entry's lease is renewed as
+-- long as the lock holds its write hold's token.
 --@keys lock fence queue permits
 --@argv token ttl mode write_token
-
-if ARGV.mode == 'w' then
-  if redis.pcall('GET', KEYS.lock) == ARGV.token then
-    return redis.call('PEXPIRE', KEYS.lock, ARGV.ttl)
-  end
-  return 0
-end
 
 --@include queue.lua
 
