@@ -13,9 +13,10 @@
 #   3. build-asan/ — AddressSanitizer + UndefinedBehaviorSanitizer build,
 #                    every test suite again (the stress suite as it is, the
 #                    torture suite with 15 s per backend instead of 30-35)
-#                    but the Sentinel helper's own check;
+#                    but the Sentinel and Cluster helpers' own checks;
 #   4. build/ again — the unit, redis and file suites under valgrind, but
-#                    the Sentinel suites (their time is real failovers');
+#                    the Sentinel and Cluster suites (their time is real
+#                    failovers');
 #   5. build-fuzz/ — the libFuzzer harnesses of tests/fuzz/, 15 s each
 #                    (scripts/fuzz.sh; one test per harness in the counts).
 #
@@ -308,7 +309,7 @@ if ((!quick)); then
 		# tests cannot assert it there (they fail without it elsewhere).
 		G_SLICE=always-malloc G_DEBUG=gc-friendly DLOCK_TEST_NO_FUTEX=valgrind \
 			test_step "tests build/ (unit, redis, file) under valgrind" build \
-			--suite unit --suite redis --suite file --no-suite sentinel \
+			--suite unit --suite redis --suite file --no-suite sentinel --no-suite cluster \
 			--wrapper "$wrapper" \
 			--timeout-multiplier 4
 	else

@@ -97,6 +97,10 @@ static pid_t launch(test_redis *r, const char *binary)
 	g_ptr_array_add(argv, g_strdup("no"));
 	g_ptr_array_add(argv, g_strdup("--dir"));
 	g_ptr_array_add(argv, g_strdup(r->dir));
+	if (r->cluster_port) {
+		g_ptr_array_add(argv, g_strdup("--cluster-port"));
+		g_ptr_array_add(argv, g_strdup_printf("%d", r->cluster_port));
+	}
 	if (r->password) {
 		g_ptr_array_add(argv, g_strdup("--requirepass"));
 		g_ptr_array_add(argv, g_strdup(r->password));
@@ -190,7 +194,8 @@ static void fail_start(test_redis *r, const char *what)
 	fail_msg("%s", what);
 }
 
-static test_redis *start(const char *conf, const char *const *extra, const char *password, bool unix_socket)
+static test_redis *start(const char *conf, const char *const *extra, const char *password, bool unix_socket,
+                         bool cluster)
 {
 	test_redis *r = g_new0(test_redis, 1);
 	const char *why = NULL;
@@ -215,6 +220,10 @@ static test_redis *start(const char *conf, const char *const *extra, const char 
 	 * before the server binds it, so try a few. */
 	for (int attempt = 0; attempt < 5; attempt++) {
 		r->port = free_port();
+		/* Both were free, but the first was released before the
+		 * second was asked for. */
+		while (cluster && (r->cluster_port = free_port()) == r->port)
+			;
 		if (start_once(r, binary)) {
 			g_free(binary);
 			return r;
@@ -227,13 +236,18 @@ static test_redis *start(const char *conf, const char *const *extra, const char 
 
 test_redis *test_redis_start(const char *const *extra, const char *password, bool unix_socket)
 {
-	return start(NULL, extra, password, unix_socket);
+	return start(NULL, extra, password, unix_socket, false);
+}
+
+test_redis *test_redis_start_cluster_node(const char *const *extra, const char *password)
+{
+	return start(NULL, extra, password, false, true);
 }
 
 test_redis *test_redis_start_conf(const char *conf, const char *const *extra, const char *password)
 {
 	assert_non_null(conf);
-	return start(conf, extra, password, false);
+	return start(conf, extra, password, false, false);
 }
 
 static void kill_server(test_redis *r, int sig)
@@ -371,6 +385,24 @@ redisReply *test_redis_vcmd(test_redis *r, const char *fmt, va_list ap)
 			reply = redisvCommand(c, fmt, again);
 	}
 	va_end(again);
+	return reply;
+}
+
+redisReply *test_redis_cmd_argv(test_redis *r, int argc, const char *const *argv)
+{
+	bool reused = r->ctx && !r->ctx->err;
+	redisContext *c = inspection(r);
+	redisReply *reply;
+
+	if (!c || c->err)
+		return NULL;
+	reply = redisCommandArgv(c, argc, (const char **)argv, NULL);
+	/* As test_redis_vcmd(): once more if the idle connection was killed. */
+	if (!reply && reused && c->err == REDIS_ERR_EOF) {
+		c = inspection(r);
+		if (c && !c->err)
+			reply = redisCommandArgv(c, argc, (const char **)argv, NULL);
+	}
 	return reply;
 }
 

@@ -25,6 +25,7 @@
 typedef struct test_redis {
 	pid_t pid;           /* 0 while stopped */
 	int port;
+	int cluster_port;    /* the cluster bus port, or 0 (not a cluster node) */
 	char *dir;           /* temporary directory: log, socket */
 	char *unix_path;     /* set when started with a unix socket */
 	char *password;      /* requirepass, or NULL */
@@ -49,6 +50,13 @@ test_redis *test_redis_start(const char *const *extra, const char *password, boo
  * (g_free'd) before test_redis_resume() to start with other text.
  */
 test_redis *test_redis_start_conf(const char *conf, const char *const *extra, const char *password);
+/*
+ * The same for a Redis Cluster node: also --cluster-port Q, Q a second
+ * free port chosen with P at each start attempt (the default, P + 10000,
+ * may be another process's port or no port at all), kept across
+ * test_redis_resume().  extra names the cluster options.
+ */
+test_redis *test_redis_start_cluster_node(const char *const *extra, const char *password);
 /* Stop (SIGTERM, SIGKILL after 5 s), remove the directory, free. */
 void test_redis_stop(test_redis *r);
 /* Stop the server process only; the port and directory stay ours. */
@@ -73,6 +81,8 @@ char *test_redis_unix_uri(const test_redis *r, const char *suffix);
 redisReply *test_redis_cmd(test_redis *r, const char *fmt, ...);
 /* The same, with a va_list. */
 redisReply *test_redis_vcmd(test_redis *r, const char *fmt, va_list ap);
+/* The same, with the command as argc arguments (binary-safe strings). */
+redisReply *test_redis_cmd_argv(test_redis *r, int argc, const char *const *argv);
 /* The integer reply of a command, or -999 on any other reply. */
 long long test_redis_int(test_redis *r, const char *fmt, ...);
 /* The string reply of a command (g_free), or NULL for nil or an error. */
