@@ -530,43 +530,50 @@ static int pause_for(redis_backend *b, dlock__waiter *waiter, int64_t us, int64_
 static int count_one(redis_backend *b, redis_route *route, const char *what)
 {
 	if (++route->redirects > ROUTE_REDIRECTS_MAX)
-		return dlock__error(DLOCK_EUNAVAILABLE, "%s: slot %d: still %s after %d redirections",
-		                    b->label, route->slot, what, ROUTE_REDIRECTS_MAX);
+		return dlock__error(DLOCK_EUNAVAILABLE, "%s (slot %d), still after %d redirections",
+		                    what, route->slot, ROUTE_REDIRECTS_MAX);
 	return DLOCK_OK;
 }
 
 int dlock__redis_route_follow(redis_backend *b, redis_route *route, const redis_redirect *r,
                               dlock__waiter *waiter, int64_t deadline_us)
 {
+	char what[256];
 	int rc;
 
-	route->ask = NULL;
 	switch (r->kind) {
 	case REDIRECT_MOVED:
-		if ((rc = count_one(b, route, "moved")) != DLOCK_OK)
-			return rc;
-		if (!dlock__redis_cluster_moved(b->cluster, r->slot, r->addr))
-			return dlock__error(DLOCK_EBACKEND, "%s: a MOVED to '%s', which is no address",
-			                    b->label, r->addr);
-		route->lost_pause_us = 0;
-		break;
 	case REDIRECT_ASK:
-		if ((rc = count_one(b, route, "asked elsewhere")) != DLOCK_OK)
+		route->ask = NULL;
+		g_snprintf(what, sizeof(what), "%s: sent on to %s", b->label, r->addr);
+		if ((rc = count_one(b, route, what)) != DLOCK_OK)
 			return rc;
-		route->ask = dlock__redis_cluster_node(b->cluster, r->addr);
+		if (r->kind == REDIRECT_ASK) {
+			route->ask = dlock__redis_cluster_node(b->cluster, r->addr);
+		} else if (dlock__redis_cluster_moved(b->cluster, r->slot, r->addr)) {
+			route->lost_pause_us = 0;
+			break;
+		}
 		if (!route->ask)
-			return dlock__error(DLOCK_EBACKEND, "%s: an ASK to '%s', which is no address",
+			return dlock__error(DLOCK_EBACKEND, "%s: sent on to '%s', which is no address",
 			                    b->label, r->addr);
 		break;
 	case REDIRECT_TRYAGAIN:
 		/* The migration's end is not a redirection: it is waited for
-		 * within the deadline, however many pauses that takes. */
+		 * within the deadline, however many pauses that takes.  An
+		 * ASK's target answers it too (the keys a script names are
+		 * split, or none is there yet): tried there again, and the
+		 * ASK that led there not counted. */
+		if (route->ask && route->redirects > 0)
+			route->redirects--;
 		if (dlock__remaining_us(deadline_us) <= TRYAGAIN_PAUSE_US)
 			return dlock__error(DLOCK_EUNAVAILABLE, "%s: slot %d is being migrated (TRYAGAIN) "
 			                    "and the time ran out", b->label, route->slot);
 		return pause_for(b, waiter, TRYAGAIN_PAUSE_US, deadline_us);
 	case REDIRECT_DOWN:
-		return dlock__redis_route_lost(b, route, waiter, deadline_us, "the cluster is down");
+		route->ask = NULL;
+		g_snprintf(what, sizeof(what), "%s: the cluster is down (CLUSTERDOWN)", b->label);
+		return dlock__redis_route_lost(b, route, waiter, deadline_us, what);
 	case REDIRECT_NONE:
 		break;
 	}
@@ -583,8 +590,7 @@ int dlock__redis_route_lost(redis_backend *b, redis_route *route, dlock__waiter 
 		return rc;
 	if (route->lost_pause_us > 0) {
 		if (dlock__remaining_us(deadline_us) <= route->lost_pause_us)
-			return dlock__error(DLOCK_EUNAVAILABLE, "%s: slot %d: %s, and the time ran out",
-			                    b->label, route->slot, what);
+			return dlock__error(DLOCK_EUNAVAILABLE, "%s, and the time ran out", what);
 		rc = pause_for(b, waiter, route->lost_pause_us, deadline_us);
 		if (rc != DLOCK_OK)
 			return rc;
