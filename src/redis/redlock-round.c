@@ -198,6 +198,7 @@ static void read_call(round *r, rl_call *call)
 	redis_backend *m = call->master;
 	redis_conn *conn = call->conn;
 	redisReply *reply = NULL;
+	int rc;
 
 	if (redisBufferRead(conn->ctx) != REDIS_OK) {
 		bool reused = conn->reused;
@@ -233,10 +234,12 @@ static void read_call(round *r, rl_call *call)
 		use_conn(r, call, conn); /* the script did not run: by its body */
 		return;
 	}
-	if (dlock__redis_reply_error(m, reply, "script") == DLOCK_OK) {
+	rc = dlock__redis_reply_error(m, reply, "script");
+	if (rc == DLOCK_OK) {
 		call->reply = reply;
 	} else {
-		fail_call(call, DLOCK_EBACKEND);
+		/* DLOCK_ECONFIG for a cluster's node, which no Redlock is. */
+		fail_call(call, rc);
 		freeReplyObject(reply);
 	}
 	dlock__redis_conn_put(m, conn, true);

@@ -102,6 +102,40 @@ static void test_a_cluster_uri_that_cannot_work_is_refused_at_creation(void **st
 	dlock_client_free(client);
 }
 
+/*
+ * The cluster's nodes named as a Redlock's masters (redis://, several
+ * hosts), or one of them as a single server: refused by the first call
+ * that meets a node's redirection, saying to use redis+cluster://.
+ */
+static void test_cluster_nodes_as_redlock_or_one_server_are_a_configuration_error(void **state)
+{
+	char *redlock = g_strdup_printf("redis://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
+	                                test_cluster_port(tc, 0), test_cluster_port(tc, 1),
+	                                test_cluster_port(tc, 2));
+	char *single = g_strdup_printf("redis://127.0.0.1:%d", test_cluster_port(tc, 0));
+	char resource[64];
+	dlock_client *client;
+	dlock_lock *lock;
+
+	(void)state;
+	client = client_on(redlock);
+	lock = lock_on(client, "cluster/as-redlock");
+	assert_int_equal(dlock_acquire(lock, 3000), DLOCK_ECONFIG);
+	assert_message_has("redis+cluster://");
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+
+	client = client_on(single);
+	test_cluster_resource_on(tc, 1, "as-single/", resource, sizeof(resource));
+	lock = lock_on(client, resource);
+	assert_int_equal(dlock_acquire(lock, 3000), DLOCK_ECONFIG);
+	assert_message_has("redis+cluster://");
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(redlock);
+	g_free(single);
+}
+
 /* ---- routing ------------------------------------------------------------ */
 
 /*
@@ -418,6 +452,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_a_cluster_uri_that_cannot_work_is_refused_at_creation),
+		cmocka_unit_test(test_cluster_nodes_as_redlock_or_one_server_are_a_configuration_error),
 		cmocka_unit_test(test_resources_land_on_every_master_through_one_seed),
 		cmocka_unit_test(test_exclusion_across_processes_with_increasing_tokens),
 		cmocka_unit_test(test_read_write_locks),
