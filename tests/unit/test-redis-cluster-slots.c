@@ -13,6 +13,8 @@
 #include <cmocka.h>
 #include <glib.h>
 
+#include "clock.h"
+#include "dlock.h"
 #include "redis/internal.h"
 
 static void test_crc16_check_value(void **state)
@@ -112,6 +114,54 @@ static void test_moved_updates_the_slot_owner(void **state)
 	g_ptr_array_unref(hosts);
 }
 
+/*
+ * A command follows at most ROUTE_REDIRECTS_MAX redirections; a
+ * migration's TRYAGAIN is waited out within the deadline, not counted,
+ * and an ASK that led to one is not counted either, its target kept for
+ * the next try.
+ */
+static void test_redirections_are_bounded_and_tryagain_waits(void **state)
+{
+	GPtrArray *hosts = g_ptr_array_new();
+	dlock__host seed = { .host = (char *)"127.0.0.1", .port = 7000 };
+	dlock__uri uri = { .hosts = hosts };
+	redis_backend b = { .label = (char *)"redis+cluster test" };
+	redis_redirect moved = { REDIRECT_MOVED, 15031, "127.0.0.1:7001" };
+	redis_redirect ask = { REDIRECT_ASK, 15031, "127.0.0.1:7002" };
+	redis_redirect again = { REDIRECT_TRYAGAIN, -1, "" };
+	int64_t deadline = dlock__mono_us() + 10 * 1000 * 1000;
+	redis_route route;
+
+	(void)state;
+	g_ptr_array_add(hosts, &seed);
+	b.cluster = dlock__redis_cluster_new(&uri);
+	dlock__redis_route_init(&route, "dlock:{R}");
+	assert_int_equal(route.slot, 15031);
+	for (int i = 0; i < ROUTE_REDIRECTS_MAX; i++)
+		assert_int_equal(dlock__redis_route_follow(&b, &route, &moved, NULL, deadline), DLOCK_OK);
+	assert_int_equal(dlock__redis_route_follow(&b, &route, &moved, NULL, deadline), DLOCK_EUNAVAILABLE);
+	assert_non_null(strstr(dlock_last_error_message(), "redirections"));
+
+	dlock__redis_route_init(&route, "dlock:{R}");
+	for (int i = 0; i < ROUTE_REDIRECTS_MAX + 2; i++) {
+		assert_int_equal(dlock__redis_route_follow(&b, &route, &ask, NULL, deadline), DLOCK_OK);
+		assert_non_null(route.ask);
+		assert_int_equal(route.ask->port, 7002);
+		assert_int_equal(dlock__redis_route_follow(&b, &route, &again, NULL, deadline), DLOCK_OK);
+		assert_non_null(route.ask);
+	}
+	assert_int_equal(route.redirects, 0);
+	/* A MOVED ends the ASK's detour. */
+	assert_int_equal(dlock__redis_route_follow(&b, &route, &moved, NULL, deadline), DLOCK_OK);
+	assert_null(route.ask);
+	/* No time for a pause: the migration outlasted the wait. */
+	assert_int_equal(dlock__redis_route_follow(&b, &route, &again, NULL, dlock__mono_us() + 10 * 1000),
+	                 DLOCK_EUNAVAILABLE);
+	assert_non_null(strstr(dlock_last_error_message(), "migrated"));
+	dlock__redis_cluster_free(b.cluster);
+	g_ptr_array_unref(hosts);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -119,6 +169,7 @@ int main(void)
 		cmocka_unit_test(test_slot_of_a_key_is_its_hash_tags),
 		cmocka_unit_test(test_redirections_are_read),
 		cmocka_unit_test(test_moved_updates_the_slot_owner),
+		cmocka_unit_test(test_redirections_are_bounded_and_tryagain_waits),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
