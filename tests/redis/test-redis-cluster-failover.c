@@ -19,6 +19,7 @@
 
 #include "dlock.h"
 #include "test-cluster.h"
+#include "test-holds.h"
 #include "test-rw.h"
 
 static test_cluster *tc;
@@ -26,41 +27,10 @@ static test_cluster *tc;
 static dlock_client *client_with(const char *suffix)
 {
 	char *uri = test_cluster_uri(tc, suffix);
-	dlock_client *client;
+	dlock_client *client = test_client(uri);
 
-	if (dlock_client_new(uri, &client) != DLOCK_OK)
-		fail_msg("%s: %s", uri, dlock_last_error_message());
 	g_free(uri);
 	return client;
-}
-
-typedef struct states {
-	GMutex mu;
-	int64_t lost_at_ms;
-	int suspended;
-} states;
-
-static void on_state(dlock_lock *lock, dlock_state state, void *data)
-{
-	states *s = data;
-
-	(void)lock;
-	g_mutex_lock(&s->mu);
-	if (state == DLOCK_STATE_LOST && !s->lost_at_ms)
-		s->lost_at_ms = test_now_ms();
-	if (state == DLOCK_STATE_SUSPENDED)
-		s->suspended++;
-	g_mutex_unlock(&s->mu);
-}
-
-static int64_t lost_at(states *s)
-{
-	int64_t at;
-
-	g_mutex_lock(&s->mu);
-	at = s->lost_at_ms;
-	g_mutex_unlock(&s->mu);
-	return at;
 }
 
 typedef struct queue_seen {
@@ -95,17 +65,17 @@ static void test_a_held_lock_and_its_waiter_follow_a_manual_failover(void **stat
 	char *uri = test_cluster_uri(tc, "?ttl=1500ms&min-replicas=1");
 	dlock_client *client = client_with("?ttl=1500ms&min-replicas=1");
 	dlock_lock *held;
-	states s = { .lost_at_ms = 0 };
+	test_states s;
 	test_rw_waiter w;
 	queue_seen q;
 	dlock_info *info;
 	int old, promoted;
 
 	(void)state;
-	g_mutex_init(&s.mu);
+	test_states_init(&s);
 	test_cluster_resource_on(tc, 0, "manual/", resource, sizeof(resource));
-	assert_int_equal(dlock_lock_new(client, resource, &held), DLOCK_OK);
-	assert_int_equal(dlock_lock_set_state_callback(held, on_state, &s), DLOCK_OK);
+	held = test_lock(client, resource);
+	assert_int_equal(dlock_lock_set_state_callback(held, test_states_record, &s), DLOCK_OK);
 	assert_int_equal(dlock_acquire(held, 5000), DLOCK_OK);
 	test_rw_waiter_start(&w, uri, resource, DLOCK_MODE_EXCLUSIVE, 30000);
 	old = owner_of(resource);
@@ -115,7 +85,7 @@ static void test_a_held_lock_and_its_waiter_follow_a_manual_failover(void **stat
 	promoted = test_cluster_failover(tc, old);
 	/* Several renewals on the promoted replica. */
 	g_usleep(3000 * 1000);
-	assert_int_equal(lost_at(&s), 0);
+	assert_int_equal(test_states_lost_at(&s), 0);
 	assert_false(test_rw_waiter_done(&w));
 	g_snprintf(master, sizeof(master), "127.0.0.1:%d", test_cluster_port(tc, promoted));
 	assert_int_equal(dlock_lock_query(held, &info), DLOCK_OK);
@@ -132,6 +102,7 @@ static void test_a_held_lock_and_its_waiter_follow_a_manual_failover(void **stat
 	test_rw_owner_close(&w.owner);
 	dlock_lock_free(held);
 	dlock_client_free(client);
+	test_states_clear(&s);
 	g_free(uri);
 }
 
@@ -151,7 +122,7 @@ static void test_a_master_killed_under_a_held_lock_hands_over_to_its_replica(voi
 	char *uri = test_cluster_uri(tc, "?ttl=1500ms");
 	dlock_client *client = client_with("?ttl=1500ms&min-replicas=1");
 	dlock_lock *held;
-	states s = { .lost_at_ms = 0 };
+	test_states s;
 	test_rw_waiter w;
 	queue_seen q;
 	int64_t killed_ms, granted_ms;
@@ -159,10 +130,10 @@ static void test_a_master_killed_under_a_held_lock_hands_over_to_its_replica(voi
 	int old, promoted;
 
 	(void)state;
-	g_mutex_init(&s.mu);
+	test_states_init(&s);
 	test_cluster_resource_on(tc, 1, "killed/", resource, sizeof(resource));
-	assert_int_equal(dlock_lock_new(client, resource, &held), DLOCK_OK);
-	assert_int_equal(dlock_lock_set_state_callback(held, on_state, &s), DLOCK_OK);
+	held = test_lock(client, resource);
+	assert_int_equal(dlock_lock_set_state_callback(held, test_states_record, &s), DLOCK_OK);
 	assert_int_equal(dlock_acquire(held, 5000), DLOCK_OK);
 	token = dlock_fencing_token(held);
 	test_rw_waiter_start(&w, uri, resource, DLOCK_MODE_EXCLUSIVE, 30000);
@@ -184,18 +155,19 @@ static void test_a_master_killed_under_a_held_lock_hands_over_to_its_replica(voi
 	test_rw_waiter_join(&w);
 	print_message("killed at 0; holder LOST at %" PRId64 " ms; waiter returned %d by %" PRId64
 	              " ms with token %" PRIu64 " (holder's %" PRIu64 ")\n",
-	              lost_at(&s) - killed_ms, w.rc, granted_ms - killed_ms,
+	              test_states_lost_at(&s) - killed_ms, w.rc, granted_ms - killed_ms,
 	              dlock_fencing_token(w.owner.lock), token);
 	assert_int_equal(w.rc, DLOCK_OK);
-	assert_true(lost_at(&s) > 0);
-	assert_true(lost_at(&s) - killed_ms <= 1500 + test_slack(300));
-	assert_true(granted_ms >= lost_at(&s));
+	assert_true(test_states_lost_at(&s) > 0);
+	assert_true(test_states_lost_at(&s) - killed_ms <= 1500 + test_slack(300));
+	assert_true(granted_ms >= test_states_lost_at(&s));
 	assert_true(dlock_fencing_token(w.owner.lock) > token);
 	assert_int_equal(dlock_release(held), DLOCK_ELOST);
 	assert_int_equal(dlock_release(w.owner.lock), DLOCK_OK);
 	test_rw_owner_close(&w.owner);
 	dlock_lock_free(held);
 	dlock_client_free(client);
+	test_states_clear(&s);
 	g_free(uri);
 
 	test_cluster_restart(tc, old);

@@ -21,36 +21,12 @@
 #include "test-cluster.h"
 #include "test-election.h"
 #include "test-exclusion.h"
+#include "test-holds.h"
 #include "test-permits.h"
 #include "test-rw.h"
 
 static test_cluster *tc;
 static char *uri;
-
-static dlock_client *client_on(const char *spec)
-{
-	dlock_client *client;
-
-	if (dlock_client_new(spec, &client) != DLOCK_OK)
-		fail_msg("%s: %s", spec, dlock_last_error_message());
-	return client;
-}
-
-static dlock_lock *lock_on(dlock_client *client, const char *resource)
-{
-	dlock_lock *lock;
-
-	assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
-	return lock;
-}
-
-static void assert_message_has(const char *what)
-{
-	const char *m = dlock_last_error_message();
-
-	if (!strstr(m, what))
-		fail_msg("message '%s' lacks '%s'", m, what);
-}
 
 /* A resource name "PREFIX<n>" whose key "dlock:{R}" is in slot; into buf. */
 static void resource_in_slot(int slot, const char *prefix, char *buf, size_t size)
@@ -90,13 +66,13 @@ static void test_a_cluster_uri_that_cannot_work_is_refused_at_creation(void **st
 	}
 	/* The client makes no connection: a seed that is not there is
 	 * found out by the first call that needs the map. */
-	client = client_on("redis+cluster://127.0.0.1:1,127.0.0.1:2?connect-timeout=500ms");
+	client = test_client("redis+cluster://127.0.0.1:1,127.0.0.1:2?connect-timeout=500ms");
 	{
-		dlock_lock *lock = lock_on(client, "cluster/nowhere");
+		dlock_lock *lock = test_lock(client, "cluster/nowhere");
 
 		assert_int_equal(dlock_acquire(lock, 3000), DLOCK_EUNAVAILABLE);
-		assert_message_has("127.0.0.1:1");
-		assert_message_has("127.0.0.1:2");
+		test_assert_message_has("127.0.0.1:1");
+		test_assert_message_has("127.0.0.1:2");
 		dlock_lock_free(lock);
 	}
 	dlock_client_free(client);
@@ -118,18 +94,18 @@ static void test_cluster_nodes_as_redlock_or_one_server_are_a_configuration_erro
 	dlock_lock *lock;
 
 	(void)state;
-	client = client_on(redlock);
-	lock = lock_on(client, "cluster/as-redlock");
+	client = test_client(redlock);
+	lock = test_lock(client, "cluster/as-redlock");
 	assert_int_equal(dlock_acquire(lock, 3000), DLOCK_ECONFIG);
-	assert_message_has("redis+cluster://");
+	test_assert_message_has("redis+cluster://");
 	dlock_lock_free(lock);
 	dlock_client_free(client);
 
-	client = client_on(single);
+	client = test_client(single);
 	test_cluster_resource_on(tc, 1, "as-single/", resource, sizeof(resource));
-	lock = lock_on(client, resource);
+	lock = test_lock(client, resource);
 	assert_int_equal(dlock_acquire(lock, 3000), DLOCK_ECONFIG);
-	assert_message_has("redis+cluster://");
+	test_assert_message_has("redis+cluster://");
 	dlock_lock_free(lock);
 	dlock_client_free(client);
 	g_free(redlock);
@@ -146,7 +122,7 @@ static void test_cluster_nodes_as_redlock_or_one_server_are_a_configuration_erro
 static void test_resources_land_on_every_master_through_one_seed(void **state)
 {
 	char *seed = test_cluster_uri_seed(tc, 0, NULL);
-	dlock_client *client = client_on(seed);
+	dlock_client *client = test_client(seed);
 
 	(void)state;
 	for (int node = 0; node < tc->n_masters; node++) {
@@ -157,7 +133,7 @@ static void test_resources_land_on_every_master_through_one_seed(void **state)
 		test_cluster_resource_on(tc, node, "spread/", resource, sizeof(resource));
 		g_snprintf(key, sizeof(key), "dlock:{%s}", resource);
 		g_snprintf(master, sizeof(master), "127.0.0.1:%d", test_cluster_port(tc, node));
-		lock = lock_on(client, resource);
+		lock = test_lock(client, resource);
 		assert_int_equal(dlock_acquire(lock, 5000), DLOCK_OK);
 		assert_true(dlock_fencing_token(lock) > (uint64_t)test_wall_ms() * 1000 - 60 * 1000000ull);
 		for (int other = 0; other < tc->n_masters; other++)
@@ -234,7 +210,7 @@ static void test_waiters_listen_on_the_slots_master_by_sharded_pubsub(void **sta
 {
 	char resource[64], pattern[96];
 	int node = 1;
-	dlock_client *holder = client_on(uri);
+	dlock_client *holder = test_client(uri);
 	dlock_lock *held;
 	test_rw_waiter w;
 	int64_t released_ms;
@@ -243,7 +219,7 @@ static void test_waiters_listen_on_the_slots_master_by_sharded_pubsub(void **sta
 	(void)state;
 	test_cluster_resource_on(tc, node, "wake/", resource, sizeof(resource));
 	g_snprintf(pattern, sizeof(pattern), "dlock:{%s}*", resource);
-	held = lock_on(holder, resource);
+	held = test_lock(holder, resource);
 	assert_int_equal(dlock_acquire(held, 5000), DLOCK_OK);
 	test_rw_waiter_start(&w, uri, resource, DLOCK_MODE_EXCLUSIVE, 30000);
 	seen = (channels_seen){ node, pattern, 2 };
@@ -276,22 +252,6 @@ static void test_waiters_listen_on_the_slots_master_by_sharded_pubsub(void **sta
 }
 
 /* ---- migration ---------------------------------------------------------- */
-
-typedef struct state_log {
-	GMutex mu;
-	int lost;
-} state_log;
-
-static void on_state(dlock_lock *lock, dlock_state state, void *data)
-{
-	state_log *s = data;
-
-	(void)lock;
-	g_mutex_lock(&s->mu);
-	if (state == DLOCK_STATE_LOST)
-		s->lost++;
-	g_mutex_unlock(&s->mu);
-}
 
 /*
  * A slot moved from one master to another (IMPORTING/MIGRATING, MIGRATE,
@@ -326,9 +286,9 @@ static void test_a_slot_migrated_under_a_held_lock_and_its_waiters(void **state)
 	char resource[64], fresh[64], key[96];
 	int from = 0, to = 2, slot;
 	char *short_uri = test_cluster_uri(tc, "?ttl=1s");
-	dlock_client *holder = client_on(short_uri);
+	dlock_client *holder = test_client(short_uri);
 	dlock_lock *held;
-	state_log s = { .lost = 0 };
+	test_states s;
 	test_rw_waiter w[2], late;
 	queue_seen q;
 	uint64_t tokens[3];
@@ -338,9 +298,9 @@ static void test_a_slot_migrated_under_a_held_lock_and_its_waiters(void **state)
 	slot = test_cluster_resource_on(tc, from, "migrate/", resource, sizeof(resource));
 	resource_in_slot(slot, "migrate-fresh/", fresh, sizeof(fresh));
 	g_snprintf(key, sizeof(key), "dlock:{%s}", resource);
-	held = lock_on(holder, resource);
-	g_mutex_init(&s.mu);
-	assert_int_equal(dlock_lock_set_state_callback(held, on_state, &s), DLOCK_OK);
+	held = test_lock(holder, resource);
+	test_states_init(&s);
+	assert_int_equal(dlock_lock_set_state_callback(held, test_states_record, &s), DLOCK_OK);
 	assert_int_equal(dlock_acquire(held, 5000), DLOCK_OK);
 	tokens[0] = dlock_fencing_token(held);
 	for (int i = 0; i < 2; i++)
@@ -365,9 +325,7 @@ static void test_a_slot_migrated_under_a_held_lock_and_its_waiters(void **state)
 
 	/* Renewed on the new master since, through another lease or two. */
 	g_usleep(1500 * 1000);
-	g_mutex_lock(&s.mu);
-	assert_int_equal(s.lost, 0);
-	g_mutex_unlock(&s.mu);
+	assert_int_equal(test_states_lost(&s), 0);
 	assert_int_equal(test_redis_int(test_cluster_node(tc, to), "EXISTS %s", key), 1);
 	assert_int_equal(test_redis_int(test_cluster_node(tc, from), "CLUSTER COUNTKEYSINSLOT %d", slot), 0);
 	assert_false(either_done(w));
@@ -393,6 +351,7 @@ static void test_a_slot_migrated_under_a_held_lock_and_its_waiters(void **state)
 	assert_true(tokens[0] < tokens[1] && tokens[1] < tokens[2]);
 	dlock_lock_free(held);
 	dlock_client_free(holder);
+	test_states_clear(&s);
 	g_free(short_uri);
 }
 
@@ -407,7 +366,7 @@ static void test_a_slot_migrated_under_a_held_lock_and_its_waiters(void **state)
 static void test_a_slot_without_a_master_is_unavailable_within_the_wait(void **state)
 {
 	char resource[64], elsewhere[64];
-	dlock_client *client = client_on(uri);
+	dlock_client *client = test_client(uri);
 	dlock_lock *lock, *other;
 	int64_t start, took;
 	int rc;
@@ -415,8 +374,8 @@ static void test_a_slot_without_a_master_is_unavailable_within_the_wait(void **s
 	(void)state;
 	test_cluster_resource_on(tc, 2, "down/", resource, sizeof(resource));
 	test_cluster_resource_on(tc, 0, "up/", elsewhere, sizeof(elsewhere));
-	lock = lock_on(client, resource);
-	other = lock_on(client, elsewhere);
+	lock = test_lock(client, resource);
+	other = test_lock(client, elsewhere);
 	assert_int_equal(dlock_acquire(lock, 5000), DLOCK_OK);
 	assert_int_equal(dlock_release(lock), DLOCK_OK);
 	test_cluster_kill(tc, 2);

@@ -18,6 +18,7 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-holds.h"
 #include "test-sentinel.h"
 
 #define SERVICE "mymaster"
@@ -27,27 +28,10 @@ static test_sentinel *ts;
 static dlock_client *client_with(const char *suffix)
 {
 	char *uri = test_sentinel_uri(ts, suffix);
-	dlock_client *client;
+	dlock_client *client = test_client(uri);
 
-	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
 	g_free(uri);
 	return client;
-}
-
-static dlock_lock *lock_on(dlock_client *client, const char *resource)
-{
-	dlock_lock *lock;
-
-	assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
-	return lock;
-}
-
-static void assert_message_has(const char *what)
-{
-	const char *m = dlock_last_error_message();
-
-	if (!strstr(m, what))
-		fail_msg("message '%s' lacks '%s'", m, what);
 }
 
 static char *address_of(const test_redis *r)
@@ -71,7 +55,7 @@ static void heal(void)
 static void test_a_lock_through_sentinel_and_the_master_it_names(void **state)
 {
 	dlock_client *client = client_with(NULL);
-	dlock_lock *lock = lock_on(client, "sentinel/basic");
+	dlock_lock *lock = test_lock(client, "sentinel/basic");
 	char *master = address_of(test_sentinel_master(ts));
 	dlock_info *info;
 
@@ -87,34 +71,6 @@ static void test_a_lock_through_sentinel_and_the_master_it_names(void **state)
 	dlock_lock_free(lock);
 	dlock_client_free(client);
 	g_free(master);
-}
-
-typedef struct states {
-	GMutex mu;
-	int64_t lost_at_ms;
-	int suspended;
-} states;
-
-static void on_state(dlock_lock *lock, dlock_state state, void *data)
-{
-	states *s = data;
-
-	g_mutex_lock(&s->mu);
-	if (state == DLOCK_STATE_LOST && !s->lost_at_ms)
-		s->lost_at_ms = test_now_ms();
-	if (state == DLOCK_STATE_SUSPENDED)
-		s->suspended++;
-	g_mutex_unlock(&s->mu);
-}
-
-static int64_t lost_at(states *s)
-{
-	int64_t at;
-
-	g_mutex_lock(&s->mu);
-	at = s->lost_at_ms;
-	g_mutex_unlock(&s->mu);
-	return at;
 }
 
 typedef struct waiter {
@@ -167,17 +123,17 @@ static void test_a_waiter_holds_on_the_promoted_master_after_a_kill(void **state
 {
 	const char *resource = "sentinel/kill";
 	dlock_client *a = client_with("?ttl=1500ms"), *b = client_with("?ttl=1500ms");
-	dlock_lock *held = lock_on(a, resource);
-	waiter w = { .lock = lock_on(b, resource), .wait_ms = 30000, .rc = 99 };
-	states s = { 0 };
+	dlock_lock *held = test_lock(a, resource);
+	waiter w = { .lock = test_lock(b, resource), .wait_ms = 30000, .rc = 99 };
+	test_states s;
 	int64_t killed_ms;
 	uint64_t token;
 	int old_port;
 	GThread *t;
 
-	g_mutex_init(&s.mu);
+	test_states_init(&s);
 	g_mutex_init(&w.mu);
-	assert_int_equal(dlock_lock_set_state_callback(held, on_state, &s), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(held, test_states_record, &s), DLOCK_OK);
 	assert_int_equal(dlock_lock_set_owner(w.lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
 	assert_int_equal(dlock_acquire(held, 5000), DLOCK_OK);
 	token = dlock_fencing_token(held);
@@ -193,11 +149,11 @@ static void test_a_waiter_holds_on_the_promoted_master_after_a_kill(void **state
 	g_thread_join(t);
 	print_message("killed at 0; holder LOST at %" PRId64 " ms; waiter returned %d at %" PRId64
 	              " ms with token %" PRIu64 " (holder's %" PRIu64 ")\n",
-	              lost_at(&s) - killed_ms, w.rc, w.done_at_ms - killed_ms, w.token, token);
+	              test_states_lost_at(&s) - killed_ms, w.rc, w.done_at_ms - killed_ms, w.token, token);
 	assert_int_equal(w.rc, DLOCK_OK);
-	assert_true(lost_at(&s) > 0);
-	assert_true(lost_at(&s) - killed_ms <= 1500 + test_slack(300));
-	assert_true(w.done_at_ms >= lost_at(&s));
+	assert_true(test_states_lost_at(&s) > 0);
+	assert_true(test_states_lost_at(&s) - killed_ms <= 1500 + test_slack(300));
+	assert_true(w.done_at_ms >= test_states_lost_at(&s));
 	assert_true(w.token > token);
 	assert_int_equal(dlock_release(held), DLOCK_ELOST);
 	assert_int_equal(dlock_release(w.lock), DLOCK_OK);
@@ -206,7 +162,7 @@ static void test_a_waiter_holds_on_the_promoted_master_after_a_kill(void **state
 	dlock_lock_free(held);
 	dlock_client_free(b);
 	dlock_client_free(a);
-	g_mutex_clear(&s.mu);
+	test_states_clear(&s);
 	g_mutex_clear(&w.mu);
 	heal();
 }
@@ -223,15 +179,15 @@ static void test_with_min_replicas_a_switchover_makes_no_second_holder(void **st
 	const char *resource = "sentinel/switch-acked";
 	const char *suffix = "?ttl=1500ms&min-replicas=1&replica-timeout=100ms";
 	dlock_client *a = client_with(suffix), *b = client_with(suffix);
-	dlock_lock *held = lock_on(a, resource);
-	waiter w = { .lock = lock_on(b, resource), .wait_ms = 30000, .rc = 99 };
-	states s = { 0 };
+	dlock_lock *held = test_lock(a, resource);
+	waiter w = { .lock = test_lock(b, resource), .wait_ms = 30000, .rc = 99 };
+	test_states s;
 	uint64_t token;
 	GThread *t;
 
-	g_mutex_init(&s.mu);
+	test_states_init(&s);
 	g_mutex_init(&w.mu);
-	assert_int_equal(dlock_lock_set_state_callback(held, on_state, &s), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(held, test_states_record, &s), DLOCK_OK);
 	assert_int_equal(dlock_lock_set_owner(w.lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
 	assert_int_equal(dlock_acquire(held, 5000), DLOCK_OK);
 	token = dlock_fencing_token(held);
@@ -245,10 +201,10 @@ static void test_with_min_replicas_a_switchover_makes_no_second_holder(void **st
 	 * to acknowledge the waiter's grant either.) */
 	if (test_wait_until(waiter_done, &w, 25000)) {
 		print_message("the holder was LOST at %" PRId64 ", the waiter returned %d at %" PRId64 "\n",
-		              lost_at(&s), w.rc, w.done_at_ms);
+		              test_states_lost_at(&s), w.rc, w.done_at_ms);
 		assert_int_equal(w.rc, DLOCK_OK);
-		assert_true(lost_at(&s) > 0);
-		assert_true(w.done_at_ms >= lost_at(&s));
+		assert_true(test_states_lost_at(&s) > 0);
+		assert_true(w.done_at_ms >= test_states_lost_at(&s));
 		assert_true(w.token > token);
 		assert_int_equal(dlock_release(held), DLOCK_ELOST);
 	} else {
@@ -264,7 +220,7 @@ static void test_with_min_replicas_a_switchover_makes_no_second_holder(void **st
 	dlock_lock_free(held);
 	dlock_client_free(b);
 	dlock_client_free(a);
-	g_mutex_clear(&s.mu);
+	test_states_clear(&s);
 	g_mutex_clear(&w.mu);
 }
 
@@ -279,7 +235,7 @@ static void test_a_token_after_a_failover_that_lost_the_grant_is_larger(void **s
 {
 	const char *resource = "sentinel/lostgrant";
 	dlock_client *a = client_with(NULL), *c;
-	dlock_lock *held = lock_on(a, resource), *again;
+	dlock_lock *held = test_lock(a, resource), *again;
 	test_redis *master = test_sentinel_master(ts), *replica = test_sentinel_replica(ts, 0);
 	uint64_t token;
 	int old_port;
@@ -294,7 +250,7 @@ static void test_a_token_after_a_failover_that_lost_the_grant_is_larger(void **s
 	assert_int_equal(test_redis_int(test_sentinel_master(ts), "EXISTS dlock:{%s}", resource), 0);
 
 	c = client_with(NULL);
-	again = lock_on(c, resource);
+	again = test_lock(c, resource);
 	assert_int_equal(dlock_acquire(again, 10000), DLOCK_OK);
 	print_message("lost grant's token %" PRIu64 ", first on the promoted master %" PRIu64 "\n", token,
 	              dlock_fencing_token(again));
@@ -317,7 +273,7 @@ static void test_min_replicas_through_sentinel_refuses_an_unreplicated_grant(voi
 {
 	const char *resource = "sentinel/acked";
 	dlock_client *client = client_with("?min-replicas=1&replica-timeout=200ms");
-	dlock_lock *lock = lock_on(client, resource);
+	dlock_lock *lock = test_lock(client, resource);
 	test_redis *replica = test_sentinel_replica(ts, 0);
 
 	assert_int_equal(dlock_acquire(lock, 5000), DLOCK_OK);
@@ -325,7 +281,7 @@ static void test_min_replicas_through_sentinel_refuses_an_unreplicated_grant(voi
 	assert_int_equal(dlock_release(lock), DLOCK_OK);
 	test_redis_signal(replica, SIGSTOP);
 	assert_int_equal(dlock_acquire(lock, 1000), DLOCK_EUNAVAILABLE);
-	assert_message_has("0 of the 1 replicas");
+	test_assert_message_has("0 of the 1 replicas");
 	/* Given back at once, or, when the last try's WAIT was still
 	 * unanswered at the deadline, by the cleanup once it is answered. */
 	assert_true(test_wait_until(key_gone, (void *)resource, 3000));
@@ -339,7 +295,7 @@ static void test_min_replicas_through_sentinel_refuses_an_unreplicated_grant(voi
 static void test_a_frozen_sentinel_is_passed_over_within_the_wait(void **state)
 {
 	dlock_client *client = client_with(NULL);
-	dlock_lock *lock = lock_on(client, "sentinel/frozen");
+	dlock_lock *lock = test_lock(client, "sentinel/frozen");
 	int64_t t0, took;
 
 	test_sentinel_freeze(ts, 0);
@@ -373,21 +329,21 @@ static void test_failures_name_the_sentinels_and_what_they_said(void **state)
 	t0 = test_now_ms();
 	assert_int_equal(dlock_client_new("redis+sentinel://127.0.0.1:1,127.0.0.1:2/" SERVICE, &client),
 	                 DLOCK_OK);
-	lock = lock_on(client, "sentinel/none");
+	lock = test_lock(client, "sentinel/none");
 	assert_true(test_now_ms() - t0 < 100);
 	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_EUNAVAILABLE);
-	assert_message_has("127.0.0.1:1");
-	assert_message_has("127.0.0.1:2");
+	test_assert_message_has("127.0.0.1:1");
+	test_assert_message_has("127.0.0.1:2");
 	dlock_lock_free(lock);
 	dlock_client_free(client);
 
 	uri = g_strdup_printf("redis+sentinel://127.0.0.1:%d,127.0.0.1:%d/nosuch", test_sentinel_port(ts, 0),
 	                      test_sentinel_port(ts, 1));
 	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
-	lock = lock_on(client, "sentinel/none");
+	lock = test_lock(client, "sentinel/none");
 	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_EUNAVAILABLE);
-	assert_message_has("do not know");
-	assert_message_has("'nosuch'");
+	test_assert_message_has("do not know");
+	test_assert_message_has("'nosuch'");
 	dlock_lock_free(lock);
 	dlock_client_free(client);
 	g_free(uri);
@@ -395,11 +351,11 @@ static void test_failures_name_the_sentinels_and_what_they_said(void **state)
 	/* A master that refuses the credentials: named, the password not. */
 	uri = test_sentinel_uri_userinfo(ts, ":s3cr3t-pw", NULL);
 	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
-	lock = lock_on(client, "sentinel/none");
+	lock = test_lock(client, "sentinel/none");
 	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_EUNAVAILABLE);
 	master = address_of(test_sentinel_master(ts));
-	assert_message_has(master);
-	assert_message_has("password");
+	test_assert_message_has(master);
+	test_assert_message_has("password");
 	assert_null(strstr(dlock_last_error_message(), "s3cr3t-pw"));
 	g_free(master);
 	dlock_lock_free(lock);
@@ -413,12 +369,12 @@ static void test_the_uri_is_checked(void **state)
 	dlock_client *client = NULL;
 
 	assert_int_equal(dlock_client_new("redis+sentinel://127.0.0.1:1", &client), DLOCK_ECONFIG);
-	assert_message_has("no service name");
+	test_assert_message_has("no service name");
 	assert_int_equal(dlock_client_new("redis+sentinel://127.0.0.1:1/svc/x", &client), DLOCK_ECONFIG);
-	assert_message_has("database");
+	test_assert_message_has("database");
 	assert_int_equal(dlock_client_new("redis+sentinel:///svc", &client), DLOCK_ECONFIG);
 	assert_int_equal(dlock_client_new("redis+sentinel://h/svc?sentinel-user=u", &client), DLOCK_ECONFIG);
-	assert_message_has("sentinel-password");
+	test_assert_message_has("sentinel-password");
 	assert_int_equal(dlock_client_new("redis+sentinel://h:1/svc/3?sentinel-password=x", &client), DLOCK_OK);
 	dlock_client_free(client);
 }
