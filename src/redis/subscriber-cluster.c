@@ -268,11 +268,7 @@ static void handle_reply(cluster_sub *cs, sub_link *link, const redisReply *repl
 	if (strcmp(kind, "ssubscribe") == 0) {
 		g_free(take_sent(link));
 		cs->backoff_us = RECONNECT_FIRST_US;
-		if (dlock__waketable_contains(sub->channels, name)) {
-			dlock__waketable_set_data(sub->channels, name, GUINT_TO_POINTER(SUBSCRIBED));
-			if (g_hash_table_contains(sub->boxes, name))
-				dlock__waketable_wake(sub->channels, name);
-		}
+		dlock__redis_sub_confirmed_locked(sub, name);
 	} else if (strcmp(kind, "sunsubscribe") == 0) {
 		const char *head = g_queue_peek_head(&link->sent);
 		bool ours = (state & PENDING) && head && strcmp(head, name) == 0;
@@ -284,9 +280,7 @@ static void handle_reply(cluster_sub *cs, sub_link *link, const redisReply *repl
 			cs->map_stale = true;
 		forget_locked(cs, name, !ours);
 	} else if (strcmp(kind, "smessage") == 0) {
-		if (reply->elements == 3 && reply->element[2]->type == REDIS_REPLY_STRING)
-			dlock__redis_sub_post_grant(sub, name, reply->element[2]->str);
-		dlock__waketable_wake(sub->channels, name);
+		dlock__redis_sub_message_locked(sub, name, reply);
 	}
 	dlock__mutex_unlock(&sub->mu);
 }

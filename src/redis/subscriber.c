@@ -95,7 +95,7 @@ void dlock__redis_sub_refuse_locked(redis_sub *sub, const char *name, const char
 
 /* Leave a grant in the mailbox of the wait that listens on name, if any.
  * Called with sub->mu held. */
-void dlock__redis_sub_post_grant(redis_sub *sub, const char *name, const char *text)
+static void post_grant(redis_sub *sub, const char *name, const char *text)
 {
 	redis_grant *box = g_hash_table_lookup(sub->boxes, name);
 	uint64_t token;
@@ -163,21 +163,35 @@ static void handle_reply(redis_sub *sub, redisReply *reply, int64_t *ping_sent_u
 	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
 	known = dlock__waketable_contains(sub->channels, name);
 	if (known && strcmp(kind, "subscribe") == 0) {
-		dlock__waketable_set_data(sub->channels, name, GUINT_TO_POINTER(SUBSCRIBED));
-		/* A wait queues once its own channel is confirmed; the release
-		 * channel's confirmation would only make every waiter try once
-		 * more for nothing. */
-		if (g_hash_table_contains(sub->boxes, name))
-			dlock__waketable_wake(sub->channels, name);
+		dlock__redis_sub_confirmed_locked(sub, name);
 	} else if (known && strcmp(kind, "unsubscribe") == 0) {
 		/* Frees the channel if it has no waiter left. */
 		dlock__waketable_set_data(sub->channels, name, NULL);
 	} else if (strcmp(kind, "message") == 0) {
-		if (reply->elements == 3 && reply->element[2]->type == REDIS_REPLY_STRING)
-			dlock__redis_sub_post_grant(sub, name, reply->element[2]->str);
-		dlock__waketable_wake(sub->channels, name);
+		dlock__redis_sub_message_locked(sub, name, reply);
 	}
 	dlock__mutex_unlock(&sub->mu);
+}
+
+void dlock__redis_sub_confirmed_locked(redis_sub *sub, const char *name)
+{
+	dlock__mutex_assert_held(&sub->mu);
+	if (!dlock__waketable_contains(sub->channels, name))
+		return;
+	dlock__waketable_set_data(sub->channels, name, GUINT_TO_POINTER(SUBSCRIBED));
+	/* A wait queues once its own channel is confirmed; the release
+	 * channel's confirmation would only make every waiter try once more
+	 * for nothing. */
+	if (g_hash_table_contains(sub->boxes, name))
+		dlock__waketable_wake(sub->channels, name);
+}
+
+void dlock__redis_sub_message_locked(redis_sub *sub, const char *name, const redisReply *reply)
+{
+	dlock__mutex_assert_held(&sub->mu);
+	if (reply->elements == 3 && reply->element[2]->type == REDIS_REPLY_STRING)
+		post_grant(sub, name, reply->element[2]->str);
+	dlock__waketable_wake(sub->channels, name);
 }
 
 /*

@@ -48,8 +48,10 @@ bool dlock__redis_sub_stopping_arg(void *sub);
 bool dlock__redis_sub_reconnecting(redis_sub *sub);
 /* The server refused the SUBSCRIBE of name (sub->mu held). */
 void dlock__redis_sub_refuse_locked(redis_sub *sub, const char *name, const char *why);
-/* Leave a grant in the mailbox of the wait on name (sub->mu held). */
-void dlock__redis_sub_post_grant(redis_sub *sub, const char *name, const char *text);
+/* The server confirmed the subscription of name; a message came on it
+ * (its grant, if any, posted; its waiters woken).  sub->mu held. */
+void dlock__redis_sub_confirmed_locked(redis_sub *sub, const char *name);
+void dlock__redis_sub_message_locked(redis_sub *sub, const char *name, const redisReply *reply);
 /* A cluster's subscriber thread (subscriber-cluster.c). */
 gpointer dlock__redis_sub_cluster_main(gpointer data);
 
