@@ -267,7 +267,7 @@ static const char *address_of(const redisReply *r, const redis_node *asked)
 /*
  * The map in a CLUSTER SHARDS reply, into owner (NULL for a slot no
  * online master serves).  Each shard: "slots" (start, end pairs) and
- * "nodes", each with "ip", "endpoint", "port", "role", "health".  Nodes
+ * "nodes", each with "endpoint", "ip", "port", "role", "health".  Nodes
  * are added under c->mu.  Returns how many slots got an owner.
  */
 static int map_from_shards(redis_cluster *c, const redisReply *reply, const redis_node *asked,
@@ -285,7 +285,12 @@ static int map_from_shards(redis_cluster *c, const redisReply *reply, const redi
 		for (size_t i = 0; i < nodes->elements && !master; i++) {
 			const redisReply *node = nodes->element[i], *role = field(node, "role"),
 			                 *health = field(node, "health"), *port = field(node, "port");
-			const char *host = address_of(field(node, "ip"), asked);
+			/* The endpoint is what redirections name (an IP, or a
+			 * host name where the cluster prefers those). */
+			const char *host = address_of(field(node, "endpoint"), asked);
+
+			if (!host)
+				host = address_of(field(node, "ip"), asked);
 
 			if (!role || role->type != REDIS_REPLY_STRING || strcmp(role->str, "master") != 0 ||
 			    (health && health->type == REDIS_REPLY_STRING && strcmp(health->str, "online") != 0) ||

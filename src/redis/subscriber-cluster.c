@@ -242,7 +242,6 @@ static void handle_reply(cluster_sub *cs, sub_link *link, const redisReply *repl
 {
 	redis_sub *sub = cs->sub;
 	const char *kind, *name;
-	unsigned state;
 
 	if (reply->type == REDIS_REPLY_ERROR) {
 		handle_error(cs, link, reply);
@@ -264,14 +263,18 @@ static void handle_reply(cluster_sub *cs, sub_link *link, const redisReply *repl
 		return;
 	}
 	dlock__mutex_lock(&sub->mu, DLOCK__RANK_REDIS_SUB);
-	state = GPOINTER_TO_UINT(dlock__waketable_data(sub->channels, name));
 	if (strcmp(kind, "ssubscribe") == 0) {
 		g_free(take_sent(link));
 		cs->backoff_us = RECONNECT_FIRST_US;
 		dlock__redis_sub_confirmed_locked(sub, name);
 	} else if (strcmp(kind, "sunsubscribe") == 0) {
 		const char *head = g_queue_peek_head(&link->sent);
-		bool ours = (state & PENDING) && head && strcmp(head, name) == 0;
+		/* Replies come in the order of the commands, and a channel's
+		 * SSUBSCRIBE is answered before its slot can move: with our
+		 * SUNSUBSCRIBE of it the oldest unanswered command, this is
+		 * its answer (or a push that came first, after which the
+		 * answer is taken for a push: either way one of each). */
+		bool ours = head && strcmp(head, name) == 0;
 
 		/* Not ours: the slot moved away, and the server says so. */
 		if (ours)
