@@ -45,9 +45,11 @@ typedef struct cluster_sub {
 	GPtrArray *links;         /* sub_link * */
 	GHashTable *placed;       /* channel -> redis_node * it is (being) subscribed on */
 	bool map_stale;           /* ask for the slot map before subscribing again */
-	int64_t retry_after_us;   /* no map asked for, no connection made before this
-	                           * (a pause after a failure, doubling) */
-	int64_t backoff_us;
+	int64_t connect_after_us; /* no connection made before this (a pause after
+	                           * a failure, doubling) */
+	int64_t refresh_after_us; /* no map asked for before this (a pause after each
+	                           * time: a master may be missing for seconds) */
+	int64_t backoff_us;       /* the next pause; reset by a confirmed subscription */
 } cluster_sub;
 
 static sub_link *link_find(cluster_sub *cs, redis_node *node)
@@ -121,14 +123,14 @@ static sub_link *link_get(cluster_sub *cs, redis_node *node)
 	redisContext *ctx;
 	int rc;
 
-	if (link || cs->links->len >= LINKS_MAX || dlock__mono_us() < cs->retry_after_us)
+	if (link || cs->links->len >= LINKS_MAX || dlock__mono_us() < cs->connect_after_us)
 		return link;
 	ctx = dlock__redis_connect_node(cs->b, node, cs->sub->waiter, cs->b->connect_timeout_ms * 1000, &rc);
 	if (!ctx) {
 		if (rc != DLOCK_ECANCELED)
 			dlock__log(cs->b->logger, DLOCK_LOG_WARNING, "subscriber: %s", dlock_last_error_message());
 		cs->map_stale = true;
-		cs->retry_after_us = dlock__mono_us() + cs->backoff_us;
+		cs->connect_after_us = dlock__mono_us() + cs->backoff_us;
 		cs->backoff_us = MIN(cs->backoff_us * 2, RECONNECT_CAP_US);
 		return NULL;
 	}
@@ -340,19 +342,22 @@ static void drop_all(cluster_sub *cs, const char *why)
 		link_lost(cs, cs->links->pdata[0], why);
 }
 
-/* Ask for the map when it is stale, not before the pause is over. */
+/*
+ * Ask for the map when it is stale, not before the pause is over.  The
+ * pause follows every refresh, answered or not: a map may lack a slot's
+ * master for the seconds a replica takes to replace it, and asking again
+ * at once would only repeat it.
+ */
 static void refresh_map(cluster_sub *cs)
 {
 	int64_t now = dlock__mono_us();
 
-	if (!cs->map_stale || now < cs->retry_after_us)
+	if (!cs->map_stale || now < cs->refresh_after_us)
 		return;
 	if (dlock__redis_cluster_refresh(cs->b, cs->sub->waiter, now + cs->b->connect_timeout_ms * 1000) ==
-	    DLOCK_OK) {
+	    DLOCK_OK)
 		cs->map_stale = false;
-		return;
-	}
-	cs->retry_after_us = dlock__mono_us() + cs->backoff_us;
+	cs->refresh_after_us = dlock__mono_us() + cs->backoff_us;
 	cs->backoff_us = MIN(cs->backoff_us * 2, RECONNECT_CAP_US);
 }
 
@@ -383,7 +388,7 @@ gpointer dlock__redis_sub_cluster_main(gpointer data)
 				timeout_ms = (int)MIN(cs.b->command_timeout_ms, 1000);
 		}
 		if (cs.map_stale)
-			timeout_ms = (int)CLAMP((cs.retry_after_us - dlock__mono_us()) / 1000, 1, timeout_ms);
+			timeout_ms = (int)CLAMP((cs.refresh_after_us - dlock__mono_us()) / 1000, 1, timeout_ms);
 		fds[n] = (struct pollfd){ .fd = sub->wake_fd, .events = POLLIN };
 		if (poll(fds, (nfds_t)n + 1, timeout_ms) < 0 && errno != EINTR)
 			continue;

@@ -357,28 +357,59 @@ static void test_a_slot_migrated_under_a_held_lock_and_its_waiters(void **state)
 
 /* ---- a master gone -------------------------------------------------------- */
 
+/* How many times the running masters were asked for the map since their
+ * counters were reset. */
+static long long map_questions(void)
+{
+	long long n = 0;
+
+	for (int i = 0; i < tc->n_masters; i++) {
+		char *info;
+		const char *at;
+
+		if (test_cluster_node(tc, i)->pid == 0)
+			continue;
+		info = test_redis_str(test_cluster_node(tc, i), "INFO commandstats");
+		for (const char *name = "cmdstat_cluster|shards:calls="; info && (at = strstr(info, name));) {
+			n += atoll(at + strlen(name));
+			break;
+		}
+		g_free(info);
+	}
+	return n;
+}
+
 /*
- * The only master of a slot killed (no replica takes over): an acquire of
- * a resource there ends DLOCK_EUNAVAILABLE within its wait (the cluster
- * says CLUSTERDOWN, or nothing answers), while resources elsewhere still
- * work.  Last: the cluster stays broken.
+ * The only master of a slot killed (no replica takes over; the cluster
+ * then answers CLUSTERDOWN everywhere): an acquire of a resource there
+ * ends DLOCK_EUNAVAILABLE within its wait, and a waiter that listened
+ * there asks the other masters for the map now and then, not in a loop.
+ * Last: the cluster stays broken.
  */
 static void test_a_slot_without_a_master_is_unavailable_within_the_wait(void **state)
 {
-	char resource[64], elsewhere[64];
-	dlock_client *client = test_client(uri);
-	dlock_lock *lock, *other;
+	char resource[64];
+	dlock_client *client = test_client(uri), *holder = test_client(uri);
+	dlock_lock *lock, *held;
+	test_rw_waiter w;
 	int64_t start, took;
+	long long asked;
 	int rc;
 
 	(void)state;
 	test_cluster_resource_on(tc, 2, "down/", resource, sizeof(resource));
-	test_cluster_resource_on(tc, 0, "up/", elsewhere, sizeof(elsewhere));
 	lock = test_lock(client, resource);
-	other = test_lock(client, elsewhere);
-	assert_int_equal(dlock_acquire(lock, 5000), DLOCK_OK);
-	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	held = test_lock(holder, resource);
+	assert_int_equal(dlock_acquire(held, 5000), DLOCK_OK);
+	test_rw_waiter_start(&w, uri, resource, DLOCK_MODE_EXCLUSIVE, 6000);
+	{
+		queue_seen q = { 2, resource, 1 };
+
+		assert_true(test_wait_until(queued, &q, 10000));
+	}
 	test_cluster_kill(tc, 2);
+	for (int i = 0; i < 2; i++)
+		freeReplyObject(test_cluster_cmd(tc, i, "CONFIG RESETSTAT"));
 	start = test_now_ms();
 	rc = dlock_acquire(lock, 3000);
 	took = test_now_ms() - start;
@@ -386,9 +417,17 @@ static void test_a_slot_without_a_master_is_unavailable_within_the_wait(void **s
 	              dlock_last_error_message());
 	assert_int_equal(rc, DLOCK_EUNAVAILABLE);
 	assert_true(took <= 3000 + test_slack(500));
+	asked = map_questions();
+	print_message("the map was asked for %lld times in %" PRId64 " ms\n", asked, test_now_ms() - start);
+	assert_true(asked <= 40);
+	assert_true(test_wait_until(test_rw_waiter_done, &w, 10000));
+	test_rw_waiter_join(&w);
+	assert_int_not_equal(w.rc, DLOCK_OK);
+	test_rw_owner_close(&w.owner);
 	dlock_lock_free(lock);
-	dlock_lock_free(other);
+	dlock_lock_free(held);
 	dlock_client_free(client);
+	dlock_client_free(holder);
 }
 
 static int setup(void **state)
