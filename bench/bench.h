@@ -31,6 +31,8 @@
  *                     N permits under 2N contenders
  *   mode-failover.c   an election's leader killed, or resigning: the
  *                     time without a leader
+ *   mode-versus.c     the same pairs and handoffs on two or more URIs
+ *                     (one server, a cluster, min-replicas), interleaved
  *
  * Nothing here pins threads or processes: scripts/bench.sh does (taskset).
  */
@@ -59,6 +61,7 @@
 
 #define BENCH_MAX_HOSTS 8
 #define BENCH_MAX_WAITER_SETS 16
+#define BENCH_MAX_URIS 8 /* versus */
 
 /* ---- the backend under test (target.c) ---- */
 
@@ -66,6 +69,7 @@ typedef enum bench_kind { BENCH_REDIS, BENCH_ZK, BENCH_FILE } bench_kind;
 
 typedef struct bench_target {
 	bench_kind kind;
+	bool cluster;          /* redis+cluster://: the hosts are seeds */
 	const char *uri;       /* as given: what dlock_client_new() gets */
 	const char *label;     /* "redis", "zk", "file", or --label */
 	int n_hosts;
@@ -92,6 +96,11 @@ typedef struct bench_opts {
 	int n_waiter_sets;
 	int waiters[BENCH_MAX_WAITER_SETS];
 	bool waiters_given;     /* --waiters on the command line */
+	/* versus: every URI (the first is target's) and its --labels name */
+	int n_uris;
+	const char *uris[BENCH_MAX_URIS];
+	char labels[BENCH_MAX_URIS][64];
+	int handoffs;           /* versus: handoffs per URI */
 } bench_opts;
 
 /* ---- clock and processes (proc.c) ---- */
@@ -301,6 +310,23 @@ int bench_readers(const bench_opts *o);
 int bench_redlock(const bench_opts *o);
 int bench_semaphore(const bench_opts *o);
 int bench_failover(const bench_opts *o);
+int bench_versus(const bench_opts *o);
+
+/* The handoff of mode-handoff.c, which the versus mode shares.  A
+ * handoff-waiter worker for count handoffs of resource; it writes one
+ * int64 when ready, then one per handoff (bench_handoff_dlock()). */
+#define BENCH_HANDOFF_WARMUP 5 /* handoffs first, not counted */
+void bench_handoff_waiter_start(const char *uri, const char *resource, int count, bench_worker *ret);
+/* One handoff of lock, which this process holds, to w's waiter: let it
+ * queue, leave it 25 ms to be asleep on the lock (measuring round trips
+ * into rtt and rtt_idle meanwhile where floor is given, measure true and
+ * the floor has them), release, and take the lock back once the waiter
+ * has had it.  Returns release -> the waiter's acquisition, in ns. */
+int64_t bench_handoff_dlock(dlock_lock *lock, bench_worker *w, bench_floor *floor, bench_samples *rtt,
+                            bench_samples *rtt_idle, bool measure);
+/* Reap a waiter; exits the program unless it exited cleanly. */
+void bench_handoff_finish(bench_worker *w, const char *who);
+
 /* A READ handle on resource, tried once (taken and released); NULL when
  * the backend has no shared holds. */
 dlock_lock *bench_read_handle(dlock_client *client, const char *resource);

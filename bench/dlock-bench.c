@@ -53,6 +53,10 @@ static void usage(FILE *out)
 	      "  failover    an election: its leader in another process killed (SIGKILL) while a\n"
 	      "              participant waits, and a leader resigning: time to the next leader,\n"
 	      "              --count rounds of each (default 5)\n"
+	      "  versus      two or more URIs (dlock-bench versus URI URI... --labels A,B...), e.g.\n"
+	      "              one server against a cluster, or without and with min-replicas=1:\n"
+	      "              uncontended pairs on each, interleaved as latency, then handoffs to a\n"
+	      "              waiter process on each, interleaved; ratios to the first URI\n"
 	      "\n", out);
 	fputs("URI (what dlock_client_new() gets; the floor follows from the scheme):\n"
 	      "  redis://HOST:PORT            floor: SET NX PX + compare-and-delete EVALSHA, and\n"
@@ -60,17 +64,19 @@ static void usage(FILE *out)
 	      "  redis://HOST:PORT,HOST:PORT[,...]  (Redlock) floor: dlock's Redlock scripts sent to\n"
 	      "                               every master at once by bare hiredis, fenced (with the\n"
 	      "                               fencing round) and plain; PING to every master at once\n"
+	      "  redis+cluster://HOST:PORT[,...]  versus only (no floor: the bare client would need\n"
+	      "                               dlock's routing)\n"
 	      "  zk://HOST:PORT[,HOST:PORT]   floor: create ephemeral-sequential + get_children +\n"
 	      "                               delete, each after the previous answer, and pipelined\n"
 	      "                               (create and get_children in flight together); exists\n"
 	      "  file:///DIR                  floor: fcntl(F_OFD_SETLK) lock + unlock; no round trip\n"
 	      "\n"
 	      "Options (defaults in brackets):\n"
-	      "  --rounds N      latency, redlock: rounds [10]\n"
-	      "  --count N       latency, redlock: pairs per round per subject [2000]; handoff: handoffs [200];\n"
+	      "  --rounds N      latency, redlock, versus: rounds [10]\n"
+	      "  --count N       latency, redlock, versus: pairs per round per subject [2000]; handoff: handoffs [200];\n"
 	      "                  waiters: handoffs per W [300]; fifo: trials per W [3];\n"
 	      "                  readers: read pairs per R [1000]\n"
-	      "  --warmup N      latency, redlock: pairs of each subject not measured; on ZooKeeper the\n"
+	      "  --warmup N      latency, redlock, versus: pairs of each subject not measured; on ZooKeeper the\n"
 	      "                  warm-up also lasts at least 2 s [2000 on ZooKeeper, else 1000]\n"
 	      "  --threads T     throughput: threads per process [4]\n"
 	      "  --procs P       throughput: processes [1]\n"
@@ -79,7 +85,10 @@ static void usage(FILE *out)
 	      "  --waiters LIST  waiters: comma-separated waiter counts [1,4,16,64]; fifo: [16];\n"
 	      "                  readers: reader counts [1,16,64]\n"
 	      "  --hold-us N     waiters, semaphore: how long each holder keeps the lock [1000]\n"
-	      "  --label NAME    the backend's name in results [redis, zk or file]\n"
+	      "  --handoffs N    versus: handoffs per URI [200]\n"
+	      "  --label NAME    the backend's name in results [redis, redis-cluster, zk or file]\n"
+	      "  --labels LIST   versus: comma-separated names of the URIs, the subjects in results\n"
+	      "                  [uri1,uri2,...]\n"
 	      "  --json FILE     append one JSON object per result to FILE (JSON Lines):\n"
 	      "                  {\"mode\":..,\"backend\":..,\"subject\":\"dlock|floor|rtt|...\",...}\n"
 	      "  -h, --help      this text\n"
@@ -125,10 +134,56 @@ static int parse_waiters(const char *text, bench_opts *o)
 	return o->n_waiter_sets > 0 ? 0 : -1;
 }
 
+/* versus: --labels, one distinct name per URI; uri1, uri2... if none. */
+static int parse_labels(const char *text, bench_opts *o)
+{
+	char copy[BENCH_MAX_URIS * 64], *save = NULL;
+	int n = 0;
+
+	if (!text) {
+		for (int k = 0; k < o->n_uris; k++)
+			snprintf(o->labels[k], sizeof(o->labels[k]), "uri%d", k + 1);
+		return 0;
+	}
+	if (strlen(text) >= sizeof(copy))
+		return -1;
+	strcpy(copy, text);
+	for (char *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		if (n == o->n_uris || strlen(p) >= sizeof(o->labels[0]))
+			return -1;
+		for (int k = 0; k < n; k++)
+			if (strcmp(o->labels[k], p) == 0)
+				return -1;
+		strcpy(o->labels[n++], p);
+	}
+	return n == o->n_uris ? 0 : -1;
+}
+
+/* versus: two or more URIs, each one the bench understands. */
+static int versus_args(bench_opts *o, const char *labels)
+{
+	for (int k = 1; k < o->n_uris; k++) {
+		bench_target t;
+
+		if (bench_target_parse(o->uris[k], NULL, &t) != 0)
+			return BENCH_EX_USAGE;
+	}
+	if (o->n_uris < 2)
+		return bad_usage("%s", "versus: expected two or more URIs");
+	if (parse_labels(labels, o) != 0)
+		return bad_usage("--labels '%s': expected one distinct name per URI, comma-separated",
+		                 labels);
+	if (o->count < 0)
+		o->count = 2000;
+	if (o->handoffs < 0)
+		o->handoffs = 200;
+	return bench_versus(o);
+}
+
 int main(int argc, char **argv)
 {
 	enum { OPT_ROUNDS = 256, OPT_COUNT, OPT_WARMUP, OPT_THREADS, OPT_PROCS, OPT_RESOURCES,
-	       OPT_SECONDS, OPT_WAITERS, OPT_HOLD, OPT_LABEL, OPT_JSON };
+	       OPT_SECONDS, OPT_WAITERS, OPT_HOLD, OPT_HANDOFFS, OPT_LABEL, OPT_LABELS, OPT_JSON };
 	static const struct option longopts[] = {
 		{ "rounds", required_argument, NULL, OPT_ROUNDS },
 		{ "count", required_argument, NULL, OPT_COUNT },
@@ -139,14 +194,16 @@ int main(int argc, char **argv)
 		{ "seconds", required_argument, NULL, OPT_SECONDS },
 		{ "waiters", required_argument, NULL, OPT_WAITERS },
 		{ "hold-us", required_argument, NULL, OPT_HOLD },
+		{ "handoffs", required_argument, NULL, OPT_HANDOFFS },
 		{ "label", required_argument, NULL, OPT_LABEL },
+		{ "labels", required_argument, NULL, OPT_LABELS },
 		{ "json", required_argument, NULL, OPT_JSON },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	bench_opts o = { .rounds = 10, .count = -1, .warmup = -1, .threads = 4, .procs = 1,
-		         .resources = 4, .seconds = 5, .hold_us = 1000 };
-	const char *label = NULL;
+		         .resources = 4, .seconds = 5, .hold_us = 1000, .handoffs = -1 };
+	const char *label = NULL, *labels = NULL;
 	int opt;
 
 	/* A closed socket must not kill the program (hiredis writes with
@@ -174,12 +231,14 @@ int main(int argc, char **argv)
 			if (!o.mode)
 				o.mode = argv[optind++];
 			else if (!o.target.uri)
-				o.target.uri = argv[optind++];
+				o.target.uri = o.uris[o.n_uris++] = argv[optind++];
+			else if (strcmp(o.mode, "versus") == 0 && o.n_uris < BENCH_MAX_URIS)
+				o.uris[o.n_uris++] = argv[optind++];
 			else
 				return bad_usage("unexpected argument '%s'", argv[optind]);
 			continue;
 		}
-		if (opt >= OPT_ROUNDS && opt <= OPT_HOLD && opt != OPT_SECONDS && opt != OPT_WAITERS &&
+		if (opt >= OPT_ROUNDS && opt <= OPT_HANDOFFS && opt != OPT_SECONDS && opt != OPT_WAITERS &&
 		    (v = positive(optarg)) < 0)
 			return bad_usage("'%s' is not a positive number", optarg);
 		switch (opt) {
@@ -193,6 +252,7 @@ int main(int argc, char **argv)
 		case OPT_PROCS: o.procs = v; break;
 		case OPT_RESOURCES: o.resources = v; break;
 		case OPT_HOLD: o.hold_us = v; break;
+		case OPT_HANDOFFS: o.handoffs = v; break;
 		case OPT_SECONDS:
 			o.seconds = strtod(optarg, NULL);
 			if (!(o.seconds > 0 && o.seconds <= 3600))
@@ -204,6 +264,7 @@ int main(int argc, char **argv)
 			o.waiters_given = true;
 			break;
 		case OPT_LABEL: label = optarg; break;
+		case OPT_LABELS: labels = optarg; break;
 		case OPT_JSON: o.json_path = optarg; break;
 		default:
 			usage(stderr);
@@ -218,6 +279,10 @@ int main(int argc, char **argv)
 		o.warmup = o.target.kind == BENCH_ZK ? 2000 : 1000;
 	if (o.procs > 64 || o.threads > 256 || o.resources > 1000)
 		return bad_usage("%s", "at most 64 processes of 256 threads, over 1000 resources");
+	if (strcmp(o.mode, "versus") == 0)
+		return versus_args(&o, labels);
+	if (o.target.cluster)
+		return bad_usage("'%s': a Redis Cluster is measured by the versus mode only", o.target.uri);
 	if (strcmp(o.mode, "latency") == 0) {
 		if (o.count < 0)
 			o.count = 2000;

@@ -258,11 +258,44 @@ bench_floor *bench_floor_redis_open(const bench_target *t, int id, bool owner)
 	return &rf->base;
 }
 
+/* DEL key on a Redis Cluster: asked of the first seed, and again of the
+ * master its -MOVED names when the key's slot is elsewhere. */
+static void cluster_del(const bench_target *t, const char *key)
+{
+	redisContext *c = bench_redis_connect(t, 0);
+	redisReply *r = redisCommand(c, "DEL %s", key);
+	char host[64];
+	int port;
+
+	/* "MOVED <slot> <host>:<port>" */
+	if (r && r->type == REDIS_REPLY_ERROR && sscanf(r->str, "MOVED %*d %63[^:]:%d", host, &port) == 2) {
+		struct timeval timeout = { .tv_sec = 5 };
+		redisContext *owner = redisConnectWithTimeout(host, port, timeout);
+
+		if (owner && !owner->err)
+			freeReplyObject(redisCommand(owner, "DEL %s", key));
+		if (owner)
+			redisFree(owner);
+	}
+	freeReplyObject(r);
+	redisFree(c);
+}
+
 /* DEL the fencing counters dlock left for the bench's resources, in both
  * key formats (braced with the default prefix, and plain), on every
- * master of a Redlock URI. */
+ * master of a Redlock URI; on a cluster (braced only: it refuses the
+ * plain format) on the master of each counter's slot. */
 void bench_floor_redis_forget(const bench_target *t, const char *const *resources, int n)
 {
+	if (t->cluster) {
+		for (int i = 0; i < n; i++) {
+			char key[512];
+
+			snprintf(key, sizeof(key), "dlock:{%s}:fence", resources[i]);
+			cluster_del(t, key);
+		}
+		return;
+	}
 	for (int h = 0; h < t->n_hosts; h++) {
 		redisContext *c = bench_redis_connect(t, h);
 

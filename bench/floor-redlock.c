@@ -30,14 +30,19 @@
 
 #include "bench.h"
 
-/* dlock's Redlock scripts, word for word (src/redis/scripts.c). */
+/* dlock's Redlock scripts, word for word as the server gets them
+ * (src/redis/lua/redlock-*.lua without their comments, names numbered). */
 static const char rl_acquire_lua[] =
+	"local c = redis.call('GET', KEYS[2])\n"
+	"if c and (tonumber(c) or 0) >= 9007199253692416 then\n"
+	"  return redis.error_reply('ERR dlock: the fencing counter ' .. KEYS[2] .. ' is at ' .. c ..\n"
+	"                           ': from 2^53 - 2^20 on tokens cannot stay exact (delete it, or set it lower)')\n"
+	"end\n"
 	"if redis.pcall('GET', KEYS[1]) == ARGV[1] then\n"
 	"  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
 	"elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
 	"  return {0, redis.call('PTTL', KEYS[1])}\n"
 	"end\n"
-	"local c = redis.call('GET', KEYS[2])\n"
 	"if not c then\n"
 	"  local t = redis.call('TIME')\n"
 	"  c = t[1] .. string.sub('000000' .. t[2], -6)\n"

@@ -32,7 +32,6 @@
 
 #include "bench.h"
 
-#define WARMUP_HANDOFFS 5
 #define GAP_NS 25000000LL        /* before each release */
 #define RTT_WINDOW_NS 10000000LL /* of which measuring a burst, at most */
 #define RTT_PER_GAP 20
@@ -101,13 +100,13 @@ int bench_handoff_floor_worker(int argc, char **argv)
 }
 
 /* Wait out the gap before a release, measuring round trips in it where
- * the floor has them. */
+ * there is a floor and it has them. */
 static void gap(bench_floor *floor, bench_samples *rtt, bench_samples *rtt_idle, bool measure)
 {
 	int64_t start = bench_now_ns();
 	int64_t t0;
 
-	if (floor->rtt) {
+	if (floor && floor->rtt) {
 		for (int i = 0; i < RTT_PER_GAP && bench_now_ns() - start < RTT_WINDOW_NS; i++) {
 			t0 = bench_now_ns();
 			floor->rtt(floor);
@@ -174,7 +173,7 @@ static int64_t floor_handoff(bench_floor *floor, bench_worker *w)
 	return handoff_ns(released, acquired, "the floor's waiter");
 }
 
-static void finish(bench_worker *w, const char *who)
+void bench_handoff_finish(bench_worker *w, const char *who)
 {
 	int status = bench_worker_finish(w, 30000);
 
@@ -182,9 +181,36 @@ static void finish(bench_worker *w, const char *who)
 		bench_fail("handoff: %s did not exit cleanly", who);
 }
 
+void bench_handoff_waiter_start(const char *uri, const char *resource, int count, bench_worker *ret)
+{
+	char count_text[16];
+	char *argv[] = { "handoff-waiter", (char *)uri, (char *)resource, count_text, NULL };
+
+	snprintf(count_text, sizeof(count_text), "%d", count);
+	bench_worker_start(argv, ret);
+}
+
+int64_t bench_handoff_dlock(dlock_lock *lock, bench_worker *w, bench_floor *floor, bench_samples *rtt,
+                            bench_samples *rtt_idle, bool measure)
+{
+	int64_t released, acquired;
+	int rc;
+
+	let_queue(w, "the waiter");
+	gap(floor, rtt, rtt_idle, measure);
+	released = bench_now_ns();
+	if ((rc = dlock_release(lock)) != DLOCK_OK)
+		bench_fail_dlock("release", rc);
+	if (bench_read_full(w->out_fd, &acquired, sizeof(acquired), BENCH_PIPE_TIMEOUT_MS) != 0)
+		bench_fail("handoff: the waiter failed (see above)");
+	if ((rc = dlock_acquire(lock, BENCH_ACQUIRE_WAIT_MS)) != DLOCK_OK)
+		bench_fail_dlock("re-acquire", rc);
+	return handoff_ns(released, acquired, "the waiter");
+}
+
 int bench_handoff(const bench_opts *o)
 {
-	int total = o->count + WARMUP_HANDOFFS;
+	int total = o->count + BENCH_HANDOFF_WARMUP;
 	dlock_client *client;
 	dlock_lock *lock;
 	bench_floor *floor;
@@ -210,17 +236,13 @@ int bench_handoff(const bench_opts *o)
 	bench_lock_open(o->target.uri, resource, false, &client, &lock);
 	if ((rc = dlock_acquire(lock, BENCH_ACQUIRE_WAIT_MS)) != DLOCK_OK)
 		bench_fail_dlock("acquire", rc);
-	{
-		char *argv[] = { "handoff-waiter", (char *)o->target.uri, resource, count_text, NULL };
-
-		bench_worker_start(argv, &w);
-	}
+	bench_handoff_waiter_start(o->target.uri, resource, total, &w);
 	if (bench_read_full(w.out_fd, &ready, sizeof(ready), BENCH_PIPE_TIMEOUT_MS) != 0 ||
 	    bench_read_full(fw.out_fd, &ready, sizeof(ready), BENCH_PIPE_TIMEOUT_MS) != 0)
 		bench_fail("handoff: a waiter failed to start (see above)");
 	for (int i = 0; i < total; i++) {
-		bool measure = i >= WARMUP_HANDOFFS;
-		int64_t released, acquired, floor_ns;
+		bool measure = i >= BENCH_HANDOFF_WARMUP;
+		int64_t dlock_ns, floor_ns;
 
 		/* Alternate which goes first, so drift hits both alike. */
 		if (i % 2 == 1) {
@@ -228,17 +250,9 @@ int bench_handoff(const bench_opts *o)
 			if (measure)
 				bench_samples_add(&floor_handoffs, floor_ns);
 		}
-		let_queue(&w, "the waiter");
-		gap(floor, &rtt, &rtt_idle, measure);
-		released = bench_now_ns();
-		if ((rc = dlock_release(lock)) != DLOCK_OK)
-			bench_fail_dlock("release", rc);
-		if (bench_read_full(w.out_fd, &acquired, sizeof(acquired), BENCH_PIPE_TIMEOUT_MS) != 0)
-			bench_fail("handoff: the waiter failed (see above)");
+		dlock_ns = bench_handoff_dlock(lock, &w, floor, &rtt, &rtt_idle, measure);
 		if (measure)
-			bench_samples_add(&handoffs, handoff_ns(released, acquired, "the waiter"));
-		if ((rc = dlock_acquire(lock, BENCH_ACQUIRE_WAIT_MS)) != DLOCK_OK)
-			bench_fail_dlock("re-acquire", rc);
+			bench_samples_add(&handoffs, dlock_ns);
 		if (i % 2 == 0) {
 			floor_ns = floor_handoff(floor, &fw);
 			if (measure)
@@ -248,8 +262,8 @@ int bench_handoff(const bench_opts *o)
 	if ((rc = dlock_release(lock)) != DLOCK_OK)
 		bench_fail_dlock("release", rc);
 	floor->unhold(floor);
-	finish(&w, "the waiter");
-	finish(&fw, "the floor's waiter");
+	bench_handoff_finish(&w, "the waiter");
+	bench_handoff_finish(&fw, "the floor's waiter");
 
 	hs = bench_summarize(&handoffs);
 	fs = bench_summarize(&floor_handoffs);

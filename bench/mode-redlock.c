@@ -158,7 +158,7 @@ int bench_redlock(const bench_opts *o)
 	if (!bench_redlock_scripts_match(&o->target)) {
 		bench_forget(&o->target, resources, 2);
 		bench_fail("redlock: the floor's copies of dlock's Redlock scripts (floor-redlock.c) are not "
-		           "the texts of src/redis/scripts.c");
+		           "the texts of src/redis/lua/redlock-*.lua");
 	}
 	/* Two floors on the first master: ids apart, so keys apart. */
 	run.floor = bench_floor_open(&o->target, (int)getpid(), true);

@@ -50,7 +50,7 @@ static int parse_hosts(const char *p, bench_target *t)
 
 /*
  * Fill *ret from uri: redis://h:p[,h:p...][/db][?...] (several hosts:
- * Redlock), zk://h:p[,h:p...][...]
+ * Redlock), redis+cluster://seed:p[,seed:p...][?...], zk://h:p[,h:p...][...]
  * or file:///dir.  label NULL means the scheme's name.  Returns 0, or -1
  * after printing why on stderr.
  */
@@ -64,6 +64,12 @@ int bench_target_parse(const char *uri, const char *label, bench_target *ret)
 		t.kind = BENCH_REDIS;
 		t.label = "redis";
 		if (parse_hosts(uri + 8, &t) != 0)
+			goto bad;
+	} else if (strncmp(uri, "redis+cluster://", 16) == 0) {
+		t.kind = BENCH_REDIS;
+		t.cluster = true;
+		t.label = "redis-cluster";
+		if (parse_hosts(uri + 16, &t) != 0)
 			goto bad;
 	} else if (strncmp(uri, "zk://", 5) == 0) {
 		t.kind = BENCH_ZK;
@@ -90,7 +96,7 @@ int bench_target_parse(const char *uri, const char *label, bench_target *ret)
 bad:
 	fprintf(stderr,
 	        "dlock-bench: '%s': expected redis://HOST:PORT[,HOST:PORT...], "
-	        "zk://HOST:PORT[,HOST:PORT...] or file:///DIR\n",
+	        "redis+cluster://HOST:PORT[,HOST:PORT...], zk://HOST:PORT[,HOST:PORT...] or file:///DIR\n",
 	        uri);
 	return -1;
 }

@@ -49,6 +49,7 @@ import bench_handoff  # noqa: E402
 import bench_readers  # noqa: E402
 import bench_recipes  # noqa: E402
 import bench_redlock  # noqa: E402
+import bench_topologies  # noqa: E402
 
 BACKENDS = ["redis", "zk", "zk3", "file"]
 BACKEND_TITLES = {
@@ -553,6 +554,7 @@ def render(path):
     md += bench_handoff.section(res)
     md += bench_readers.section(res)
     md += bench_redlock.section(res)
+    md += bench_topologies.section(res)
     md += bench_recipes.section(res)
 
     rows, why = targets(res, notes_by_peer)

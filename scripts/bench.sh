@@ -4,11 +4,14 @@
 # against peer libraries, side by side in one run.
 #
 # Builds dlock-bench, starts throwaway servers on free loopback ports — one
-# redis-server, three more as Redlock masters, one ZooKeeper server, one
-# 3-node ZooKeeper ensemble — and a file-backend directory, then runs every
-# mode of dlock-bench (latency, handoff, throughput, waiters, fifo, readers,
+# redis-server, three more as Redlock masters, a 3-master Redis Cluster, a
+# master with one replica, one ZooKeeper server, one 3-node ZooKeeper
+# ensemble — and a file-backend directory, then runs every mode of
+# dlock-bench (latency, handoff, throughput, waiters, fifo, readers,
 # semaphore, failover)
-# on each (on Redlock: the redlock mode and handoff), and the peer drivers of
+# on each (on Redlock: the redlock mode and handoff; versus: one server
+# against the cluster, and the replicated master without and with
+# min-replicas=1), and the peer drivers of
 # bench/peers/ (redis-py and tooz on Redis; kazoo and Curator on
 # ZooKeeper) on the same servers with the same counts.  Writes
 # docs/bench/results.json (machine, versions, every result),
@@ -36,7 +39,7 @@ for arg in "$@"; do
 	case $arg in
 	--quick) quick=1 ;;
 	-h | --help)
-		sed -n '3,26p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '3,30p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*)
@@ -126,8 +129,9 @@ note() {
 }
 
 # Free loopback ports, all different: Redis, ZooKeeper, 3 x (client, peer,
-# election) for the ensemble, 3 Redlock masters.
-mapfile -t ports < <(dlock_free_ports 14)
+# election) for the ensemble, 3 Redlock masters, 3 x (client, bus) for the
+# cluster, a master and its replica.
+mapfile -t ports < <(dlock_free_ports 22)
 
 # ---- servers -------------------------------------------------------------------
 # The JVMs first (they take longest), Redis while they start.
@@ -147,6 +151,15 @@ rl_ports=("${ports[11]}" "${ports[12]}" "${ports[13]}")
 for i in 0 1 2; do
 	dlock_redis_start "redlock-$((i + 1))" "${rl_ports[i]}" || fail "a Redlock master did not start"
 done
+# A Redis Cluster of three masters, and a master with one replica that it
+# syncs at once (for min-replicas=1).
+cl_ports=("${ports[14]}" "${ports[16]}" "${ports[18]}")
+dlock_redis_cluster_start cluster "${ports[14]}:${ports[15]}" "${ports[16]}:${ports[17]}" \
+	"${ports[18]}:${ports[19]}" || fail "the Redis Cluster did not form"
+repl_port=${ports[20]}
+dlock_redis_start replicated "$repl_port" --repl-diskless-sync-delay 0 ||
+	fail "the replicated master did not start"
+dlock_redis_replica_start replica "${ports[21]}" "$repl_port" || fail "the replica did not start"
 dlock_zk_wait zk || fail "ZooKeeper did not start"
 dlock_zk_wait zk3-1 zk3-2 zk3-3 || fail "the ZooKeeper ensemble elected no leader"
 zk_version=$(dlock_zk_4lw "$zk_port" srvr | sed -n 's/^Zookeeper version: //p')
@@ -160,6 +173,8 @@ uri[zk]="zk://127.0.0.1:$zk_port"
 uri[zk3]="zk://127.0.0.1:${zk3_ports[0]},127.0.0.1:${zk3_ports[1]},127.0.0.1:${zk3_ports[2]}"
 uri[file]="file://$files"
 uri[redlock]="redis://127.0.0.1:${rl_ports[0]},127.0.0.1:${rl_ports[1]},127.0.0.1:${rl_ports[2]}"
+uri[cluster]="redis+cluster://127.0.0.1:${cl_ports[0]},127.0.0.1:${cl_ports[1]},127.0.0.1:${cl_ports[2]}"
+uri[replicated]="redis://127.0.0.1:$repl_port"
 # An election's failover waits out a lease or a session: short ones.
 uri[redis-ttl2s]="${uri[redis]}?ttl=2s"
 uri[zk-session4s]="${uri[zk]}?session-timeout=4s"
@@ -174,7 +189,7 @@ peers[file]=""
 peers[redlock]=""
 backends=(redis zk zk3 file)
 
-log "machine: $(uname -m), $cores cores; servers up: Redis $redis_port, Redlock ${rl_ports[*]}, ZooKeeper $zk_port, ensemble ${zk3_ports[*]}"
+log "machine: $(uname -m), $cores cores; servers up: Redis $redis_port, Redlock ${rl_ports[*]}, cluster ${cl_ports[*]}, master $repl_port with replica ${ports[21]}, ZooKeeper $zk_port, ensemble ${zk3_ports[*]}"
 
 # ---- runs ------------------------------------------------------------------------
 results=$tmp/results.jsonl
@@ -264,6 +279,32 @@ for round in $(seq "$outer_rounds"); do
 	run_dlock "$round" redlock redlock --rounds "$rounds" --count "$count" --warmup "$warmup"
 done
 
+# Redis topologies: dlock on one server against dlock on the cluster, and
+# on the replicated master without and with min-replicas=1; pairs and
+# handoffs, interleaved in one process (versus).
+# run_versus ROUND NAME LABELS URI... — one versus run, its results tagged
+# with the round, NAME the comparison's name (the backend in results).
+run_versus() {
+	local round=$1 name=$2 labels=$3
+	shift 3
+	local part=$tmp/part.jsonl
+	: >"$part"
+	log "dlock-bench versus: $name (round $round)"
+	if "${cli[@]}" "$bench" versus "$@" --labels "$labels" --label "$name" --json "$part" \
+		--rounds "$rounds" --count "$count" --warmup "$warmup" --handoffs "$handoffs"; then
+		$PY "$report" tag "round=$round" <"$part" >>"$results"
+	else
+		note "dlock-bench versus: $name (round $round) failed; see its message above"
+		failed=1
+	fi
+}
+read -r rounds count warmup <<<"$(latency_args redis)"
+for round in $(seq "$outer_rounds"); do
+	run_versus "$round" cluster one,cluster "${uri[redis]}" "${uri[cluster]}"
+	run_versus "$round" min-replicas none,min-replicas=1 "${uri[replicated]}" \
+		"${uri[replicated]}?min-replicas=1"
+done
+
 # Handoff: to a waiter in another process (on Redlock too, beside one
 # master).
 for b in "${backends[@]}" redlock; do
@@ -335,6 +376,7 @@ $PY "$report" build --lines "$results" --notes "$notes" --out "$out_dir" \
 	--setting "latency_file=${lat_file[0]} rounds x ${lat_file[1]} pairs, warm-up ${lat_file[2]}" \
 	--setting "handoffs=$handoffs" \
 	--setting "redlock=3 masters, rounds and pairs as latency_redis" \
+	--setting "topologies=a 3-master cluster (cluster-node-timeout 1000), a master with one replica; rounds and pairs as latency_redis, $handoffs handoffs" \
 	--setting "throughput=$tp_rounds rounds of $tp_threads threads, $tp_resources resources, $tp_seconds s after 1 s warm-up" \
 	--setting "waiters=$waiter_list, $waiter_handoffs handoffs each, hold 1 ms" \
 	--setting "fifo=$fifo_waiters waiter processes, $fifo_trials trials" \

@@ -15,6 +15,18 @@
 #                                    data and log in $DLOCK_SERVERS_TMP/NAME),
 #                                    extra ARGs passed on; returns once it
 #                                    answers PING
+#   dlock_redis_cluster_start NAME PORT:BUS_PORT...
+#                                    a Redis Cluster of one master per
+#                                    PORT (nodes NAME-1, NAME-2, ...; an
+#                                    explicit cluster bus port each, their
+#                                    own nodes.conf), the slots split
+#                                    evenly, formed by CLUSTER ADDSLOTSRANGE
+#                                    and MEET; returns once every node says
+#                                    cluster_state:ok
+#   dlock_redis_replica_start NAME PORT MASTER_PORT
+#                                    redis-server on PORT replicating the
+#                                    one on MASTER_PORT; returns once the
+#                                    replica acknowledges a write (WAIT)
 #   dlock_zk_start NAME PORT [TICK_MS [MYID SERVER_LINES]]
 #                                    a ZooKeeper JVM, zoo.cfg and log in
 #                                    $DLOCK_SERVERS_TMP/NAME; returns at once
@@ -41,6 +53,11 @@ DLOCK_ZK_CLASSPATH=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/
 # an ensemble elects a leader within 2 s; these only matter when something
 # is wrong.
 DLOCK_REDIS_START_S=10
+# A cluster says cluster_state:ok about 2.5 s after forming (a master
+# waits 2 s after its start); a replica acknowledges within 0.2 s when its
+# master syncs without delay.
+DLOCK_REDIS_CLUSTER_START_S=30
+DLOCK_REDIS_REPLICA_START_S=30
 DLOCK_ZK_START_S=60
 DLOCK_SERVER_STOP_S=10
 
@@ -129,6 +146,79 @@ dlock_redis_start() {
 		sleep 0.05
 	done
 	dlock_server_failed "$name" "no answer to PING on port $port within $DLOCK_REDIS_START_S s"
+}
+
+# dlock_redis_ask PORT ARG... — one command to the redis-server on PORT,
+# its answer on stdout (empty when none came within 3 s).
+dlock_redis_ask() {
+	local port=$1
+	shift
+	timeout 3 redis-cli -h 127.0.0.1 -p "$port" "$@" 2>/dev/null || true
+}
+
+dlock_redis_cluster_start() {
+	local name=$1 spec port i n first_port first_bus from to ok
+	shift
+	local -a ports=() buses=() names=()
+	for spec in "$@"; do
+		ports+=("${spec%%:*}")
+		buses+=("${spec##*:}")
+	done
+	n=${#ports[@]}
+	for ((i = 0; i < n; i++)); do
+		names+=("$name-$((i + 1))")
+		# The default bus port (client port + 10000) may be another
+		# process's: every node gets the free one it was given.  The
+		# node timeout is short, as the tests' clusters have it.
+		dlock_redis_start "${names[i]}" "${ports[i]}" --cluster-enabled yes \
+			--cluster-config-file "nodes-${ports[i]}.conf" --cluster-port "${buses[i]}" \
+			--cluster-node-timeout 1000 || return 1
+	done
+	# Slots split evenly, then every node meets the first (the bus port
+	# named, since it is not the default).
+	for ((i = 0; i < n; i++)); do
+		from=$((16384 * i / n))
+		to=$((16384 * (i + 1) / n - 1))
+		if [[ "$(dlock_redis_ask "${ports[i]}" CLUSTER ADDSLOTSRANGE "$from" "$to")" != OK ]]; then
+			dlock_server_failed "${names[i]}" "CLUSTER ADDSLOTSRANGE $from $to refused"
+			return 1
+		fi
+	done
+	first_port=${ports[0]}
+	first_bus=${buses[0]}
+	for ((i = 1; i < n; i++)); do
+		if [[ "$(dlock_redis_ask "${ports[i]}" CLUSTER MEET 127.0.0.1 "$first_port" "$first_bus")" != OK ]]; then
+			dlock_server_failed "${names[i]}" "CLUSTER MEET refused"
+			return 1
+		fi
+	done
+	for ((i = 0; i < DLOCK_REDIS_CLUSTER_START_S * 10; i++)); do
+		ok=1
+		for port in "${ports[@]}"; do
+			if [[ "$(dlock_redis_ask "$port" CLUSTER INFO)" != *cluster_state:ok* ]]; then
+				ok=0
+				break
+			fi
+		done
+		((ok)) && return 0
+		sleep 0.1
+	done
+	dlock_server_failed "${names[0]}" "no cluster_state:ok on every node within $DLOCK_REDIS_CLUSTER_START_S s"
+}
+
+dlock_redis_replica_start() {
+	local name=$1 port=$2 master=$3 i
+	dlock_redis_start "$name" "$port" --replicaof 127.0.0.1 "$master" || return 1
+	# A linked replica is not yet one that acknowledges: wait until a write
+	# on the master is acknowledged by WAIT on the same connection.
+	for ((i = 0; i < DLOCK_REDIS_REPLICA_START_S * 10; i++)); do
+		if [[ "$(printf 'SET dlock-servers:probe 1\nWAIT 1 100\nDEL dlock-servers:probe\n' |
+			timeout 3 redis-cli -h 127.0.0.1 -p "$master" 2>/dev/null | sed -n 2p)" == 1 ]]; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	dlock_server_failed "$name" "no acknowledged write (WAIT 1) on its master within $DLOCK_REDIS_REPLICA_START_S s"
 }
 
 # zoo.cfg as tests/helpers/test-zk-server.c writes it, and the same JVM
