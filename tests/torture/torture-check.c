@@ -45,6 +45,8 @@
 
 #include <dlock.h>
 
+#include "test-cluster.h"
+
 const char *torture_fault_name(torture_fault_kind kind)
 {
 	static const char *const names[FAULT_KINDS] = {
@@ -62,6 +64,7 @@ const char *torture_fault_name(torture_fault_kind kind)
 		[FAULT_MASTER_BLACKHOLE] = "master-blackhole",
 		[FAULT_FAILOVER] = "failover",
 		[FAULT_SWITCHOVER] = "switchover",
+		[FAULT_MIGRATE] = "migrate",
 	};
 	return (unsigned)kind < FAULT_KINDS ? names[kind] : "?";
 }
@@ -82,7 +85,26 @@ bool torture_fault_is_master(torture_fault_kind kind)
 bool torture_fault_is_server(torture_fault_kind kind)
 {
 	return kind == FAULT_SERVER_RESTART || kind == FAULT_SERVER_FREEZE || kind == FAULT_LEADER_KILL ||
-	       torture_fault_is_master(kind) || kind == FAULT_FAILOVER || kind == FAULT_SWITCHOVER;
+	       torture_fault_is_master(kind) || kind == FAULT_FAILOVER || kind == FAULT_SWITCHOVER ||
+	       kind == FAULT_MIGRATE;
+}
+
+void torture_resource_name(int res, int masters, char *buf, size_t size)
+{
+	g_snprintf(buf, size, "torture/r%d", res);
+	if (masters <= 0)
+		return;
+	/* test-cluster.h: master m serves [m * S / M, (m + 1) * S / M). */
+	for (int n = 0;; n++) {
+		int m = res % masters, slot;
+		char key[64];
+
+		g_snprintf(buf, size, "torture/r%d.%d", res, n);
+		g_snprintf(key, sizeof(key), "dlock:{%s}", buf);
+		slot = test_cluster_keyslot(key);
+		if (slot >= m * TEST_CLUSTER_SLOTS / masters && slot < (m + 1) * TEST_CLUSTER_SLOTS / masters)
+			return;
+	}
 }
 
 const char *torture_recipe_name(torture_recipe recipe)

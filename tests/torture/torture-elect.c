@@ -55,7 +55,7 @@ bool tw_election_open(tw_election *te, dlock_client *client, int res, const char
 	char name[32];
 
 	te->res = res;
-	g_snprintf(name, sizeof(name), "torture/r%d", res);
+	tw_resource_name(res, name, sizeof(name));
 	if (dlock_election_new(client, name, id, &te->e) != DLOCK_OK)
 		return false;
 	return dlock_election_set_callback(te->e, on_election, te) == DLOCK_OK;

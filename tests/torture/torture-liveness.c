@@ -111,7 +111,15 @@ static void merge(GArray *w, int64_t gap)
  * until the old master is back as a replica and the setup is ready: with
  * min-replicas=1 and one replica, no grant counts in between (no replica
  * acknowledges it, or the old master, a master of its own after a
- * switchover, has none), so all of it is allowed.
+ * switchover, has none), so all of it is allowed.  A Cluster fault's
+ * window likewise runs until the cluster is whole again: a killed
+ * master's, through its replica's takeover (about 2.5 s) until the old
+ * one has rejoined as that replica's replica (min-replicas=1: no grant on
+ * its slots counts before); a migration's, from the slot's MIGRATING to
+ * every node naming the new owner (a script whose keys the two masters
+ * split gets -TRYAGAIN until the end, so waiters and renewals on that
+ * slot can make no progress meanwhile); a CLUSTER FAILOVER's, from the
+ * handover until the old master is fed as a replica.
  */
 static int64_t allowance(const check *c, int64_t from, int64_t to)
 {

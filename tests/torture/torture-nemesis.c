@@ -3,8 +3,9 @@
  * duration, each logged with its times relative to the run's start.
  * Faults aimed at a worker prefer one that holds a lock now; a Redlock
  * run's server faults hit one master at a time; a Sentinel run's server
- * faults are failovers, each begun once the setup is whole again.  Runs on the main thread,
- * which started the servers (they die with it).
+ * faults are failovers, a Cluster run's failovers and slot migrations
+ * (torture-nemesis-cluster.c), each begun once the setup is whole again.
+ * Runs on the main thread, which started the servers (they die with it).
  */
 #include "torture-run.h"
 
@@ -329,7 +330,11 @@ static void inject(torture_run *run, torture_fault_kind kind, torture_fault *f)
 		break;
 	case FAULT_FAILOVER:
 	case FAULT_SWITCHOVER:
-		inject_failover(run, kind, f, what, sizeof(what));
+	case FAULT_MIGRATE:
+		if (run->cluster)
+			torture_inject_cluster(run, kind, f, what, sizeof(what));
+		else
+			inject_failover(run, kind, f, what, sizeof(what));
 		break;
 	case FAULT_LEADER_KILL:
 		i = test_zk_leader(run->zk, 5000);
@@ -352,32 +357,56 @@ static void inject(torture_run *run, torture_fault_kind kind, torture_fault *f)
 	fflush(stdout);
 }
 
+/* How long a server fault of a Sentinel or Cluster run takes, at most,
+ * until the setup is whole again, in s. */
+static int64_t server_fault_needs(const torture_run *run, torture_fault_kind kind)
+{
+	/* Sentinel: a failover is whole again within some 6 s, a
+	 * switchover within some 12 s (the old master's reconfiguration). */
+	if (run->backend == BACKEND_SENTINEL)
+		return kind == FAULT_SWITCHOVER ? 14 : 9;
+	/* Cluster: a takeover (about 2.5 s), the old master down up to 3 s,
+	 * its rejoining; a migration's steps up to 3 s; a switchover. */
+	return kind == FAULT_FAILOVER ? 12 : 7;
+}
+
 /* A fault kind among the n enabled; on Redlock every other fault is one
- * of a master's, the faults Redlock is there to survive.  On Sentinel
- * every other fault is a failover, when one may begin: the setup is ready
- * again, and enough of the run is left for it to end before the run does
- * (a switchover waits about 10 s for the old master's reconfiguration). */
+ * of a master's, the faults Redlock is there to survive.  On Sentinel and
+ * Cluster every other fault is the servers', when one may begin: the
+ * setup is whole again, and enough of the run is left for it to end
+ * before the run does.  A Cluster run takes each server kind once, in a
+ * seeded order, before any of them again, so that a short run has seen
+ * a migration, a switchover and a failover. */
 static torture_fault_kind pick_kind(torture_run *run, const torture_fault_kind *kinds, int n, int64_t until_us)
 {
 	torture_fault_kind masters[FAULT_KINDS], others[FAULT_KINDS];
 	int m = 0, o = 0;
 	int64_t now = g_get_monotonic_time();
 
-	if (run->backend == BACKEND_SENTINEL) {
+	if (run->backend == BACKEND_SENTINEL || run->backend == BACKEND_CLUSTER) {
 		bool may = now >= run->server_fault_after;
 
-		/* A failover is whole again within some 6 s, a switchover
-		 * within some 12 s (the old master's reconfiguration). */
-		for (int i = 0; i < n; i++) {
-			int64_t needs = kinds[i] == FAULT_SWITCHOVER ? 14 : 9;
+		unsigned all = 0;
 
+		for (int i = 0; i < n; i++) {
 			if (!torture_fault_is_server(kinds[i]))
 				others[o++] = kinds[i];
-			else if (until_us - now > needs * G_USEC_PER_SEC)
-				masters[m++] = kinds[i];
+			else if (until_us - now > server_fault_needs(run, kinds[i]) * G_USEC_PER_SEC)
+				all |= 1u << kinds[i];
 		}
-		if (m > 0 && may && (o == 0 || g_rand_boolean(run->rand)))
-			return masters[g_rand_int_range(run->rand, 0, m)];
+		if (run->backend == BACKEND_CLUSTER && (all & ~run->server_kinds_done))
+			all &= ~run->server_kinds_done;
+		for (int k = 0; k < FAULT_KINDS; k++)
+			if (all & (1u << k))
+				masters[m++] = (torture_fault_kind)k;
+		if (m > 0 && may && (o == 0 || g_rand_boolean(run->rand))) {
+			torture_fault_kind k = masters[g_rand_int_range(run->rand, 0, m)];
+
+			run->server_kinds_done |= 1u << k;
+			if (all == 1u << k)
+				run->server_kinds_done = 0;
+			return k;
+		}
 		/* No worker fault enabled: wait for the next failover. */
 		return o > 0 ? others[g_rand_int_range(run->rand, 0, o)] : FAULT_KINDS;
 	}

@@ -53,7 +53,7 @@ static dlock_lock *handle(dlock_client *client, int res, dlock_mode mode, uint32
 	char name[32];
 	dlock_lock *lock;
 
-	g_snprintf(name, sizeof(name), "torture/r%d", res);
+	tw_resource_name(res, name, sizeof(name));
 	if (dlock_lock_new(client, name, &lock) != DLOCK_OK)
 		exit(2);
 	if (mode != DLOCK_MODE_EXCLUSIVE)
@@ -235,7 +235,7 @@ static gpointer election_stage(gpointer data)
 	int64_t start = g_get_monotonic_time(), t0;
 	uint64_t t1 = 0, t2 = 0;
 
-	g_snprintf(name, sizeof(name), "torture/r%d", s->res);
+	tw_resource_name(s->res, name, sizeof(name));
 	if (dlock_election_new(c1, name, "rogue-1", &e1) != DLOCK_OK ||
 	    dlock_election_new(c2, name, "rogue-2", &e2) != DLOCK_OK)
 		exit(2);

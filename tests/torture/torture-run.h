@@ -8,17 +8,27 @@
 
 #include "torture.h"
 
+#include "test-cluster.h"
 #include "test-proxy.h"
 #include "test-redis.h"
 #include "test-redlock.h"
 #include "test-sentinel.h"
 #include "test-zk.h"
 
-typedef enum torture_backend { BACKEND_REDIS, BACKEND_ZK, BACKEND_FILE, BACKEND_REDLOCK, BACKEND_SENTINEL } torture_backend;
+typedef enum torture_backend {
+	BACKEND_REDIS,
+	BACKEND_ZK,
+	BACKEND_FILE,
+	BACKEND_REDLOCK,
+	BACKEND_SENTINEL,
+	BACKEND_CLUSTER
+} torture_backend;
 
 /* Masters of a Redlock run (each worker has a proxy to each). */
 #define TORTURE_MASTERS 3
 G_STATIC_ASSERT(TORTURE_MASTERS <= TEST_ZK_MAX_SERVERS);
+/* Masters of a Redis Cluster run, each with one replica. */
+#define TORTURE_CLUSTER_MASTERS 3
 
 typedef struct torture_slot {
 	int index;
@@ -52,15 +62,19 @@ typedef struct torture_run {
 	test_zk *zk;
 	test_redlock *redlock;
 	test_sentinel *sentinel;
+	test_cluster *cluster;
 	char *dir;
 	int server_ports[TEST_ZK_MAX_SERVERS];
 	int nservers;
 
 	torture_limits limits;
 	GRand *rand;         /* the nemesis's, seeded */
-	/* Sentinel: no server fault before this (µs): the setup is ready
-	 * again and the sentinels can elect a leader for another failover. */
+	/* Sentinel, Cluster: no server fault before this (µs): the setup is
+	 * whole again (and the sentinels can elect a leader for another
+	 * failover). */
 	int64_t server_fault_after;
+	/* Cluster: the server fault kinds (bits) taken since each was last. */
+	unsigned server_kinds_done;
 
 	/* everything below under lock */
 	GMutex lock;
@@ -79,8 +93,11 @@ void torture_join(torture_run *run, torture_slot *slot);
 void torture_stop_workers(torture_run *run);
 /* Inject faults one at a time until the monotonic time until_us. */
 void torture_nemesis(torture_run *run, int64_t until_us);
+/* torture-nemesis-cluster.c: a Redis Cluster fault (migrate, switchover
+ * or failover); fills f's target and what, a line for the log. */
+void torture_inject_cluster(torture_run *run, torture_fault_kind kind, torture_fault *f, char *what, size_t len);
 
-/* "redis", "zk", "file", "redlock" or "sentinel" (torture.c). */
+/* "redis", "zk", "file", "redlock", "sentinel" or "cluster" (torture.c). */
 const char *torture_backend_name(torture_backend b);
 
 /* torture-report.c: the run's closing lines; the self-check's verdict

@@ -29,7 +29,25 @@
 #include <unistd.h>
 
 volatile sig_atomic_t tw_stopping;
+int tw_masters;
 static GMutex out_lock;
+
+void tw_resource_name(int res, char *buf, size_t size)
+{
+	torture_resource_name(res, tw_masters, buf, size);
+}
+
+/* A redis+cluster:// URI names every master as a seed: their number. */
+static int cluster_masters(const char *uri)
+{
+	int n = 1;
+
+	if (!g_str_has_prefix(uri, "redis+cluster://"))
+		return 0;
+	for (const char *p = uri; *p && *p != '?'; p++)
+		n += *p == ',';
+	return n;
+}
 
 void tw_emit_at(int64_t at, char kind, char mode, int owner, int res, uint64_t token, int code, int64_t aux)
 {
@@ -133,7 +151,7 @@ static bool make_handle(resource *r, int which, uint32_t permits)
 	char name[32];
 	dlock_lock *lock;
 
-	g_snprintf(name, sizeof(name), "torture/r%d", r->res);
+	tw_resource_name(r->res, name, sizeof(name));
 	if (dlock_lock_new(r->client, name, &lock) != DLOCK_OK)
 		return false;
 	if (r->recipe == RECIPE_RW)
@@ -142,9 +160,10 @@ static bool make_handle(resource *r, int which, uint32_t permits)
 		dlock_lock_set_permits(lock, permits);
 	/* Leases of different lengths fall due at different times in one
 	 * watchdog (the URI's ttl is 1 s); not on Redlock, whose rounds
-	 * have their own bound (Sentinel's commas name sentinels). */
+	 * have their own bound (Sentinel's commas name sentinels, a
+	 * cluster's its seeds). */
 	if ((g_str_has_prefix(r->uri, "redis://") && !strchr(r->uri, ',')) ||
-	    g_str_has_prefix(r->uri, "redis+sentinel://")) {
+	    g_str_has_prefix(r->uri, "redis+sentinel://") || g_str_has_prefix(r->uri, "redis+cluster://")) {
 		if (r->res % 3 == 0)
 			dlock_lock_set_ttl(lock, 700);
 		else if (r->res % 3 == 1)
@@ -357,6 +376,7 @@ int torture_worker_main(int argc, char **argv)
 	layout = argv[4];
 	nres = (int)strlen(layout);
 	permits = (uint32_t)strtoul(argv[5], NULL, 10);
+	tw_masters = cluster_masters(argv[0]);
 	if (nres < 1 || nres > TORTURE_MAX_RESOURCES || permits < 2)
 		return 64;
 	if (strcmp(argv[6], "rogue") == 0)

@@ -20,6 +20,8 @@
 
 /* Set by SIGUSR1: finish the round, release and exit. */
 extern volatile sig_atomic_t tw_stopping;
+/* The masters of a Redis Cluster run (the URI's seeds), 0 on others. */
+extern int tw_masters;
 
 /* One event line, stamped at (now if 0).  Lines from several threads
  * never interleave. */
@@ -30,6 +32,8 @@ void tw_emit(char kind, char mode, int owner, int res, uint64_t token, int code,
 void tw_failed(char mode, int owner, int res, int code);
 /* Send one write to the storage service; whether it was accepted. */
 bool tw_store_write(char mode, int owner, int res, uint64_t token);
+/* The name of resource res (torture_resource_name). */
+void tw_resource_name(int res, char *buf, size_t size);
 /* Sleep ms in small steps, returning early once asked to stop. */
 void tw_hold_for(int64_t ms);
 

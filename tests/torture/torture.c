@@ -1,7 +1,7 @@
 /*
  * dlock torture run (Jepsen-style).
  *
- *   test-torture --backend redis|zk|file|redlock|sentinel [--seed N] [--duration 60s]
+ *   test-torture --backend redis|zk|file|redlock|sentinel|cluster [--seed N] [--duration 60s]
  *                [--long 2h] [--workers N] [--resources N] [--permits N]
  *                [--faults a,b]
  *   test-torture --self-check
@@ -11,9 +11,11 @@
  * pass runs the suite shorter).
  * Starts the servers (Redis; a 3-node ZooKeeper ensemble; a directory;
  * three Redis masters for Redlock; a master, a replica and three
- * sentinels for Sentinel), one fault-injection proxy per worker and
- * server (none for Sentinel: the workers follow the master the sentinels
- * name, which no proxy can stand in front of), and worker processes (this program re-executed) that loop
+ * sentinels for Sentinel; a Redis Cluster of three masters with a replica
+ * each), one fault-injection proxy per worker and server (none for
+ * Sentinel and Cluster: the workers follow the master the sentinels or
+ * the slot map name, which no proxy can stand in front of), and worker
+ * processes (this program re-executed) that loop
  * acquire -> write -> release over every recipe: resource i is used as
  * the i-th letter of the backend's layout says (mutex, read-write,
  * semaphore, election; Redlock has mutexes and an election).  The storage
@@ -66,13 +68,13 @@ static int64_t parse_duration_s(const char *text)
 static void usage(FILE *out)
 {
 	fprintf(out,
-	        "usage: test-torture --backend redis|zk|file|redlock|sentinel [--seed N] [--duration D | --long D]\n"
+	        "usage: test-torture --backend redis|zk|file|redlock|sentinel|cluster [--seed N] [--duration D | --long D]\n"
 	        "                    [--workers N] [--resources N] [--permits N] [--faults KIND,...] [--strict]\n"
 	        "       test-torture --self-check\n"
 	        "       test-torture --recheck FILE   (check the events a run wrote to $DLOCK_TORTURE_EVENTS again)\n"
 	        "D reads 90, 90s, 10m or 2h.  Fault kinds: kill pause stall reset refuse\n"
 	        "server-restart server-freeze leader-kill drop-reply master-freeze master-kill\n"
-	        "master-blackhole failover switchover, or none (default: every kind the backend has).\n"
+	        "master-blackhole failover switchover migrate, or none (default: every kind the backend has).\n"
 	        "Resources take turns as mutex, read-write lock, semaphore of --permits (default 2)\n"
 	        "and election (Redlock: mutex, mutex, election).\n"
 	        "--strict: a partition does not excuse an overlap (only a pause or a Redis restart does).\n");
@@ -130,9 +132,11 @@ static bool parse_options(int argc, char **argv, torture_run *run)
 			               g_str_equal(v, "zk")      ? BACKEND_ZK :
 			               g_str_equal(v, "file")    ? BACKEND_FILE :
 			               g_str_equal(v, "redlock") ? BACKEND_REDLOCK :
-			               g_str_equal(v, "sentinel") ? BACKEND_SENTINEL : -1;
+			               g_str_equal(v, "sentinel") ? BACKEND_SENTINEL :
+			               g_str_equal(v, "cluster") ? BACKEND_CLUSTER : -1;
 			if ((int)run->backend < 0) {
-				fprintf(stderr, "test-torture: unknown backend '%s' (redis, zk, file, redlock or sentinel)\n", v);
+				fprintf(stderr, "test-torture: unknown backend '%s' (redis, zk, file, redlock, sentinel or "
+				        "cluster)\n", v);
 				return false;
 			}
 			run->backend_set = true;
@@ -212,6 +216,22 @@ static bool parse_options(int argc, char **argv, torture_run *run)
 
 /* ---- servers and proxies -------------------------------------------------- */
 
+/* Which master serves each resource at the start (torture_resource_name
+ * spreads them over every master). */
+static void print_cluster_layout(torture_run *run)
+{
+	for (int res = 0; res < run->resources; res++) {
+		char name[32], key[48];
+		int slot;
+
+		torture_resource_name(res, TORTURE_CLUSTER_MASTERS, name, sizeof(name));
+		g_snprintf(key, sizeof(key), "dlock:{%s}", name);
+		slot = test_cluster_keyslot(key);
+		printf("torture: r%d (%s) is %s, slot %d, on node %d\n", res, torture_recipe_name(run->layout[res]),
+		       name, slot, test_cluster_owner(run->cluster, slot));
+	}
+}
+
 static void start_servers(torture_run *run)
 {
 	switch (run->backend) {
@@ -249,6 +269,14 @@ static void start_servers(torture_run *run)
 		/* The workers' TTLs are the redis backend's. */
 		run->limits.lease_us = 1500 * 1000;
 		break;
+	case BACKEND_CLUSTER:
+		/* A replica each: with min-replicas=1 a promoted one has every
+		 * grant and renewal the workers counted on its slots. */
+		run->cluster = test_cluster_start(TORTURE_CLUSTER_MASTERS, 1, NULL);
+		run->nservers = 0;
+		run->limits.lease_us = 1500 * 1000;
+		print_cluster_layout(run);
+		break;
 	}
 	run->limits.slack_us = test_slack(2000) * 1000;
 }
@@ -280,6 +308,11 @@ static char *slot_uri(torture_run *run, torture_slot *s)
 		/* A grant or renewal counts once the one replica has it. */
 		return test_sentinel_uri(run->sentinel, "?ttl=1s&command-timeout=500ms&connect-timeout=500ms"
 		                                        "&min-replicas=1&replica-timeout=250ms");
+	case BACKEND_CLUSTER:
+		/* Every master a seed; a grant or renewal counts once the
+		 * slot master's replica has it. */
+		return test_cluster_uri(run->cluster, "?ttl=1s&command-timeout=500ms&connect-timeout=500ms"
+		                                      "&min-replicas=1&replica-timeout=250ms");
 	}
 	return NULL;
 }
@@ -298,6 +331,13 @@ static bool redis_clean(void *arg)
 	}
 	if (run->sentinel)
 		return test_redis_count_keys(test_sentinel_master(run->sentinel), "dlock:{*}") == 0;
+	if (run->cluster) {
+		for (int i = 0; i < run->cluster->n_nodes; i++)
+			if (test_cluster_is_master(run->cluster, i) &&
+			    test_redis_count_keys(test_cluster_node(run->cluster, i), "dlock:{*}") != 0)
+				return false;
+		return true;
+	}
 	return test_redis_count_keys(run->redis, "dlock:{*}") == 0;
 }
 
@@ -334,6 +374,7 @@ static long long locked_files(const char *dir)
 static long long count_leftovers(torture_run *run)
 {
 	int64_t wait_ms = run->limits.lease_us / 1000 + test_slack(3000);
+	long long n;
 
 	switch (run->backend) {
 	case BACKEND_REDIS:
@@ -364,6 +405,18 @@ static long long count_leftovers(torture_run *run)
 		}
 		test_wait_until(redis_clean, run, wait_ms);
 		return test_redis_leftover_keys(test_sentinel_master(run->sentinel), "dlock:");
+	case BACKEND_CLUSTER:
+		/* Counted on every master, once the cluster is whole again. */
+		if (!test_cluster_wait_ok(run->cluster, 30000)) {
+			printf("torture: SETUP: the Redis Cluster is not whole at the end of the run\n");
+			return 1;
+		}
+		test_wait_until(redis_clean, run, wait_ms);
+		n = 0;
+		for (int i = 0; i < run->cluster->n_nodes; i++)
+			if (test_cluster_is_master(run->cluster, i))
+				n += test_redis_leftover_keys(test_cluster_node(run->cluster, i), "dlock:");
+		return n;
 	}
 	return 0;
 }
@@ -381,6 +434,8 @@ static void stop_servers(torture_run *run)
 		test_redlock_stop(run->redlock);
 	if (run->sentinel)
 		test_sentinel_stop(run->sentinel);
+	if (run->cluster)
+		test_cluster_stop(run->cluster);
 	if (run->dir) {
 		test_remove_tree(run->dir);
 		g_free(run->dir);
@@ -408,10 +463,13 @@ static bool fault_applies(const torture_run *run, torture_fault_kind kind)
 		return run->backend == BACKEND_REDLOCK;
 	case FAULT_FAILOVER:
 	case FAULT_SWITCHOVER:
-		return run->backend == BACKEND_SENTINEL;
+		return run->backend == BACKEND_SENTINEL || run->backend == BACKEND_CLUSTER;
+	case FAULT_MIGRATE:
+		return run->backend == BACKEND_CLUSTER;
 	default:
-		/* Sentinel: the workers' faults that need no proxy. */
-		return run->backend != BACKEND_FILE && run->backend != BACKEND_SENTINEL;
+		/* Sentinel, Cluster: the workers' faults that need no proxy. */
+		return run->backend != BACKEND_FILE && run->backend != BACKEND_SENTINEL &&
+		       run->backend != BACKEND_CLUSTER;
 	}
 }
 
@@ -428,9 +486,10 @@ static bool enable_default_faults(torture_run *run)
 	}
 	run->enabled[FAULT_KILL] = true;
 	run->enabled[FAULT_PAUSE] = true;
-	if (run->backend == BACKEND_SENTINEL) {
+	if (run->backend == BACKEND_SENTINEL || run->backend == BACKEND_CLUSTER) {
 		run->enabled[FAULT_FAILOVER] = true;
 		run->enabled[FAULT_SWITCHOVER] = true;
+		run->enabled[FAULT_MIGRATE] = run->backend == BACKEND_CLUSTER;
 		return true;
 	}
 	if (run->backend != BACKEND_FILE) {
@@ -458,7 +517,7 @@ static bool enable_default_faults(torture_run *run)
 const char *torture_backend_name(torture_backend b)
 {
 	return b == BACKEND_REDIS ? "redis" : b == BACKEND_ZK ? "zk" : b == BACKEND_FILE ? "file" :
-	       b == BACKEND_REDLOCK ? "redlock" : "sentinel";
+	       b == BACKEND_REDLOCK ? "redlock" : b == BACKEND_SENTINEL ? "sentinel" : "cluster";
 }
 
 static int run_torture(torture_run *run)

@@ -15,6 +15,7 @@
 #define DLOCK_TORTURE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -97,10 +98,14 @@ typedef enum torture_fault_kind {
 	                      * once a lease has passed */
 	FAULT_MASTER_BLACKHOLE, /* Redlock: one master's connections reset and
 	                      * new ones accepted and never answered */
-	FAULT_FAILOVER,      /* Sentinel: kill -9 of the master, a replica
+	FAULT_FAILOVER,      /* Sentinel, Cluster: kill -9 of a master, a replica
 	                      * promoted, the old one back later as a replica */
 	FAULT_SWITCHOVER,    /* Sentinel: SENTINEL FAILOVER, the old master alive
-	                      * (a master of its own until reconfigured) */
+	                      * (a master of its own until reconfigured);
+	                      * Cluster: CLUSTER FAILOVER, the old master a
+	                      * replica of its successor */
+	FAULT_MIGRATE,       /* Cluster: a resource's slot moved to another
+	                      * master in steps (begin, keys, end) */
 	FAULT_KINDS
 } torture_fault_kind;
 
@@ -120,6 +125,13 @@ int torture_fault_from_name(const char *name);
 bool torture_fault_is_master(torture_fault_kind kind);
 /* Whether a fault hits the servers rather than one worker. */
 bool torture_fault_is_server(torture_fault_kind kind);
+/*
+ * The name of resource res, into buf: "torture/r<res>"; on a Redis
+ * Cluster of `masters` masters (0: none), "torture/r<res>.<n>" for the
+ * first n whose key's slot lies among those master res % masters serves
+ * when the cluster starts, so that every master serves some resource.
+ */
+void torture_resource_name(int res, int masters, char *buf, size_t size);
 /* "mutex", "read-write", "semaphore", "election". */
 const char *torture_recipe_name(torture_recipe recipe);
 /* "exclusive", "write", "read", "permit", "leader". */
