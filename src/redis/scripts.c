@@ -65,10 +65,23 @@ redis_ack dlock__redis_ack_for(const redis_backend *b, int64_t ttl_ms)
 }
 
 /*
+ * The second of two answers, within what is left of end_us (monotonic)
+ * for both.  The socket's timeout counts per read: a script answered just
+ * before it would otherwise give the WAIT after it a whole timeout more,
+ * past the caller's deadline.
+ */
+static bool second_reply(redis_conn *conn, int64_t end_us, redisReply **ret)
+{
+	if (conn->timeout_us > 0)
+		dlock__redis_conn_timeout(conn, MAX(end_us - dlock__mono_us(), 1));
+	return redisGetReply(conn->ctx, (void **)ret) == REDIS_OK;
+}
+
+/*
  * The script's command, and with ack the WAIT after it on the same
- * connection, sent together.  A script's answer without WAIT's is no
- * answer: the caller cannot tell whether the script's writes reached the
- * replicas.
+ * connection, sent together, both answered within the connection's
+ * timeout.  A script's answer without WAIT's is no answer: the caller
+ * cannot tell whether the script's writes reached the replicas.
  */
 static int script_command(redis_backend *b, redis_conn *conn, int argc, const char **argv,
                           redis_ack *ack, redisReply **ret)
@@ -76,6 +89,8 @@ static int script_command(redis_backend *b, redis_conn *conn, int argc, const ch
 	char n[16], ms[24];
 	const char *wait[3] = { "WAIT", n, ms };
 	redisReply *reply = NULL, *acked = NULL;
+	int64_t bound_us = conn->timeout_us;
+	int64_t end_us = dlock__mono_us() + bound_us;
 
 	if (!ack || ack->n == 0)
 		return dlock__redis_command(b, conn, argc, argv, NULL, ret);
@@ -85,11 +100,11 @@ static int script_command(redis_backend *b, redis_conn *conn, int argc, const ch
 	if (redisAppendCommandArgv(conn->ctx, argc, argv, NULL) != REDIS_OK ||
 	    redisAppendCommandArgv(conn->ctx, 3, wait, NULL) != REDIS_OK ||
 	    dlock__redis_flush(conn->ctx) != REDIS_OK || redisGetReply(conn->ctx, (void **)&reply) != REDIS_OK ||
-	    redisGetReply(conn->ctx, (void **)&acked) != REDIS_OK) {
+	    !second_reply(conn, end_us, &acked)) {
 		if (reply)
 			freeReplyObject(reply);
 		conn->timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
-		return dlock__redis_io_error(b, conn->ctx, conn->timed_out, conn->timeout_us);
+		return dlock__redis_io_error(b, conn->ctx, conn->timed_out, bound_us);
 	}
 	ack->acked = acked->type == REDIS_REPLY_INTEGER ? (int)MIN(acked->integer, G_MAXINT) : -1;
 	if (acked->type == REDIS_REPLY_ERROR)

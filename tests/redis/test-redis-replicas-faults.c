@@ -1,0 +1,165 @@
+/*
+ * Replica acknowledgement under faults: a master, a replica, and a proxy
+ * between the client and the master that stalls, drops or resets.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "dlock.h"
+#include "test-proxy.h"
+#include "test-redis.h"
+
+static test_redis *master;
+static test_redis *replica;
+
+/* Writes reach the replica: master_link_status:up alone does not say so. */
+static bool replica_acknowledges(void *data)
+{
+	test_redis *m = data;
+
+	freeReplyObject(test_redis_cmd(m, "SET replicas-probe 1"));
+	return test_redis_int(m, "WAIT 1 200") == 1;
+}
+
+static void wait_replica_ready(void)
+{
+	assert_true(test_wait_until(replica_acknowledges, master, 15000));
+}
+
+static dlock_client *client_at(int port, const char *suffix)
+{
+	char *uri = g_strdup_printf("redis://127.0.0.1:%d%s", port, suffix ? suffix : "");
+	dlock_client *client;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	g_free(uri);
+	return client;
+}
+
+static dlock_lock *lock_on(dlock_client *client, const char *resource)
+{
+	dlock_lock *lock;
+
+	assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
+	return lock;
+}
+
+typedef struct timed_acquire {
+	dlock_lock *lock;
+	int64_t wait_ms;
+	int64_t started_ms;
+	gint returned_ms;
+	int rc;
+	GThread *thread;
+} timed_acquire;
+
+static gpointer timed_acquire_main(gpointer data)
+{
+	timed_acquire *t = data;
+
+	t->rc = dlock_acquire(t->lock, t->wait_ms);
+	g_atomic_int_set(&t->returned_ms, (gint)(test_now_ms() - t->started_ms + 1));
+	return NULL;
+}
+
+static bool timed_acquire_returned(void *arg)
+{
+	return g_atomic_int_get(&((timed_acquire *)arg)->returned_ms) != 0;
+}
+
+static bool key_gone(void *resource)
+{
+	return test_redis_int(master, "EXISTS dlock:{%s}", (const char *)resource) == 0;
+}
+
+/*
+ * The script's answer came late (the request was held up on its way, 900
+ * ms of a 1000 ms wait): the WAIT after it, with the replica frozen,
+ * waits its whole timeout, and must not take the acquire past its
+ * deadline.
+ */
+static void test_a_late_script_answer_keeps_the_acquire_within_its_deadline(void **state)
+{
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, master->port);
+	dlock_client *client = client_at(test_proxy_port(proxy), "?min-replicas=1&command-timeout=5s");
+	dlock_lock *lock = lock_on(client, "replicas-faults/late");
+	timed_acquire t = { .lock = lock, .wait_ms = 1000 };
+	int64_t took;
+
+	wait_replica_ready();
+	/* A first hold makes the connection: the next try reuses it. */
+	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_OK);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	test_redis_signal(replica, SIGSTOP);
+	test_proxy_stall(proxy, TEST_PROXY_UP);
+	t.started_ms = test_now_ms();
+	t.thread = g_thread_new("acquire", timed_acquire_main, &t);
+	g_usleep(900 * 1000);
+	test_proxy_unstall(proxy, TEST_PROXY_UP);
+	assert_true(test_wait_until(timed_acquire_returned, &t, 10000));
+	g_thread_join(t.thread);
+	took = g_atomic_int_get(&t.returned_ms) - 1;
+	print_message("acquire with a 1000 ms wait returned after %" PRId64 " ms: %d\n", took, t.rc);
+	assert_true(t.rc == DLOCK_ETIMEDOUT || t.rc == DLOCK_EUNAVAILABLE);
+	assert_true(took <= 1000 + test_slack(300));
+	/* The grant the server made meanwhile goes with the cleanup. */
+	assert_true(test_wait_until(key_gone, (void *)"replicas-faults/late", 5000));
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	test_proxy_stop(proxy);
+}
+
+/* Runs last: a group teardown's failure would not fail the program. */
+static void test_no_lock_key_of_this_suite_remains(void **state)
+{
+	assert_int_equal(test_redis_leftover_keys(master, "dlock:{replicas-faults/"), 0);
+}
+
+static int setup(void **state)
+{
+	char *port;
+
+	master = test_redis_start((const char *const[]){ "--repl-diskless-sync-delay", "0", NULL }, NULL,
+	                          false);
+	port = g_strdup_printf("%d", master->port);
+	replica = test_redis_start((const char *const[]){ "--replicaof", "127.0.0.1", port, NULL }, NULL,
+	                           false);
+	g_free(port);
+	return 0;
+}
+
+/* Every test starts with the replica running and acknowledging. */
+static int thaw(void **state)
+{
+	test_redis_signal(replica, SIGCONT);
+	wait_replica_ready();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	test_redis_stop(replica);
+	test_redis_stop(master);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_a_late_script_answer_keeps_the_acquire_within_its_deadline, thaw),
+		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
+	};
+
+	test_init(argv[0]);
+	return test_finish(cmocka_run_group_tests_name("redis-replicas-faults", tests, setup, teardown));
+}
