@@ -119,6 +119,128 @@ static void test_a_late_script_answer_keeps_the_acquire_within_its_deadline(void
 	test_proxy_stop(proxy);
 }
 
+typedef struct states {
+	GMutex mu;
+	int seen[16];
+	int n;
+	int64_t lost_at_ms;
+	int64_t resumed_at_ms;
+} states;
+
+static void on_state(dlock_lock *lock, dlock_state state, void *data)
+{
+	states *s = data;
+
+	(void)lock;
+	g_mutex_lock(&s->mu);
+	if (s->n < 16)
+		s->seen[s->n++] = state;
+	if (state == DLOCK_STATE_LOST)
+		s->lost_at_ms = test_now_ms();
+	if (state == DLOCK_STATE_RECONNECTED)
+		s->resumed_at_ms = test_now_ms();
+	g_mutex_unlock(&s->mu);
+}
+
+static bool lost(void *data)
+{
+	states *s = data;
+	bool done;
+
+	g_mutex_lock(&s->mu);
+	done = s->lost_at_ms != 0;
+	g_mutex_unlock(&s->mu);
+	return done;
+}
+
+static bool resumed(void *data)
+{
+	states *s = data;
+	bool done;
+
+	g_mutex_lock(&s->mu);
+	done = s->resumed_at_ms != 0;
+	g_mutex_unlock(&s->mu);
+	return done;
+}
+
+/*
+ * A batch of renewals whose answers stop half way (the connection reset
+ * after the first): no WAIT ran after it, so the renewal that did answer
+ * is not acknowledged, and its lease keeps counting from the grant.
+ * Three holds: the first one's renewal and its WAIT (the replica frozen:
+ * WAIT waits its whole timeout) keep the watchdog busy until the other
+ * two are both due, so they go out in one batch.
+ */
+static void test_a_renewal_batch_cut_short_counts_as_unacknowledged(void **state)
+{
+	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, master->port);
+	dlock_client *client = client_at(test_proxy_port(proxy), "?min-replicas=1&ttl=3s&replica-timeout=400ms");
+	dlock_lock *first = lock_on(client, "replicas-faults/batch-first");
+	dlock_lock *a = lock_on(client, "replicas-faults/batch-a");
+	dlock_lock *b = lock_on(client, "replicas-faults/batch-b");
+	states s = { 0 };
+	int64_t granted_ms;
+
+	g_mutex_init(&s.mu);
+	wait_replica_ready();
+	assert_int_equal(dlock_lock_set_state_callback(a, on_state, &s), DLOCK_OK);
+	assert_int_equal(dlock_acquire(first, 2000), DLOCK_OK);
+	g_usleep(150 * 1000);
+	granted_ms = test_now_ms();
+	assert_int_equal(dlock_acquire(a, 2000), DLOCK_OK);
+	assert_int_equal(dlock_acquire(b, 2000), DLOCK_OK);
+	/* The first hold's renewal, a's, then b's: b's answer is lost with
+	 * the connection. */
+	test_proxy_drop_replies_after(proxy, "EVALSHA", 2, 1, true);
+	test_redis_signal(replica, SIGSTOP);
+	assert_true(test_wait_until(lost, &s, 3000 + test_slack(3000)));
+	print_message("a: LOST %" PRId64 " ms after its grant (ttl 3000 ms), %d replies dropped\n",
+	              s.lost_at_ms - granted_ms, test_proxy_dropped(proxy));
+	assert_int_equal(test_proxy_dropped(proxy), 1);
+	assert_true(s.lost_at_ms - granted_ms <= 3000 + test_slack(200));
+	test_redis_signal(replica, SIGCONT);
+	wait_replica_ready();
+	dlock_release(first);
+	dlock_release(a);
+	dlock_release(b);
+	dlock_lock_free(first);
+	dlock_lock_free(a);
+	dlock_lock_free(b);
+	dlock_client_free(client);
+	test_proxy_stop(proxy);
+	g_mutex_clear(&s.mu);
+}
+
+/* Acknowledgement back within the lease: the hold is RECONNECTED. */
+static void test_renewals_acknowledged_again_resume_the_hold(void **state)
+{
+	dlock_client *client = client_at(master->port, "?min-replicas=1&ttl=3s&replica-timeout=200ms");
+	dlock_lock *lock = lock_on(client, "replicas-faults/resume");
+	states s = { 0 };
+	int64_t t0;
+
+	g_mutex_init(&s.mu);
+	wait_replica_ready();
+	assert_int_equal(dlock_lock_set_state_callback(lock, on_state, &s), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_OK);
+	t0 = test_now_ms();
+	test_redis_signal(replica, SIGSTOP);
+	g_usleep(1600 * 1000);
+	test_redis_signal(replica, SIGCONT);
+	assert_true(test_wait_until(resumed, &s, 3000));
+	print_message("resumed %" PRId64 " ms after the grant\n", s.resumed_at_ms - t0);
+	assert_false(lost(&s));
+	g_mutex_lock(&s.mu);
+	assert_int_equal(s.seen[0], DLOCK_STATE_SUSPENDED);
+	g_mutex_unlock(&s.mu);
+	assert_true(dlock_held(lock));
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_mutex_clear(&s.mu);
+}
+
 /* Runs last: a group teardown's failure would not fail the program. */
 static void test_no_lock_key_of_this_suite_remains(void **state)
 {
@@ -157,6 +279,8 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_a_late_script_answer_keeps_the_acquire_within_its_deadline, thaw),
+		cmocka_unit_test_setup(test_a_renewal_batch_cut_short_counts_as_unacknowledged, thaw),
+		cmocka_unit_test_setup(test_renewals_acknowledged_again_resume_the_hold, thaw),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
 
