@@ -65,46 +65,59 @@ redis_ack dlock__redis_ack_for(const redis_backend *b, int64_t ttl_ms)
 }
 
 /*
- * The second of two answers, within what is left of end_us (monotonic)
- * for both.  The socket's timeout counts per read: a script answered just
- * before it would otherwise give the WAIT after it a whole timeout more,
- * past the caller's deadline.
+ * How long one script's answers may take, the NOSCRIPT round trips
+ * included: the connection's timeout when the script is sent.  The
+ * socket's timeout counts per read, so each read gets only what is left
+ * of it (end_us, monotonic): a script answered just before it ran out
+ * would otherwise give the WAIT after it a whole timeout more, past the
+ * caller's deadline.
  */
-static bool second_reply(redis_conn *conn, int64_t end_us, redisReply **ret)
+typedef struct answer_bound {
+	int64_t us;     /* the whole, for the message; <= 0: the timeout alone */
+	int64_t end_us;
+} answer_bound;
+
+static void bound_read(redis_conn *conn, const answer_bound *bound)
 {
-	if (conn->timeout_us > 0)
-		dlock__redis_conn_timeout(conn, MAX(end_us - dlock__mono_us(), 1));
+	if (bound->us > 0)
+		dlock__redis_conn_timeout(conn, MAX(bound->end_us - dlock__mono_us(), 1));
+}
+
+static bool read_reply(redis_conn *conn, const answer_bound *bound, redisReply **ret)
+{
+	bound_read(conn, bound);
 	return redisGetReply(conn->ctx, (void **)ret) == REDIS_OK;
 }
 
 /*
  * The script's command, and with ack the WAIT after it on the same
- * connection, sent together, both answered within the connection's
- * timeout.  A script's answer without WAIT's is no answer: the caller
- * cannot tell whether the script's writes reached the replicas.
+ * connection, sent together.  A script's answer without WAIT's is no
+ * answer: the caller cannot tell whether the script's writes reached the
+ * replicas.
  */
 static int script_command(redis_backend *b, redis_conn *conn, int argc, const char **argv,
-                          redis_ack *ack, redisReply **ret)
+                          redis_ack *ack, const answer_bound *bound, redisReply **ret)
 {
 	char n[16], ms[24];
 	const char *wait[3] = { "WAIT", n, ms };
 	redisReply *reply = NULL, *acked = NULL;
-	int64_t bound_us = conn->timeout_us;
-	int64_t end_us = dlock__mono_us() + bound_us;
 
-	if (!ack || ack->n == 0)
+	if (!ack || ack->n == 0) {
+		bound_read(conn, bound);
 		return dlock__redis_command(b, conn, argc, argv, NULL, ret);
+	}
 	g_snprintf(n, sizeof(n), "%d", ack->n);
 	g_snprintf(ms, sizeof(ms), "%" G_GINT64_FORMAT, MAX(ack->timeout_ms, 1)); /* 0 would wait forever */
 	errno = 0;
 	if (redisAppendCommandArgv(conn->ctx, argc, argv, NULL) != REDIS_OK ||
 	    redisAppendCommandArgv(conn->ctx, 3, wait, NULL) != REDIS_OK ||
-	    dlock__redis_flush(conn->ctx) != REDIS_OK || redisGetReply(conn->ctx, (void **)&reply) != REDIS_OK ||
-	    !second_reply(conn, end_us, &acked)) {
+	    dlock__redis_flush(conn->ctx) != REDIS_OK || !read_reply(conn, bound, &reply) ||
+	    !read_reply(conn, bound, &acked)) {
 		if (reply)
 			freeReplyObject(reply);
 		conn->timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
-		return dlock__redis_io_error(b, conn->ctx, conn->timed_out, bound_us);
+		return dlock__redis_io_error(b, conn->ctx, conn->timed_out,
+		                             bound->us > 0 ? bound->us : conn->timeout_us);
 	}
 	ack->acked = acked->type == REDIS_REPLY_INTEGER ? (int)MIN(acked->integer, G_MAXINT) : -1;
 	if (acked->type == REDIS_REPLY_ERROR)
@@ -121,13 +134,15 @@ int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
 	char nkeys_text[8];
 	redisReply *reply;
 	int argc = dlock__redis_script_argv(script, false, words, argv, nkeys_text);
+	answer_bound bound = { conn->timeout_us, dlock__mono_us() + conn->timeout_us };
 	int rc;
 
-	rc = script_command(b, conn, argc, argv, ack, &reply);
+	rc = script_command(b, conn, argc, argv, ack, &bound, &reply);
 	if (rc == DLOCK_OK && dlock__redis_is_noscript(reply)) {
 		const char *load[3] = { "SCRIPT", "LOAD", dlock__redis_script_text[script] };
 
 		freeReplyObject(reply);
+		bound_read(conn, &bound);
 		rc = dlock__redis_command(b, conn, 3, load, NULL, &reply);
 		if (rc != DLOCK_OK)
 			return rc;
@@ -135,7 +150,12 @@ int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
 		freeReplyObject(reply);
 		if (rc != DLOCK_OK)
 			return rc;
-		rc = script_command(b, conn, argc, argv, ack, &reply);
+		/* The first WAIT (the connection wrote before) may have taken
+		 * its time: this one gets at most three quarters of what is
+		 * left, as the first did of the caller's deadline. */
+		if (ack && ack->n > 0 && bound.us > 0)
+			ack->timeout_ms = MAX(MIN(ack->timeout_ms, (bound.end_us - dlock__mono_us()) / 4000 * 3), 1);
+		rc = script_command(b, conn, argc, argv, ack, &bound, &reply);
 	}
 	if (rc != DLOCK_OK)
 		return rc;

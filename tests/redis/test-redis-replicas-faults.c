@@ -119,6 +119,37 @@ static void test_a_late_script_answer_keeps_the_acquire_within_its_deadline(void
 	test_proxy_stop(proxy);
 }
 
+/*
+ * The script cache flushed (SCRIPT FLUSH) and the replica frozen: the
+ * acquire's first script is answered NOSCRIPT, and the WAIT after it,
+ * on a connection that wrote before, waits its whole timeout; then the
+ * script is loaded and sent again, with its own WAIT.  Both WAITs come
+ * out of one wait: the acquire returns by its deadline.
+ */
+static void test_a_flushed_script_cache_keeps_the_acquire_within_its_deadline(void **state)
+{
+	dlock_client *client = client_at(master->port, "?min-replicas=1");
+	dlock_lock *lock = lock_on(client, "replicas-faults/noscript");
+	int64_t t0, took;
+	int rc;
+
+	/* A first hold makes the connection, and writes on it. */
+	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_OK);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	test_redis_signal(replica, SIGSTOP);
+	freeReplyObject(test_redis_cmd(master, "SCRIPT FLUSH"));
+	t0 = test_now_ms();
+	rc = dlock_acquire(lock, 1000);
+	took = test_now_ms() - t0;
+	print_message("acquire with a 1000 ms wait returned after %" PRId64 " ms: %d %s\n", took, rc,
+	              dlock_last_error_message());
+	assert_true(rc == DLOCK_ETIMEDOUT || rc == DLOCK_EUNAVAILABLE);
+	assert_true(took <= 1000 + test_slack(300));
+	assert_true(test_wait_until(key_gone, (void *)"replicas-faults/noscript", 5000));
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
 typedef struct states {
 	GMutex mu;
 	int seen[16];
@@ -279,6 +310,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_a_late_script_answer_keeps_the_acquire_within_its_deadline, thaw),
+		cmocka_unit_test_setup(test_a_flushed_script_cache_keeps_the_acquire_within_its_deadline, thaw),
 		cmocka_unit_test_setup(test_a_renewal_batch_cut_short_counts_as_unacknowledged, thaw),
 		cmocka_unit_test_setup(test_renewals_acknowledged_again_resume_the_hold, thaw),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
