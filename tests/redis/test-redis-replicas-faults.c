@@ -347,6 +347,69 @@ static void test_a_handed_over_grant_left_unacknowledged_goes_to_the_next_waiter
 	dlock_client_free(plain);
 }
 
+/* The ticket of the first entry in resource's queue, 0 for none. */
+static long long first_ticket(const char *resource)
+{
+	redisReply *r = test_redis_cmd(master, "ZRANGE dlock:{%s}:q 0 0 WITHSCORES", resource);
+	long long ticket = 0;
+
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+		ticket = g_ascii_strtoll(r->element[1]->str, NULL, 10);
+	freeReplyObject(r);
+	return ticket;
+}
+
+/*
+ * A waiter keeps its place in the queue while its tries wait for the
+ * replicas: each try renews its entry, and the next one comes after the
+ * WAIT (here up to 6 s, the replica frozen) and a pause.  The entry must
+ * outlive that, or a waiter that came later gets ahead of it.
+ */
+static void test_a_waiter_keeps_its_place_while_its_tries_wait_for_replicas(void **state)
+{
+	const char *resource = "replicas-faults/place";
+	dlock_client *holder = client_at(master->port, NULL);
+	dlock_client *slow = client_at(master->port, "?min-replicas=1&replica-timeout=6s");
+	dlock_client *plain = client_at(master->port, NULL);
+	dlock_lock *held = lock_on(holder, resource);
+	dlock_lock *first = lock_on(slow, resource), *second = lock_on(plain, resource);
+	timed_acquire a = { 0 }, b = { 0 };
+	long long ticket;
+
+	assert_int_equal(dlock_lock_set_owner(first, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_owner(second, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	assert_int_equal(dlock_acquire(held, 2000), DLOCK_OK);
+	test_redis_signal(replica, SIGSTOP);
+	timed_acquire_start(&a, first, 20000);
+	assert_true(test_wait_until(one_queued, (void *)resource, 10000));
+	ticket = first_ticket(resource);
+	timed_acquire_start(&b, second, 20000);
+	assert_true(test_wait_until(two_queued, (void *)resource, 5000));
+	/* Past the first waiter's next try (6 s of WAIT, then a pause), and
+	 * the 5 s an entry lived without its WAIT. */
+	g_usleep(7500 * 1000);
+	print_message("first in the queue: ticket %lld, the first waiter's %lld\n",
+	              first_ticket(resource), ticket);
+	assert_int_equal(first_ticket(resource), ticket);
+	test_redis_signal(replica, SIGCONT);
+	assert_int_equal(dlock_release(held), DLOCK_OK);
+	assert_true(test_wait_until(timed_acquire_returned, &a, 10000));
+	g_thread_join(a.thread);
+	assert_int_equal(a.rc, DLOCK_OK);
+	assert_false(timed_acquire_returned(&b));
+	assert_int_equal(dlock_release(first), DLOCK_OK);
+	assert_true(test_wait_until(timed_acquire_returned, &b, 5000));
+	g_thread_join(b.thread);
+	assert_int_equal(b.rc, DLOCK_OK);
+	assert_int_equal(dlock_release(second), DLOCK_OK);
+	dlock_lock_free(held);
+	dlock_lock_free(first);
+	dlock_lock_free(second);
+	dlock_client_free(holder);
+	dlock_client_free(slow);
+	dlock_client_free(plain);
+}
+
 /*
  * The promise: a master and a replica; a hold whose grant and first
  * renewals the replica acknowledged, then the replica frozen and dropped
@@ -453,6 +516,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_a_renewal_batch_cut_short_counts_as_unacknowledged, thaw),
 		cmocka_unit_test_setup(test_renewals_acknowledged_again_resume_the_hold, thaw),
 		cmocka_unit_test_setup(test_a_handed_over_grant_left_unacknowledged_goes_to_the_next_waiter, thaw),
+		cmocka_unit_test_setup(test_a_waiter_keeps_its_place_while_its_tries_wait_for_replicas, thaw),
 		cmocka_unit_test(test_a_promoted_replica_grants_nobody_else_while_the_hold_lasts),
 		cmocka_unit_test(test_no_lock_key_of_this_suite_remains),
 	};
