@@ -65,6 +65,23 @@ redis_ack dlock__redis_ack_for(const redis_backend *b, int64_t ttl_ms)
 }
 
 /*
+ * The server ends a WAIT on its timer, which runs hz times a second: the
+ * answer comes up to 1000/hz ms after the timeout, 100 ms at the default
+ * hz of 10.
+ */
+#define WAIT_LATE_MS 100
+
+/*
+ * At most three quarters of what is left once the server's lateness is
+ * set aside, so that a WAIT's answer, the count of replicas a caller's
+ * message names, still comes back in time.
+ */
+void dlock__redis_ack_within(redis_ack *ack, int64_t left_us)
+{
+	ack->timeout_ms = MAX(MIN(ack->timeout_ms, (left_us / 1000 - WAIT_LATE_MS) / 4 * 3), 1);
+}
+
+/*
  * How long one script's answers may take, the NOSCRIPT round trips
  * included: the connection's timeout when the script is sent.  The
  * socket's timeout counts per read, so each read gets only what is left
@@ -151,10 +168,10 @@ int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
 		if (rc != DLOCK_OK)
 			return rc;
 		/* The first WAIT (the connection wrote before) may have taken
-		 * its time: this one gets at most three quarters of what is
-		 * left, as the first did of the caller's deadline. */
+		 * its time: this one gets only part of what is left, as the
+		 * first did of the caller's deadline. */
 		if (ack && ack->n > 0 && bound.us > 0)
-			ack->timeout_ms = MAX(MIN(ack->timeout_ms, (bound.end_us - dlock__mono_us()) / 4000 * 3), 1);
+			dlock__redis_ack_within(ack, bound.end_us - dlock__mono_us());
 		rc = script_command(b, conn, argc, argv, ack, &bound, &reply);
 	}
 	if (rc != DLOCK_OK)
@@ -184,11 +201,11 @@ int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t de
 			return rc;
 		reused = conn->reused;
 		/* Unchanged on the common path, so no system call is spent on
-		 * it.  A WAIT gets its own time on top, within the deadline: at
-		 * most three quarters of what is left, so that its answer can
-		 * still come back in time. */
+		 * it.  A WAIT gets its own time on top, within the deadline:
+		 * only part of what is left, so that its answer can still come
+		 * back in time (dlock__redis_ack_within()). */
 		if (ack && ack->n > 0)
-			ack->timeout_ms = MAX(MIN(ack->timeout_ms, dlock__remaining_us(deadline_us) / 4000 * 3), 1);
+			dlock__redis_ack_within(ack, dlock__remaining_us(deadline_us));
 		dlock__redis_conn_timeout(conn, MIN(dlock__remaining_us(deadline_us),
 		                                    (b->command_timeout_ms +
 		                                     (ack && ack->n > 0 ? ack->timeout_ms : 0)) * 1000));

@@ -330,7 +330,7 @@ static void wait_for_replicas(redis_watchdog *wd, GPtrArray *due, int *results, 
 		return;
 	if (!wd->ctx->err) {
 		ack = dlock__redis_ack_for(b, ttl_ms);
-		ack.timeout_ms = MAX(MIN(ack.timeout_ms, (deadline_us - dlock__boot_us()) / 4000 * 3), 1);
+		dlock__redis_ack_within(&ack, deadline_us - dlock__boot_us());
 		set_timeout(wd->ctx, MAX(MIN(deadline_us - dlock__boot_us(),
 		                             (b->command_timeout_ms + ack.timeout_ms) * 1000), 1000));
 		redisAppendCommand(wd->ctx, "WAIT %d %" G_GINT64_FORMAT, ack.n, ack.timeout_ms);

@@ -150,6 +150,42 @@ static void test_a_flushed_script_cache_keeps_the_acquire_within_its_deadline(vo
 	dlock_client_free(client);
 }
 
+/*
+ * A short wait with the replica frozen: the server ends a WAIT on its
+ * timer (every 100 ms at the default hz of 10), so its answer may come
+ * up to that much after its timeout.  The WAIT leaves room for it: the
+ * acquire still says how many replicas acknowledged, and gives the grant
+ * back itself.
+ */
+static void test_a_short_wait_still_says_how_many_replicas_acknowledged(void **state)
+{
+	const char *resource = "replicas-faults/short";
+	dlock_client *client = client_at(master->port, "?min-replicas=1");
+	dlock_lock *lock = lock_on(client, resource);
+	int unavailable = 0;
+
+	/* A first hold makes the connection, and writes on it. */
+	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_OK);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	test_redis_signal(replica, SIGSTOP);
+	for (int i = 0; i < 10; i++) {
+		int64_t t0 = test_now_ms(), took;
+		int rc = dlock_acquire(lock, 150);
+
+		took = test_now_ms() - t0;
+		if (rc == DLOCK_EUNAVAILABLE && strstr(dlock_last_error_message(), "0 of the 1 replicas"))
+			unavailable++;
+		else
+			print_message("wait 150 ms: %d after %" PRId64 " ms: %s\n", rc, took, dlock_last_error_message());
+		assert_true(took <= 150 + test_slack(300));
+		assert_true(test_wait_until(key_gone, (void *)resource, 5000));
+	}
+	print_message("%d of 10 waits of 150 ms said how many acknowledged\n", unavailable);
+	assert_int_equal(unavailable, 10);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
 typedef struct states {
 	GMutex mu;
 	int seen[16];
@@ -513,6 +549,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_a_late_script_answer_keeps_the_acquire_within_its_deadline, thaw),
 		cmocka_unit_test_setup(test_a_flushed_script_cache_keeps_the_acquire_within_its_deadline, thaw),
+		cmocka_unit_test_setup(test_a_short_wait_still_says_how_many_replicas_acknowledged, thaw),
 		cmocka_unit_test_setup(test_a_renewal_batch_cut_short_counts_as_unacknowledged, thaw),
 		cmocka_unit_test_setup(test_renewals_acknowledged_again_resume_the_hold, thaw),
 		cmocka_unit_test_setup(test_a_handed_over_grant_left_unacknowledged_goes_to_the_next_waiter, thaw),
