@@ -30,7 +30,8 @@
 #define BACKOFF_CAP_US (1000 * 1000)
 /* How long a queue entry lives unless its waiter renews it (each try
  * does, at least every BACKOFF_CAP_US): the most a dead waiter's entry can
- * hold up a try.  In the server's time. */
+ * hold up a try.  In the server's time.  With min-replicas, plus the
+ * WAIT's timeout (entry_lease_ms()). */
 #define QUEUE_ENTRY_LEASE_MS 5000
 /* After a release found the server unreachable, later releases within this
  * time defer at once instead of each waiting out its own timeout. */
@@ -91,6 +92,19 @@ static int unacked_error(redis_backend *b, const redis_lease *lease, const redis
 }
 
 /*
+ * How long our queue entry lives unless renewed.  With min-replicas each
+ * try's WAIT holds the wait up, as long as its timeout when the replicas
+ * lag, before the pause to the next try: the entry outlives both, or the
+ * wait would lose its place in the queue to waiters that came later.
+ */
+static int64_t entry_lease_ms(redis_backend *b, const redis_lease *lease)
+{
+	redis_ack ack = dlock__redis_ack_for(b, lease->ttl_ms);
+
+	return QUEUE_ENTRY_LEASE_MS + (ack.n > 0 ? ack.timeout_ms : 0);
+}
+
+/*
  * One EVALSHA of the acquire script, bounded by deadline_us; a cancel of
  * waiter interrupts it.  With place, the try queues (or renews our entry).
  * The connection of an attempt left unanswered is kept in lease->kept
@@ -124,7 +138,7 @@ static try_result try_once(redis_backend *b, redis_lease *lease, dlock__waiter *
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
 	if (place && place->ticket > 0)
 		g_snprintf(ticket, sizeof(ticket), "%" G_GINT64_FORMAT, place->ticket);
-	g_snprintf(entry_lease, sizeof(entry_lease), "%d", QUEUE_ENTRY_LEASE_MS);
+	g_snprintf(entry_lease, sizeof(entry_lease), "%" G_GINT64_FORMAT, entry_lease_ms(b, lease));
 	ans->sent_us = dlock__boot_us();
 	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_ACQUIRE, words, &ack, &reply,
 	                              &uncertain, lease->kept);
@@ -338,7 +352,7 @@ static void give_up(redis_backend *b, redis_lease *lease, const queue_place *pla
 			           "released", b->label, lease->names.key);
 	}
 	if (!done || uncertain || lease->kept->len > 0) {
-		int64_t grant_ms = (place->queued ? QUEUE_ENTRY_LEASE_MS : 0) + lease->ttl_ms;
+		int64_t grant_ms = (place->queued ? entry_lease_ms(b, lease) : 0) + lease->ttl_ms;
 
 		dlock__redis_cleanup_later(b, lease, ticket, dlock__boot_us() + grant_ms * 1000, lease->kept);
 		lease->kept = NULL;

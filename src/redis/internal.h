@@ -459,6 +459,9 @@ typedef struct redis_ack {
 } redis_ack;
 /* The acknowledgement b asks for a hold of ttl_ms (n 0: none). */
 redis_ack dlock__redis_ack_for(const redis_backend *b, int64_t ttl_ms);
+/* ack's WAIT timeout cut to what leaves its answer time to come back
+ * within left_us. */
+void dlock__redis_ack_within(redis_ack *ack, int64_t left_us);
 /* Run a script by EVALSHA (loading it on NOSCRIPT, once), then WAIT if
  * ack asks for it (may be NULL).  Same returns as dlock__redis_command,
  * plus DLOCK_EBACKEND for an error reply. */

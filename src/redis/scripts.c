@@ -68,21 +68,65 @@ redis_ack dlock__redis_ack_for(const redis_backend *b, int64_t ttl_ms)
 }
 
 /*
+ * The server ends a WAIT on its timer, which runs hz times a second: the
+ * answer comes up to 1000/hz ms after the timeout, 100 ms at the default
+ * hz of 10.
+ */
+#define WAIT_LATE_MS 100
+
+/*
+ * At most three quarters of what is left once the server's lateness is
+ * set aside, so that a WAIT's answer, the count of replicas a caller's
+ * message names, still comes back in time.
+ */
+void dlock__redis_ack_within(redis_ack *ack, int64_t left_us)
+{
+	ack->timeout_ms = MAX(MIN(ack->timeout_ms, (left_us / 1000 - WAIT_LATE_MS) / 4 * 3), 1);
+}
+
+/*
+ * How long one script's answers may take, the NOSCRIPT round trips
+ * included: the connection's timeout when the script is sent.  The
+ * socket's timeout counts per read, so each read gets only what is left
+ * of it (end_us, monotonic): a script answered just before it ran out
+ * would otherwise give the WAIT after it a whole timeout more, past the
+ * caller's deadline.
+ */
+typedef struct answer_bound {
+	int64_t us;     /* the whole, for the message; <= 0: the timeout alone */
+	int64_t end_us;
+} answer_bound;
+
+static void bound_read(redis_conn *conn, const answer_bound *bound)
+{
+	if (bound->us > 0)
+		dlock__redis_conn_timeout(conn, MAX(bound->end_us - dlock__mono_us(), 1));
+}
+
+static bool read_reply(redis_conn *conn, const answer_bound *bound, redisReply **ret)
+{
+	bound_read(conn, bound);
+	return redisGetReply(conn->ctx, (void **)ret) == REDIS_OK;
+}
+
+/*
  * The script's command, and with ack the WAIT after it on the same
  * connection, sent together; on a cluster node an ASK sent us to, ASKING
  * before it.  A script's answer without WAIT's is no answer: the caller
  * cannot tell whether the script's writes reached the replicas.
  */
 static int script_command(redis_backend *b, redis_conn *conn, int argc, const char **argv,
-                          redis_ack *ack, redisReply **ret)
+                          redis_ack *ack, const answer_bound *bound, redisReply **ret)
 {
 	char n[16], ms[24];
 	const char *wait[3] = { "WAIT", n, ms }, *asking[1] = { "ASKING" };
 	redisReply *reply = NULL, *acked = NULL, *asked = NULL;
 	bool with_wait = ack && ack->n > 0;
 
-	if (!with_wait && !conn->asking)
+	if (!with_wait && !conn->asking) {
+		bound_read(conn, bound);
 		return dlock__redis_command(b, conn, argc, argv, NULL, ret);
+	}
 	if (with_wait) {
 		g_snprintf(n, sizeof(n), "%d", ack->n);
 		/* 0 would wait forever */
@@ -93,15 +137,15 @@ static int script_command(redis_backend *b, redis_conn *conn, int argc, const ch
 	    redisAppendCommandArgv(conn->ctx, argc, argv, NULL) != REDIS_OK ||
 	    (with_wait && redisAppendCommandArgv(conn->ctx, 3, wait, NULL) != REDIS_OK) ||
 	    dlock__redis_flush(conn->ctx) != REDIS_OK ||
-	    (conn->asking && redisGetReply(conn->ctx, (void **)&asked) != REDIS_OK) ||
-	    redisGetReply(conn->ctx, (void **)&reply) != REDIS_OK ||
-	    (with_wait && redisGetReply(conn->ctx, (void **)&acked) != REDIS_OK)) {
+	    (conn->asking && !read_reply(conn, bound, &asked)) || !read_reply(conn, bound, &reply) ||
+	    (with_wait && !read_reply(conn, bound, &acked))) {
 		if (asked)
 			freeReplyObject(asked);
 		if (reply)
 			freeReplyObject(reply);
 		conn->timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
-		return dlock__redis_io_error(b, conn->ctx, conn->timed_out, conn->timeout_us);
+		return dlock__redis_io_error(b, conn->ctx, conn->timed_out,
+		                             bound->us > 0 ? bound->us : conn->timeout_us);
 	}
 	if (asked)
 		freeReplyObject(asked);
@@ -122,16 +166,18 @@ int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
 	char nkeys_text[8];
 	redisReply *reply;
 	int argc = dlock__redis_script_argv(script, false, words, argv, nkeys_text);
+	answer_bound bound = { conn->timeout_us, dlock__mono_us() + conn->timeout_us };
 	int rc;
 
 	conn->redirect.kind = REDIRECT_NONE;
-	rc = script_command(b, conn, argc, argv, ack, &reply);
+	rc = script_command(b, conn, argc, argv, ack, &bound, &reply);
 	/* On a cluster a node's script cache is its own: a script is
 	 * loaded on each node it is sent to, after every redirection. */
 	if (rc == DLOCK_OK && dlock__redis_is_noscript(reply)) {
 		const char *load[3] = { "SCRIPT", "LOAD", dlock__redis_script_text[script] };
 
 		freeReplyObject(reply);
+		bound_read(conn, &bound);
 		rc = dlock__redis_command(b, conn, 3, load, NULL, &reply);
 		if (rc != DLOCK_OK)
 			return rc;
@@ -139,7 +185,12 @@ int dlock__redis_eval(redis_backend *b, redis_conn *conn, redis_script script,
 		freeReplyObject(reply);
 		if (rc != DLOCK_OK)
 			return rc;
-		rc = script_command(b, conn, argc, argv, ack, &reply);
+		/* The first WAIT (the connection wrote before) may have taken
+		 * its time: this one gets only part of what is left, as the
+		 * first did of the caller's deadline. */
+		if (ack && ack->n > 0 && bound.us > 0)
+			dlock__redis_ack_within(ack, bound.end_us - dlock__mono_us());
+		rc = script_command(b, conn, argc, argv, ack, &bound, &reply);
 	}
 	if (rc != DLOCK_OK)
 		return rc;
@@ -204,11 +255,11 @@ int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t de
 		reused = conn->reused;
 		node = conn->node;
 		/* Unchanged on the common path, so no system call is spent on
-		 * it.  A WAIT gets its own time on top, within the deadline: at
-		 * most three quarters of what is left, so that its answer can
-		 * still come back in time. */
+		 * it.  A WAIT gets its own time on top, within the deadline:
+		 * only part of what is left, so that its answer can still come
+		 * back in time (dlock__redis_ack_within()). */
 		if (ack && ack->n > 0)
-			ack->timeout_ms = MAX(MIN(ack->timeout_ms, dlock__remaining_us(deadline_us) / 4000 * 3), 1);
+			dlock__redis_ack_within(ack, dlock__remaining_us(deadline_us));
 		dlock__redis_conn_timeout(conn, MIN(dlock__remaining_us(deadline_us),
 		                                    (b->command_timeout_ms +
 		                                     (ack && ack->n > 0 ? ack->timeout_ms : 0)) * 1000));

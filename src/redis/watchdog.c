@@ -406,7 +406,8 @@ static void read_renewals(redis_watchdog *wd, guint n, const guint *which, int *
  * them: WAIT on the same connection, after the batch (it covers every
  * write the connection made).  Fewer, or no answer, and the renewals that
  * went through are counted as unanswered (results -1): the leases count
- * from their last renewal that reached the replicas.
+ * from their last renewal that reached the replicas.  So are they when the
+ * connection failed after some of the batch's answers: no WAIT ran.
  */
 static void wait_for_replicas(redis_watchdog *wd, GPtrArray *due, int *results, int64_t deadline_us)
 {
@@ -423,23 +424,25 @@ static void wait_for_replicas(redis_watchdog *wd, GPtrArray *due, int *results, 
 		renewed = renewed || results[i] == 1;
 		ttl_ms = MIN(ttl_ms, lease->ttl_ms);
 	}
-	if (b->min_replicas == 0 || !renewed || wd->ctx->err)
+	if (b->min_replicas == 0 || !renewed)
 		return;
-	ack = dlock__redis_ack_for(b, ttl_ms);
-	ack.timeout_ms = MAX(MIN(ack.timeout_ms, (deadline_us - dlock__boot_us()) / 4000 * 3), 1);
-	set_timeout(wd->ctx, MAX(MIN(deadline_us - dlock__boot_us(),
-	                             (b->command_timeout_ms + ack.timeout_ms) * 1000), 1000));
-	redisAppendCommand(wd->ctx, "WAIT %d %" G_GINT64_FORMAT, ack.n, ack.timeout_ms);
-	if (dlock__redis_flush(wd->ctx) == REDIS_OK && redisGetReply(wd->ctx, (void **)&reply) == REDIS_OK &&
-	    reply->type == REDIS_REPLY_INTEGER)
-		acked = (int)MIN(reply->integer, G_MAXINT);
-	if (reply)
-		freeReplyObject(reply);
-	if (acked >= ack.n)
-		return;
-	dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewals acknowledged by %d of the %d replicas "
-	           "asked for (min-replicas) within %" G_GINT64_FORMAT " ms: counted as unanswered",
-	           b->label, MAX(acked, 0), ack.n, ack.timeout_ms);
+	if (!wd->ctx->err) {
+		ack = dlock__redis_ack_for(b, ttl_ms);
+		dlock__redis_ack_within(&ack, deadline_us - dlock__boot_us());
+		set_timeout(wd->ctx, MAX(MIN(deadline_us - dlock__boot_us(),
+		                             (b->command_timeout_ms + ack.timeout_ms) * 1000), 1000));
+		redisAppendCommand(wd->ctx, "WAIT %d %" G_GINT64_FORMAT, ack.n, ack.timeout_ms);
+		if (dlock__redis_flush(wd->ctx) == REDIS_OK &&
+		    redisGetReply(wd->ctx, (void **)&reply) == REDIS_OK && reply->type == REDIS_REPLY_INTEGER)
+			acked = (int)MIN(reply->integer, G_MAXINT);
+		if (reply)
+			freeReplyObject(reply);
+		if (acked >= ack.n)
+			return;
+		dlock__log(b->logger, DLOCK_LOG_WARNING, "%s: renewals acknowledged by %d of the %d "
+		           "replicas asked for (min-replicas) within %" G_GINT64_FORMAT " ms: counted as "
+		           "unanswered", b->label, MAX(acked, 0), ack.n, ack.timeout_ms);
+	}
 	for (guint i = 0; i < due->len; i++)
 		if (results[i] == 1)
 			results[i] = -1;
