@@ -52,6 +52,10 @@ void test_states_record(dlock_lock *lock, dlock_state state, void *data)
 
 	(void)lock;
 	g_mutex_lock(&s->mu);
+	if (s->n < TEST_STATES_MAX)
+		s->seen[s->n++] = state;
+	if (state == DLOCK_STATE_RECONNECTED)
+		s->resumed_at_ms = test_now_ms();
 	if (state == DLOCK_STATE_LOST) {
 		if (!s->lost_at_ms)
 			s->lost_at_ms = test_now_ms();
@@ -90,4 +94,40 @@ int test_states_suspended(test_states *s)
 	n = s->suspended;
 	g_mutex_unlock(&s->mu);
 	return n;
+}
+
+int test_states_seen(test_states *s, int i)
+{
+	int state;
+
+	g_mutex_lock(&s->mu);
+	state = i >= 0 && i < s->n ? s->seen[i] : -1;
+	g_mutex_unlock(&s->mu);
+	return state;
+}
+
+int test_states_count(test_states *s)
+{
+	int n;
+
+	g_mutex_lock(&s->mu);
+	n = s->n;
+	g_mutex_unlock(&s->mu);
+	return n;
+}
+
+bool test_states_has_lost(void *s)
+{
+	return test_states_lost(s) > 0;
+}
+
+bool test_states_has_resumed(void *data)
+{
+	test_states *s = data;
+	bool resumed;
+
+	g_mutex_lock(&s->mu);
+	resumed = s->resumed_at_ms != 0;
+	g_mutex_unlock(&s->mu);
+	return resumed;
 }

@@ -16,6 +16,7 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-holds.h"
 #include "test-proxy.h"
 #include "test-redis.h"
 
@@ -39,19 +40,10 @@ static void wait_replica_ready(void)
 static dlock_client *client_at(int port, const char *suffix)
 {
 	char *uri = g_strdup_printf("redis://127.0.0.1:%d%s", port, suffix ? suffix : "");
-	dlock_client *client;
+	dlock_client *client = test_client(uri);
 
-	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
 	g_free(uri);
 	return client;
-}
-
-static dlock_lock *lock_on(dlock_client *client, const char *resource)
-{
-	dlock_lock *lock;
-
-	assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
-	return lock;
 }
 
 typedef struct timed_acquire {
@@ -92,7 +84,7 @@ static void test_a_late_script_answer_keeps_the_acquire_within_its_deadline(void
 {
 	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, master->port);
 	dlock_client *client = client_at(test_proxy_port(proxy), "?min-replicas=1&command-timeout=5s");
-	dlock_lock *lock = lock_on(client, "replicas-faults/late");
+	dlock_lock *lock = test_lock(client, "replicas-faults/late");
 	timed_acquire t = { .lock = lock, .wait_ms = 1000 };
 	int64_t took;
 
@@ -129,7 +121,7 @@ static void test_a_late_script_answer_keeps_the_acquire_within_its_deadline(void
 static void test_a_flushed_script_cache_keeps_the_acquire_within_its_deadline(void **state)
 {
 	dlock_client *client = client_at(master->port, "?min-replicas=1");
-	dlock_lock *lock = lock_on(client, "replicas-faults/noscript");
+	dlock_lock *lock = test_lock(client, "replicas-faults/noscript");
 	int64_t t0, took;
 	int rc;
 
@@ -161,7 +153,7 @@ static void test_a_short_wait_still_says_how_many_replicas_acknowledged(void **s
 {
 	const char *resource = "replicas-faults/short";
 	dlock_client *client = client_at(master->port, "?min-replicas=1");
-	dlock_lock *lock = lock_on(client, resource);
+	dlock_lock *lock = test_lock(client, resource);
 	int unavailable = 0;
 
 	/* A first hold makes the connection, and writes on it. */
@@ -186,51 +178,6 @@ static void test_a_short_wait_still_says_how_many_replicas_acknowledged(void **s
 	dlock_client_free(client);
 }
 
-typedef struct states {
-	GMutex mu;
-	int seen[16];
-	int n;
-	int64_t lost_at_ms;
-	int64_t resumed_at_ms;
-} states;
-
-static void on_state(dlock_lock *lock, dlock_state state, void *data)
-{
-	states *s = data;
-
-	(void)lock;
-	g_mutex_lock(&s->mu);
-	if (s->n < 16)
-		s->seen[s->n++] = state;
-	if (state == DLOCK_STATE_LOST)
-		s->lost_at_ms = test_now_ms();
-	if (state == DLOCK_STATE_RECONNECTED)
-		s->resumed_at_ms = test_now_ms();
-	g_mutex_unlock(&s->mu);
-}
-
-static bool lost(void *data)
-{
-	states *s = data;
-	bool done;
-
-	g_mutex_lock(&s->mu);
-	done = s->lost_at_ms != 0;
-	g_mutex_unlock(&s->mu);
-	return done;
-}
-
-static bool resumed(void *data)
-{
-	states *s = data;
-	bool done;
-
-	g_mutex_lock(&s->mu);
-	done = s->resumed_at_ms != 0;
-	g_mutex_unlock(&s->mu);
-	return done;
-}
-
 /*
  * A batch of renewals whose answers stop half way (the connection reset
  * after the first): no WAIT ran after it, so the renewal that did answer
@@ -243,15 +190,15 @@ static void test_a_renewal_batch_cut_short_counts_as_unacknowledged(void **state
 {
 	test_proxy *proxy = test_proxy_start_proto(TEST_PROXY_REDIS, master->port);
 	dlock_client *client = client_at(test_proxy_port(proxy), "?min-replicas=1&ttl=3s&replica-timeout=400ms");
-	dlock_lock *first = lock_on(client, "replicas-faults/batch-first");
-	dlock_lock *a = lock_on(client, "replicas-faults/batch-a");
-	dlock_lock *b = lock_on(client, "replicas-faults/batch-b");
-	states s = { 0 };
+	dlock_lock *first = test_lock(client, "replicas-faults/batch-first");
+	dlock_lock *a = test_lock(client, "replicas-faults/batch-a");
+	dlock_lock *b = test_lock(client, "replicas-faults/batch-b");
+	test_states s;
 	int64_t granted_ms;
 
-	g_mutex_init(&s.mu);
+	test_states_init(&s);
 	wait_replica_ready();
-	assert_int_equal(dlock_lock_set_state_callback(a, on_state, &s), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(a, test_states_record, &s), DLOCK_OK);
 	assert_int_equal(dlock_acquire(first, 2000), DLOCK_OK);
 	g_usleep(150 * 1000);
 	granted_ms = test_now_ms();
@@ -261,11 +208,11 @@ static void test_a_renewal_batch_cut_short_counts_as_unacknowledged(void **state
 	 * the connection. */
 	test_proxy_drop_replies_after(proxy, "EVALSHA", 2, 1, true);
 	test_redis_signal(replica, SIGSTOP);
-	assert_true(test_wait_until(lost, &s, 3000 + test_slack(3000)));
+	assert_true(test_wait_until(test_states_has_lost, &s, 3000 + test_slack(3000)));
 	print_message("a: LOST %" PRId64 " ms after its grant (ttl 3000 ms), %d replies dropped\n",
-	              s.lost_at_ms - granted_ms, test_proxy_dropped(proxy));
+	              test_states_lost_at(&s) - granted_ms, test_proxy_dropped(proxy));
 	assert_int_equal(test_proxy_dropped(proxy), 1);
-	assert_true(s.lost_at_ms - granted_ms <= 3000 + test_slack(200));
+	assert_true(test_states_lost_at(&s) - granted_ms <= 3000 + test_slack(200));
 	test_redis_signal(replica, SIGCONT);
 	wait_replica_ready();
 	dlock_release(first);
@@ -276,36 +223,36 @@ static void test_a_renewal_batch_cut_short_counts_as_unacknowledged(void **state
 	dlock_lock_free(b);
 	dlock_client_free(client);
 	test_proxy_stop(proxy);
-	g_mutex_clear(&s.mu);
+	test_states_clear(&s);
 }
 
 /* Acknowledgement back within the lease: the hold is RECONNECTED. */
 static void test_renewals_acknowledged_again_resume_the_hold(void **state)
 {
 	dlock_client *client = client_at(master->port, "?min-replicas=1&ttl=3s&replica-timeout=200ms");
-	dlock_lock *lock = lock_on(client, "replicas-faults/resume");
-	states s = { 0 };
+	dlock_lock *lock = test_lock(client, "replicas-faults/resume");
+	test_states s;
 	int64_t t0;
 
-	g_mutex_init(&s.mu);
+	test_states_init(&s);
 	wait_replica_ready();
-	assert_int_equal(dlock_lock_set_state_callback(lock, on_state, &s), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(lock, test_states_record, &s), DLOCK_OK);
 	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_OK);
 	t0 = test_now_ms();
 	test_redis_signal(replica, SIGSTOP);
 	g_usleep(1600 * 1000);
 	test_redis_signal(replica, SIGCONT);
-	assert_true(test_wait_until(resumed, &s, 3000));
-	print_message("resumed %" PRId64 " ms after the grant\n", s.resumed_at_ms - t0);
-	assert_false(lost(&s));
+	assert_true(test_wait_until(test_states_has_resumed, &s, 3000));
 	g_mutex_lock(&s.mu);
-	assert_int_equal(s.seen[0], DLOCK_STATE_SUSPENDED);
+	print_message("resumed %" PRId64 " ms after the grant\n", s.resumed_at_ms - t0);
 	g_mutex_unlock(&s.mu);
+	assert_false(test_states_has_lost(&s));
+	assert_int_equal(test_states_seen(&s, 0), DLOCK_STATE_SUSPENDED);
 	assert_true(dlock_held(lock));
 	assert_int_equal(dlock_release(lock), DLOCK_OK);
 	dlock_lock_free(lock);
 	dlock_client_free(client);
-	g_mutex_clear(&s.mu);
+	test_states_clear(&s);
 }
 
 static void timed_acquire_start(timed_acquire *t, dlock_lock *lock, int64_t wait_ms)
@@ -344,8 +291,8 @@ static void test_a_handed_over_grant_left_unacknowledged_goes_to_the_next_waiter
 	dlock_client *holder = client_at(master->port, "?ttl=10s");
 	dlock_client *acked = client_at(master->port, "?min-replicas=1&replica-timeout=300ms&ttl=10s");
 	dlock_client *plain = client_at(master->port, "?ttl=10s");
-	dlock_lock *held = lock_on(holder, resource);
-	dlock_lock *first = lock_on(acked, resource), *second = lock_on(plain, resource);
+	dlock_lock *held = test_lock(holder, resource);
+	dlock_lock *first = test_lock(acked, resource), *second = test_lock(plain, resource);
 	timed_acquire a = { 0 }, b = { 0 };
 	int64_t released_ms;
 
@@ -407,8 +354,8 @@ static void test_a_waiter_keeps_its_place_while_its_tries_wait_for_replicas(void
 	dlock_client *holder = client_at(master->port, NULL);
 	dlock_client *slow = client_at(master->port, "?min-replicas=1&replica-timeout=6s");
 	dlock_client *plain = client_at(master->port, NULL);
-	dlock_lock *held = lock_on(holder, resource);
-	dlock_lock *first = lock_on(slow, resource), *second = lock_on(plain, resource);
+	dlock_lock *held = test_lock(holder, resource);
+	dlock_lock *first = test_lock(slow, resource), *second = test_lock(plain, resource);
 	timed_acquire a = { 0 }, b = { 0 };
 	long long ticket;
 
@@ -463,17 +410,17 @@ static void test_a_promoted_replica_grants_nobody_else_while_the_hold_lasts(void
 	test_redis *r = test_redis_start((const char *const[]){ "--replicaof", "127.0.0.1", port, NULL },
 	                                 NULL, false);
 	dlock_client *first_client = client_at(m->port, "?min-replicas=1&ttl=3s&replica-timeout=200ms");
-	dlock_lock *first = lock_on(first_client, resource);
+	dlock_lock *first = test_lock(first_client, resource);
 	dlock_client *other_client;
 	dlock_lock *other;
-	states s = { 0 };
+	test_states s;
 	int64_t other_ms;
 	uint64_t token;
 	int rc;
 
-	g_mutex_init(&s.mu);
+	test_states_init(&s);
 	assert_true(test_wait_until(replica_acknowledges, m, 15000));
-	assert_int_equal(dlock_lock_set_state_callback(first, on_state, &s), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(first, test_states_record, &s), DLOCK_OK);
 	assert_int_equal(dlock_acquire(first, 2000), DLOCK_OK);
 	token = dlock_fencing_token(first);
 	g_usleep(1500 * 1000); /* a renewal, acknowledged */
@@ -485,18 +432,18 @@ static void test_a_promoted_replica_grants_nobody_else_while_the_hold_lasts(void
 	test_redis_signal(r, SIGCONT);
 	freeReplyObject(test_redis_cmd(r, "REPLICAOF NO ONE"));
 	other_client = client_at(r->port, "?ttl=3s");
-	other = lock_on(other_client, resource);
+	other = test_lock(other_client, resource);
 	while ((rc = dlock_acquire(other, 0)) == DLOCK_EBUSY)
 		g_usleep(5000);
 	other_ms = test_now_ms();
 	assert_int_equal(rc, DLOCK_OK);
-	assert_true(test_wait_until(lost, &s, 5000));
+	assert_true(test_wait_until(test_states_has_lost, &s, 5000));
 	print_message("the first hold LOST %" PRId64 " ms before another got it; tokens %" PRIu64
-	              " then %" PRIu64 "\n", other_ms - s.lost_at_ms, token, dlock_fencing_token(other));
+	              " then %" PRIu64 "\n", other_ms - test_states_lost_at(&s), token, dlock_fencing_token(other));
 	/* LOST is reported at the lease's end, a margin before the key ends
 	 * on the promoted replica; the report itself may come a little late
 	 * on a loaded machine. */
-	assert_true(s.lost_at_ms <= other_ms + test_slack(100));
+	assert_true(test_states_lost_at(&s) <= other_ms + test_slack(100));
 	assert_true(dlock_fencing_token(other) > token);
 	assert_int_equal(dlock_release(other), DLOCK_OK);
 	dlock_release(first);
@@ -507,7 +454,7 @@ static void test_a_promoted_replica_grants_nobody_else_while_the_hold_lasts(void
 	test_redis_stop(r);
 	test_redis_stop(m);
 	g_free(port);
-	g_mutex_clear(&s.mu);
+	test_states_clear(&s);
 }
 
 /* Runs last: a group teardown's failure would not fail the program. */

@@ -17,6 +17,7 @@
 #include <glib.h>
 
 #include "dlock.h"
+#include "test-holds.h"
 #include "test-redis.h"
 
 static test_redis *master;
@@ -38,34 +39,17 @@ static void wait_replica_ready(void)
 static dlock_client *client_with(const char *suffix)
 {
 	char *uri = test_redis_uri(master, suffix);
-	dlock_client *client;
+	dlock_client *client = test_client(uri);
 
-	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
 	g_free(uri);
 	return client;
-}
-
-static dlock_lock *lock_on(dlock_client *client, const char *resource)
-{
-	dlock_lock *lock;
-
-	assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
-	return lock;
-}
-
-static void assert_message_has(const char *what)
-{
-	const char *m = dlock_last_error_message();
-
-	if (!strstr(m, what))
-		fail_msg("message '%s' lacks '%s'", m, what);
 }
 
 /* The grant is on the replica when the acquire returns. */
 static void test_a_grant_is_on_the_replica_when_the_acquire_returns(void **state)
 {
 	dlock_client *client = client_with("?min-replicas=1");
-	dlock_lock *lock = lock_on(client, "replicas/acked");
+	dlock_lock *lock = test_lock(client, "replicas/acked");
 
 	wait_replica_ready();
 	for (int i = 0; i < 20; i++) {
@@ -100,8 +84,8 @@ static bool queued(void *resource)
 static void test_a_handed_over_grant_is_on_the_replica_when_the_wait_returns(void **state)
 {
 	dlock_client *holder = client_with("?min-replicas=1"), *other = client_with("?min-replicas=1");
-	dlock_lock *held = lock_on(holder, "replicas/handoff");
-	waiter w = { lock_on(other, "replicas/handoff"), 99 };
+	dlock_lock *held = test_lock(holder, "replicas/handoff");
+	waiter w = { test_lock(other, "replicas/handoff"), 99 };
 	char *on_master, *on_replica;
 	GThread *t;
 
@@ -144,7 +128,7 @@ static bool key_gone(void *resource)
 static void test_an_unacknowledged_grant_is_given_back_and_the_acquire_fails(void **state)
 {
 	dlock_client *client = client_with("?min-replicas=1&replica-timeout=200ms");
-	dlock_lock *lock = lock_on(client, "replicas/frozen");
+	dlock_lock *lock = test_lock(client, "replicas/frozen");
 	int64_t t0, took;
 	long long evals;
 
@@ -155,7 +139,7 @@ static void test_an_unacknowledged_grant_is_given_back_and_the_acquire_fails(voi
 	took = test_now_ms() - t0;
 	print_message("acquire with a 1500 ms wait returned after %" PRId64 " ms: %s\n", took,
 	              dlock_last_error_message());
-	assert_message_has("0 of the 1 replicas");
+	test_assert_message_has("0 of the 1 replicas");
 	assert_true(took >= 1400 && took < 1500 + test_slack(1000));
 	/* Given back at once, or, when the last try's WAIT was still
 	 * unanswered at the deadline, by the cleanup once it is answered. */
@@ -164,7 +148,7 @@ static void test_an_unacknowledged_grant_is_given_back_and_the_acquire_fails(voi
 
 	evals = test_redis_calls(master, "evalsha");
 	assert_int_equal(dlock_acquire(lock, 0), DLOCK_EUNAVAILABLE);
-	assert_message_has("0 of the 1 replicas");
+	test_assert_message_has("0 of the 1 replicas");
 	/* One try, and the release that gave its grant back. */
 	assert_int_equal(test_redis_calls(master, "evalsha") - evals, 2);
 	assert_true(test_wait_until(key_gone, (void *)"replicas/frozen", 3000));
@@ -177,36 +161,6 @@ static void test_an_unacknowledged_grant_is_given_back_and_the_acquire_fails(voi
 	dlock_client_free(client);
 }
 
-typedef struct states {
-	GMutex mu;
-	int seen[8];
-	int n;
-	int64_t lost_at_ms;
-} states;
-
-static void on_state(dlock_lock *lock, dlock_state state, void *data)
-{
-	states *s = data;
-
-	g_mutex_lock(&s->mu);
-	if (s->n < 8)
-		s->seen[s->n++] = state;
-	if (state == DLOCK_STATE_LOST)
-		s->lost_at_ms = test_now_ms();
-	g_mutex_unlock(&s->mu);
-}
-
-static bool lost(void *data)
-{
-	states *s = data;
-	bool done;
-
-	g_mutex_lock(&s->mu);
-	done = s->lost_at_ms != 0;
-	g_mutex_unlock(&s->mu);
-	return done;
-}
-
 /*
  * A renewal the replica does not acknowledge counts as unanswered: the
  * hold is SUSPENDED, and LOST by the end of the lease counted from the
@@ -215,31 +169,29 @@ static bool lost(void *data)
 static void test_an_unacknowledged_renewal_suspends_and_the_lease_runs_out(void **state)
 {
 	dlock_client *client = client_with("?min-replicas=1&ttl=2s");
-	dlock_lock *lock = lock_on(client, "replicas/renewal");
-	states s = { 0 };
+	dlock_lock *lock = test_lock(client, "replicas/renewal");
+	test_states s;
 	int64_t frozen_ms;
 
-	g_mutex_init(&s.mu);
+	test_states_init(&s);
 	wait_replica_ready();
-	assert_int_equal(dlock_lock_set_state_callback(lock, on_state, &s), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(lock, test_states_record, &s), DLOCK_OK);
 	assert_int_equal(dlock_acquire(lock, 5000), DLOCK_OK);
 	frozen_ms = test_now_ms();
 	test_redis_signal(replica, SIGSTOP);
-	assert_true(test_wait_until(lost, &s, 2000 + test_slack(3000)));
-	print_message("LOST %" PRId64 " ms after the replica froze\n", s.lost_at_ms - frozen_ms);
+	assert_true(test_wait_until(test_states_has_lost, &s, 2000 + test_slack(3000)));
+	print_message("LOST %" PRId64 " ms after the replica froze\n", test_states_lost_at(&s) - frozen_ms);
 	/* The last acknowledged renewal was the grant, at most just before
 	 * the freeze: LOST by its lease's end. */
-	assert_true(s.lost_at_ms - frozen_ms <= 2000 + test_slack(200));
-	g_mutex_lock(&s.mu);
-	assert_true(s.n >= 2);
-	assert_int_equal(s.seen[0], DLOCK_STATE_SUSPENDED);
-	assert_int_equal(s.seen[s.n - 1], DLOCK_STATE_LOST);
-	g_mutex_unlock(&s.mu);
+	assert_true(test_states_lost_at(&s) - frozen_ms <= 2000 + test_slack(200));
+	assert_true(test_states_count(&s) >= 2);
+	assert_int_equal(test_states_seen(&s, 0), DLOCK_STATE_SUSPENDED);
+	assert_int_equal(test_states_seen(&s, test_states_count(&s) - 1), DLOCK_STATE_LOST);
 	test_redis_signal(replica, SIGCONT);
 	assert_int_equal(dlock_release(lock), DLOCK_ELOST);
 	dlock_lock_free(lock);
 	dlock_client_free(client);
-	g_mutex_clear(&s.mu);
+	test_states_clear(&s);
 }
 
 /* A server that refuses writes without enough replicas (its own
@@ -247,11 +199,11 @@ static void test_an_unacknowledged_renewal_suspends_and_the_lease_runs_out(void 
 static void test_a_server_refusing_writes_without_replicas_is_unavailable(void **state)
 {
 	dlock_client *client = client_with(NULL);
-	dlock_lock *lock = lock_on(client, "replicas/noreplicas");
+	dlock_lock *lock = test_lock(client, "replicas/noreplicas");
 
 	freeReplyObject(test_redis_cmd(master, "CONFIG SET min-replicas-to-write 2"));
 	assert_int_equal(dlock_acquire(lock, 0), DLOCK_EUNAVAILABLE);
-	assert_message_has("min-replicas-to-write");
+	test_assert_message_has("min-replicas-to-write");
 	freeReplyObject(test_redis_cmd(master, "CONFIG SET min-replicas-to-write 0"));
 	if (dlock_acquire(lock, 0) != DLOCK_OK)
 		fail_msg("after the server takes writes again: %s", dlock_last_error_message());
@@ -268,12 +220,12 @@ static void test_the_options_are_checked(void **state)
 
 	uri = test_redis_uri(master, "?min-replicas=two");
 	assert_int_equal(dlock_client_new(uri, &client), DLOCK_ECONFIG);
-	assert_message_has("min-replicas");
+	test_assert_message_has("min-replicas");
 	g_free(uri);
 	uri = g_strdup_printf("redis://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:1?min-replicas=1", master->port,
 	                      replica->port);
 	assert_int_equal(dlock_client_new(uri, &client), DLOCK_ECONFIG);
-	assert_message_has("does not apply");
+	test_assert_message_has("does not apply");
 	g_free(uri);
 }
 
