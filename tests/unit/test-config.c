@@ -271,7 +271,7 @@ static void test_config_unknown_scheme_lists_the_known_ones(void **state)
 	assert_int_equal(dlock_client_new("nosuch://h:1", &client), DLOCK_ECONFIG);
 	assert_null(client);
 	assert_string_equal(dlock_last_error_message(),
-	                    "URI nosuch://h:1: unknown scheme 'nosuch' (known: redis, redis+unix, redis+sentinel, file, zk)");
+	                    "URI nosuch://h:1: unknown scheme 'nosuch' (known: redis, redis+unix, redis+sentinel, redis+cluster, file, zk)");
 }
 
 static void test_config_duplicate_group_is_refused(void **state)
