@@ -1,7 +1,8 @@
 /*
  * redis+cluster:// routing at its edges, against a real loopback cluster
  * of three masters (tests/helpers/test-cluster.h): a try (wait 0) in a
- * slot whose migration does not end.
+ * slot whose migration does not end, and a waiter whose slot has no
+ * master for a while.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -83,6 +84,99 @@ static void test_a_try_in_a_slot_whose_migration_does_not_end_comes_back(void **
 	g_free(fast);
 }
 
+/* ---- a slot without a master -------------------------------------------- */
+
+typedef struct queue_seen {
+	int node;
+	const char *resource;
+} queue_seen;
+
+static bool queued(void *data)
+{
+	queue_seen *q = data;
+
+	return test_redis_int(test_cluster_node(tc, q->node), "ZCARD dlock:{%s}:q", q->resource) == 1;
+}
+
+/* The CLUSTER SHARDS the masters have answered, in all. */
+static long long map_requests(void)
+{
+	long long n = 0;
+
+	for (int i = 0; i < tc->n_masters; i++)
+		n += test_redis_calls(test_cluster_node(tc, i), "cluster|shards");
+	return n;
+}
+
+/* Every master forgets slot (no master serves it, the cluster is down),
+ * or node takes it back. */
+static void slot_unassign(int slot)
+{
+	for (int i = 0; i < tc->n_masters; i++) {
+		redisReply *r = test_cluster_cmd(tc, i, "CLUSTER DELSLOTS %d", slot);
+
+		assert_non_null(r);
+		assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+		freeReplyObject(r);
+	}
+}
+
+static void slot_assign(int slot, int node)
+{
+	redisReply *r = test_cluster_cmd(tc, node, "CLUSTER ADDSLOTS %d", slot);
+
+	assert_non_null(r);
+	assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+	freeReplyObject(r);
+	assert_true(test_cluster_wait_ok(tc, 20000));
+}
+
+/*
+ * A waiter's slot has no master for a while (a failover under way, or a
+ * slot an operator unassigned): the slot map, asked for again, still
+ * names none.  The subscriber, which must subscribe the waiter's channels
+ * on that master, asks for the map again after a pause that grows, as
+ * the routing does -- not in a loop, each time over a new connection.
+ * The waiter is served once a master serves the slot again.
+ */
+static void test_a_slot_without_a_master_is_asked_for_at_a_growing_pace(void **state)
+{
+	char resource[64];
+	int owner = 1, slot;
+	dlock_client *holder = test_client(uri);
+	dlock_lock *held;
+	test_rw_waiter w;
+	queue_seen q;
+	long long asked;
+
+	(void)state;
+	slot = test_cluster_resource_on(tc, owner, "unowned/", resource, sizeof(resource));
+	held = test_lock(holder, resource);
+	assert_int_equal(dlock_acquire(held, 5000), DLOCK_OK);
+	test_rw_waiter_start(&w, uri, resource, DLOCK_MODE_EXCLUSIVE, 30000);
+	q = (queue_seen){ owner, resource };
+	assert_true(test_wait_until(queued, &q, 10000));
+	slot_unassign(slot);
+	/* The subscriber hears the slot go (a pushed sunsubscribe) and asks
+	 * for the map; so do the waiter's tries, each after a pause. */
+	g_usleep(300 * 1000);
+	asked = map_requests();
+	g_usleep(2000 * 1000);
+	asked = map_requests() - asked;
+	print_message("the map asked for %lld times in 2 s while slot %d had no master\n", asked, slot);
+	assert_true(asked <= 60);
+	slot_assign(slot, owner);
+	assert_false(test_rw_waiter_done(&w));
+	assert_int_equal(dlock_release(held), DLOCK_OK);
+	assert_true(test_wait_until(test_rw_waiter_done, &w, 10000));
+	test_rw_waiter_join(&w);
+	assert_int_equal(w.rc, DLOCK_OK);
+	assert_int_equal(dlock_release(w.owner.lock), DLOCK_OK);
+	test_rw_owner_close(&w.owner);
+	dlock_lock_free(held);
+	dlock_client_free(holder);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -103,6 +197,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_a_try_in_a_slot_whose_migration_does_not_end_comes_back),
+		cmocka_unit_test(test_a_slot_without_a_master_is_asked_for_at_a_growing_pace),
 	};
 
 	(void)argc;
