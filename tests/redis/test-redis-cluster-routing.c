@@ -177,6 +177,60 @@ static void test_a_slot_without_a_master_is_asked_for_at_a_growing_pace(void **s
 	dlock_client_free(holder);
 }
 
+/* ---- a query while the slot migrates ---------------------------------- */
+
+/* What a query of resource says now: whether it is locked, and its token. */
+static void query_of(dlock_lock *lock, int *ret_locked, uint64_t *ret_token)
+{
+	dlock_info *info = NULL;
+
+	assert_int_equal(dlock_lock_query(lock, &info), DLOCK_OK);
+	*ret_locked = dlock_info_locked(info);
+	*ret_token = dlock_info_fencing_token(info);
+	dlock_info_free(info);
+}
+
+/*
+ * A held lock queried at each step of its slot's migration: begun (every
+ * key still on the source, but not every key of the query exists, and the
+ * missing ones answer ASK), its keys moved (the target has them), ended.
+ * Each time the query says locked, with the holder's fencing token.
+ */
+static void test_a_held_lock_is_seen_held_at_each_step_of_a_migration(void **state)
+{
+	char resource[64];
+	int from = 2, to = 0, slot, locked;
+	dlock_client *holder = test_client(uri), *asker = test_client(uri);
+	dlock_lock *held, *looker;
+	uint64_t token, seen;
+	static const char *const steps[] = { "begun", "keys moved", "ended" };
+
+	(void)state;
+	slot = test_cluster_resource_on(tc, from, "query/", resource, sizeof(resource));
+	held = test_lock(holder, resource);
+	looker = test_lock(asker, resource);
+	assert_int_equal(dlock_acquire(held, 5000), DLOCK_OK);
+	token = dlock_fencing_token(held);
+	for (int step = 0; step < 3; step++) {
+		if (step == 0)
+			test_cluster_migrate_begin(tc, slot, to);
+		else if (step == 1)
+			assert_true(test_cluster_migrate_keys(tc, slot) > 0);
+		else
+			test_cluster_migrate_end(tc, slot);
+		query_of(looker, &locked, &seen);
+		print_message("migration %s: the query says locked %d, token %" PRIu64 " (the holder's %" PRIu64
+		              ")\n", steps[step], locked, seen, token);
+		assert_int_equal(locked, 1);
+		assert_true(seen == token);
+	}
+	assert_int_equal(dlock_release(held), DLOCK_OK);
+	dlock_lock_free(held);
+	dlock_lock_free(looker);
+	dlock_client_free(holder);
+	dlock_client_free(asker);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -198,6 +252,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_a_try_in_a_slot_whose_migration_does_not_end_comes_back),
 		cmocka_unit_test(test_a_slot_without_a_master_is_asked_for_at_a_growing_pace),
+		cmocka_unit_test(test_a_held_lock_is_seen_held_at_each_step_of_a_migration),
 	};
 
 	(void)argc;
