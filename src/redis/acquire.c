@@ -178,6 +178,22 @@ static try_result try_once(redis_backend *b, redis_lease *lease, dlock__waiter *
 }
 
 /*
+ * The bound of one try's script: the caller's deadline.  A try (wait 0)
+ * has none, each of its steps bounded by the backend's timeouts alone;
+ * but on a cluster a slot being migrated answers TRYAGAIN until the
+ * migration ends, which may be never (a tool stopped half way), and the
+ * routing waits that out within the deadline: there a try's script gets
+ * a connect and a command timeout in all, and then the migration's
+ * DLOCK_EUNAVAILABLE.
+ */
+static int64_t script_deadline_us(const redis_backend *b, int64_t wait_ms, int64_t deadline_us)
+{
+	if (wait_ms != 0 || deadline_us != INT64_MAX || !b->cluster)
+		return deadline_us;
+	return dlock__mono_us() + (b->connect_timeout_ms + b->command_timeout_ms) * 1000;
+}
+
+/*
  * A step of a try (connect, AUTH, the script's answer) ran out of time.
  * If the caller's deadline is what ended it, the wait timed out: the
  * server may be healthy and only slower than a short wait, and whether it
@@ -385,8 +401,8 @@ static int downgrade(redis_backend *b, redis_lease *lease, const redis_lease *wr
 	int rc;
 
 	g_snprintf(ttl, sizeof(ttl), "%" G_GINT64_FORMAT, lease->ttl_ms);
-	rc = dlock__redis_eval_pooled(b, waiter, deadline_us, SCRIPT_DOWNGRADE, words, &ack, &reply,
-	                              &uncertain, lease->kept);
+	rc = dlock__redis_eval_pooled(b, waiter, script_deadline_us(b, wait_ms, deadline_us),
+	                              SCRIPT_DOWNGRADE, words, &ack, &reply, &uncertain, lease->kept);
 	if (rc == DLOCK_ETIMEDOUT)
 		rc = out_of_time(dlock__hold_resource(lease->hold), wait_ms, deadline_us);
 	if (rc == DLOCK_OK) {
@@ -476,7 +492,8 @@ int dlock__redis_acquire(dlock__backend *backend, dlock__hold *hold, dlock__wait
 		queue = queue || place.polls;
 		if (queue)
 			place.queued = true;
-		result = try_once(b, lease, waiter, queue ? &place : NULL, deadline_us, &ans, &rc);
+		result = try_once(b, lease, waiter, queue ? &place : NULL,
+		                  script_deadline_us(b, wait_ms, deadline_us), &ans, &rc);
 		/* Only running out of time keeps the last unacknowledged
 		 * grant as the reason. */
 		if (result == TRY_BUSY || result == TRY_GRANTED ||

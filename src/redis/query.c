@@ -51,11 +51,14 @@ static void take_readers(const redisReply *reply, int64_t now_ms, dlock__server_
 }
 
 /*
- * The query's commands on conn, pipelined (each after ASKING when an ASK
- * sent them there), their answers into replies.  *ret_redirect: where a
- * cluster's node sent them instead.
+ * The query's commands on conn that want says, pipelined (each after
+ * ASKING when an ASK sent them there), their answers into replies.
+ * *ret_redirect: where a cluster's node sent them instead.  An ASK for a
+ * key on the master of the slot (a migration moved that key, not
+ * necessarily the others) leaves that ASK as the key's answer, the rest
+ * read: the caller asks the target for those keys.
  */
-static int query_once(redis_backend *b, redis_conn *conn, const char *const *keys,
+static int query_once(redis_backend *b, redis_conn *conn, const char *const *keys, const bool *want,
                       redisReply **replies, redis_redirect *ret_redirect)
 {
 	static const char *const formats[R_COUNT] = {
@@ -65,6 +68,8 @@ static int query_once(redis_backend *b, redis_conn *conn, const char *const *key
 	int rc = DLOCK_OK;
 
 	for (int i = 0; i < R_COUNT; i++) {
+		if (!want[i])
+			continue;
 		if (conn->asking && keys[i])
 			redisAppendCommand(conn->ctx, "ASKING");
 		if (keys[i])
@@ -76,16 +81,23 @@ static int query_once(redis_backend *b, redis_conn *conn, const char *const *key
 		return dlock__error(DLOCK_EUNAVAILABLE, "%s: %s", b->label, conn->ctx->errstr);
 	for (int i = 0; i < R_COUNT && rc == DLOCK_OK; i++) {
 		redisReply *asked = NULL;
+		redis_redirect redirect = { REDIRECT_NONE, -1, "" };
 
+		if (!want[i])
+			continue;
 		errno = 0;
 		if ((conn->asking && keys[i] && redisGetReply(conn->ctx, (void **)&asked) != REDIS_OK) ||
 		    redisGetReply(conn->ctx, (void **)&replies[i]) != REDIS_OK) {
 			dlock__redis_io_error(b, conn->ctx, errno == EAGAIN || errno == EWOULDBLOCK,
 			                      conn->timeout_us);
 			rc = dlock__error_prefix(DLOCK_EUNAVAILABLE, "");
-		} else if (b->cluster &&
-		           (*ret_redirect = dlock__redis_redirect_of(replies[i])).kind != REDIRECT_NONE) {
+		} else if (b->cluster && (redirect = dlock__redis_redirect_of(replies[i])).kind == REDIRECT_ASK &&
+		           !conn->asking) {
+			if (ret_redirect->kind == REDIRECT_NONE)
+				*ret_redirect = redirect;
+		} else if (redirect.kind != REDIRECT_NONE) {
 			/* The rest are not read: the connection is closed. */
+			*ret_redirect = redirect;
 			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: query: %s", b->label, replies[i]->str);
 		} else if (!wrong_type(replies[i]) || i > R_READERS) {
 			rc = dlock__redis_reply_error(b, replies[i], "query");
@@ -94,6 +106,19 @@ static int query_once(redis_backend *b, redis_conn *conn, const char *const *key
 			freeReplyObject(asked);
 	}
 	return rc;
+}
+
+/* The keys whose answer was an ASK, taken off replies and wanted again
+ * (of the migration's target); no other. */
+static void want_asked(redisReply **replies, bool *want)
+{
+	for (int i = 0; i < R_COUNT; i++) {
+		want[i] = replies[i] && dlock__redis_redirect_of(replies[i]).kind == REDIRECT_ASK;
+		if (want[i]) {
+			freeReplyObject(replies[i]);
+			replies[i] = NULL;
+		}
+	}
 }
 
 static void replies_clear(redisReply **replies)
@@ -115,12 +140,15 @@ int dlock__redis_query(dlock__backend *backend, const char *resource, int64_t de
 	const char *keys[R_COUNT] = { [R_GET] = key, [R_READERS] = key, [R_PTTL] = key,
 	                              [R_FENCE] = fence_key, [R_PERMITS] = permits_key };
 	redisReply *replies[R_COUNT] = { NULL };
+	bool want[R_COUNT];
 	redis_route route;
 	int rc;
 
 	if (deadline_us == INT64_MAX)
 		deadline_us = dlock__mono_us() + b->command_timeout_ms * 1000;
 	dlock__redis_route_init(&route, b->cluster ? key : NULL);
+	for (int i = 0; i < R_COUNT; i++)
+		want[i] = true;
 	for (;;) {
 		redis_redirect redirect = { REDIRECT_NONE, -1, "" };
 		redis_conn *conn;
@@ -132,11 +160,21 @@ int dlock__redis_query(dlock__backend *backend, const char *resource, int64_t de
 			break;
 		dlock__redis_conn_timeout(conn, MAX(dlock__remaining_us(deadline_us), 1000));
 		conn->asking = route.ask != NULL;
-		rc = query_once(b, conn, keys, replies, &redirect);
+		rc = query_once(b, conn, keys, want, replies, &redirect);
 		dlock__redis_conn_put(b, conn, rc == DLOCK_OK);
 		if (redirect.kind == REDIRECT_NONE)
 			break;
-		replies_clear(replies);
+		/* A slot being migrated: its keys are on the source until
+		 * moved, then on the target; the ones the source no longer
+		 * has are asked of the target, the others' answers kept.
+		 * Anything else starts the query over where it is sent. */
+		if (rc == DLOCK_OK && redirect.kind == REDIRECT_ASK) {
+			want_asked(replies, want);
+		} else {
+			replies_clear(replies);
+			for (int i = 0; i < R_COUNT; i++)
+				want[i] = true;
+		}
 		rc = dlock__redis_route_follow(b, &route, &redirect, NULL, deadline_us);
 		if (rc != DLOCK_OK)
 			break;
