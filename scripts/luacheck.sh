@@ -19,8 +19,9 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 scripts=()
 for f in "$lua"/*.lua; do
-	# queue.lua and fence.lua are preludes: checked inside each script that includes it.
-	[[ $(basename "$f") == queue.lua || $(basename "$f") == fence.lua ]] || scripts+=("$(basename "$f")")
+	# queue.lua, fence.lua and member.lua are preludes: checked inside each
+	# script that includes them.
+	[[ $(basename "$f") == queue.lua || $(basename "$f") == fence.lua || $(basename "$f") == member.lua ]] || scripts+=("$(basename "$f")")
 done
 python3 "$lua/embed.py" lua "$out" "$lua" "${scripts[@]}"
 cd "$out"

@@ -59,6 +59,8 @@ typedef enum redis_script {
 	SCRIPT_RELEASE,
 	SCRIPT_RENEW,
 	SCRIPT_RENEW_WRITE,
+	SCRIPT_RENEW_READ,
+	SCRIPT_RENEW_PERMIT,
 	SCRIPT_DOWNGRADE,
 	SCRIPT_RL_ACQUIRE,        /* Redlock (lua/redlock-*.lua) */
 	SCRIPT_RL_FENCE,

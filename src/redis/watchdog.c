@@ -295,6 +295,21 @@ static redis_script renew_words(const redis_lease *lease, char ttl[24], const ch
 		words[RENEW_WRITE_ARG_TTL] = ttl;
 		return SCRIPT_RENEW_WRITE;
 	}
+	/* A hold of the lock's set names no more keys than it needs: on a
+	 * cluster a migration refuses a script whose keys it has split. */
+	if (!lease->under && lease->mode[0] == 'r') {
+		words[RENEW_READ_KEY_LOCK] = lease->names.key;
+		words[RENEW_READ_ARG_TOKEN] = lease->token;
+		words[RENEW_READ_ARG_TTL] = ttl;
+		return SCRIPT_RENEW_READ;
+	}
+	if (!lease->under && lease->mode[0] == 's') {
+		words[RENEW_PERMIT_KEY_LOCK] = lease->names.key;
+		words[RENEW_PERMIT_KEY_PERMITS] = lease->names.permits;
+		words[RENEW_PERMIT_ARG_TOKEN] = lease->token;
+		words[RENEW_PERMIT_ARG_TTL] = ttl;
+		return SCRIPT_RENEW_PERMIT;
+	}
 	words[RENEW_KEY_LOCK] = lease->names.key;
 	words[RENEW_KEY_FENCE] = lease->names.fence;
 	words[RENEW_KEY_QUEUE] = lease->names.queue;

@@ -355,6 +355,57 @@ static void test_a_slot_migrated_under_a_held_lock_and_its_waiters(void **state)
 	g_free(short_uri);
 }
 
+/*
+ * A read hold and a semaphore's permit, with a short lease, in a slot
+ * migrated in steps: renewed throughout (their renewals name only the
+ * keys such a hold always has), never LOST, still held after it.
+ */
+static void test_read_and_permit_holds_outlive_a_migration(void **state)
+{
+	char reader_res[64], permit_res[64];
+	int from = 1, to = 0, slot;
+	char *short_uri = test_cluster_uri(tc, "?ttl=1s");
+	dlock_client *client = test_client(short_uri);
+	dlock_lock *reader, *permit;
+	test_states rs, ps;
+
+	(void)state;
+	slot = test_cluster_resource_on(tc, from, "migrate-read/", reader_res, sizeof(reader_res));
+	resource_in_slot(slot, "migrate-permit/", permit_res, sizeof(permit_res));
+	reader = test_lock(client, reader_res);
+	permit = test_lock(client, permit_res);
+	test_states_init(&rs);
+	test_states_init(&ps);
+	assert_int_equal(dlock_lock_set_mode(reader, DLOCK_MODE_READ), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_permits(permit, 3), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(reader, test_states_record, &rs), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(permit, test_states_record, &ps), DLOCK_OK);
+	assert_int_equal(dlock_acquire(reader, 5000), DLOCK_OK);
+	assert_int_equal(dlock_acquire(permit, 5000), DLOCK_OK);
+
+	test_cluster_migrate_begin(tc, slot, to);
+	g_usleep(1500 * 1000);
+	assert_true(test_cluster_migrate_keys(tc, slot) > 0);
+	g_usleep(1500 * 1000);
+	test_cluster_migrate_end(tc, slot);
+	g_usleep(1500 * 1000);
+	print_message("read hold: %d SUSPENDED, %d LOST; permit: %d SUSPENDED, %d LOST\n",
+	              test_states_suspended(&rs), test_states_lost(&rs), test_states_suspended(&ps),
+	              test_states_lost(&ps));
+	assert_int_equal(test_states_lost(&rs), 0);
+	assert_int_equal(test_states_lost(&ps), 0);
+	assert_true(dlock_held(reader));
+	assert_true(dlock_held(permit));
+	assert_int_equal(dlock_release(reader), DLOCK_OK);
+	assert_int_equal(dlock_release(permit), DLOCK_OK);
+	dlock_lock_free(reader);
+	dlock_lock_free(permit);
+	dlock_client_free(client);
+	test_states_clear(&rs);
+	test_states_clear(&ps);
+	g_free(short_uri);
+}
+
 /* ---- a master gone -------------------------------------------------------- */
 
 /* How many times the running masters were asked for the map since their
@@ -458,6 +509,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_elections),
 		cmocka_unit_test(test_waiters_listen_on_the_slots_master_by_sharded_pubsub),
 		cmocka_unit_test(test_a_slot_migrated_under_a_held_lock_and_its_waiters),
+		cmocka_unit_test(test_read_and_permit_holds_outlive_a_migration),
 		cmocka_unit_test(test_a_slot_without_a_master_is_unavailable_within_the_wait),
 	};
 

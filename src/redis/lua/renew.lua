@@ -1,4 +1,5 @@
--- Renew a reader or a semaphore's permit (a writer's is renew-write.lua).
+-- Renew a read hold made by a downgrade (a writer's is renew-write.lua,
+-- another reader's renew-read.lua, a permit's renew-permit.lua).
 -- KEYS: lock, fence counter, queue, permits.  ARGV: token, TTL (ms), mode,
 -- and for a reader made by a downgrade the write hold's token ("" for
 -- none).  1 renewed, 0 not ours.  A reader re-scores its own member only;
