@@ -367,7 +367,11 @@ static int ask_node(redis_backend *b, redis_node *n, dlock__waiter *waiter, int6
 	ctx = dlock__redis_dial_host(b, label, n->host, n->port, waiter, deadline_us, &rc);
 	if (!ctx)
 		return rc;
-	rc = dlock__redis_authenticate(b, ctx, deadline_us);
+	/* A cancel (the subscriber stopping) ends the questions at once: a
+	 * frozen node would take a command timeout each. */
+	rc = dlock__waiter_io_begin(waiter, ctx->fd) ? DLOCK_OK : DLOCK_ECANCELED;
+	if (rc == DLOCK_OK)
+		rc = dlock__redis_authenticate(b, ctx, deadline_us);
 	if (rc == DLOCK_OK)
 		rc = dlock__redis_setup_command(b, label, ctx, deadline_us, "CLUSTER SHARDS", 2, shards, &reply);
 	if (rc == DLOCK_OK && error_starts(reply, "ERR") && strstr(reply->str, "cluster support disabled")) {
@@ -379,6 +383,8 @@ static int ask_node(redis_backend *b, redis_node *n, dlock__waiter *waiter, int6
 		from_shards = false;
 		rc = dlock__redis_setup_command(b, label, ctx, deadline_us, "CLUSTER SLOTS", 2, slots, &reply);
 	}
+	if (dlock__waiter_io_end(waiter) || rc == DLOCK_ECANCELED)
+		rc = dlock__error(DLOCK_ECANCELED, "%s: canceled", label);
 	redisFree(ctx);
 	if (rc == DLOCK_OK && reply->type != REDIS_REPLY_ARRAY)
 		rc = reply->type == REDIS_REPLY_ERROR
