@@ -10,7 +10,8 @@
  *   acquire.c     acquire (try, subscribe, wait, downgrade), release
  *   query.c       query: the holder, or every reader
  *   subscriber.c  the one pub/sub connection that wakes waiters
- *   watchdog.c    lease renewal, loss detection, background cleanup
+ *   watchdog.c    lease renewal, loss detection, background cleanup (threads)
+ *   renew.c       the watchdog's I/O: renewal batches, deferred releases
  *   redlock.c        Redlock: N independent masters, quorum, fencing round
  *   redlock-round.c  Redlock: one script on every master at once
  *   redlock-dial.c   Redlock: connections made without blocking
