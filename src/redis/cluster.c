@@ -14,7 +14,8 @@
  * end (-TRYAGAIN: a short pause); a cluster without a majority, or a
  * master gone (-CLUSTERDOWN, a connection refused or lost), refreshes the
  * map after a growing pause.  At most ROUTE_REDIRECTS_MAX of these per
- * command, all within the caller's deadline.
+ * command (a migration's TRYAGAIN is waited out, not counted), all within
+ * the caller's deadline.
  *
  * The nodes once seen stay known until the backend closes (a handful):
  * a connection can point at its node without counting references, and
