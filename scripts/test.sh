@@ -73,6 +73,7 @@ tests_passed=0
 tests_failed=0
 tests_skipped=0
 failed_tests=()
+failure_excerpts=()
 any_failed=0
 started=$SECONDS
 
@@ -158,6 +159,11 @@ test_step() {
 	else
 		record "$name" FAILED $((SECONDS - t0))
 		dlock_log "step failed: $name (logs: $dir/meson-logs/)"
+		# The telling lines of each failed test, shown again at the very
+		# end: a CI page shows only the last lines of the output.
+		while IFS= read -r line; do
+			failure_excerpts+=("$line")
+		done < <(python3 "$root/scripts/lib/test_excerpt.py" "$dir/meson-logs/testlog.json" 6)
 	fi
 	return "$rc"
 }
@@ -206,6 +212,10 @@ summary() {
 	fi
 	for ((i = 0; i < ${#failed_tests[@]}; i++)); do
 		printf '  failed: %s\n' "${failed_tests[i]}"
+	done
+	# At most 18 lines of why, so that the counts stay in a short tail.
+	for ((i = 0; i < ${#failure_excerpts[@]} && i < 18; i++)); do
+		printf '%s\n' "${failure_excerpts[i]}"
 	done
 	printf 'test.sh: %d passed, %d failed, %d skipped\n' \
 		"$tests_passed" "$tests_failed" "$tests_skipped"
