@@ -498,17 +498,22 @@ long long test_redis_count_keys(test_redis *r, const char *pattern)
 	return n;
 }
 
-long long test_redis_leftover_keys(test_redis *r, const char *prefix)
+static long long leftovers(test_redis *r, const char *prefix, bool report)
 {
 	long long found = 0;
 
 	for (int db = 0; db < 16; db++) {
 		char cursor[32] = "0";
 		redisReply *sel = test_redis_cmd(r, "SELECT %d", db);
+		bool one_db;
 
 		if (!sel)
 			return -1;
+		/* A cluster node has only database 0 and refuses SELECT. */
+		one_db = sel->type == REDIS_REPLY_ERROR;
 		freeReplyObject(sel);
+		if (one_db && db > 0)
+			break;
 		do {
 			redisReply *reply = test_redis_cmd(r, "SCAN %s COUNT 1000", cursor);
 
@@ -522,14 +527,34 @@ long long test_redis_leftover_keys(test_redis *r, const char *prefix)
 			for (size_t i = 0; i < reply->element[1]->elements; i++) {
 				const char *key = reply->element[1]->element[i]->str;
 
-				if (g_str_has_prefix(key, prefix) && !g_str_has_suffix(key, ":fence")) {
-					fprintf(stderr, "left over in db %d: %s\n", db, key);
-					found++;
-				}
+				redisReply *pttl;
+
+				if (!g_str_has_prefix(key, prefix) || g_str_has_suffix(key, ":fence"))
+					continue;
+				found++;
+				if (!report)
+					continue;
+				/* The time left says whether it would have gone by
+				 * itself, and when. */
+				pttl = test_redis_cmd(r, "PTTL %s", key);
+				fprintf(stderr, "left over in db %d: %s (PTTL %lld ms)\n", db, key,
+				        pttl && pttl->type == REDIS_REPLY_INTEGER ? pttl->integer : -3);
+				if (pttl)
+					freeReplyObject(pttl);
 			}
 			freeReplyObject(reply);
 		} while (strcmp(cursor, "0") != 0);
 	}
 	freeReplyObject(test_redis_cmd(r, "SELECT 0"));
 	return found;
+}
+
+long long test_redis_leftover_keys(test_redis *r, const char *prefix)
+{
+	return leftovers(r, prefix, true);
+}
+
+long long test_redis_leftover_count(test_redis *r, const char *prefix)
+{
+	return leftovers(r, prefix, false);
 }

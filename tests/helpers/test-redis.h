@@ -102,6 +102,8 @@ long long test_redis_count_keys(test_redis *r, const char *pattern);
  * keep increasing).  Prints each one found.  Uses SCAN.
  */
 long long test_redis_leftover_keys(test_redis *r, const char *prefix);
+/* The same count, each key unnamed: for polling until none is left. */
+long long test_redis_leftover_count(test_redis *r, const char *prefix);
 
 /*
  * Print the tail of every server log seen by this process if failures is
