@@ -17,7 +17,7 @@
 #   4. build/ again — the unit, redis and file suites under valgrind, but
 #                    the Sentinel and Cluster suites (their time is real
 #                    failovers');
-#   5. build-fuzz/ — the libFuzzer harnesses of tests/fuzz/, 15 s each
+#   5. build-fuzz/ — the libFuzzer harnesses of tests/fuzz/, 10 s each
 #                    (scripts/fuzz.sh; one test per harness in the counts).
 #
 # --quick skips 3, 4 and 5.  Every pass runs even when an earlier one failed
@@ -327,10 +327,10 @@ if ((!quick)); then
 	fi
 
 	# -----------------------------------------------------------------------
-	# 5. Fuzzing: every harness of tests/fuzz/ for 15 s; a crash, leak,
+	# 5. Fuzzing: every harness of tests/fuzz/ for 10 s; a crash, leak,
 	# sanitizer report or an input slower than 2 s fails the step.
 
-	fuzz_step "fuzz build-fuzz/ (libFuzzer, 15 s per harness)" 15
+	fuzz_step "fuzz build-fuzz/ (libFuzzer, 10 s per harness)" 10
 fi
 
 summary
