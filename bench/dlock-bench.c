@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dlock-bench: what a lock costs, how fast a waiter gets it, and what
  * happens when many wait — measured side by side with the floor of the

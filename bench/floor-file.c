@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The file floor: an open-file-description lock taken and dropped on one
  * file that stays open — two fcntl(F_OFD_SETLK) calls, the least the file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The Redis floor: bare hiredis on synchronous connections, with none of
  * dlock's work around it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The Redlock floor: bare hiredis, one synchronous connection per master,
  * running dlock's own Redlock scripts (the texts of src/redis/scripts.c,

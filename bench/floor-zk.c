@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The ZooKeeper floor: the bare C client (zookeeper_mt, synchronous
  * calls) on one session, with none of dlock's work around it.

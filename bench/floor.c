@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one place that maps a backend to its floor, the clean-up of what
  * dlock keeps after a release, and the holder-like token the floors store, shaped like dlock's own owner token

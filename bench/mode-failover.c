@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * failover: how long an election goes without a leader.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fifo: are waiters granted the lock in the order they arrived?
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * handoff: how fast a waiting process gets the lock after a release.
  *

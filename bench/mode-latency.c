@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * latency: what one uncontended lock costs.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * readers: what a read-write lock's readers cost, for each R of --waiters
  * (default 1, 16, 64).

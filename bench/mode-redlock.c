@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redlock: what a lock on several Redis masters costs beside one master.
  *

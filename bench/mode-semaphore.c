@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * semaphore: what a semaphore's permit costs, and what N permits carry.
  *

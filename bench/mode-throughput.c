@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * throughput: acquisitions per second with many contenders.
  *

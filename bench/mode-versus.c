@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * versus: the same lock on two or more dlock URIs, side by side in one
  * process — one Redis server against a Redis Cluster, or against the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * waiters: what happens when many wait on one resource.
  *

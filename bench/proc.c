@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Clock, failure messages, pipes with timeouts, and worker processes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The interleaved rounds of the modes that compare uncontended pairs
  * (latency, redlock): a warm-up that is not measured, then --rounds

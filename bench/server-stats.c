@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Server work, read from the servers' own counters before and after a
  * measured phase.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Samples, their summary, and the result lines.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The backend under test, read from the dlock URI given on the command
  * line.  dlock itself gets the URI unchanged; the floors and the server

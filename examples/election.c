@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One active instance: every copy of this program campaigns for the same
  * name; the leader does the work, the others stand by and take over when

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dlock-example — take a lock, show its fencing token, do some work, release.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """bench-report.py -- the report of scripts/bench.sh: results.json,
 results.md and PNG plots (gnuplot) from the JSON lines that dlock-bench and
 the peer drivers in bench/peers/ print.  Standard library only; run it with

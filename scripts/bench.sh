@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 #
 # scripts/bench.sh [--quick] — dlock against the raw server floor and
 # against peer libraries, side by side in one run.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 #
 # scripts/dlock-servers.sh — the main job again, with a configuration file
 # that routes resources to backends: jobs/* to a throwaway redis-server,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 #
 # scripts/dlock.sh — set up and run the dlock command on a fresh Debian
 # machine: installs the missing packages, builds, and runs

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 #
 # scripts/fuzz.sh — build the libFuzzer harnesses of tests/fuzz/ with
 # clang (-fsanitize=fuzzer,address,undefined) into build-fuzz/, and run

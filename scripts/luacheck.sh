@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 #
 # scripts/luacheck.sh — lint the Redis backend's Lua scripts with luacheck
 # (Debian's lua-check): each script of src/redis/lua whole, the shared

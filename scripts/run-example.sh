@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 #
 # scripts/run-example.sh — set up and run the example program against a
 # throwaway Redis server.  Works from any directory; needs root, or sudo,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 #
 # scripts/test.sh — the project's one test command (CI runs it through
 # .ci/run).  Works from any directory; needs root, or sudo, only when

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one place that names every backend: URI schemes to operations
  * tables.  A new backend is one folder and one line here; the list of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * Peer driver: Apache Curator's InterProcessMutex (Curator 5.4, ZooKeeper
  * 3.8 client) on a CuratorFramework from CuratorFrameworkFactory.newClient

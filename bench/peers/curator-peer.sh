@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Runs the Curator peer driver (CuratorPeer.java beside this script) in
 # Java's source-file mode on Debian's jars; see that file for what it
 # measures.  Usage, with ADDR a ZooKeeper connect string 127.0.0.1:P[,...]:

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Peer driver: kazoo's lock recipe, KazooClient(hosts=ADDR).Lock(path,
 "kazoo-peer", extra_lock_patterns=["-lock-"]), on ZooKeeper: told to see
 Curator-format nodes ("-lock-", which dlock's are) as contenders too, as

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared harness of the Python peer drivers (redispy_peer.py, tooz_peer.py,
 kazoo_peer.py): the command line, the three workloads and the JSON output.
 

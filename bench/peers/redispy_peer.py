@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Peer driver: redis-py's redis.lock.Lock, as Redis(...).lock(name, timeout=30)
 with its default blocking behaviour (a waiter retries SET NX every
 sleep=0.1 s, which is what handoff and contended throughput measure).

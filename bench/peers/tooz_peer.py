@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Peer driver: tooz's Redis driver with default settings:
 get_coordinator('redis://HOST:PORT', member_id), start(), get_lock(name),
 acquire()/release().  Underneath it is redis-py's Lock (so waiters poll

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """bench_handoff.py -- the part of the benchmark report about the wait
 queue's handoff (one notification per handoff): its targets, each a ratio of two figures
 measured in the same run and judged here, never by hand; the FIFO check;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """bench_readers.py -- the part of the benchmark report about read-write
 locks: an uncontended READ acquire+release beside the mutex
 and the floor, measured in the latency mode's rounds; the readers mode's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """bench_recipes.py -- the part of the benchmark report about semaphores
 and leader election: a semaphore's permit beside the mutex
 and its floor on each backend, N permits under 2N threads, and an

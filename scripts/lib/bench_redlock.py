@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """bench_redlock.py -- the part of the benchmark report about Redlock on
 several Redis masters: the redlock mode's uncontended pairs
 (dlock on the Redlock URI, dlock on its first master alone, the Redlock

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """bench_results.py -- reading the results of scripts/bench.sh: selecting
 and combining the rounds of one measurement, and the formatting the
 report's tables share.  Used by scripts/bench-report.py and

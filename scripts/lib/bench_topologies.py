@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """bench_topologies.py -- the part of the benchmark report about Redis
 topologies: the versus mode's comparisons of dlock on one server against
 dlock on a Redis Cluster, and on one server without and with

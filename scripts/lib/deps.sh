@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # shellcheck shell=bash
 #
 # scripts/lib/deps.sh — shared by scripts/test.sh and scripts/run-example.sh.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # shellcheck shell=bash
 #
 # scripts/lib/servers.sh — throwaway servers for the scripts and the cli

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Print the telling lines of each failed test of a meson test run.
 
 Usage: test_excerpt.py TESTLOG.JSON [LINES-PER-TEST]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dlock — run a command while holding a distributed lock, or show who
  * holds one.  This file reads the command line, builds the client and the

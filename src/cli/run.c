@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dlock run: acquire RESOURCE, with a signal able to end the wait, then
  * run COMMAND under the lock and supervise it: nothing but descriptors

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Which signals dlock run and dlock elect take, and what each one means.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dlock status: ask the backend who holds RESOURCE and print it, as text
  * for people or as one JSON object for programs: how it is held (free,

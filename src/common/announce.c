@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Announcements of elections' leaders (the seam's announce): a new
  * leader's word on the Redis channel, a touch of the lock file.  Each is a

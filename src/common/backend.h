@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The seam between the backend-agnostic core and each backend.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The callback thread: every user state callback of a client runs here,
  * one at a time and in the order the changes were noticed, so backends'

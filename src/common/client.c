@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Clients: built from a specification, they own the configured backends,
  * the registry of live holds, the handles, and the callback thread.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The core's own structures: clients, lock handles, holds, the per-thread
  * reentrancy tables (owner.c) and the callback thread.  Private to src/common;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Holds: one granted lock, its reentrancy count and its state.  The
  * hold's state machine lives here alone: its phases, the counts of

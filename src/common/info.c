@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dlock_lock_query() and the dlock_info accessors: who holds a resource,
  * as the backend sees it now, plus the caller's own relation to it.

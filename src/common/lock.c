@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Lock handles: options, acquire, release, cancel and the local queries.
  *

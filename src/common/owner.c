@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Owners: who holds what, and what an acquire comes to for its caller.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The core's side of what a recipe may use (recipe.h): a recipe's handle
  * as it may see it, and its backend's announcements and watch, reached

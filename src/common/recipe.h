@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What a recipe (src/recipes) may use of the core.  A recipe is built on
  * one lock handle: it takes and ends its holds with the public calls

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The file backend: locks between processes of one host, with no server.
  * The embedded default, so the dlock command works on a bare machine.

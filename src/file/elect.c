@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What leader elections need of the file backend (docs/file.md,
  * "Elections"): observers watch the lock file with the backend's inotify

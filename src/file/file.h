@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The file backend, as the rest of the library sees it. */
 #ifndef DLOCK_FILE_FILE_H
 #define DLOCK_FILE_FILE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The file backend's internals:
  *   backend.c   the directory, open/close, the ops table

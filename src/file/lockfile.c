@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One lock file per resource, locked with an open-file-description lock
  * (F_OFD_SETLK): the lock belongs to the descriptor, so two holds in one

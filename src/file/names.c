@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Lock file names: "r-" and the resource name with every byte outside
  * [A-Za-z0-9._-] escaped as %XX ('/' included, so "a" and "a/b" never meet

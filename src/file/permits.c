@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semaphores on a lock file (docs/file.md, "Semaphores"): N permits are
  * the first N bytes of the file's main range, and a permit is an F_WRLCK

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * READ holds on a lock file, and what a status query learns of them.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One waiter woken per release: a futex in the lock file.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The watch thread ("dlock-filewatch"): one inotify descriptor per
  * backend.  A holder releases by closing its descriptor, and a dead

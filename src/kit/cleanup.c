@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "cleanup.h"
 
 typedef struct item {

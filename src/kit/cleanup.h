@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Deferred cleanup: server-side deletes that could not be done when they
  * were due (a release while the server was unreachable, an acquire whose

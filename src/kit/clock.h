@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Clocks.  The caller's deadlines use the monotonic clock; leases and
  * session timers use CLOCK_BOOTTIME, which keeps counting while the machine

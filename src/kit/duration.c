@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Durations as written in URIs and configuration: "250ms", "10s", "2m",
  * "1h", or a bare number of seconds.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Result code texts and the per-thread detail of the last failure.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Status codes and the thread-local error detail behind
  * dlock_last_error_message().

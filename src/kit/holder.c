@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Holder records (who holds a lock: host, pid, thread, since when) and the
  * owner tokens that carry them inside a Redis value.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Lease deadlines: until when a backend can vouch for a hold that the
  * server keeps only for a time -- a Redis key's TTL, a ZooKeeper session's

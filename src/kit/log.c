@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The logger behind a client's log callback (set in client.c).  The
  * library never writes to stdout or stderr; without a callback its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The client's logger: where the library's messages go (never stdout or
  * stderr).  A client embeds one; backends reach it only through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The lock order's check (mutex.h): each thread keeps the mutexes it took
  * through the checked forms, with their ranks and where it took them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The library's mutexes and the one order they are taken in.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Options, as URI query parameters and as keys of a configuration file's
  * backend groups.  Each backend lists its own in rows (parse.h); this file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Pure parsing and validation: durations, client specifications (URIs),
  * the backends' option rows, resource names, and holder records.  Nothing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Name resolution with a deadline, on glibc's asynchronous getaddrinfo_a():
  * the lookup runs in the C library's own helper threads (created with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Host name resolution bounded by a deadline.  getaddrinfo() cannot be
  * interrupted and, with a DNS server that never answers, blocks for the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Resource names: the same rules on every backend, so that a route can
  * move a resource from one backend to another.  1-255 bytes of valid UTF-8;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Who is calling: the process's pid, the calling thread's kernel id, and
  * random bytes for owner tokens, each without a system call on the hot

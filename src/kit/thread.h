@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Library threads.  Every library thread is named, runs with all signals
  * blocked (so the host program's handlers run only on its own threads), and

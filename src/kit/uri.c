@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Client specifications: scheme://[user[:password]@]host[:port][,host[:port]...][/path][?k=v&...]
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Waiters: how a thread inside acquire sleeps until something may let it
  * succeed.  A sequence number, bumped by every wake-up, lets a backend read

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Waiters: one thread inside acquire (or a backend's own wait for an
  * answer), and what wakes it.  Part of the kit: the core and every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The wake table (see waketable.h): a GHashTable of key -> entry, each
  * entry the key's waiters and the backend's pointer.

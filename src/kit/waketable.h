@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A wake table: key -> the waiters to wake when something happens to that
  * key (a lock file closed, a release published on a channel, a ZooKeeper

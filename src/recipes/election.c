@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Leader election (docs/recipes.md, "Leader election"): a participant is
  * a lock handle on the election's name whose holds carry the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The Redis backend: options, opening and closing, and the operations
  * table.  Key names: keys.c.

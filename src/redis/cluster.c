@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Redis Cluster: which master serves a key, and what to do when a node
  * says another does (docs/redis.md, "Redis Cluster").

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Command connections: connect with a bounded timeout, authenticate,
  * select the database, and keep idle connections in a small pool.

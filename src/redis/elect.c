@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What leader elections need of the Redis backend (docs/recipes.md,
  * "Leader election"): a new leader announces itself on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The Redis backend's internals, shared by its files:
  *   backend.c     options, open/close, the ops table

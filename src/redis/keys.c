@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Names for resource R: the lock "<prefix>{R}" (default prefix "dlock:"),
  * the fencing counter "<prefix>{R}:fence", the wait queue

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Query on Redis: who holds a resource, in one pipelined round trip.
  * The lock is a string (one holder: a dlock token or a peer's value) or a

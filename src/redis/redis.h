@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The Redis lease backend, as the rest of the library sees it. */
 #ifndef DLOCK_REDIS_REDIS_H
 #define DLOCK_REDIS_REDIS_H

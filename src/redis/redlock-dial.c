@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Connections made without blocking, for Redlock rounds: one thread makes
  * a new connection to each master at once, its socket polled together

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The Redlock query (dlock_lock_query, dlock status): one round of the
  * query script on every master, the quorum's verdict on who holds the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A Redlock round: one script sent to every master at once, the answers
  * read as they come, on one thread.  A master with a pooled connection

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Keeping a Redlock hold (docs/redis.md, "Keeping a hold"): one thread
  * per Redlock backend ("dlock-redlock") renews each hold on every master

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Redlock (docs/redis.md, "Redlock"): N independent masters, a hold
  * granted by a quorum (N/2 + 1) within the lease's validity, and fencing

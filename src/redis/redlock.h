@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Redlock's internals, shared by redlock.c, redlock-round.c and
  * redlock-watch.c: a round (one script on every master at once) and the

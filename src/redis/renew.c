@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The watchdog's I/O (watchdog.c is the rest): renewal batches and
  * deferred releases, on the watchdog's own connection -- one per master

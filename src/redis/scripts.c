@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Running the Lua scripts of the lease protocol and its wait queue, and
  * Redlock's, by EVALSHA.  Each is one atomic step on the server, so no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The Sentinel watcher ("dlock-sentinel"): failovers heard before a
  * command runs into them (docs/redis.md, "Sentinel").  It subscribes to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Redis Sentinel: the master of a service, as the sentinels name it
  * (docs/redis.md, "Sentinel").

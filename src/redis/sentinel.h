@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the Redis backend's Sentinel files share (sentinel.c: the
  * sentinels, asked; sentinel-watch.c: the watcher thread).  The rest of

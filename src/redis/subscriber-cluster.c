@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The subscriber on a Redis Cluster: the same table of channels and
  * waiters as on one server (subscriber.c), served over one connection per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The subscriber: one pub/sub connection per backend, on its own thread
  * ("dlock-subscribe"), serving every waiter.  hiredis keeps one callback

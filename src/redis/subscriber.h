@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the subscriber's files share (subscriber.c: the table, the waits'
  * calls and one server's connection; subscriber-cluster.c: a cluster's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The watchdog: two threads per backend, one ("dlock-watchdog") that keeps
  * leases alive and one ("dlock-expiry") that notices when they end.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the watchdog's files share (watchdog.c: the leases, the threads,
  * loss and the deferred-release queue; renew.c: the I/O of renewals and

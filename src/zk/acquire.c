@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Acquire and release on ZooKeeper.
  *

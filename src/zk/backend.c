@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The ZooKeeper backend: options, paths, opening and closing, and the
  * operations table.

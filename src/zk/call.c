@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Asynchronous ZooKeeper requests that a thread with a deadline waits on.
  *

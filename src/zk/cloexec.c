@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Close-on-exec for the ZooKeeper client's descriptors.
  *

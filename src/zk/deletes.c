@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Deletes in the background: a node whose delete could not be sent (no
  * connection) is kept on the session's cleanup queue and sent again after

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A downgrade on ZooKeeper: the READ acquire of an owner that holds the
  * resource in EXCLUSIVE or WRITE mode.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What leader elections need of the ZooKeeper backend (docs/zookeeper.md,
  * "Elections"): an observer's watch is a child watch on the election's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What each ZooKeeper result code means to dlock, in one table.  A code
  * is of one of four kinds, and every file of the backend decides by kind:

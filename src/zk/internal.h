@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The ZooKeeper backend's internals, shared by its files:
  *   backend.c  options, paths, open/close, the ops table

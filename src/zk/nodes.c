@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Lock node names: building, recognising and ordering them.  See nodes.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Lock node names on ZooKeeper, as pure functions (no ZooKeeper client
  * here, so the unit suite covers all of it).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Who holds a resource on ZooKeeper: the first contender among the
  * resource's children, read without a watch.

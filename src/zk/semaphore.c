@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semaphores on ZooKeeper (docs/zookeeper.md, "Semaphores"), in the
  * layout of Curator's InterProcessSemaphoreV2 on <root>/<R>, so that

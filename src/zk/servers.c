@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The ensemble's servers as the client library gets them.
  *

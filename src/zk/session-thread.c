@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The session thread ("dlock-zksession"), one per backend: it keeps the
  * sessions in use alive and judges them by dlock's own clock.  Each pass

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ZooKeeper sessions: connection state, hold reports, loss detection (the
  * session thread that acts on it is session-thread.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Sweeps: finding and deleting a lock node whose create may have happened
  * although nobody learned its name.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The ZooKeeper backend, as the rest of the library sees it. */
 #ifndef DLOCK_ZK_ZK_H
 #define DLOCK_ZK_ZK_H

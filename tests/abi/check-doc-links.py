@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Every cross-reference into dlock's documents resolves.
 
 The documents (README.md and docs/*.md) link to each other and to

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # dlock.h compiles alone, as strict C11 and as C++, with every warning an
 # error: it needs no other header and no configuration.
 # usage: check-header.sh INCLUDE_DIR (the directory of the generated dlock.h)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The layers of src/ hold: hiredis is included under src/redis only and
 # the ZooKeeper client under src/zk only; src/kit, the bottom layer,
 # includes nothing of src/common (the core and its seam, backend.h) and no

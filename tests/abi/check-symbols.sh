@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The shared library exports dlock_ symbols only, and every function the
 # header declares.
 # usage: check-symbols.sh LIBRARY HEADER

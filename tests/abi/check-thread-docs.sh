@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Every public function in dlock.h says which threads may call it, in the
 # fixed words the header's conventions define: the comment block right
 # above its prototype (one block may serve a group of prototypes that

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 #
 # The dlock command, run as a user would: exit statuses, the child's
 # environment and descriptors, signals, lock loss, configuration errors

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Ending objects from a callback, on the client's callback thread: what
  * dlock.h allows works there, and dlock_client_free(), which would wait

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The result code of an acquire that is canceled, or whose handle is
  * freed, while the backend is in a step it cannot interrupt.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A handle-owned hold that is lost while another thread's fresh acquire
  * through the same handle is waiting: that acquire's grant replaces the

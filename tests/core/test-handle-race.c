@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Handles torn down while calls on them are in flight, on a real backend
  * (argv[1]: "file" or "redis"): freeing a handle while another thread's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A hold that has been declared LOST is no longer kept: its renewals or
  * keep-alives stop counting for it and what is left of it on the server

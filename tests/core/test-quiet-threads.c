@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * An uncontended acquire and release wake no library thread: the Redis
  * watchdog and expiry threads and the ZooKeeper session thread sleep on

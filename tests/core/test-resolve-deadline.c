@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Name resolution obeys the caller's deadline.  A worker process gets a
  * private mount namespace in which /etc/resolv.conf names a loopback DNS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A re-entrant acquire waiting out a suspended hold on a real Redis server
  * (frozen with SIGSTOP so a renewal goes unanswered) must be woken when the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Every library thread carries its name where tools look for it
  * (/proc/<pid>/task/<tid>/comm, shown by top -H, ps -L, gdb): the kernel

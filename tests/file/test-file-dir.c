@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The file backend's lock directory: the same rule however it is named
  * (file:///path, the dir option in a URI or a configuration file, a

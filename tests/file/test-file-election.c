@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Leader election on the file backend: the shared checks
  * (test-election.h) -- hand-over by resignation seen by an observer, a

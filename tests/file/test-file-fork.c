@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fork() while threads take and release file locks.  A child of a
  * multithreaded process runs only the forking thread, and until it execs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The file backend: exclusion across processes and threads, release by
  * the kernel when a holder dies, waiting woken by the release, deadlines, name

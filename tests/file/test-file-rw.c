@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Read-write locks on the file backend: the shared checks (test-rw.h), and
  * what only processes show -- readers in several processes share, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semaphores on the file backend (docs/file.md, "Semaphores"): N permits
  * as N bytes of the lock file's main range.  The shared checks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The file backend's waiting: a release wakes one waiter, not all of them;
  * a waiter that times out or is canceled leaves nothing behind (no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Configuration files: dlock__config_load on any text (through a memfd,
  * as it reads a path), then every route matched against every other

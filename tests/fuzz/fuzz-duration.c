@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Durations: dlock__duration_parse on any text, and the duration options
  * built on it.  An accepted duration is non-negative and the same number

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Route patterns: the input is "a\nb\nname".  Checked for every input:
  * dlock__glob_match agrees with a plain dynamic-programming matcher, and

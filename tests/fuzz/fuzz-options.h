@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Option rows of every kind, for the harnesses that feed values through
  * dlock__options_set.  The backends' own tables are not linked into the

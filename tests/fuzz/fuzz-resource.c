@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Resource names: dlock__resource_check on any bytes.  An accepted name
  * is 1-255 bytes of valid UTF-8 without '{', '}' or an empty, "." or ".."

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Owner tokens and holder records: dlock__token_parse on any text (a
  * peer's value read from a server), then the holder described as status

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Client specifications: dlock__uri_parse and the redaction that every
  * message uses.  Besides no crash: no message and no redacted form holds

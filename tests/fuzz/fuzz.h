@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Shared by the libFuzzer harnesses: each defines LLVMFuzzerTestOneInput
  * over one parser of src/kit or src/common and checks what must hold for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What test-cluster.c and test-cluster-slots.c share: reading the slot
  * map and the roles, and polling.  Not for tests: they use

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Slots of the Redis Cluster test setup: hashing, the map, migration.
  * See test-cluster.h. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A Redis Cluster for the tests: forming it, knowing when it is whole,
  * roles and faults.  See test-cluster.h; slots are in
  * test-cluster-slots.c. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Test helper: a throwaway Redis Cluster on loopback.  N masters that
  * split the 16384 slots evenly (master i serves slots

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Leader election checks: see test-election.h. */
 #include <inttypes.h>
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Leader election checks shared by the backend suites, run against the
  * backend a URI names.

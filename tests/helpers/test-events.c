@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "test-events.h"
 
 #include "test-util.h"

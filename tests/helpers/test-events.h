@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A recorder for lock state callbacks: each state reported, with the
  * monotonic time (test_now_ms) it arrived at, for tests that assert when a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Mutual exclusion check: see test-exclusion.h. */
 #include <fcntl.h>
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Mutual exclusion check shared by the backend suites: worker processes,
  * each with several threads, increment a number in a file by a slow

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Handoff measurement: see test-handoff.h. */
 #include <inttypes.h>
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Handoff measurement shared by the backend suites: how long after a
  * holder's release a waiter in another process gets the lock.

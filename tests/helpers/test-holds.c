@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Small pieces around one hold (test-holds.h). */
 #include <setjmp.h>
 #include <stdarg.h>

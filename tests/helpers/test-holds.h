@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Small pieces the library's suites share around one hold: a client and
  * a handle that fail the test if they cannot be made, a check of the

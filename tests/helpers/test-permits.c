@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Semaphore check: see test-permits.h. */
 #include <fcntl.h>
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semaphore check shared by the backend suites: worker processes, each
  * with several threads and a handle per thread set to N permits, count

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Request and reply boundaries on the wire.  See test-proxy-wire.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Where requests and replies begin and end on the wire, for the
  * fault-injection proxy (test-proxy.c): RESP for Redis, length frames for

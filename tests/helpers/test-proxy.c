@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fault-injection TCP proxy.  See test-proxy.h.
  *

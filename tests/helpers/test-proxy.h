@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A fault-injection TCP proxy for the integration tests: it sits between
  * the library and a real server on loopback and, on request, stalls

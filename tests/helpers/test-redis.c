@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis-server instances for the integration tests.  See test-redis.h.
  */

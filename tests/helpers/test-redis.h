@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Test helper: throwaway redis-server instances on free loopback ports in
  * fresh temporary directories, stopped by PID, plus an inspection

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Redlock masters for the tests: see test-redlock.h. */
 #include <errno.h>
 #include <netinet/in.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Test helper for Redlock: N independent throwaway redis-server masters
  * (test-redis.h) and the multi-host URI that locks them by quorum, plus

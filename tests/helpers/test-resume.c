@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A holder paused past the end of its hold and resumed (see test-resume.h).
  *

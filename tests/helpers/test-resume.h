@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A holder paused (SIGSTOP) past the end of its hold while a peer takes
  * the lock, then resumed, shared by the backend suites: what the holder's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Read-write lock checks shared by the backend suites (test-rw.h). */
 #include <setjmp.h>
 #include <stdarg.h>

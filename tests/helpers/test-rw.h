@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Read-write lock checks shared by the backend suites (docs/recipes.md,
  * "Read-write locks"), each on one resource of the backend at uri.

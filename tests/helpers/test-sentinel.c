@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A Redis Sentinel setup for the tests: see test-sentinel.h. */
 #include <setjmp.h>
 #include <signal.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Test helper: a throwaway Redis Sentinel setup on loopback.  A master and
  * N replicas (test-redis.h servers, each with --repl-diskless-sync-delay 0

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Generic test utilities.  See test-util.h.
  */

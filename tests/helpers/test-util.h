@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Generic utilities for the integration tests: clocks, polling, timing
  * slack, worker processes started by re-executing the test program, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Waiter processes and a look at a Redis wait queue: see test-waiters.h. */
 #include <errno.h>
 #include <fcntl.h>

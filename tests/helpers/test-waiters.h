@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Waiter processes for the wait-queue tests: each one waits for a lock in
  * a process of its own, says on its stdout when it got it (with its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The inspection session of the ZooKeeper test servers: what the library
  * left on the server, read with the ZooKeeper C client.  See

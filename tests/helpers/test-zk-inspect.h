@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Test helper: an inspection session (the ZooKeeper C client) on the
  * servers of test-zk-server.h, for looking at what the library left on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ZooKeeper servers for the integration tests: start, stop, signal and
  * restart them, and ask them four-letter words.  See test-zk-server.h.

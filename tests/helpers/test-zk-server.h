@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Test helper: throwaway ZooKeeper servers (one, or a 3-node ensemble) on
  * free loopback ports in fresh temporary directories, started as a JVM

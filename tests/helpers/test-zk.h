@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Test helper: throwaway ZooKeeper servers (test-zk-server.h) and an
  * inspection session on them (test-zk-inspect.h).  Tests include this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Connecting the way the URI says: a password, an ACL user, a unix
  * socket, a database number; and failing clearly when the credentials

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Cancel and teardown reach a Redis waiter even while it is blocked in a
  * command on a server that stopped answering (SIGSTOP): dlock_lock_cancel,

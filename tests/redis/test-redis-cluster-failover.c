@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis+cluster:// across failovers inside a real cluster of three masters
  * with a replica each (tests/helpers/test-cluster.h): a held lock and its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis+cluster:// routing at its edges, against a real loopback cluster
  * of three masters (tests/helpers/test-cluster.h): a try (wait 0) in a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The Redis Cluster test setup itself (tests/helpers/test-cluster.h),
  * looked at with hiredis only: once started, the masters split the slots

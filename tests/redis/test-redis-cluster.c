@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis+cluster:// against a real loopback cluster of three masters
  * (tests/helpers/test-cluster.h): resources spread over every master

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Setting up a connection (TCP connect, AUTH, SELECT) happens within the
  * deadline of the call that needed it, as a whole: a server that answers

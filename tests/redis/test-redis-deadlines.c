@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The caller's deadline on Redis: a wait that is too short for the server
  * to answer is a timeout, not an unreachable server; and a queued waiter

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Leader election on Redis (docs/recipes.md, "Leader election"): the
  * shared checks (test-election.h) -- resignation hands over at once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Failures the caller must be told about clearly and quickly: servers
  * that cannot be reached or never answer, invalid names and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Mutual exclusion across processes and threads, crash recovery by lease
  * expiry, and wake-up of waiters by the release notification.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fencing tokens across a failover: a replica promoted after it missed the
  * master's last increments of a counter must not hand out a token again.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * key-format=plain against a real peer: redis-py's Lock (SET NX PX on the
  * bare name) and dlock exclude each other in both directions, also while

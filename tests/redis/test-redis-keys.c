@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What dlock writes on the server and what it reports about it: key and
  * channel names in each key format, the owner token with the holder's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A grant whose answer arrives after the lease could have run out (the
  * server paused, or the link stalled, between the send and the answer) is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Leases: the watchdog keeps them alive, and the library notices by itself
  * when one ends without a release — the key deleted or overwritten, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A server that stops answering: a release returns promptly and the key
  * is deleted in the background once the server answers again (well before

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Owners on a real server: reentrancy without round trips, thread and
  * handle owners, waiting with deadlines and cancel, teardown of handles,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fault-injection proxy (tests/helpers/test-proxy.h) does what it
  * says, against a real redis-server: stalls keep bytes and deliver them

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The Redis wait queue under faults: a waiter killed while queued, while
  * granted but not yet woken (stopped), and while being woken; and the

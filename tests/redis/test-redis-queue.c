@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The Redis wait queue: waiters queue in "<lock key>:q" in arrival order
  * and the release hands the lock directly to the head (the key is never

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * How often a Redis client connects: an idle client keeps its subscriber
  * connection (the PING that checks it is answered outside subscribed mode

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Redlock (docs/redis.md, "Redlock") under faults of single masters:
  * killed, frozen (SIGSTOP), restarted empty, or losing the lock key

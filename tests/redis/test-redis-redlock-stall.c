@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Redlock with one master of three stalled while the other two are
  * healthy: a link that stops carrying bytes (the proxy stalling both

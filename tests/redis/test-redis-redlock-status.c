@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dlock_lock_query on a Redlock (three redis-servers): the quorum's
  * verdict in the common accessors, and each master's own answer --

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Waking Redlock waiters.  A waiter listens on the release channel of the
  * masters whose key kept it out, and is woken by every release there: a

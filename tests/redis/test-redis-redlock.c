@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Redlock (docs/redis.md, "Redlock"): a URI with several hosts locks N
  * independent masters by quorum.  Holding, releasing, fencing tokens and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Replica acknowledgement under faults: a master, a replica, and a proxy
  * between the client and the master that stalls, drops or resets.

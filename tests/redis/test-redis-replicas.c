@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Replica acknowledgement (min-replicas, replica-timeout): a grant or a
  * renewal counts only once that many replicas have it, against a real

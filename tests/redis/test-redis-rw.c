@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Read-write locks on Redis (docs/redis.md, "Read-write locks"): READ
  * holds are a sorted set at the lock's key, EXCLUSIVE and WRITE holds the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semaphores on Redis (docs/redis.md, "Semaphores"): a permit is a READ
  * hold at the lock's key, a sorted set capped at N, with N kept at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The Sentinel test setup itself (tests/helpers/test-sentinel.h), looked
  * at with hiredis only: once started, the sentinels name the master and

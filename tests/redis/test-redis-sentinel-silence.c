@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Silent sentinels (every one SIGSTOPped) with the master gone: asking
  * them takes up to a command timeout each, and nothing a caller does may

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Holds and waits across a switchover under Sentinel (SENTINEL FAILOVER):
  * the old master stays up, and stays a master, for seconds after the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis+sentinel:// against a real Sentinel setup (a master, a replica,
  * three sentinels): the master found and followed across a failover and a

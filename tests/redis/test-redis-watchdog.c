@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The watchdog under faults that touch several leases at once: a script
  * cache flushed while renewals go out pipelined, and a watchdog stuck in

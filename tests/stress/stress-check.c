@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The stress run's referee: see stress-check.h.  Rules checked when an
  * acquire returns DLOCK_OK, against the holds registered then (other

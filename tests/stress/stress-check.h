@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The stress run's referee (stress-check.c): what every owner holds and
  * is trying, kept under one mutex, each rule checked the moment an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The stress run (stress.h): one thread per owner, each with a client of
  * its own, looping over acquires of the recipe with a wait drawn from 0,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Invariant stress: several threads, each an owner with a client of its
  * own, hammer one resource of one recipe on a healthy backend with every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Invariant stress on every backend and recipe (stress.h):
  *

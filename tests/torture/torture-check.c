@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The torture checker: rebuilds every hold from the workers' events and
  * looks for what must never happen.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The checker's parts, shared by its files: torture-check.c (holds rebuilt
  * from the events, faults that explain, writes, silent losses),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A torture worker's election rounds.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Each recipe's own rules, checked on the holds as their owners believed
  * them (torture-check.h), per resource:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The nemesis's Redis Cluster faults, each aimed at a resource in use (one
  * held now if any): its slot moved to another master in steps, or the

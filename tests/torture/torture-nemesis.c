@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The nemesis: one fault at a time, a seeded choice of kind, target and
  * duration, each logged with its times relative to the run's start.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What a torture run prints: its summary, the per-recipe counts, the
  * self-check's verdict, and the dump of every event and fault

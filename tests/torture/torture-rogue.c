@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The rogue worker of --self-check: it breaks, on purpose and in one run,
  * every rule the checker is there to enforce, and the self-check passes

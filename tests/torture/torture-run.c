@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Worker processes and the storage service.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The orchestrator's side of a torture run: the run's state, the worker
  * processes with the storage service that answers their writes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A torture worker: one process, one client, and for each resource the
  * handles of its recipe (torture.h):

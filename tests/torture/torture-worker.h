@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The worker's side of a torture run, shared by its files:
  * torture-worker.c (the process, its output and the lock recipes),

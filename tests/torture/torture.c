@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dlock torture run (Jepsen-style).
  *

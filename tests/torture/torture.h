@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The torture run: worker processes loop acquire -> write to a storage
  * service with the fencing token -> release, over every recipe (mutex,

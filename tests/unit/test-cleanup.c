@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The deferred-cleanup queue: backoff, give-up rule, rounds, the last try. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Clock helpers: deadlines from waits, time left until them. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Configuration files and routing: every error is found when the client
  * is built and named by file, group and key; routes pick backends in file

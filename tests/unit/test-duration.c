@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Durations: "250ms", "10s", "2m", "1h", a bare number of seconds. */
 #include <setjmp.h>
 #include <stdarg.h>

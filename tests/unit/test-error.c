@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Result codes: every code of enum dlock_code, as the public header
  * declares it, has its own name and its own message; anything else is

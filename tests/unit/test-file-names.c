@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The file backend's lock file names (src/file/backend.c): "r-" and the
  * resource name with every byte outside [A-Za-z0-9._-] escaped as %XX, or

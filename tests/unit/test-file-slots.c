@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The readers' slots of a lock file (src/file/readers.c), on a real file
  * with real open-file-description locks: a slot is a live reader's while

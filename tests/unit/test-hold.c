@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The core's ownership rules — reentrancy counts, owners, hold states,
  * cancel and teardown — run on an in-memory backend behind the real

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Holder records and owner tokens. */
 #include <setjmp.h>
 #include <stdarg.h>

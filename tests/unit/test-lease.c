@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Lease deadlines: the margin rule and the end of a lease. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The lock order's check (src/kit/mutex.h), through its checked forms, in
  * any build: mutexes taken in rising rank and let go in any order pass;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The option rows of each backend: defaults, values checked, refusals
  * naming source and key.  Each backend's rows are reached as the core

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Redis Cluster's routing, the parts that need no server
  * (src/redis/cluster.c): CRC16-XMODEM, the slot of a key by its hash tag,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The Redis backend's key names (src/redis/backend.c): "<prefix>{R}", its
  * fencing counter "<prefix>{R}:fence" and release channel

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Name resolution within a deadline (src/kit/resolve.c): lookups that
  * finish just as the caller's deadline passes, over and over.  A wait that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Resource names: the same rules on every backend (docs/configuration.md,
  * "Resource names"). */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Client specifications split into parts, percent-decoded, redacted. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The version: dlock.h is generated from project(version:) in
  * meson.build, which the build passes here as PROJECT_VERSION; the macros,

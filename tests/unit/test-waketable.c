@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The wake table: key -> waiters (and a backend pointer), with add,
  * remove, wake and wake-all, for string and integer keys. */
 #include <setjmp.h>

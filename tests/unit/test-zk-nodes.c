@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ZooKeeper lock node names: building, recognising and ordering them. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A ZooKeeper downgrade under faults, against a real server: the write
  * hold it stands beside ends on the server (its node deleted, as by an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Leader election on ZooKeeper (docs/zookeeper.md, "Elections"): the
  * shared checks (test-election.h) -- resignation hands over at once (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ZooKeeper under network faults injected by the proxy (ZooKeeper mode)
  * between the library and a real server: an answer lost with its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Interoperability on one lock path with kazoo's Lock (told to see
  * "-lock-" nodes) and Apache Curator's InterProcessMutex, both ways, and

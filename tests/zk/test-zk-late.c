@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Answers that arrive after the session may have ended: an acquirer
  * process whose last answer -- the one that shows it first -- reaches its

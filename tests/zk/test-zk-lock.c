@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The ZooKeeper lock against a real server: exclusion across processes
  * and threads, node format, ownership and reentrancy, try and deadline

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The uncontended ZooKeeper acquire in one round trip: the create of the
  * lock node and the listing of the resource's children go out back to

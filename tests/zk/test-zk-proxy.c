@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fault-injection proxy in ZooKeeper mode, against a real server and
  * the ZooKeeper C client: the reply to a chosen request is discarded,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ZooKeeper servers whose names resolve only after a session opened.  A
  * worker process gets a private mount namespace whose /etc/hosts it

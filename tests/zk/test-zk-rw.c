@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Read-write locks on ZooKeeper against a real server: readers share,
  * writers and mutex holders exclude, arrival order (a reader behind a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semaphores on ZooKeeper (docs/zookeeper.md, "Semaphores"), in Curator
  * InterProcessSemaphoreV2's layout: the shared checks (test-permits.h) --

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ZooKeeper sessions under faults: a holder paused until the server expires
  * its session, a server

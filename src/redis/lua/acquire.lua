@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Acquire.  ARGV: token, TTL (ms), wait id ("" for a try that does not
 -- queue), our ticket ("" when not queued), entry lease (ms), mode ('r'
 -- for READ, 'w' otherwise), "~" for a waiter no grant message can reach

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Downgrade: a read hold for the owner of the write hold in the lock,
 -- granted at once.  KEYS as for acquire.  ARGV: the write hold's token,
 -- the reader's token, its TTL (ms), the write's wait id.  {1, fencing

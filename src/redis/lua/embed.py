@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Turn the Redis backend's Lua scripts into what the server is sent.
 
 A script file is Lua as the server runs it, plus what the server need not

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- fence(): the next fencing token, which also serves as a queue ticket:
 -- the larger of the counter + 1 and the server's clock in microseconds,
 -- stored back as the counter.  The clock keeps tokens increasing across

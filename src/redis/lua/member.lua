@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The prelude of renew-read.lua and renew-permit.lua: renew_member()
 -- re-scores our own member of the lock's set (ARGV.token, ARGV.ttl from
 -- the server's time) and moves the lock's expiry to the latest member's;

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- What the scripts share.  KEYS (declared by the including script):
 -- lock, fence counter, wait queue.
 --

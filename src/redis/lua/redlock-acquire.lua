@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Redlock (docs/redis.md, "Redlock"): the scripts each master runs.
 -- KEYS: lock, fence counter.  No queue: per-master queues could split a
 -- grant.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The fencing round, ARGV token, the token chosen: the counter becomes
 -- max(counter, token), only while the lock is still ours.  1, or 0.
 --@keys lock fence

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Query: {the lock's value ('' when none, or not a string), its PTTL,
 -- the counter (0 when none)}.
 --@keys lock fence

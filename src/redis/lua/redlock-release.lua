@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Release, ARGV token, release channel: compare-and-delete, then wake the
 -- waiters.  1 if it was ours, else 0.
 --@keys lock

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Renew, ARGV token, TTL (ms): compare-and-PEXPIRE.  1, or 0.
 --@keys lock
 --@argv token ttl

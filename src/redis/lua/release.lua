@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Release, and leaving the queue.  ARGV: token, release channel, the
 -- waits' channel prefix, our ticket and wait id ("" when not queued), mode
 -- ('r' for READ, 'w' otherwise), and the command that publishes (PUBLISH,

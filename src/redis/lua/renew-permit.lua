@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Renew a semaphore permit's lease.  KEYS: lock, permits.  ARGV: token,
 -- TTL (ms).  1 renewed, 0 not ours.  The number of permits lives as long
 -- as the latest permit.  It names the two keys a semaphore in use always

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Renew a READ hold's lease (one not made by a downgrade: that one is
 -- renew.lua's).  KEYS: lock.  ARGV: token, TTL (ms).  1 renewed, 0 not
 -- ours.  It names the lock alone, so on a cluster it runs wherever the

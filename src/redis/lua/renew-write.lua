@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Renew a writer's (or a single holder's) lease: compare-and-PEXPIRE.
 -- KEYS: lock.  ARGV: token, TTL (ms).  1 renewed, 0 not ours.  It names
 -- the lock alone, so on a cluster it runs wherever the lock key is while

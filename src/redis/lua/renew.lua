@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Renew a read hold made by a downgrade (a writer's is renew-write.lua,
 -- another reader's renew-read.lua, a permit's renew-permit.lua).
 -- KEYS: lock, fence counter, queue, permits.  ARGV: token, TTL (ms), mode,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * Interoperability peer for dlock's ZooKeeper leader election tests: one
  * participant of Apache Curator's LeaderSelector.  Run through

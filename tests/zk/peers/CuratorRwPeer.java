@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * Interoperability peer for dlock's ZooKeeper read-write lock tests: one
  * hold of Apache Curator's InterProcessReadWriteLock, read or write.

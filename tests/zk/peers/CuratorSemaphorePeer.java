@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * Interoperability peer for dlock's ZooKeeper semaphore tests: one lease
  * of Apache Curator's InterProcessSemaphoreV2 with a plain maxLeases.

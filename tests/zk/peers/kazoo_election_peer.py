@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Interoperability peer for dlock's ZooKeeper leader election tests: one
 participant of kazoo's Election.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Interoperability peer for dlock's ZooKeeper read-write lock tests: one
 hold of kazoo's ReadLock or WriteLock, told to see dlock's and Curator's
 nodes as docs/zookeeper.md ("Peers") says (writers: "__WRIT__",
