@@ -213,7 +213,7 @@ static int load_defaults(dlock__config *c, GKeyFile *kf, const char *group)
 			if (!dlock__duration_parse(value, &c->wait_ms))
 				rc = dlock__error(DLOCK_ECONFIG,
 				                  "file %s, group [%s], key wait: '%s' is not a duration "
-				                  "(like 250ms, 10s, 2m; a bare number is seconds)",
+				                  "(" DLOCK__DURATION_FORMS ")",
 				                  c->path, group, value);
 		} else {
 			rc = dlock__error(DLOCK_ECONFIG, "file %s, group [%s], key %s: unknown key "

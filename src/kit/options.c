@@ -80,8 +80,7 @@ static int set_row(const dlock__option *row, void *values, const char *key, cons
 	switch (row->kind) {
 	case DLOCK__OPTION_DURATION:
 		if (!dlock__duration_parse(value, &ms))
-			return bad(where, key, value,
-			           "is not a duration (like 250ms, 10s, 2m; a bare number is seconds)");
+			return bad(where, key, value, "is not a duration (" DLOCK__DURATION_FORMS ")");
 		if (ms < row->min_ms)
 			return out_of_range(where, key, value, "below the minimum", row->min_ms);
 		if (ms > row->max_ms)

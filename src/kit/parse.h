@@ -21,12 +21,19 @@
 /* ---- durations ------------------------------------------------------- */
 
 /*
- * Parse "250ms", "10s", "2m", "1h" or a bare non-negative integer (seconds)
- * into milliseconds.  No sign, no fraction, no space; overflow of int64 is
+ * Parse a duration into milliseconds: a bare number of seconds ("30",
+ * "0.5"), or terms of a number and a unit (h, m, s, ms), largest unit
+ * first and each unit once ("250ms", "1.5s", "1m30s", "1h2m3s500ms").  A
+ * number may have up to 9 digits after a point; the whole must come to a
+ * whole number of milliseconds.  No sign, no space; overflow of int64 is
  * refused.  Returns true and *ret_ms on success, false otherwise (no
- * message: callers know the context and write it).
+ * message: callers know the context and write it, with
+ * DLOCK__DURATION_FORMS).  dlock_parse_duration() is the public form.
  */
 bool dlock__duration_parse(const char *text, int64_t *ret_ms);
+
+/* The forms a duration takes, for messages about one that is not. */
+#define DLOCK__DURATION_FORMS "like 250ms, 1.5s, 1m30s; a bare number is seconds"
 
 /* ---- client specifications ------------------------------------------- */
 
