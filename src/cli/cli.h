@@ -45,6 +45,7 @@ typedef struct cli_options {
 	bool ttl_given;
 	const char *ttl_text; /* -t as given, for messages */
 	int busy_code;
+	bool quiet;           /* -q: no message when not acquired in time */
 	bool on_lost_ignore;
 	bool shared;          /* -s: a READ hold; -x (the default): EXCLUSIVE */
 	uint32_t permits;     /* --permits N: a semaphore of N; 0 when not given */

@@ -22,9 +22,9 @@
 #include "cli.h"
 
 static const char usage_text[] =
-	"usage: dlock run [-c CONFIG] [-b BACKEND|URI] [-w WAIT] [-t TTL] [-E CODE]\n"
+	"usage: dlock run [-c CONFIG] [-b BACKEND|URI] [-w WAIT|-n] [-q] [-t TTL] [-E CODE]\n"
 	"                 [-s|-x|--permits N] [--on-lost=term|ignore] RESOURCE -- COMMAND [ARG...]\n"
-	"       dlock elect [-c CONFIG] [-b BACKEND|URI] [-w WAIT] [-t TTL] [-E CODE]\n"
+	"       dlock elect [-c CONFIG] [-b BACKEND|URI] [-w WAIT|-n] [-q] [-t TTL] [-E CODE]\n"
 	"                   [--id ID] [--on-lost=term|ignore] NAME -- COMMAND [ARG...]\n"
 	"       dlock status [-c CONFIG] [-b BACKEND|URI] [--json] RESOURCE\n"
 	"       dlock --help | --version\n";
@@ -43,9 +43,12 @@ static const char help_text[] =
 	"  -c, --config FILE     configuration file (default: $DLOCK_CONFIG)\n"
 	"  -b, --backend NAME|URI  a backend of the configuration, or a URI\n"
 	"                        (redis://host:port, redis+unix:///path, ...)\n"
-	"  -w, --wait DURATION   how long to wait for the lock: 250ms, 10s, 2m; a bare\n"
-	"                        number is seconds; 0 tries once (default: the\n"
-	"                        configuration's [defaults] wait, else forever)\n"
+	"  -w, --wait DURATION   how long to wait for the lock: 250ms, 1.5s, 1m30s; a\n"
+	"                        bare number is seconds (0.5); 0 tries once (default:\n"
+	"                        the configuration's [defaults] wait, else forever)\n"
+	"  -n, --nonblock        try once: the same as -w 0 (as flock -n)\n"
+	"  -q, --quiet           no message when the lock is not acquired in time:\n"
+	"                        only the exit status says so (as flock -q)\n"
 	"  -t, --ttl DURATION    lease length on Redis, 100ms to 7 days (default: the\n"
 	"                        backend's ttl, 30s); refused (78) on backends\n"
 	"                        without leases (ZooKeeper, file)\n"
@@ -101,35 +104,6 @@ static void die_usage(const char *fmt, ...)
 	exit(EXIT_USAGE);
 }
 
-/* Durations as the library reads them: 250ms, 10s, 2m, 1h, bare seconds. */
-static bool parse_duration(const char *text, int64_t *ret_ms)
-{
-	char *end;
-	long long value;
-	int64_t unit = 1000;
-
-	if (!text || text[0] < '0' || text[0] > '9')
-		return false;
-	errno = 0;
-	value = strtoll(text, &end, 10);
-	if (errno)
-		return false;
-	if (strcmp(end, "ms") == 0)
-		unit = 1;
-	else if (strcmp(end, "s") == 0 || *end == '\0')
-		unit = 1000;
-	else if (strcmp(end, "m") == 0)
-		unit = 60000;
-	else if (strcmp(end, "h") == 0)
-		unit = 3600000;
-	else
-		return false;
-	if (value > INT64_MAX / unit)
-		return false;
-	*ret_ms = value * unit;
-	return true;
-}
-
 /* The exit status for a library failure. */
 static int exit_for(int rc, const cli_options *o)
 {
@@ -155,7 +129,9 @@ static int exit_for(int rc, const cli_options *o)
 
 int cli_fail(int rc, const char *what, const cli_options *o)
 {
-	fprintf(stderr, "dlock: %s: %s: %s\n", what, dlock_strerror(rc), dlock_last_error_message());
+	/* -q: not getting the lock in time is said by the exit status alone. */
+	if (!(o->quiet && (rc == DLOCK_EBUSY || rc == DLOCK_ETIMEDOUT)))
+		fprintf(stderr, "dlock: %s: %s: %s\n", what, dlock_strerror(rc), dlock_last_error_message());
 	return exit_for(rc, o);
 }
 
@@ -170,6 +146,8 @@ static const struct option long_options[] = {
 	{ "config", required_argument, NULL, 'c' },
 	{ "backend", required_argument, NULL, 'b' },
 	{ "wait", required_argument, NULL, 'w' },
+	{ "nonblock", no_argument, NULL, 'n' },
+	{ "quiet", no_argument, NULL, 'q' },
 	{ "ttl", required_argument, NULL, 't' },
 	{ "busy-exit", required_argument, NULL, 'E' },
 	{ "on-lost", required_argument, NULL, 'L' },
@@ -190,6 +168,8 @@ static const struct {
 	const char *where_text;
 } option_uses[] = {
 	{ 'w', "-w", FOR_RUN | FOR_ELECT, "run and elect" },
+	{ 'n', "-n", FOR_RUN | FOR_ELECT, "run and elect" },
+	{ 'q', "-q", FOR_RUN | FOR_ELECT, "run and elect" },
 	{ 't', "-t", FOR_RUN | FOR_ELECT, "run and elect" },
 	{ 'E', "-E", FOR_RUN | FOR_ELECT, "run and elect" },
 	{ 'L', "--on-lost", FOR_RUN | FOR_ELECT, "run and elect" },
@@ -241,8 +221,8 @@ static void die_bad_option(int c, const char *arg)
  * "the backend's default"; the library checks the range. */
 static void parse_ttl(const char *text, cli_options *o)
 {
-	if (!parse_duration(text, &o->ttl_ms))
-		die_usage("-t: '%s' is not a duration (250ms, 10s, 2m)", text);
+	if (dlock_parse_duration(text, &o->ttl_ms) != DLOCK_OK)
+		die_usage("-t: %s", dlock_last_error_message());
 	if (o->ttl_ms <= 0)
 		die_usage("-t: '%s' is not a lease length: leases last from 100ms to 7 days", text);
 	o->ttl_given = true;
@@ -260,7 +240,7 @@ static void parse_args(int argc, char **argv, unsigned subcommand, cli_options *
 	 * ':': a missing value comes back as ':', and opterr 0 keeps getopt's
 	 * own messages out (die_bad_option() says it). */
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:c:b:w:t:E:sxh", long_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:c:b:w:nqt:E:sxh", long_options, NULL)) != -1) {
 		char *end;
 		long code;
 
@@ -275,9 +255,16 @@ static void parse_args(int argc, char **argv, unsigned subcommand, cli_options *
 			o->backend = optarg;
 			break;
 		case 'w':
-			if (!parse_duration(optarg, &o->wait_ms))
-				die_usage("-w: '%s' is not a duration (250ms, 10s, 2m)", optarg);
+			if (dlock_parse_duration(optarg, &o->wait_ms) != DLOCK_OK)
+				die_usage("-w: %s", dlock_last_error_message());
 			o->wait_given = true;
+			break;
+		case 'n':
+			o->wait_ms = 0;
+			o->wait_given = true;
+			break;
+		case 'q':
+			o->quiet = true;
 			break;
 		case 't':
 			parse_ttl(optarg, o);

@@ -49,7 +49,7 @@ check "command's exit status is passed through" \
 check "command killed by signal N gives 128+N" \
 	test "$(status_of "$dlock" run -b "$uri" cli/status -- sh -c 'kill -KILL $$')" = 137
 
-"$dlock" run -b "$uri" cli/busy -- sleep 3 &
+"$dlock" run -b "$uri" cli/busy -- sleep 4 &
 holder=$!
 for _ in $(seq 100); do [[ "$(rcli exists 'dlock:{cli/busy}')" = 1 ]] && break; sleep 0.05; done
 check "-w 0 while another run holds gives 75" \
@@ -62,6 +62,30 @@ check "-w 300ms times out with 75" \
 elapsed_ms=$((($(date +%s%N) - started) / 1000000))
 check "-w 300ms waited at least 300 ms and not much more ($elapsed_ms ms)" \
 	test "$elapsed_ms" -ge 300 -a "$elapsed_ms" -lt 2000
+
+# ---- as flock(1) users write it: -n, -q, fractional and compound waits ----
+check "-n while another run holds gives 75 (as -w 0)" \
+	test "$(status_of "$dlock" run -b "$uri" -n cli/busy -- true)" = 75
+"$dlock" run -b "$uri" -n cli/busy -- true 2>"$tmp/busy.err"
+check "without -q, not acquired says so on stderr" grep -q "cli/busy" "$tmp/busy.err"
+"$dlock" run -b "$uri" -n -q cli/busy -- true 2>"$tmp/quiet.err"
+st=$?
+check "-q: 75 and nothing on stderr ($(wc -c <"$tmp/quiet.err") bytes)" \
+	test "$st" = 75 -a ! -s "$tmp/quiet.err"
+"$dlock" run -b "$uri" -q -w 0.2 cli/busy -- true 2>"$tmp/quiet.err"
+st=$?
+check "-q -w 0.2 (fractional seconds): 75 and nothing on stderr" \
+	test "$st" = 75 -a ! -s "$tmp/quiet.err"
+"$dlock" run -b "$uri" -q -w 1m30x cli/busy -- true 2>"$tmp/quiet.err"
+st=$?
+check "-q keeps a usage error's message (64)" \
+	bash -c '[[ $1 = 64 ]] && grep -q "is not a duration" "$2"' _ "$st" "$tmp/quiet.err"
+check "-w 0.1s (a fraction with a unit) times out with 75" \
+	test "$(status_of "$dlock" run -b "$uri" -w 0.1s cli/busy -- true)" = 75
+check "-w 1m30s and -t 1.5s are durations (runs while free)" \
+	test "$(status_of "$dlock" run -b "$uri" -w 1m30s -t 1.5s cli/compound -- true)" = 0
+check "-w 30s1m (units out of order) is a usage error" \
+	test "$(status_of "$dlock" run -b "$uri" -w 30s1m cli/busy -- true)" = 64
 
 # ---- status ----
 out=$("$dlock" status -b "$uri" cli/busy)
@@ -504,7 +528,7 @@ usage_case "'true' after RESOURCE 'cli/x': expected --" run cli/x true
 usage_case "no COMMAND given after --" run cli/x --
 usage_case "COMMAND is an empty string" run cli/x -- ''
 usage_case "unknown option '--foo'" run --foo cli/x -- true
-usage_case "unknown option '-q'" run -q cli/x -- true
+usage_case "unknown option '-Q'" run -Q cli/x -- true
 usage_case "option '-w' needs a value" run -w
 usage_case "option '--wait' needs a value" elect --wait
 usage_case "option '--json' takes no value" status --json=1 cli/x
@@ -518,7 +542,10 @@ usage_case "option --permits applies to run only" elect --permits 3 cli/x -- tru
 usage_case "-E: '300' is not an exit status" run -E 300 cli/x -- true
 usage_case "--on-lost: 'kill' is neither term nor ignore" run --on-lost=kill cli/x -- true
 usage_case "-w: '-5' is not a duration" run -w -5 cli/x -- true
-usage_case "-w: '1.5s' is not a duration" run -w 1.5s cli/x -- true
+usage_case "-w: '1.5ms' is not a duration" run -w 1.5ms cli/x -- true
+usage_case "-w: '1m30' is not a duration" run -w 1m30 cli/x -- true
+usage_case "option -n applies to run and elect only" status -n cli/x
+usage_case "option -q applies to run and elect only" status -q cli/x
 
 # ---- -t TTL: a lease length, on backends with leases only ----
 usage_case "-t: '0' is not a lease length" run -b "$uri" -t 0 cli/x -- true
