@@ -74,7 +74,9 @@ static int slot_options(const dlock__backend_ops *ops, const dlock__uri *uri, GP
 	for (guint i = 0; extra && i < extra->len && rc == DLOCK_OK; i++) {
 		const dlock__kv *kv = extra->pdata[i];
 
-		rc = dlock__options_set(opts, kv->key, kv->value, extra_where);
+		/* Read into the URI already (dlock__uri_read_secret_files()). */
+		if (!dlock__secret_file_key(kv->key))
+			rc = dlock__options_set(opts, kv->key, kv->value, extra_where);
 	}
 	g_free(where);
 	return rc;
@@ -128,7 +130,11 @@ static int slot_new(dlock_client *client, const char *name, const char *spec, GP
 		dlock__uri_free(uri);
 		return rc;
 	}
-	rc = slot_options(ops, uri, extra, extra_where, &opts);
+	rc = dlock__uri_read_secret_files(uri, extra, extra_where);
+	if (rc == DLOCK_OK)
+		rc = slot_options(ops, uri, extra, extra_where, &opts);
+	else
+		dlock__options_init(&opts, ops->options, ops->options_size, dlock__backend_option_known);
 
 	slot = g_new0(dlock__slot, 1);
 	slot->name = g_strdup(name);

@@ -90,9 +90,11 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	char *dir;
 	int rc;
 
-	if (uri->hosts->len > 0 || uri->user)
+	if (uri->hosts->len > 0)
 		return dlock__error(DLOCK_ECONFIG, "URI %s: file takes a local directory (file:///path/to/dir)",
 		                    uri->redacted);
+	if (uri->user || uri->password)
+		return dlock__error(DLOCK_ECONFIG, "URI %s: file takes no user or password", uri->redacted);
 	if (given && o->dir)
 		return dlock__error(DLOCK_ECONFIG, "URI %s: the directory is given twice (path and option dir)",
 		                    uri->redacted);

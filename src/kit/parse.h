@@ -73,6 +73,20 @@ void dlock__uri_free(dlock__uri *uri);
 void dlock__secret_free(char *secret);
 
 /*
+ * Passwords from files (secret-file.c): "password-file=PATH" in
+ * uri->options or in extra (the other keys of a configuration file's
+ * group, where extra_where names it; NULL for none) gives uri->password,
+ * "sentinel-password-file=PATH" the option "sentinel-password", read from
+ * the file's one line (at most 4096 bytes, its line end dropped).
+ * Refused with DLOCK_ECONFIG, naming the path but never what it holds:
+ * an unreadable, empty or multi-line file, and a password given both
+ * ways.  The file options leave uri->options; in extra the caller skips
+ * the keys dlock__secret_file_key() names.
+ */
+int dlock__uri_read_secret_files(dlock__uri *uri, const GPtrArray *extra, const char *extra_where);
+bool dlock__secret_file_key(const char *key);
+
+/*
  * spec as messages may show it: "scheme://user:password@rest" becomes
  * "scheme://user@rest" (or "scheme://rest" without a user), where the
  * '@' is the last one of the whole spec, so a password holding an

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 #include <glib.h>
+#include <glib/gstdio.h>
 
 #include "dlock.h"
 #include "test-redis.h"
@@ -95,6 +96,127 @@ static void test_password_in_uri_authenticates(void **state)
 
 	lock_round_trip(secured, uri, "auth/password", 0);
 	g_free(uri);
+}
+
+/* ---- passwords from files ------------------------------------------------ */
+
+/* A file in a fresh directory holding text; its path (g_free). */
+static char *password_file(const char *text)
+{
+	char *dir = g_dir_make_tmp("dlock-pwfile-XXXXXX", NULL);
+	char *path = g_build_filename(dir, "pw", NULL);
+
+	assert_non_null(dir);
+	assert_true(g_file_set_contents(path, text, -1, NULL));
+	g_free(dir);
+	return path;
+}
+
+static void password_file_remove(char *path)
+{
+	char *dir = g_path_get_dirname(path);
+
+	g_unlink(path);
+	g_rmdir(dir);
+	g_free(dir);
+	g_free(path);
+}
+
+/* dlock_client_new refuses uri with DLOCK_ECONFIG, the message saying
+ * each of the words and nothing of what the file held. */
+static void assert_config_refused(const char *uri, const char *held, const char *word1, const char *word2)
+{
+	dlock_client *client = NULL;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_ECONFIG);
+	assert_null(client);
+	print_message("%s\n", dlock_last_error_message());
+	assert_non_null(strstr(dlock_last_error_message(), word1));
+	if (word2)
+		assert_non_null(strstr(dlock_last_error_message(), word2));
+	if (held)
+		assert_null(strstr(dlock_last_error_message(), held));
+}
+
+/* password-file: the password is read from the file (its line end
+ * dropped), and then the round trip is as with a password in the URI;
+ * ACL user and password file together too. */
+static void test_password_file_authenticates(void **state)
+{
+	char *path = password_file(PASSWORD "\n");
+	char *crlf = password_file("alice-pw\r\n");
+	char *uri = g_strdup_printf("redis://127.0.0.1:%d?password-file=%s", secured->port, path);
+	char *acl = g_strdup_printf("redis://alice@127.0.0.1:%d?password-file=%s", secured->port, crlf);
+
+	lock_round_trip(secured, uri, "auth/password-file", 0);
+	lock_round_trip(secured, acl, "auth/password-file-acl", 0);
+	g_free(uri);
+	g_free(acl);
+	password_file_remove(path);
+	password_file_remove(crlf);
+}
+
+/* A wrong password in the file is the server's refusal, as in the URI;
+ * the messages never show it. */
+static void test_wrong_password_in_file_is_eacces(void **state)
+{
+	char *path = password_file("wrong-pw\n");
+	char *uri = g_strdup_printf("redis://127.0.0.1:%d?password-file=%s", secured->port, path);
+
+	assert_refused(uri, "auth/wrong-file", DLOCK_EACCES, "password", NULL);
+	g_free(uri);
+	password_file_remove(path);
+}
+
+/* What is wrong with the file, or with giving it, is DLOCK_ECONFIG at
+ * once, naming the file, never its content. */
+static void test_bad_password_file_is_econfig_naming_it(void **state)
+{
+	char *empty = password_file("");
+	char *lines = password_file(PASSWORD "\nsecond-line\n");
+	char *good = password_file(PASSWORD);
+	char *uri;
+
+	uri = g_strdup_printf("redis://127.0.0.1:%d?password-file=%s", secured->port, empty);
+	assert_config_refused(uri, NULL, empty, "is empty");
+	g_free(uri);
+	uri = g_strdup_printf("redis://127.0.0.1:%d?password-file=%s", secured->port, lines);
+	assert_config_refused(uri, PASSWORD, lines, "more than one line");
+	g_free(uri);
+	uri = g_strdup_printf("redis://127.0.0.1:%d?password-file=/nonexistent/dlock-pw", secured->port);
+	assert_config_refused(uri, NULL, "/nonexistent/dlock-pw", "cannot open");
+	g_free(uri);
+	uri = g_strdup_printf("redis://127.0.0.1:%d?password-file=/dev/zero", secured->port);
+	assert_config_refused(uri, NULL, "/dev/zero", "larger than");
+	g_free(uri);
+	uri = g_strdup_printf("redis://:other-pw@127.0.0.1:%d?password-file=%s", secured->port, good);
+	assert_config_refused(uri, PASSWORD, "password-file", "one password is enough");
+	assert_null(strstr(dlock_last_error_message(), "other-pw"));
+	g_free(uri);
+	uri = g_strdup_printf("file:///tmp?password-file=%s", good);
+	assert_config_refused(uri, PASSWORD, "no user or password", NULL);
+	g_free(uri);
+	password_file_remove(empty);
+	password_file_remove(lines);
+	password_file_remove(good);
+}
+
+/* In a configuration file the group's password-file key does the same. */
+static void test_password_file_in_a_configuration_group(void **state)
+{
+	char *path = password_file(PASSWORD "\n");
+	char *dir = g_path_get_dirname(path);
+	char *conf = g_build_filename(dir, "dlock.conf", NULL);
+	char *text = g_strdup_printf("[backend main]\nurl = redis://127.0.0.1:%d\npassword-file = %s\n",
+	                             secured->port, path);
+
+	assert_true(g_file_set_contents(conf, text, -1, NULL));
+	lock_round_trip(secured, conf, "auth/password-file-conf", 0);
+	g_unlink(conf);
+	g_free(conf);
+	g_free(text);
+	g_free(dir);
+	password_file_remove(path);
 }
 
 static void test_acl_user_in_uri_authenticates(void **state)
@@ -326,6 +448,10 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_password_in_uri_authenticates),
+		cmocka_unit_test(test_password_file_authenticates),
+		cmocka_unit_test(test_wrong_password_in_file_is_eacces),
+		cmocka_unit_test(test_bad_password_file_is_econfig_naming_it),
+		cmocka_unit_test(test_password_file_in_a_configuration_group),
 		cmocka_unit_test(test_acl_user_in_uri_authenticates),
 		cmocka_unit_test(test_acl_user_without_channel_rights_still_releases),
 		cmocka_unit_test(test_missing_password_is_eacces_saying_a_password_is_needed),

@@ -236,6 +236,76 @@ static void test_uri_at_sign_after_the_hosts_is_refused(void **state)
 	dlock__uri_free(parse_ok("zk://u:pa%2F55%3Fw0rd@h:2181/chroot"));
 }
 
+/* The value of key in uri's options, or NULL. */
+static const char *option_of(const dlock__uri *uri, const char *key)
+{
+	for (guint i = 0; i < uri->options->len; i++) {
+		const dlock__kv *kv = uri->options->pdata[i];
+
+		if (strcmp(kv->key, key) == 0)
+			return kv->value;
+	}
+	return NULL;
+}
+
+/* password-file gives the URI's password, sentinel-password-file the
+ * option sentinel-password, in the URI or from a configuration group;
+ * the file options leave the URI's options. */
+static void test_uri_secret_files_give_the_passwords(void **state)
+{
+	char *dir = g_dir_make_tmp("dlock-uri-XXXXXX", NULL);
+	char *pw = g_build_filename(dir, "pw", NULL);
+	char *spw = g_build_filename(dir, "spw", NULL);
+	char *spec = g_strdup_printf("redis+sentinel://s1/mymaster?password-file=%s&sentinel-password-file=%s&ttl=5s",
+	                             pw, spw);
+	GPtrArray *extra = g_ptr_array_new();
+	dlock__kv from_group = { "sentinel-password-file", spw };
+	dlock__uri *uri;
+
+	assert_true(g_file_set_contents(pw, "data-pw\n", -1, NULL));
+	assert_true(g_file_set_contents(spw, "sentinel-pw", -1, NULL));
+	assert_int_equal(dlock__uri_parse(spec, &uri), DLOCK_OK);
+	assert_int_equal(dlock__uri_read_secret_files(uri, NULL, NULL), DLOCK_OK);
+	assert_string_equal(uri->password, "data-pw");
+	assert_string_equal(option_of(uri, "sentinel-password"), "sentinel-pw");
+	assert_null(option_of(uri, "password-file"));
+	assert_null(option_of(uri, "sentinel-password-file"));
+	assert_string_equal(option_of(uri, "ttl"), "5s");
+	dlock__uri_free(uri);
+	g_free(spec);
+
+	/* From a configuration group (extra), which the caller keeps. */
+	g_ptr_array_add(extra, &from_group);
+	assert_int_equal(dlock__uri_parse("redis+sentinel://s1/mymaster", &uri), DLOCK_OK);
+	assert_int_equal(dlock__uri_read_secret_files(uri, extra, "group [backend b]"), DLOCK_OK);
+	assert_string_equal(option_of(uri, "sentinel-password"), "sentinel-pw");
+	assert_true(dlock__secret_file_key("sentinel-password-file"));
+	assert_false(dlock__secret_file_key("sentinel-password"));
+	dlock__uri_free(uri);
+
+	/* Both ways at once: refused, the value never shown. */
+	assert_int_equal(dlock__uri_parse("redis+sentinel://s1/mymaster?sentinel-password=inline-pw", &uri), DLOCK_OK);
+	assert_int_equal(dlock__uri_read_secret_files(uri, extra, "group [backend b]"), DLOCK_ECONFIG);
+	assert_non_null(strstr(dlock_last_error_message(), "one password is enough"));
+	assert_null(strstr(dlock_last_error_message(), "inline-pw"));
+	assert_null(strstr(dlock_last_error_message(), "sentinel-pw"));
+	dlock__uri_free(uri);
+	spec = g_strdup_printf("redis+sentinel://s1/mymaster?sentinel-password-file=%s", spw);
+	assert_int_equal(dlock__uri_parse(spec, &uri), DLOCK_OK);
+	assert_int_equal(dlock__uri_read_secret_files(uri, extra, "group [backend b]"), DLOCK_ECONFIG);
+	assert_non_null(strstr(dlock_last_error_message(), "in the URI and in the group too"));
+	dlock__uri_free(uri);
+	g_free(spec);
+
+	g_ptr_array_unref(extra);
+	g_unlink(pw);
+	g_unlink(spw);
+	g_rmdir(dir);
+	g_free(pw);
+	g_free(spw);
+	g_free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -250,6 +320,7 @@ int main(void)
 		cmocka_unit_test(test_client_messages_never_show_a_password),
 		cmocka_unit_test(test_backend_name_messages_never_show_a_password),
 		cmocka_unit_test(test_uri_at_sign_after_the_hosts_is_refused),
+		cmocka_unit_test(test_uri_secret_files_give_the_passwords),
 	};
 
 	return cmocka_run_group_tests_name("uri", tests, NULL, NULL);
