@@ -48,6 +48,13 @@ check "command's exit status is passed through" \
 	test "$(status_of "$dlock" run -b "$uri" cli/status -- sh -c 'exit 7')" = 7
 check "command killed by signal N gives 128+N" \
 	test "$(status_of "$dlock" run -b "$uri" cli/status -- sh -c 'kill -KILL $$')" = 137
+check "a COMMAND that is not found gives 127" \
+	test "$(status_of "$dlock" run -b "$uri" cli/status -- /nonexistent/dlock-cmd)" = 127
+printf 'echo never\n' >"$tmp/not-executable"
+chmod 644 "$tmp/not-executable"
+check "a COMMAND that cannot be executed gives 126" \
+	test "$(status_of "$dlock" run -b "$uri" cli/status -- "$tmp/not-executable")" = 126
+check "and the lock is released after either" test "$(rcli exists 'dlock:{cli/status}')" = 0
 
 "$dlock" run -b "$uri" cli/busy -- sleep 4 &
 holder=$!
