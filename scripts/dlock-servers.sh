@@ -15,7 +15,7 @@ cd "$root"
 DLOCK_SCRIPT_NAME=dlock-servers.sh
 # shellcheck source=scripts/lib/deps.sh
 source "$root/scripts/lib/deps.sh"
-dlock_install_packages "${DLOCK_PACKAGES[@]}" >&2
+dlock_install_packages "${DLOCK_BUILD_PACKAGES[@]}" "${DLOCK_SERVER_PACKAGES[@]}" >&2
 dlock_meson_setup build >/dev/null
 meson compile -C build dlock:executable >/dev/null
 # The command as the build leaves it (src/cli/meson.build).

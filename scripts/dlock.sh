@@ -17,7 +17,9 @@ cd "$root"
 DLOCK_SCRIPT_NAME=dlock.sh
 # shellcheck source=scripts/lib/deps.sh
 source "$root/scripts/lib/deps.sh"
-dlock_install_packages "${DLOCK_PACKAGES[@]}" >&2
+# Only what building the library and the command needs: no test toolchain,
+# no servers (the file backend needs none).
+dlock_install_packages "${DLOCK_BUILD_PACKAGES[@]}" >&2
 dlock_meson_setup build >/dev/null
 meson compile -C build dlock:executable >/dev/null
 # The command as the build leaves it (src/cli/meson.build).

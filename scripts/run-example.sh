@@ -27,7 +27,7 @@ if (($# != 0)); then
 	exit 64
 fi
 
-dlock_install_packages "${DLOCK_PACKAGES[@]}"
+dlock_install_packages "${DLOCK_BUILD_PACKAGES[@]}" "${DLOCK_SERVER_PACKAGES[@]}"
 dlock_meson_setup build
 meson compile -C build dlock-example
 

@@ -1,24 +1,39 @@
 # SPDX-License-Identifier: MIT
 # shellcheck shell=bash
+# shellcheck disable=SC2034  # the package lists are used by the scripts that source this file
 #
-# scripts/lib/deps.sh — shared by scripts/test.sh and scripts/run-example.sh.
+# scripts/lib/deps.sh — shared by the scripts of scripts/.
 #
 # Installs the Debian packages the project needs, and configures a meson
-# build directory.  Sourced, never run: it defines functions and a package
-# list and changes nothing by itself.
+# build directory.  Sourced, never run: it defines functions and package
+# lists and changes nothing by itself.
 
-# Every Debian package the build and the tests need, one group per line.
-# A new backend adds one line here.
-# shellcheck disable=SC2034  # used by the scripts that source this file
-DLOCK_PACKAGES=(
+# What building the library and the dlock command needs, and nothing
+# more: scripts/dlock.sh installs only these.
+DLOCK_BUILD_PACKAGES=(
 	build-essential meson ninja-build pkg-config       # toolchain
-	libglib2.0-dev libhiredis-dev libcmocka-dev        # libraries (cmocka: the tests are part of the build)
-	redis-server redis-tools python3-redis             # Redis backend: server for tests, CLI, peer
-	libzookeeper-mt-dev zookeeper                      # ZooKeeper backend: C client, server (and a JVM) for tests
+	libglib2.0-dev libhiredis-dev libzookeeper-mt-dev  # the library's clients
+)
+
+# The servers that scripts/dlock-servers.sh and run-example.sh start on
+# loopback ports, as the tests do.  A new backend adds its server here.
+DLOCK_SERVER_PACKAGES=(
+	redis-server redis-tools                           # Redis: server, CLI
+	zookeeper                                          # ZooKeeper: server (and a JVM)
+)
+
+# What the tests need besides, one group per line (with cmocka found the
+# build adds the test programs).
+DLOCK_TEST_PACKAGES=(
+	libcmocka-dev                                      # the test programs
+	python3-redis                                      # Redis peer (redis-py)
 	python3-kazoo libcurator-recipes-java default-jdk-headless  # ZooKeeper peers: kazoo, Curator (javac for its driver)
 	valgrind g++ binutils lua-check                    # checks: valgrind pass, C++ header test, nm in the abi test, luacheck
 	clang-14 libclang-rt-14-dev                        # fuzzing: clang -fsanitize=fuzzer (scripts/fuzz.sh)
 )
+
+# Every package the build and the tests need.
+DLOCK_PACKAGES=("${DLOCK_BUILD_PACKAGES[@]}" "${DLOCK_SERVER_PACKAGES[@]}" "${DLOCK_TEST_PACKAGES[@]}")
 
 dlock_log() {
 	printf '%s: %s\n' "${DLOCK_SCRIPT_NAME:-dlock}" "$*" >&2
