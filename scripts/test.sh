@@ -320,7 +320,7 @@ if ((!quick)); then
 		# of give-up paths show.
 		ASAN_OPTIONS=$asan LSAN_OPTIONS=$lsan UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 			test_step "tests build-asan/ (all suites but torture, ASan+UBSan)" build-asan \
-			--no-suite torture --no-suite helper-check --timeout-multiplier 2
+			--no-suite torture --no-suite helper-check --no-suite install --timeout-multiplier 2
 		# The torture run again with sanitized workers, shorter: the plain
 		# pass already spent its minute per backend, and ASan would double it.
 		DLOCK_TORTURE_DURATION=15 ASAN_OPTIONS=$asan LSAN_OPTIONS=$lsan \

@@ -15,9 +15,9 @@ import os
 import sys
 
 TAG = "SPDX-License-Identifier: MIT"
-SUFFIXES = (".c", ".h", ".h.in", ".lua", ".py", ".sh", ".java", ".1.in")
+SUFFIXES = (".c", ".h", ".h.in", ".lua", ".py", ".sh", ".java", ".1.in", ".cmake.in", ".map")
 NAMES = ("meson.build", "meson_options.txt", "luacheckrc")
-TOP = ("include", "src", "tests", "bench", "scripts", "examples", "docs")
+TOP = ("include", "src", "tests", "bench", "scripts", "examples", "docs", "cmake")
 
 
 def wanted(name):

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# dlock as a library is installed and used: meson install into a staging
+# directory, then programs built against it as their authors would --
+# with pkg-config (shared and static) and with CMake (dlock::dlock and
+# dlock::dlock_static) -- take and release a lock; pkg-config's --cflags
+# carry nothing of dlock's own dependencies; the command finds the library
+# through its run path; the man page is installed.
+# usage: test-install.sh BUILD_DIR SOURCE_DIR
+set -u
+build=$1
+source=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+check() { # NAME CONDITION-COMMAND...
+	local name=$1
+	shift
+	if "$@"; then
+		echo "ok - $name"
+	else
+		echo "FAIL - $name"
+		failed=1
+	fi
+}
+option() { # NAME -> the build's value of meson option NAME
+	meson introspect "$build" --buildoptions |
+		python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]))' "$1"
+}
+
+prefix=$(option prefix)
+libdir=$(option libdir)
+includedir=$(option includedir)
+dest=$tmp/stage
+root=$dest$prefix
+if ! meson install -C "$build" --destdir "$dest" --no-rebuild --quiet >"$tmp/install.log" 2>&1; then
+	cat "$tmp/install.log"
+	echo "FAIL - meson install"
+	exit 1
+fi
+echo "ok - meson install into a staging directory"
+for f in "$includedir/dlock.h" "$libdir/libdlock.so.0" "$libdir/libdlock.a" "$libdir/pkgconfig/dlock.pc" \
+	"$libdir/cmake/dlock/dlockConfig.cmake" "$libdir/cmake/dlock/dlockConfigVersion.cmake" \
+	bin/dlock share/man/man1/dlock.1; do
+	check "installed: $f" test -e "$root/$f"
+done
+locks=$tmp/locks
+mkdir -m 700 "$locks"
+
+# ---- pkg-config ----
+# As a staged install is used: the .pc file's paths under the staging
+# directory (PKG_CONFIG_SYSROOT_DIR), nothing else changed.
+pc() { PKG_CONFIG_SYSROOT_DIR=$dest pkg-config "$@"; }
+export PKG_CONFIG_PATH=$root/$libdir/pkgconfig
+cflags=$(pc --cflags dlock)
+check "pkg-config --cflags has only dlock's include path ($cflags)" \
+	bash -c '! grep -qE "glib|hiredis|zookeeper|-D" <<<"$1"' _ "$cflags"
+check "pkg-config --cflags names the staged include directory" grep -q -- "-I$root/$includedir" <<<"$cflags"
+cc -o "$tmp/shared" "$source/tests/install/consumer.c" $cflags $(pc --libs dlock) 2>"$tmp/cc.log" ||
+	cat "$tmp/cc.log"
+check "a program built with pkg-config runs against the shared library" \
+	env LD_LIBRARY_PATH="$root/$libdir" "$tmp/shared" "$locks"
+check "and needs libdlock.so.0" bash -c 'readelf -d "$1" | grep -q "NEEDED.*libdlock.so.0"' _ "$tmp/shared"
+# Static: the archive by name, then what pkg-config --static adds.
+static_libs=$(pc --static --libs dlock | tr ' ' '\n' | grep -vx -- '-ldlock' | tr '\n' ' ')
+cc -o "$tmp/static" "$source/tests/install/consumer.c" $cflags "$root/$libdir/libdlock.a" $static_libs \
+	2>"$tmp/cc.log" || cat "$tmp/cc.log"
+check "a program linked with the static library and pkg-config --static runs" "$tmp/static" "$locks"
+check "and needs no libdlock.so" bash -c '! readelf -d "$1" | grep -q "NEEDED.*libdlock"' _ "$tmp/static"
+
+# ---- CMake ----
+mkdir -p "$tmp/cmake-src"
+cp "$source/tests/install/consumer.c" "$tmp/cmake-src/"
+cat >"$tmp/cmake-src/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.16)
+project(consumer C)
+find_package(dlock 0.1 CONFIG REQUIRED)
+add_executable(consumer_shared consumer.c)
+target_link_libraries(consumer_shared PRIVATE dlock::dlock)
+add_executable(consumer_static consumer.c)
+target_link_libraries(consumer_static PRIVATE dlock::dlock_static)
+CMAKE
+if cmake -S "$tmp/cmake-src" -B "$tmp/cmake-build" -DCMAKE_PREFIX_PATH="$root" >"$tmp/cmake.log" 2>&1 &&
+	cmake --build "$tmp/cmake-build" >>"$tmp/cmake.log" 2>&1; then
+	echo "ok - find_package(dlock CONFIG) and a build with both targets"
+else
+	cat "$tmp/cmake.log"
+	echo "FAIL - find_package(dlock CONFIG) and a build with both targets"
+	failed=1
+fi
+check "dlock::dlock: the program runs" env LD_LIBRARY_PATH="$root/$libdir" "$tmp/cmake-build/consumer_shared" "$locks"
+check "dlock::dlock_static: the program runs" "$tmp/cmake-build/consumer_static" "$locks"
+check "find_package(dlock 9) refuses this version" bash -c '
+	mkdir -p "$1/v9" && sed "s/dlock 0.1 CONFIG/dlock 9 CONFIG/" "$1/cmake-src/CMakeLists.txt" >"$1/v9/CMakeLists.txt" &&
+	cp "$1/cmake-src/consumer.c" "$1/v9/" &&
+	! cmake -S "$1/v9" -B "$1/v9-build" -DCMAKE_PREFIX_PATH="$2" >/dev/null 2>&1' _ "$tmp" "$root"
+
+# ---- the command ----
+runpath=$(readelf -d "$root/bin/dlock" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
+if [[ "$prefix" == /usr ]]; then
+	check "the command under /usr has no run path" test -z "$runpath"
+else
+	check "the command finds the library in $prefix/$libdir by its run path ($runpath)" \
+		test "$runpath" = "$prefix/$libdir"
+fi
+check "the staged command runs" env LD_LIBRARY_PATH="$root/$libdir" "$root/bin/dlock" --version
+check "man -l finds dlock(1) installed" bash -c 'MANWIDTH=80 man -l "$1" 2>/dev/null | grep -q "DLOCK(1)"' _ \
+	"$root/share/man/man1/dlock.1"
+exit "$failed"
