@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -30,17 +31,23 @@ bool dlock__secret_file_key(const char *key)
 }
 
 /* Up to SECRET_FILE_MAX + 2 bytes of path (a line end may follow a
- * password of the largest size): never more, whatever the file is
- * (/dev/zero), into *ret (NUL-terminated, g_free) and *ret_len. */
+ * password of the largest size), a regular file: no read of a FIFO or a
+ * device can hold the caller up, into *ret (NUL-terminated, g_free) and
+ * *ret_len. */
 static int read_bounded(const char *path, const char *where, const char *key, char **ret, size_t *ret_len)
 {
 	size_t cap = SECRET_FILE_MAX + 3, len = 0;
+	struct stat st;
 	char *buf;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
 	if (fd < 0)
 		return dlock__error(DLOCK_ECONFIG, "%s, option %s: cannot open %s: %s", where, key, path,
 		                    g_strerror(errno));
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return dlock__error(DLOCK_ECONFIG, "%s, option %s: %s is not a regular file", where, key, path);
+	}
 	buf = g_malloc(cap);
 	while (len < cap - 1) {
 		ssize_t n = read(fd, buf + len, cap - 1 - len);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -175,8 +176,13 @@ static void test_bad_password_file_is_econfig_naming_it(void **state)
 	char *empty = password_file("");
 	char *lines = password_file(PASSWORD "\nsecond-line\n");
 	char *good = password_file(PASSWORD);
+	char *long_text = g_strnfill(5000, 'x');
+	char *big = password_file(long_text);
+	char *fifo = g_strconcat(good, ".fifo", NULL);
 	char *uri;
 
+	/* A FIFO with no writer: an open that blocked would hang the client. */
+	assert_int_equal(mkfifo(fifo, 0600), 0);
 	uri = g_strdup_printf("redis://127.0.0.1:%d?password-file=%s", secured->port, empty);
 	assert_config_refused(uri, NULL, empty, "is empty");
 	g_free(uri);
@@ -187,7 +193,13 @@ static void test_bad_password_file_is_econfig_naming_it(void **state)
 	assert_config_refused(uri, NULL, "/nonexistent/dlock-pw", "cannot open");
 	g_free(uri);
 	uri = g_strdup_printf("redis://127.0.0.1:%d?password-file=/dev/zero", secured->port);
-	assert_config_refused(uri, NULL, "/dev/zero", "larger than");
+	assert_config_refused(uri, NULL, "/dev/zero", "not a regular file");
+	g_free(uri);
+	uri = g_strdup_printf("redis://127.0.0.1:%d?password-file=%s", secured->port, fifo);
+	assert_config_refused(uri, NULL, fifo, "not a regular file");
+	g_free(uri);
+	uri = g_strdup_printf("redis://127.0.0.1:%d?password-file=%s", secured->port, big);
+	assert_config_refused(uri, "xxxx", big, "larger than 4096 bytes");
 	g_free(uri);
 	uri = g_strdup_printf("redis://:other-pw@127.0.0.1:%d?password-file=%s", secured->port, good);
 	assert_config_refused(uri, PASSWORD, "password-file", "one password is enough");
@@ -196,6 +208,10 @@ static void test_bad_password_file_is_econfig_naming_it(void **state)
 	uri = g_strdup_printf("file:///tmp?password-file=%s", good);
 	assert_config_refused(uri, PASSWORD, "no user or password", NULL);
 	g_free(uri);
+	g_unlink(fifo);
+	g_free(fifo);
+	g_free(long_text);
+	password_file_remove(big);
 	password_file_remove(empty);
 	password_file_remove(lines);
 	password_file_remove(good);
