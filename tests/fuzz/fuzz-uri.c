@@ -30,10 +30,44 @@ static char *raw_password(const char *spec)
 	return g_strndup(colon, (gsize)(at - colon + 1)); /* ":password@" */
 }
 
+/* Whether a query item's key names a secret: it ends in "password". */
+static bool secret_key(const char *key, size_t len)
+{
+	return len >= 8 && g_ascii_strncasecmp(key + len - 8, "password", 8) == 0;
+}
+
+/* text with the value of each secret query item -- after the first '?',
+ * items split at '&' -- replaced by "***". */
+static char *hide_secret_values(char *text)
+{
+	const char *query = strchr(text, '?');
+	GString *out;
+
+	if (!query)
+		return text;
+	out = g_string_new_len(text, query + 1 - text);
+	for (const char *item = query + 1;;) {
+		const char *end = item + strcspn(item, "&");
+		const char *eq = memchr(item, '=', (size_t)(end - item));
+
+		if (eq && secret_key(item, (size_t)(eq - item)))
+			g_string_append_printf(out, "%.*s***", (int)(eq + 1 - item), item);
+		else
+			g_string_append_len(out, item, end - item);
+		if (!*end)
+			break;
+		g_string_append_c(out, '&');
+		item = end + 1;
+	}
+	g_free(text);
+	return g_string_free(out, FALSE);
+}
+
 /*
  * The redacted form of a spec with "scheme://", built independently of
  * dlock__uri_redact: everything between "://" and the last '@' removed
- * but the text before its first ':' (the user).  NULL for other specs.
+ * but the text before its first ':' (the user), and the value of every
+ * query item whose key ends in "password" hidden.  NULL for other specs.
  */
 static char *expected_redaction(const char *spec)
 {
@@ -44,8 +78,8 @@ static char *expected_redaction(const char *spec)
 	colon = memchr(auth + 3, ':', (size_t)(at - auth - 3));
 	user_end = colon ? colon : at;
 	if (user_end == auth + 3)
-		return g_strdup_printf("%.*s%s", (int)(auth + 3 - spec), spec, at + 1);
-	return g_strdup_printf("%.*s@%s", (int)(user_end - spec), spec, at + 1);
+		return hide_secret_values(g_strdup_printf("%.*s%s", (int)(auth + 3 - spec), spec, at + 1));
+	return hide_secret_values(g_strdup_printf("%.*s@%s", (int)(user_end - spec), spec, at + 1));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
