@@ -234,6 +234,7 @@ static void parse_ttl(const char *text, cli_options *o)
 static void parse_args(int argc, char **argv, unsigned subcommand, cli_options *o)
 {
 	bool run = subcommand != FOR_STATUS;
+	bool nonblock = false;
 	int c;
 
 	/* '+': stop at the first non-option, so COMMAND's own options stay its;
@@ -260,8 +261,7 @@ static void parse_args(int argc, char **argv, unsigned subcommand, cli_options *
 			o->wait_given = true;
 			break;
 		case 'n':
-			o->wait_ms = 0;
-			o->wait_given = true;
+			nonblock = true;
 			break;
 		case 'q':
 			o->quiet = true;
@@ -303,6 +303,11 @@ static void parse_args(int argc, char **argv, unsigned subcommand, cli_options *
 		default:
 			die_usage("option '%s' is not understood", argv[optind - 1]);
 		}
+	}
+	/* -n wins over -w, in either order, as with flock(1). */
+	if (nonblock) {
+		o->wait_ms = 0;
+		o->wait_given = true;
 	}
 	if (optind >= argc)
 		die_usage("no RESOURCE given");
@@ -409,7 +414,7 @@ static bool is_option(const char *arg)
 	if (arg[0] != '-' || !arg[1])
 		return false;
 	if (arg[1] != '-')
-		return strchr("cbwtEsx", arg[1]) != NULL;
+		return strchr("cbwnqtEsx", arg[1]) != NULL;
 	len = strcspn(arg + 2, "=");
 	for (const struct option *lo = long_options; lo->name; lo++)
 		if (strlen(lo->name) == len && strncmp(lo->name, arg + 2, len) == 0)

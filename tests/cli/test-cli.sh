@@ -91,6 +91,11 @@ check "-w 0.1s (a fraction with a unit) times out with 75" \
 	test "$(status_of "$dlock" run -b "$uri" -w 0.1s cli/busy -- true)" = 75
 check "-w 1m30s and -t 1.5s are durations (runs while free)" \
 	test "$(status_of "$dlock" run -b "$uri" -w 1m30s -t 1.5s cli/compound -- true)" = 0
+started=$(date +%s%N)
+check "-n wins over a later -w, as in flock(1): 75 at once" \
+	test "$(status_of "$dlock" run -b "$uri" -n -w 5 cli/busy -- true)" = 75
+elapsed_ms=$((($(date +%s%N) - started) / 1000000))
+check "and did not wait the 5 s ($elapsed_ms ms)" test "$elapsed_ms" -lt 2500
 check "-w 30s1m (units out of order) is a usage error" \
 	test "$(status_of "$dlock" run -b "$uri" -w 30s1m cli/busy -- true)" = 64
 
@@ -553,6 +558,7 @@ usage_case "-w: '1.5ms' is not a duration" run -w 1.5ms cli/x -- true
 usage_case "-w: '1m30' is not a duration" run -w 1m30 cli/x -- true
 usage_case "option -n applies to run and elect only" status -n cli/x
 usage_case "option -q applies to run and elect only" status -q cli/x
+usage_case "'-n' goes after the subcommand" -n run cli/x -- true
 
 # ---- -t TTL: a lease length, on backends with leases only ----
 usage_case "-t: '0' is not a lease length" run -b "$uri" -t 0 cli/x -- true
