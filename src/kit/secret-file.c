@@ -39,8 +39,13 @@ static int read_bounded(const char *path, const char *where, const char *key, ch
 	size_t cap = SECRET_FILE_MAX + 3, len = 0;
 	struct stat st;
 	char *buf;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	int fd;
 
+	/* As the option dir: a relative path would name another file for a
+	 * service started in / than for the shell that tried it. */
+	if (path[0] != '/')
+		return dlock__error(DLOCK_ECONFIG, "%s, option %s: '%s' is not an absolute path", where, key, path);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return dlock__error(DLOCK_ECONFIG, "%s, option %s: cannot open %s: %s", where, key, path,
 		                    g_strerror(errno));

@@ -192,6 +192,9 @@ static void test_bad_password_file_is_econfig_naming_it(void **state)
 	uri = g_strdup_printf("redis://127.0.0.1:%d?password-file=/nonexistent/dlock-pw", secured->port);
 	assert_config_refused(uri, NULL, "/nonexistent/dlock-pw", "cannot open");
 	g_free(uri);
+	uri = g_strdup_printf("redis://127.0.0.1:%d?password-file=pw", secured->port);
+	assert_config_refused(uri, NULL, "'pw'", "not an absolute path");
+	g_free(uri);
 	uri = g_strdup_printf("redis://127.0.0.1:%d?password-file=/dev/zero", secured->port);
 	assert_config_refused(uri, NULL, "/dev/zero", "not a regular file");
 	g_free(uri);
