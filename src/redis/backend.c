@@ -291,7 +291,7 @@ void dlock__redis_close_host(redis_backend *b)
 /*
  * A Redlock: one backend per master, sharing every option.  An even N
  * tolerates no more failures than N - 1 does (the quorum is N/2 + 1):
- * allowed, as the README says.
+ * allowed, as docs/backends.md, "Redlock", says.
  */
 static int open_redlock(const dlock__backend_env *env, const dlock__uri *uri,
                         const dlock__options *opts, redlock_backend **ret)
