@@ -7,8 +7,26 @@
 # loopback ports in a temporary directory, stopped by PID on exit),
 # everything else to the file backend.  Installs what is missing and
 # builds first.
+#
+# With --serve it runs no job: it starts the two servers, prints their URIs
+# and the configuration file, and keeps them until it is interrupted (^C,
+# SIGTERM), for trying dlock, or developing against it, with real servers.
 
 set -euo pipefail
+
+serve=0
+case ${1:-} in
+--serve) serve=1 ;;
+'') ;;
+-h | --help)
+	echo "usage: scripts/dlock-servers.sh [--serve]"
+	exit 0
+	;;
+*)
+	echo "usage: scripts/dlock-servers.sh [--serve]" >&2
+	exit 64
+	;;
+esac
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -57,6 +75,23 @@ CONF
 echo "== $tmp/dlock.conf"
 cat "$tmp/dlock.conf"
 echo
+if ((serve)); then
+	cat <<SERVE
+redis: redis://127.0.0.1:$port
+zookeeper: zk://127.0.0.1:$zk_port
+config: $tmp/dlock.conf
+try: $dlock run -b redis://127.0.0.1:$port jobs/x -- echo held
+ready: ^C stops both servers and removes $tmp
+SERVE
+	# A sleep in the background, so that the trap runs as the signal lands.
+	sleeper=
+	trap '[[ -n $sleeper ]] && kill "$sleeper" 2>/dev/null; exit 0' INT TERM
+	while :; do
+		sleep 3600 &
+		sleeper=$!
+		wait "$sleeper" || true
+	done
+fi
 set -x
 "$dlock" run -c "$tmp/dlock.conf" jobs/nightly-report -- sh -c 'echo "running: $DLOCK_RESOURCE on $DLOCK_BACKEND, fencing token $DLOCK_FENCING_TOKEN"; sleep 1' &
 sleep 0.5

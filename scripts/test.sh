@@ -278,6 +278,52 @@ lean_build() {
 	return "$rc"
 }
 
+# serve_servers — the README's development servers: scripts/dlock-servers.sh
+# --serve prints its servers' URIs, a lock is taken on each, and SIGTERM
+# stops both servers and removes their directory.
+# shellcheck disable=SC2317  # called through step
+serve_servers() {
+	local out pid i redis zk tmpdir rc=0
+	out=$(mktemp) || return 1
+	scripts/dlock-servers.sh --serve >"$out" 2>&1 &
+	pid=$!
+	for ((i = 0; i < 1200; i++)); do
+		grep -q '^ready:' "$out" && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	redis=$(sed -n 's/^redis: //p' "$out")
+	zk=$(sed -n 's/^zookeeper: //p' "$out")
+	tmpdir=$(sed -n 's/^config: //p' "$out")
+	tmpdir=${tmpdir%/dlock.conf}
+	if [[ -z "$redis" || -z "$zk" || -z "$tmpdir" ]]; then
+		cat "$out"
+		dlock_log "dlock-servers.sh --serve printed no URIs"
+		rc=1
+	else
+		build/src/cli/dlock run -w 10 -b "$redis" serve/check -- true || rc=1
+		build/src/cli/dlock run -w 10 -b "$zk" serve/check -- true || rc=1
+	fi
+	kill -TERM "$pid" 2>/dev/null
+	for ((i = 0; i < 300; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		dlock_log "dlock-servers.sh --serve did not stop on SIGTERM"
+		kill -KILL "$pid" 2>/dev/null
+		rc=1
+	elif [[ -n "$tmpdir" && -e "$tmpdir" ]]; then
+		dlock_log "dlock-servers.sh --serve left $tmpdir behind"
+		rc=1
+	elif [[ -n "$redis" ]] && build/src/cli/dlock status -b "$redis?connect-timeout=1s" serve/check >/dev/null 2>&1; then
+		dlock_log "the Redis server of dlock-servers.sh --serve still answers"
+		rc=1
+	fi
+	rm -f "$out"
+	return "$rc"
+}
+
 # ---------------------------------------------------------------------------
 # 2. Plain build, every suite
 
@@ -292,6 +338,7 @@ if step "configure build/" dlock_meson_setup build \
 	# servers, the C example.
 	step "README: scripts/dlock.sh (the main job)" scripts/dlock.sh
 	step "README: scripts/dlock-servers.sh" scripts/dlock-servers.sh
+	step "README: scripts/dlock-servers.sh --serve" serve_servers
 	step "README: scripts/run-example.sh" scripts/run-example.sh
 	step "lean build: the command without cmocka (build-lean/)" lean_build
 	step "luacheck: the Redis scripts (src/redis/lua)" scripts/luacheck.sh
@@ -299,6 +346,7 @@ else
 	not_run "tests build/ (all suites)"
 	not_run "README: scripts/dlock.sh (the main job)"
 	not_run "README: scripts/dlock-servers.sh"
+	not_run "README: scripts/dlock-servers.sh --serve"
 	not_run "README: scripts/run-example.sh"
 	not_run "lean build: the command without cmocka (build-lean/)"
 	not_run "luacheck: the Redis scripts (src/redis/lua)"
