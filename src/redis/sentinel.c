@@ -261,7 +261,8 @@ int dlock__redis_sentinel_ask(redis_backend *b, dlock__waiter *waiter, int64_t d
 	redis_sentinel *s = b->sentinel;
 	GPtrArray *list = dlock__redis_sentinel_list(s);
 	GString *why = g_string_new(NULL);
-	bool all_unknown = true;
+	bool all_unknown = true, all_refused = true;
+	guint asked = 0;
 	int rc = DLOCK_EUNAVAILABLE;
 
 	for (guint i = 0; i < list->len; i++) {
@@ -287,13 +288,19 @@ int dlock__redis_sentinel_ask(redis_backend *b, dlock__waiter *waiter, int64_t d
 		 * least ASK_SHARE_MIN_US), and no such call would reach the
 		 * others. */
 		move(s, h, false);
+		asked++;
 		all_unknown = all_unknown && unknown;
+		all_refused = all_refused && rc == DLOCK_EACCES;
 		g_string_append_printf(why, "%s%s", why->len ? "; " : "", dlock_last_error_message());
 	}
 	if (rc == DLOCK_OK || rc == DLOCK_ECANCELED) {
 		g_string_free(why, TRUE);
 	} else if (why->len == 0) {
 		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: no time left to ask the sentinels", b->label);
+		g_string_free(why, TRUE);
+	} else if (all_refused && asked == list->len) {
+		/* The credentials, not an outage: a refusal, as from one server. */
+		rc = dlock__error(DLOCK_EACCES, "%s: every sentinel refused: %s", b->label, why->str);
 		g_string_free(why, TRUE);
 	} else {
 		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: %s: %s", b->label,
@@ -387,7 +394,7 @@ redisContext *dlock__redis_sentinel_connect_master(redis_backend *b, dlock__wait
 		}
 		if (rc == DLOCK_EACCES) {
 			if (++refusals >= dlock__redis_sentinel_count(b->sentinel)) {
-				*ret_rc = dlock__error_prefix(DLOCK_EUNAVAILABLE, "");
+				*ret_rc = DLOCK_EACCES;
 				return NULL;
 			}
 			dlock__redis_sentinel_rotate(b->sentinel);

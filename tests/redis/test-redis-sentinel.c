@@ -349,16 +349,35 @@ static void test_failures_name_the_sentinels_and_what_they_said(void **state)
 	dlock_client_free(client);
 	g_free(uri);
 
-	/* A master that refuses the credentials: named, the password not. */
+	/* A master that refuses the credentials: a refusal (as from one
+	 * server), the master named, the password not. */
 	uri = test_sentinel_uri_userinfo(ts, ":s3cr3t-pw", NULL);
 	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
 	lock = test_lock(client, "sentinel/none");
-	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_EUNAVAILABLE);
+	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_EACCES);
 	master = address_of(test_sentinel_master(ts));
 	test_assert_message_has(master);
 	test_assert_message_has("password");
 	assert_null(strstr(dlock_last_error_message(), "s3cr3t-pw"));
 	g_free(master);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(uri);
+
+	/* Every sentinel refuses the sentinel credentials: a refusal too,
+	 * naming the option and each sentinel, never the password. */
+	uri = test_sentinel_uri_userinfo(ts, NULL, "?sentinel-password=s3nt-pw");
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	lock = test_lock(client, "sentinel/none");
+	assert_int_equal(dlock_acquire(lock, 2000), DLOCK_EACCES);
+	test_assert_message_has("sentinel-password");
+	for (int i = 0; i < TEST_SENTINEL_COUNT; i++) {
+		char *sentinel = g_strdup_printf("127.0.0.1:%d", test_sentinel_port(ts, i));
+
+		test_assert_message_has(sentinel);
+		g_free(sentinel);
+	}
+	assert_null(strstr(dlock_last_error_message(), "s3nt-pw"));
 	dlock_lock_free(lock);
 	dlock_client_free(client);
 	g_free(uri);
