@@ -134,9 +134,15 @@ def check_page(path, functions, types, identifiers, codes, named, compared):
             else:
                 named[n] = page
 
-    # SYNOPSIS: every declaration as the header has it.
-    text = "\n".join(plain(l) for l in secs.get("SYNOPSIS", [])
-                     if not re.match(r"\.(B|I|BI|IB|BR|RB|IR|RI)?\s*#", l))
+    # SYNOPSIS: every declaration (the .nf blocks, less preprocessor
+    # lines) as the header has it.
+    block, nofill = [], False
+    for l in secs.get("SYNOPSIS", []):
+        if l.startswith((".nf", ".fi")):
+            nofill = l.startswith(".nf")
+        elif nofill and not re.match(r"\.(B|I|BI|IB|BR|RB|IR|RI)?\s*#", l):
+            block.append(plain(l))
+    text = "\n".join(block)
     text = "\n".join(l for l in text.splitlines() if not l.lstrip().startswith("#"))
     statement = []
     depth = 0
