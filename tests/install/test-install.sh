@@ -119,6 +119,6 @@ target=$(sed -n 's/^\.so //p' "$man3/dlock_info_holder_pid.3" 2>/dev/null)
 check "dlock_info_holder_pid(3) is a link page (to ${target:-nothing})" test -n "$target"
 check "the page it leads to, share/man/$target, is installed" test -f "$root/share/man/$target"
 dangling=$(cd "$root/share/man" 2>/dev/null && sed -n 's/^\.so //p' man3/*.3 | sort -u |
-	while read -r t; do test -f "$t" || echo "$t"; done)
+	while read -r t; do test -f "$t" || echo "$t"; done | paste -sd " ")
 check "every man3 link page leads to an installed page${dangling:+ (missing: $dangling)}" test -z "$dangling"
 exit "$failed"
