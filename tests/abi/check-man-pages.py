@@ -12,7 +12,8 @@ Fails, naming the page and what is wrong, when
     or type the header does not declare;
   - a page lacks one of the sections every page has (REQUIRED);
   - a page names a DLOCK_ identifier the header does not define (a result
-    code must be one of enum dlock_code's);
+    code must be one of enum dlock_code's), or refers to a dlock page
+    (".BR dlock_x (3)") that no page names;
   - groff -man -t -ww -z prints any warning for a page.
 """
 
@@ -110,7 +111,7 @@ def sections(lines):
     return out
 
 
-def check_page(path, functions, types, identifiers, codes, named, compared):
+def check_page(path, functions, types, identifiers, codes, named, compared, refs):
     page = os.path.basename(path)
     with open(path, encoding="utf-8") as f:
         lines = f.read().splitlines()
@@ -164,6 +165,10 @@ def check_page(path, functions, types, identifiers, codes, named, compared):
             compared[0] += 1
             statement = []
 
+    # References to other pages, resolved once every page's names are known.
+    for ref in re.findall(r"^\.BR\s+(dlock\w*)\s+\(3\)", "\n".join(lines), re.M):
+        refs.add((page, ref))
+
     # DLOCK_ identifiers anywhere on the page.
     for ident in sorted(set(re.findall(r"\bDLOCK_\w+(?!\?)", "\n".join(plain(l) for l in lines)))):
         if re.fullmatch(r"DLOCK_(OK|E[A-Z]+)", ident) and ident not in codes:
@@ -191,9 +196,12 @@ def main(argv):
     functions, types, identifiers, codes = header_declarations(argv[1])
     if len(functions) < 1 or not codes:
         fail(argv[1], "no DLOCK_API function or no enum dlock_code found")
-    named, compared = {}, [0]
+    named, compared, refs = {}, [0], set()
     for path in argv[2:]:
-        check_page(path, functions, types, identifiers, codes, named, compared)
+        check_page(path, functions, types, identifiers, codes, named, compared, refs)
+    for page, ref in sorted(refs):
+        if ref not in named and ref + ".3" not in map(os.path.basename, argv[2:]):
+            fail(page, f"refers to {ref}(3), which no page names")
     for name in sorted(set(functions) - set(named)):
         fail(name, "no man page names it")
     for line in failures:
