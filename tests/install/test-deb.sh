@@ -44,6 +44,9 @@ done
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# The tools' own temporary files go there too (lintian leaves some).
+mkdir "$tmp/tmp"
+export TMPDIR=$tmp/tmp
 # dpkg-buildpackage writes the packages next to the tree it builds.
 tree=$tmp/dlock
 mkdir "$tree"
