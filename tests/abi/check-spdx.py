@@ -7,18 +7,18 @@ Usage: check-spdx.py SOURCE-ROOT
 Walks the source tree (not build directories, not the fuzzers' corpus)
 and fails, naming each one, on a C source or header, header template,
 Lua script, Python or shell script, Java peer, meson file or man page
-source without an "SPDX-License-Identifier: MIT" line among its first
-three lines; in debian/, on the files whose formats take comments
-(control, rules, the debhelper lists).  debian/copyright is the licence
-statement itself; debian/changelog and debian/source/format have no room
-for a comment.
+source (man1 or man3) without an "SPDX-License-Identifier: MIT" line among
+its first three lines; in debian/, on the files whose formats take
+comments (control, rules, the debhelper lists).  debian/copyright is the
+licence statement itself; debian/changelog and debian/source/format have
+no room for a comment.
 """
 
 import os
 import sys
 
 TAG = "SPDX-License-Identifier: MIT"
-SUFFIXES = (".c", ".h", ".h.in", ".lua", ".py", ".sh", ".java", ".1.in", ".cmake.in", ".map")
+SUFFIXES = (".c", ".h", ".h.in", ".lua", ".py", ".sh", ".java", ".1.in", ".3.in", ".cmake.in", ".map")
 NAMES = ("meson.build", "meson_options.txt", "luacheckrc")
 TOP = ("include", "src", "tests", "bench", "scripts", "examples", "docs", "cmake", "debian")
 DEBIAN_NAMES = ("control", "rules")

@@ -5,7 +5,8 @@
 # with pkg-config (shared and static) and with CMake (dlock::dlock and
 # dlock::dlock_static) -- take and release a lock; pkg-config's --cflags
 # carry nothing of dlock's own dependencies; the command finds the library
-# through its run path; the man page is installed.
+# through its run path; the man pages are installed, the library's with a
+# page for every function name.
 # usage: test-install.sh BUILD_DIR SOURCE_DIR
 set -u
 build=$1
@@ -108,4 +109,16 @@ check "the staged command runs" env LD_LIBRARY_PATH="$root/$libdir" "$root/bin/d
 version=$(meson introspect "$build" --projectinfo | python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')
 check "dlock(1) is installed, its version ($version) filled in" \
 	grep -q "^\.TH DLOCK 1 .*\"dlock $version\"" "$root/share/man/man1/dlock.1"
+# The library's pages: a group page, and the one-line pages that lead the
+# group's other names to it (".so man3/PAGE", relative to the man root).
+man3=$root/share/man/man3
+check "dlock_acquire(3) is installed, its version ($version) filled in" \
+	grep -q "^\.TH dlock_acquire 3 .*\"dlock $version\"" "$man3/dlock_acquire.3"
+check "dlock(3) is installed" test -f "$man3/dlock.3"
+target=$(sed -n 's/^\.so //p' "$man3/dlock_info_holder_pid.3" 2>/dev/null)
+check "dlock_info_holder_pid(3) is a link page (to ${target:-nothing})" test -n "$target"
+check "the page it leads to, share/man/$target, is installed" test -f "$root/share/man/$target"
+dangling=$(cd "$root/share/man" 2>/dev/null && sed -n 's/^\.so //p' man3/*.3 | sort -u |
+	while read -r t; do test -f "$t" || echo "$t"; done | paste -sd " ")
+check "every man3 link page leads to an installed page${dangling:+ (missing: $dangling)}" test -z "$dangling"
 exit "$failed"
