@@ -30,6 +30,7 @@ DLOCK_TEST_PACKAGES=(
 	python3-kazoo libcurator-recipes-java default-jdk-headless  # ZooKeeper peers: kazoo, Curator (javac for its driver)
 	valgrind g++ binutils lua-check                    # checks: valgrind pass, C++ header test, nm in the abi test, luacheck
 	cmake                                              # the installed CMake package's test (tests/install)
+	dpkg-dev debhelper lintian                         # the Debian packages' test (tests/install/test-deb.sh)
 	groff-base                                         # the man(3) pages' check: groff -ww warnings (tests/abi)
 	clang-14 libclang-rt-14-dev                        # fuzzing: clang -fsanitize=fuzzer (scripts/fuzz.sh)
 )

@@ -7,8 +7,11 @@ Usage: check-spdx.py SOURCE-ROOT
 Walks the source tree (not build directories, not the fuzzers' corpus)
 and fails, naming each one, on a C source or header, header template,
 Lua script, Python or shell script, Java peer, meson file or man page
-source (man1 or man3) without an "SPDX-License-Identifier: MIT" line among its first
-three lines.
+source (man1 or man3) without an "SPDX-License-Identifier: MIT" line among
+its first three lines; in debian/, on the files whose formats take
+comments (control, rules, the debhelper lists).  debian/copyright is the
+licence statement itself; debian/changelog and debian/source/format have
+no room for a comment.
 """
 
 import os
@@ -17,10 +20,14 @@ import sys
 TAG = "SPDX-License-Identifier: MIT"
 SUFFIXES = (".c", ".h", ".h.in", ".lua", ".py", ".sh", ".java", ".1.in", ".3.in", ".cmake.in", ".map")
 NAMES = ("meson.build", "meson_options.txt", "luacheckrc")
-TOP = ("include", "src", "tests", "bench", "scripts", "examples", "docs", "cmake")
+TOP = ("include", "src", "tests", "bench", "scripts", "examples", "docs", "cmake", "debian")
+DEBIAN_NAMES = ("control", "rules")
+DEBIAN_SUFFIXES = (".install", ".symbols", ".links", ".manpages", ".docs")
 
 
-def wanted(name):
+def wanted(top, name):
+    if top == "debian":
+        return name in DEBIAN_NAMES or name.endswith(DEBIAN_SUFFIXES)
     return name.endswith(SUFFIXES) or name in NAMES
 
 
@@ -33,8 +40,11 @@ def sources(root):
             rel = os.path.relpath(folder, root)
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and
                              not (rel == "tests/fuzz" and d == "corpus"))
+            if top == "debian":
+                # Not the packages' staging trees a build leaves there.
+                dirs[:] = [d for d in dirs if rel == "debian" and d == "source"]
             for name in sorted(files):
-                if wanted(name):
+                if wanted(top, name):
                     yield os.path.join(rel, name)
 
 
