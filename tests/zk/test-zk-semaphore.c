@@ -323,10 +323,12 @@ static void test_tries_get_a_free_permit_while_others_pass_the_mutex(void **stat
 
 /*
  * Tries never take more than N permits, and are busy when N are taken.
- * Whether a try of the racing threads ever meets both permits taken
- * depends on how long a pass through the internal mutex takes against the
- * 2 ms hold, so that a try is busy then is asserted with the permits held
- * for sure: by two other clients, while a third tries.
+ * Whether two holds of the racing threads ever overlap, and whether a try
+ * ever meets both permits taken, depends on how long a pass through the
+ * internal mutex takes against the 2 ms hold (on a loaded machine neither
+ * happened): the race asserts only that no more than N are ever held, and
+ * N held at once with a try busy is asserted with the permits held for
+ * sure, by two other clients, while a third tries.
  */
 static void test_tries_never_hold_more_than_n(void **state)
 {
@@ -335,7 +337,6 @@ static void test_tries_never_hold_more_than_n(void **state)
 	dlock_lock *locks[3];
 
 	run_tries(&t, 6);
-	assert_int_equal(t.most, 2);
 
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(dlock_client_new(uri, &clients[i]), DLOCK_OK);
