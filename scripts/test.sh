@@ -14,10 +14,11 @@
 #   3. build-asan/ — AddressSanitizer + UndefinedBehaviorSanitizer build,
 #                    every test suite again (the stress suite as it is, the
 #                    torture suite with 15 s per backend instead of 30-35)
-#                    but the Sentinel and Cluster helpers' own checks;
+#                    but the Sentinel and Cluster helpers' own checks, the
+#                    install tests and the ZooKeeper peers' test;
 #   4. build/ again — the unit, redis and file suites under valgrind, but
 #                    the Sentinel and Cluster suites (their time is real
-#                    failovers');
+#                    failovers') and the stalled Redlock masters' test;
 #   5. build-fuzz/ — the libFuzzer harnesses of tests/fuzz/, 10 s each
 #                    (scripts/fuzz.sh; one test per harness in the counts).
 #
@@ -357,7 +358,7 @@ if ((!quick)); then
 	# 3. Sanitizer build, every suite
 
 	if step "configure build-asan/" dlock_meson_setup build-asan \
-		-Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dtests=enabled &&
+		-Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dtests=enabled -Dbench=false &&
 		step "build build-asan/" meson compile -C build-asan; then
 		# tests/lsan.supp says which leak of the ZooKeeper C client is
 		# not ours, and why it needs the slow unwinder to be told apart.
@@ -368,7 +369,8 @@ if ((!quick)); then
 		# of give-up paths show.
 		ASAN_OPTIONS=$asan LSAN_OPTIONS=$lsan UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 			test_step "tests build-asan/ (all suites but torture, ASan+UBSan)" build-asan \
-			--no-suite torture --no-suite helper-check --no-suite install --timeout-multiplier 2
+			--no-suite torture --no-suite helper-check --no-suite install --no-suite peers \
+			--timeout-multiplier 2
 		# The torture run again with sanitized workers, shorter: the plain
 		# pass already spent its minute per backend, and ASan would double it.
 		DLOCK_TORTURE_DURATION=15 ASAN_OPTIONS=$asan LSAN_OPTIONS=$lsan \
@@ -397,6 +399,7 @@ if ((!quick)); then
 		G_SLICE=always-malloc G_DEBUG=gc-friendly DLOCK_TEST_NO_FUTEX=valgrind \
 			test_step "tests build/ (unit, redis, file) under valgrind" build \
 			--suite unit --suite redis --suite file --no-suite sentinel --no-suite cluster \
+			--no-suite valgrind-slow \
 			--wrapper "$wrapper" \
 			--timeout-multiplier 4
 	else

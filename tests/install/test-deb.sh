@@ -17,17 +17,8 @@ if (($# != 2)); then
 fi
 source=$1
 version=$2
-failed=0
-check() { # NAME CONDITION-COMMAND...
-	local name=$1
-	shift
-	if "$@"; then
-		echo "ok - $name"
-	else
-		echo "FAIL - $name"
-		failed=1
-	fi
-}
+# shellcheck source=tests/install/check.sh
+source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 fatal() { # NAME [LOG]: a step everything after depends on failed
 	[[ $# -gt 1 && -f "$2" ]] && tail -n 40 "$2"
 	echo "FAIL - $1"

@@ -13,17 +13,8 @@ build=$1
 source=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failed=0
-check() { # NAME CONDITION-COMMAND...
-	local name=$1
-	shift
-	if "$@"; then
-		echo "ok - $name"
-	else
-		echo "FAIL - $name"
-		failed=1
-	fi
-}
+# shellcheck source=tests/install/check.sh
+source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 option() { # NAME -> the build's value of meson option NAME
 	meson introspect "$build" --buildoptions |
 		python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]))' "$1"
