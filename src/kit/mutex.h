@@ -72,6 +72,9 @@ typedef enum dlock__rank {
 	DLOCK__RANK_FILE_WAKE,
 	/* src/kit/waiter.c: one waiting thread */
 	DLOCK__RANK_WAITER,
+	/* src/kit/stepper.c: the stepper's tasks, queues and timers; a waiter's
+	 * wake pokes its task under the waiter's mutex */
+	DLOCK__RANK_STEPPER,
 	/* src/common/callback.c: a flush's mark */
 	DLOCK__RANK_CALLBACK_MARK,
 	/* src/common/announce.c: the announcing thread's queue */

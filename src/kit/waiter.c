@@ -20,11 +20,13 @@
 
 struct dlock__waiter {
 	gatomicrefcount ref; /* the owner's, and a waker's while it wakes */
-	GMutex mu;    /* guards seq, canceled and io_fd (rank WAITER) */
+	GMutex mu;    /* guards seq, canceled, io_fd, notify (rank WAITER) */
 	GCond cond;
 	uint64_t seq;
 	bool canceled;
 	int io_fd;    /* the socket a blocking command waits on, or -1 */
+	void (*notify)(void *data); /* called on wake and cancel, or NULL */
+	void *notify_data;
 	uint32_t cancel_word; /* 1 once canceled: a futex (dlock__waiter_cancel_word) */
 };
 
@@ -98,6 +100,8 @@ void dlock__waiter_wake(dlock__waiter *waiter)
 {
 	dlock__mutex_lock(&waiter->mu, DLOCK__RANK_WAITER);
 	waiter->seq++;
+	if (waiter->notify)
+		waiter->notify(waiter->notify_data);
 	dlock__mutex_unlock(&waiter->mu);
 	/* After the unlock: the woken thread does not find the mutex still
 	 * held and block on it again.  A sleeper that read the old seq is in
@@ -118,6 +122,16 @@ void dlock__waiter_cancel(dlock__waiter *waiter)
 	 * about to sleep finds the word changed and does not. */
 	__atomic_store_n(&waiter->cancel_word, 1, __ATOMIC_SEQ_CST);
 	syscall(SYS_futex, &waiter->cancel_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+	if (waiter->notify)
+		waiter->notify(waiter->notify_data);
+	dlock__mutex_unlock(&waiter->mu);
+}
+
+void dlock__waiter_set_notify(dlock__waiter *waiter, void (*fn)(void *data), void *data)
+{
+	dlock__mutex_lock(&waiter->mu, DLOCK__RANK_WAITER);
+	waiter->notify = fn;
+	waiter->notify_data = fn ? data : NULL;
 	dlock__mutex_unlock(&waiter->mu);
 }
 
