@@ -155,6 +155,45 @@ typedef int dlock__backend_acquire_fn(dlock__backend *backend, dlock__hold *hold
                                       int64_t deadline_us);
 
 /*
+ * The same acquire as a machine that goes in steps, which the core drives
+ * either by sleeping on the waiter between steps (dlock_acquire()) or by
+ * running the steps from the stepper (kit/stepper.h), with no thread
+ * sleeping between them (the asynchronous acquire).  A backend provides
+ * these three or acquire above.
+ *
+ * begin checks and builds the machine (no I/O): DLOCK_OK with
+ * *ret_machine set, or a final result with *ret_machine NULL.  Each step
+ * reads dlock__waiter_seq() before it tries, as the loop in waiter.h does,
+ * and returns a final result (DLOCK_OK, or a failure as acquire returns
+ * it), or DLOCK__STEP_WAIT with *ret_turn saying until when to sleep
+ * unless woken (dlock__waiter_turn_begin()); the next step then begins
+ * with dlock__waiter_turn_end().  A step does I/O only bounded by the
+ * deadline and the backend's timeouts, with its socket registered on the
+ * waiter (a cancel ends it at once); a step that finds the waiter canceled
+ * or the deadline passed does none: it gives up, and leaves what must be
+ * removed on the server to a background cleanup.  end frees the machine,
+ * after a final result only.
+ *
+ * flags: DLOCK__ACQUIRE_ASYNC -- no thread sleeps between the steps, so a
+ * step may not sleep in a wait of its own (the file backend's futex) and
+ * waits only by returning DLOCK__STEP_WAIT.  Without it, the caller's
+ * thread runs every step, and a step may sleep in such a wait itself.
+ */
+#define DLOCK__STEP_WAIT 1
+
+enum {
+	DLOCK__ACQUIRE_ASYNC = 1u << 0,
+};
+
+typedef int dlock__backend_acquire_begin_fn(dlock__backend *backend, dlock__hold *hold,
+                                            dlock__waiter *waiter, int64_t wait_ms,
+                                            int64_t deadline_us, unsigned flags,
+                                            void **ret_machine);
+typedef int dlock__backend_acquire_step_fn(dlock__backend *backend, void *machine,
+                                           dlock__turn *ret_turn);
+typedef void dlock__backend_acquire_end_fn(dlock__backend *backend, void *machine);
+
+/*
  * End a hold on the server: stop keeping it alive and remove it.
  * Called once per successful acquire, whatever the hold's state.  If
  * the server cannot be reached it returns DLOCK_OK and keeps trying in
@@ -237,7 +276,10 @@ typedef struct dlock__backend_ops {
 
 	dlock__backend_open_fn *open;
 	dlock__backend_close_fn *close;
-	dlock__backend_acquire_fn *acquire;
+	dlock__backend_acquire_fn *acquire;               /* NULL with the three below */
+	dlock__backend_acquire_begin_fn *acquire_begin;   /* NULL with acquire */
+	dlock__backend_acquire_step_fn *acquire_step;
+	dlock__backend_acquire_end_fn *acquire_end;
 	dlock__backend_release_fn *release;
 	dlock__backend_abandon_fn *abandon;               /* may be NULL */
 	dlock__backend_check_resource_fn *check_resource; /* may be NULL */

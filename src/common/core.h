@@ -116,6 +116,11 @@ dlock__slot *dlock__client_slot(const dlock_client *client, const char *name);
 /* The slot a resource is routed to (first matching route, else the default). */
 dlock__slot *dlock__client_route(const dlock_client *client, const char *resource);
 
+/* The slot's backend acquires hold for a thread that sleeps on waiter
+ * meanwhile, whichever form of acquire the backend has (acquire.c). */
+int dlock__slot_acquire(dlock__slot *slot, dlock__hold *hold, dlock__waiter *waiter,
+                        int64_t wait_ms, int64_t deadline_us);
+
 /* ---- owners (owner.c: who holds what, and what an acquire comes to) -- */
 
 /* dlock__owner_settle()'s answer when the caller's owner is to take a

@@ -487,8 +487,8 @@ static int acquire_fresh(dlock_lock *lock, dlock__hold *downgrade, int64_t wait_
 	waiter = dlock__waiter_new();
 	dlock__lock_add_waiter(lock, waiter);
 	/* A try (wait 0) is bounded by the backend's own timeouts alone. */
-	rc = lock->slot->ops->acquire(lock->slot->impl, hold, waiter, wait_ms,
-	                              wait_ms == 0 ? INT64_MAX : deadline_us);
+	rc = dlock__slot_acquire(lock->slot, hold, waiter, wait_ms,
+	                         wait_ms == 0 ? INT64_MAX : deadline_us);
 	dlock__hold_set_downgrade(hold, NULL);
 	if (rc != DLOCK_OK && rc != DLOCK_ECANCELED && dlock__waiter_canceled(waiter))
 		rc = canceled_failure(lock, rc);

@@ -63,7 +63,9 @@ struct file_backend {
 /* The lock file's path for a resource (g_free); names.c. */
 char *dlock__file_path(const file_backend *b, const char *resource);
 
-dlock__backend_acquire_fn dlock__file_acquire;
+dlock__backend_acquire_begin_fn dlock__file_acquire_begin;
+dlock__backend_acquire_step_fn dlock__file_acquire_step;
+dlock__backend_acquire_end_fn dlock__file_acquire_end;
 dlock__backend_release_fn dlock__file_release;
 dlock__backend_query_fn dlock__file_query;
 /* elect.c: leader elections' observers and announcements. */

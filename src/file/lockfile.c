@@ -337,111 +337,175 @@ static int futex_turn(file_backend *b, int fd, const char *path, uint32_t word,
 	return 1;
 }
 
-int dlock__file_acquire(dlock__backend *backend, dlock__hold *hold, dlock__waiter *waiter,
-                        int64_t wait_ms, int64_t deadline_us)
+/* An acquire's machine (backend.h): what the wait keeps between steps. */
+typedef struct file_acquire {
+	dlock__hold *hold;
+	dlock__waiter *waiter;
+	const char *resource;  /* the hold's */
+	char *path;
+	bool read;
+	uint32_t permits;
+	int64_t wait_ms;
+	int64_t deadline_us;
+	int64_t backoff_us;
+	int64_t permit;        /* the semaphore's permit, once a try has one */
+	int fd;                /* the lock file, open from the first try on */
+	int watch;             /* the inotify watch of the wait, or -1 */
+	bool watch_tried;
+	bool futex;            /* may sleep on the file's futex: not yet found unsupported,
+	                        * and a thread of its own sleeps (not DLOCK__ACQUIRE_ASYNC) */
+	bool futex_armed;      /* reads the futex word before each try */
+	bool woken;            /* the last futex sleep ended by a release's wake */
+	bool turned;           /* the step before asked for turn */
+	dlock__turn turn;
+} file_acquire;
+
+int dlock__file_acquire_begin(dlock__backend *backend, dlock__hold *hold, dlock__waiter *waiter,
+                              int64_t wait_ms, int64_t deadline_us, unsigned flags,
+                              void **ret_machine)
 {
 	file_backend *b = file_of(backend);
 	const char *resource = dlock__hold_resource(hold);
 	bool read = dlock__hold_mode(hold) == DLOCK__MODE_READ;
 	uint32_t permits = dlock__hold_permits(hold);
-	int64_t backoff_us = BACKOFF_FIRST_US, permit = -1;
-	int watch = -1, fd = -1, rc;
-	bool watch_tried = false, futex = true, futex_armed = false, woken = false;
-	char *path;
+	file_acquire *m;
+	int rc;
 
 	if (read && dlock__hold_downgrade_of(hold))
 		return downgrade(b, hold, dlock__hold_downgrade_of(hold));
 	if (permits > 1 && (rc = dlock__file_permits_check(resource, permits)) != DLOCK_OK)
 		return rc;
-	path = dlock__file_path(b, resource);
+	m = g_new0(file_acquire, 1);
+	m->hold = hold;
+	m->waiter = waiter;
+	m->resource = resource;
+	m->path = dlock__file_path(b, resource);
+	m->read = read;
+	m->permits = permits;
+	m->wait_ms = wait_ms;
+	m->deadline_us = deadline_us;
+	m->backoff_us = BACKOFF_FIRST_US;
+	m->permit = -1;
+	m->fd = -1;
+	m->watch = -1;
+	m->futex = !(flags & DLOCK__ACQUIRE_ASYNC);
+	*ret_machine = m;
+	return DLOCK_OK;
+}
+
+/*
+ * Tries until the lock is had, a failure, or a wait: on the futex, slept
+ * here when this thread is the waiting one; otherwise a turn of the
+ * caller's (on the waiter, which the watch's inotify or a release wakes,
+ * or the backoff's nap ends).
+ */
+int dlock__file_acquire_step(dlock__backend *backend, void *machine, dlock__turn *ret_turn)
+{
+	file_backend *b = file_of(backend);
+	file_acquire *m = machine;
+	int rc;
+
+	if (m->turned) {
+		m->turned = false;
+		rc = dlock__waiter_turn_end(m->waiter, &m->turn, m->resource, m->wait_ms,
+		                            m->deadline_us, &m->backoff_us, BACKOFF_CAP_US);
+		if (rc != DLOCK_OK)
+			return rc;
+	}
 	for (;;) {
-		uint64_t seen = dlock__waiter_seq(waiter);
+		uint64_t seen = dlock__waiter_seq(m->waiter);
 		uint32_t word = 0;
 
-		if (fd < 0 && (fd = open_lock_file(path)) < 0) {
-			rc = fd;
-			break;
+		if (m->fd < 0 && (m->fd = open_lock_file(m->path)) < 0) {
+			rc = m->fd;
+			m->fd = -1;
+			return rc;
 		}
-		if (futex_armed)
-			word = dlock__file_wake_read(fd);
-		rc = permits > 1 ? try_permit(fd, path, resource, permits, &permit) : try_lock(fd, path, read);
-		if (rc == 1 && read) {
-			int taken = take_counter(fd, path, waiter, resource, wait_ms, deadline_us);
+		if (m->futex_armed)
+			word = dlock__file_wake_read(m->fd);
+		rc = m->permits > 1 ? try_permit(m->fd, m->path, m->resource, m->permits, &m->permit)
+		                    : try_lock(m->fd, m->path, m->read);
+		if (rc == 1 && m->read) {
+			int taken = take_counter(m->fd, m->path, m->waiter, m->resource, m->wait_ms,
+			                         m->deadline_us);
 
 			if (taken != DLOCK_OK) {
-				dlock__file_lock_range(fd, F_UNLCK, F_OFD_SETLK, 0, 0);
-				rc = taken;
-				break;
+				dlock__file_lock_range(m->fd, F_UNLCK, F_OFD_SETLK, 0, 0);
+				return taken;
 			}
 		}
 		if (rc == 1) {
-			grant(b, hold, fd, path, read, permit);
+			grant(b, m->hold, m->fd, m->path, m->read, m->permit);
 			/* A reader woken by a release wakes every waiter: the
 			 * readers among them can share, and a writer woken
 			 * alone would pass nothing on.  Readers woken that way
 			 * find the word marked and wake nobody again. */
-			if (read && woken && !dlock__file_wake_was_all(word))
-				dlock__file_wake_all(b, fd, path);
-			fd = -1;
-			rc = DLOCK_OK;
-			break;
+			if (m->read && m->woken && !dlock__file_wake_was_all(word))
+				dlock__file_wake_all(b, m->fd, m->path);
+			m->fd = -1;
+			return DLOCK_OK;
 		}
 		if (rc == 2) {
 			/* Replaced under us: start over on the new file, with
 			 * a watch on it rather than on the old one. */
-			futex_armed = false;
-			dlock__file_close_guarded(fd);
-			fd = -1;
-			dlock__file_watch_remove(b, watch, waiter);
-			watch = -1;
-			watch_tried = false;
+			m->futex_armed = false;
+			dlock__file_close_guarded(m->fd);
+			m->fd = -1;
+			dlock__file_watch_remove(b, m->watch, m->waiter);
+			m->watch = -1;
+			m->watch_tried = false;
 			continue;
 		}
 		if (rc < 0)
-			break;
-		if (wait_ms == 0) {
-			rc = dlock__error_busy(resource);
-			break;
-		}
+			return rc;
+		if (m->wait_ms == 0)
+			return dlock__error_busy(m->resource);
 		/* Tries that a wake-up made in vain, told apart from the
 		 * others: with one waiter woken per release there are few. */
-		dlock__log(b->logger, DLOCK_LOG_DEBUG, woken ? "file %s: busy although woken; waiting again"
-		                                             : "file %s: busy; waiting", path);
-		if (futex && !futex_armed) {
+		dlock__log(b->logger, DLOCK_LOG_DEBUG, m->woken ? "file %s: busy although woken; waiting again"
+		                                                : "file %s: busy; waiting", m->path);
+		if (m->futex && !m->futex_armed) {
 			/* Read the word from now on, and try once more before
 			 * sleeping on it: a release may have come after the try. */
-			futex_armed = true;
+			m->futex_armed = true;
 			continue;
 		}
-		if (futex) {
-			rc = futex_turn(b, fd, path, word, waiter, resource, wait_ms, deadline_us, &woken);
+		if (m->futex) {
+			rc = futex_turn(b, m->fd, m->path, word, m->waiter, m->resource, m->wait_ms,
+			                m->deadline_us, &m->woken);
 			if (rc <= 0) {
 				if (rc != DLOCK_OK)
-					break;
+					return rc;
 				continue;
 			}
-			futex = false;
-			dlock__log(b->logger, DLOCK_LOG_DEBUG, "file %s: no futex (%s); waiting by inotify", path,
-			           g_strerror(errno));
+			m->futex = false;
+			dlock__log(b->logger, DLOCK_LOG_DEBUG, "file %s: no futex (%s); waiting by inotify",
+			           m->path, g_strerror(errno));
 		}
-		if (!watch_tried) {
+		if (!m->watch_tried) {
 			/* Once only: without a watch (no inotify instance, or
 			 * EMFILE / ENOSPC on the watch) the backoff below is
 			 * what wakes us, and asking again would spin. */
-			watch_tried = true;
-			watch = dlock__file_watch_add(b, path, waiter);
-			if (watch >= 0)
+			m->watch_tried = true;
+			m->watch = dlock__file_watch_add(b, m->path, m->waiter);
+			if (m->watch >= 0)
 				continue; /* try once more: a release may have come before the watch */
 		}
-		rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us, backoff_us,
-		                        &backoff_us, BACKOFF_CAP_US);
-		if (rc != DLOCK_OK)
-			break;
+		dlock__waiter_turn_begin(&m->turn, seen, m->deadline_us, m->backoff_us);
+		m->turned = true;
+		*ret_turn = m->turn;
+		return DLOCK__STEP_WAIT;
 	}
-	dlock__file_watch_remove(b, watch, waiter);
-	dlock__file_close_guarded(fd);
-	g_free(path);
-	return rc;
+}
+
+void dlock__file_acquire_end(dlock__backend *backend, void *machine)
+{
+	file_acquire *m = machine;
+
+	dlock__file_watch_remove(file_of(backend), m->watch, m->waiter);
+	dlock__file_close_guarded(m->fd);
+	g_free(m->path);
+	g_free(m);
 }
 
 /*

@@ -169,18 +169,42 @@ bool dlock__waiter_io_end(dlock__waiter *waiter)
 	return canceled;
 }
 
+void dlock__waiter_turn_begin(dlock__turn *turn, uint64_t seen, int64_t deadline_us,
+                              int64_t nap_us)
+{
+	turn->seen = seen;
+	turn->until_us = nap_us == INT64_MAX ? deadline_us : MIN(deadline_us, dlock__mono_us() + nap_us);
+}
+
+int dlock__waiter_turn_end(dlock__waiter *waiter, const dlock__turn *turn, const char *resource,
+                           int64_t wait_ms, int64_t deadline_us, int64_t *backoff_us,
+                           int64_t cap_us)
+{
+	bool canceled, woken;
+
+	dlock__mutex_lock(&waiter->mu, DLOCK__RANK_WAITER);
+	canceled = waiter->canceled;
+	woken = waiter->seq != turn->seen;
+	dlock__mutex_unlock(&waiter->mu);
+	if (canceled)
+		return dlock__error_canceled(resource);
+	if (woken)
+		return DLOCK_OK;
+	if (dlock__remaining_us(deadline_us) == 0)
+		return dlock__error_timeout(resource, wait_ms);
+	/* The nap ran out (or the wait ended early, which counts the same). */
+	*backoff_us = MIN(*backoff_us * 2, cap_us);
+	return DLOCK_OK;
+}
+
 int dlock__waiter_turn(dlock__waiter *waiter, uint64_t seen, const char *resource,
                        int64_t wait_ms, int64_t deadline_us, int64_t nap_us,
                        int64_t *backoff_us, int64_t cap_us)
 {
-	int rc = dlock__waiter_sleep(waiter, seen, MIN(deadline_us, dlock__mono_us() + nap_us));
+	dlock__turn turn;
 
-	if (rc == DLOCK_ECANCELED)
-		return dlock__error_canceled(resource);
-	if (rc == DLOCK_ETIMEDOUT) {
-		if (dlock__remaining_us(deadline_us) == 0)
-			return dlock__error_timeout(resource, wait_ms);
-		*backoff_us = MIN(*backoff_us * 2, cap_us);
-	}
-	return DLOCK_OK;
+	dlock__waiter_turn_begin(&turn, seen, deadline_us, nap_us);
+	dlock__waiter_sleep(waiter, seen, turn.until_us);
+	return dlock__waiter_turn_end(waiter, &turn, resource, wait_ms, deadline_us, backoff_us,
+	                              cap_us);
 }

@@ -75,6 +75,25 @@ const uint32_t *dlock__waiter_cancel_word(dlock__waiter *waiter);
 int dlock__waiter_turn(dlock__waiter *waiter, uint64_t seen, const char *resource,
                        int64_t wait_ms, int64_t deadline_us, int64_t nap_us,
                        int64_t *backoff_us, int64_t cap_us);
+
+/*
+ * The same turn in two halves, for a wait that a step of a machine asks
+ * for and someone else sleeps (or, for a call the stepper drives, nobody
+ * does): the step fills a turn -- sleep while the sequence number is
+ * still seen, until until_us -- and returns; the next step begins with
+ * dlock__waiter_turn_end(), which tells what the wait ended with, as
+ * dlock__waiter_turn() would have.
+ */
+typedef struct dlock__turn {
+	uint64_t seen;     /* dlock__waiter_seq() read before the try */
+	int64_t until_us;  /* monotonic; INT64_MAX: until woken */
+} dlock__turn;
+
+void dlock__waiter_turn_begin(dlock__turn *turn, uint64_t seen, int64_t deadline_us,
+                              int64_t nap_us);
+int dlock__waiter_turn_end(dlock__waiter *waiter, const dlock__turn *turn, const char *resource,
+                           int64_t wait_ms, int64_t deadline_us, int64_t *backoff_us,
+                           int64_t cap_us);
 void dlock__waiter_wake(dlock__waiter *waiter);
 
 /* Cancel the wait: the sleeper wakes with DLOCK_ECANCELED, a registered
