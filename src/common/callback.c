@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The callback thread: every user state callback of a client runs here,
- * one at a time and in the order the changes were noticed, so backends'
- * I/O threads and the watchdog never run user code and never wait for it.
+ * and every done of a call without a waiting thread (async.c), one at a
+ * time and in the order the changes were noticed, so backends' I/O
+ * threads and the watchdog never run user code and never wait for it.
  */
 #include "core.h"
 #include "mutex.h"
@@ -21,6 +22,7 @@ typedef struct event {
 	int code;         /* a dlock_state, or a recipe's own event */
 	char *text;       /* a recipe event's text, or NULL */
 	mark *mark;       /* a flush's mark instead of an event, or NULL */
+	dlock__op *op;    /* a call's result (DONE), referenced, or NULL */
 } event;
 
 struct dlock__callbacks {
@@ -55,7 +57,10 @@ static gpointer callback_main(gpointer data)
 			continue;
 		}
 
-		if (lock->recipe_ops) {
+		if (ev->op) {
+			dlock__op_deliver(ev->op);
+			dlock__op_unref(ev->op);
+		} else if (lock->recipe_ops) {
 			lock->recipe_ops->event(lock->recipe, ev->kind, ev->code, ev->text);
 		} else {
 			dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
@@ -118,6 +123,22 @@ void dlock__callbacks_post_event(dlock_client *client, dlock_lock *lock, dlock__
 	ev->kind = kind;
 	ev->code = code;
 	ev->text = g_strdup(text);
+	g_async_queue_push(cbs->queue, ev);
+	dlock__mutex_unlock(&client->mu);
+}
+
+void dlock__callbacks_post_done(dlock_client *client, dlock_lock *lock, dlock__op *op)
+{
+	dlock__callbacks *cbs;
+	event *ev = g_new0(event, 1);
+
+	ev->lock = dlock__lock_ref(lock);
+	ev->op = op;
+	/* The call that completes keeps the client from its free, which
+	 * stops this thread only after that. */
+	dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
+	cbs = dlock__lazy_thread_get_locked(&client->callbacks, "dlock-callback", callbacks_new,
+	                                    callback_main, NULL);
 	g_async_queue_push(cbs->queue, ev);
 	dlock__mutex_unlock(&client->mu);
 }

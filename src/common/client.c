@@ -328,6 +328,24 @@ static void stop_recipes(dlock_client *client)
 	g_ptr_array_unref(handles);
 }
 
+static void claim_calls(dlock_client *client)
+{
+	GPtrArray *handles = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__lock_unref);
+	GHashTableIter iter;
+	gpointer key;
+
+	dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
+	g_hash_table_iter_init(&iter, client->locks);
+	while (g_hash_table_iter_next(&iter, &key, NULL))
+		g_ptr_array_add(handles, dlock__lock_ref(key));
+	dlock__mutex_unlock(&client->mu);
+	for (guint i = 0; i < handles->len; i++)
+		dlock__op_claim(handles->pdata[i]);
+	for (guint i = 0; i < handles->len; i++)
+		dlock__op_wait_delivered(handles->pdata[i]);
+	g_ptr_array_unref(handles);
+}
+
 DLOCK_API void dlock_client_free(dlock_client *client)
 {
 	GHashTableIter iter;
@@ -361,6 +379,15 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 	}
 	while (client->active > 0)
 		g_cond_wait(&client->idle, &client->mu);
+	dlock__mutex_unlock(&client->mu);
+
+	/* Calls without a waiting thread whose steps have ended: a done not
+	 * yet run runs here, with DLOCK_ECANCELED, and the grant it would
+	 * have brought is released; one running on the callback thread is
+	 * waited for. */
+	claim_calls(client);
+
+	dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
 	holds = g_ptr_array_new();
 	g_hash_table_iter_init(&iter, client->holds);
 	while (g_hash_table_iter_next(&iter, &key, NULL))
@@ -385,6 +412,9 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 	 * the observers are stopped).  Then backends join their threads. */
 	dlock__announce_stop(client);
 	dlock__callbacks_stop(client);
+	/* Every call has ended, and every release a done's refusal left to a
+	 * worker (counted as a call) is done: the stepper is idle. */
+	dlock__stepper_free(client->stepper);
 	g_ptr_array_unref(client->routes);
 	g_ptr_array_unref(client->slots);
 

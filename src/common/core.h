@@ -24,6 +24,7 @@
 #include "log.h"
 #include "parse.h"
 #include "recipe.h"
+#include "stepper.h"
 #include "thread.h"
 
 /* One configured backend of a client. */
@@ -45,6 +46,10 @@ typedef struct dlock__route {
 } dlock__route;
 
 typedef struct dlock__callbacks dlock__callbacks;
+typedef struct dlock__op dlock__op;
+
+/* An asynchronous call's completion (async.c); the public dlock_done_fn. */
+typedef void (*dlock__done_fn)(dlock_lock *lock, int rc, uint64_t fencing_token, void *user_data);
 typedef struct dlock__announcer dlock__announcer;
 
 struct dlock_client {
@@ -63,6 +68,8 @@ struct dlock_client {
 	GHashTable *locks;       /* set of dlock_lock * not yet freed */
 	dlock__lazy_thread callbacks; /* dlock__callbacks *; later events are dropped once stopped */
 	dlock__lazy_thread announcer; /* dlock__announcer *: leaders' announcements */
+	dlock__stepper *stepper; /* runs the calls without a waiting thread (async.c);
+	                          * made on the first, freed with the client */
 };
 
 struct dlock_lock {
@@ -86,7 +93,11 @@ struct dlock_lock {
 	GPtrArray *waiters;      /* dlock__waiter * of threads inside acquire */
 	bool closing;            /* its free is coming (an election's): waiters are
 	                          * canceled as they register */
-	GCond idle;              /* signalled when calls drops to 0 while freed */
+	GCond idle;              /* signalled when calls drops to 0 while freed, and
+	                          * when a call's done returns */
+	dlock__op *async_op;     /* the call without a waiting thread in flight,
+	                          * referenced, until its done returns (async.c) */
+	unsigned delivering;     /* dones of the handle running (async.c) */
 	dlock__hold *hold;       /* DLOCK_OWNER_HANDLE: the handle's hold, referenced
 	                          * (written by owner.c alone) */
 	bool lost_pending;       /* DLOCK_OWNER_HANDLE: a lost hold was replaced by a fresh
@@ -126,6 +137,9 @@ int dlock__slot_acquire(dlock__slot *slot, dlock__hold *hold, dlock__waiter *wai
 /* dlock__owner_settle()'s answer when the caller's owner is to take a
  * fresh hold from the backend. */
 #define DLOCK__OWNER_FRESH 1
+/* dlock__owner_settle_step()'s answer when a suspension is to be waited
+ * out first. */
+#define DLOCK__OWNER_WAIT 2
 
 /* How many holds the calling thread's table keeps, stale ones included
  * until they are swept: for the tests. */
@@ -143,6 +157,12 @@ dlock__hold *dlock__owner_find(const dlock_lock *lock);
  * (its write-class hold, referenced) when that is not NULL.
  */
 int dlock__owner_settle(dlock_lock *lock, int64_t deadline_us, dlock__hold **ret_downgrade);
+/* The same for a step that may not sleep: a suspension to wait out is
+ * DLOCK__OWNER_WAIT, with *ret_turn to sleep on waiter (registered on
+ * lock by the caller) before the next step asks again.  A re-entry is
+ * counted only if count; otherwise DLOCK_OK says the hold is HELD. */
+int dlock__owner_settle_step(dlock_lock *lock, int64_t deadline_us, dlock__waiter *waiter,
+                             bool count, dlock__turn *ret_turn, dlock__hold **ret_downgrade);
 /* Record a granted hold, counted once through lock, in the client and
  * where its owner finds it: its thread's table, or its handle (replacing a
  * lost one, whose loss the next release reports). */
@@ -194,6 +214,10 @@ void dlock__hold_tell_grant(dlock__hold *hold);
  * look at its bound): a second grant to the same owner joins it.  False,
  * counting nothing, otherwise. */
 bool dlock__hold_join(dlock__hold *hold, dlock_lock *lock);
+/* One more count of hold through lock if it is HELD or SUSPENDED (a
+ * re-entry confirmed earlier, counted when it is delivered).  False,
+ * counting nothing, otherwise. */
+bool dlock__hold_count_up_live(dlock__hold *hold, dlock_lock *lock);
 /* A handle's older hold replaced by a fresh grant: ended here (its loss
  * told, if not yet), no longer the handle's; true if it was still owed a
  * release (the handle owes DLOCK_ELOST for it, and the caller forgets and
@@ -217,6 +241,16 @@ void dlock__hold_discard(dlock__hold *hold);
  */
 int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, dlock__waiter *waiter,
                         int64_t deadline_us, bool count);
+/*
+ * The same for a step that may not sleep (an asynchronous acquire): with
+ * the hold suspended, waiter (registered on lock by the caller) joins the
+ * hold's waiters and DLOCK__HOLD_WAIT asks for *ret_turn, after which the
+ * caller steps again; any other answer takes the waiter off.  A cancel of
+ * the waiter or the deadline ends the wait with DLOCK_ECANCELED or
+ * DLOCK_ETIMEDOUT.
+ */
+int dlock__hold_reenter_step(dlock__hold *hold, dlock_lock *lock, dlock__waiter *waiter,
+                             int64_t deadline_us, bool count, dlock__turn *ret_turn);
 /*
  * dlock_release() on the owner's hold: one count less through lock; the
  * last count, or any release of a lost hold (DLOCK_ELOST, whatever its
@@ -244,6 +278,39 @@ dlock_lock *dlock__lock_ref(dlock_lock *lock);
 dlock_hold dlock__lock_caller_hold(const dlock_lock *lock);
 void dlock__lock_unref(dlock_lock *lock);
 
+/* Refuse changes of the options once an acquire has begun, after checking
+ * them against the backend at the first (DLOCK_EINVAL with a message). */
+int dlock__lock_freeze_options(dlock_lock *lock);
+/* A failure rc reported by a wait that a cancel reached meanwhile: it is
+ * DLOCK_ECANCELED, with rc's message kept after its own. */
+int dlock__lock_canceled_failure(const dlock_lock *lock, int rc);
+
+/* ---- calls without a waiting thread (async.c) -------------------------- */
+
+/*
+ * Start an acquire (or a release) of a handle-owned lock whose result goes
+ * to done(lock, rc, token, user_data) on the callback thread, once, never
+ * inside this call.  DLOCK_OK when started; refused at once, without a
+ * callback: DLOCK_EINVAL (done NULL, a thread-owned handle, a backend
+ * without the steps), DLOCK_EBUSY (a call in flight on the handle, until
+ * its done returns), DLOCK_ECANCELED (the handle or client being freed, a
+ * forked child).
+ */
+int dlock__acquire_async(dlock_lock *lock, int64_t wait_ms, dlock__done_fn done, void *user_data);
+int dlock__release_async(dlock_lock *lock, dlock__done_fn done, void *user_data);
+/* The callback thread's DONE event: run done, unless a free claimed it. */
+void dlock__op_deliver(dlock__op *op);
+void dlock__op_unref(dlock__op *op);
+/* dlock_lock_cancel(): the handle's call, if its done has not started,
+ * gets DLOCK_ECANCELED, and a grant it got is released. */
+void dlock__op_revoke(dlock_lock *lock);
+/* The frees, once no step of the handle runs any more: the done of the
+ * handle's call, if the callback thread has not started it, runs here
+ * with DLOCK_ECANCELED (a grant it got is released first). */
+void dlock__op_claim(dlock_lock *lock);
+/* Then, but from a callback: wait until no done of the handle runs. */
+void dlock__op_wait_delivered(dlock_lock *lock);
+
 /* ---- announcements (announce.c) -------------------------------------- */
 
 /* Have the slot's backend announce (its optional announce op) that id
@@ -261,6 +328,9 @@ void dlock__announce_stop(dlock_client *client);
 /* Queue a state change for lock's callback (if any) on the client's
  * callback thread, starting it if needed.  Called with hold->mu held. */
 void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state state);
+/* Queue op's DONE event (taking the reference) behind the events queued
+ * before it; the callback thread runs dlock__op_deliver(). */
+void dlock__callbacks_post_done(dlock_client *client, dlock_lock *lock, dlock__op *op);
 void dlock__callbacks_stop(dlock_client *client);
 /* Whether the calling thread is the client's callback thread (running one
  * of its callbacks): what would wait for that thread must not run there. */

@@ -668,6 +668,54 @@ int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, dlock__waiter *wait
 	return rc;
 }
 
+int dlock__hold_reenter_step(dlock__hold *hold, dlock_lock *lock, dlock__waiter *waiter,
+                             int64_t deadline_us, bool count, dlock__turn *ret_turn)
+{
+	int rc = DLOCK_OK;
+
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
+	check_expiry_locked(hold);
+	if (hold->phase == HOLD_HELD) {
+		if (count)
+			count_up_locked(hold, lock);
+	} else if (hold->phase == HOLD_LOST) {
+		end_locked(hold);
+		rc = DLOCK__HOLD_CLEARED;
+	} else if (hold->phase != HOLD_SUSPENDED) {
+		rc = DLOCK__HOLD_ENDED;
+	} else if (dlock__waiter_canceled(waiter)) {
+		rc = dlock__error_canceled(hold->resource);
+	} else if (dlock__remaining_us(deadline_us) == 0) {
+		rc = dlock__error(DLOCK_ETIMEDOUT,
+		                  "lock '%s' is suspended and was not confirmed before the deadline",
+		                  hold->resource);
+	} else {
+		/* The phase changes under hold->mu and its waiters are woken
+		 * after: a change after this look bumps the sequence read here. */
+		if (!g_ptr_array_find(hold->waiters, waiter, NULL))
+			g_ptr_array_add(hold->waiters, waiter);
+		dlock__waiter_turn_begin(ret_turn, dlock__waiter_seq(waiter), deadline_us, INT64_MAX);
+		rc = DLOCK__HOLD_WAIT;
+	}
+	if (rc != DLOCK__HOLD_WAIT)
+		g_ptr_array_remove_fast(hold->waiters, waiter);
+	dlock__mutex_unlock(&hold->mu);
+	return rc;
+}
+
+bool dlock__hold_count_up_live(dlock__hold *hold, dlock_lock *lock)
+{
+	bool live;
+
+	dlock__mutex_lock(&hold->mu, DLOCK__RANK_HOLD);
+	check_expiry_locked(hold);
+	live = hold->phase == HOLD_HELD || hold->phase == HOLD_SUSPENDED;
+	if (live)
+		count_up_locked(hold, lock);
+	dlock__mutex_unlock(&hold->mu);
+	return live;
+}
+
 int dlock__hold_count_down(dlock__hold *hold, dlock_lock *lock, bool *ret_last)
 {
 	bool last = false;

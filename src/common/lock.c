@@ -194,6 +194,12 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock)
 		while (lock->calls > 0)
 			g_cond_wait(&lock->idle, &lock->mu);
 		dlock__mutex_unlock(&lock->mu);
+		/* A call without a waiting thread whose done has not run yet:
+		 * it runs here, with DLOCK_ECANCELED; one running on the
+		 * callback thread is waited for, unless this is it. */
+		dlock__op_claim(lock);
+		if (!dlock__callbacks_on_thread(client))
+			dlock__op_wait_delivered(lock);
 
 		holds = client_holds(client);
 		for (guint i = 0; i < holds->len; i++)
@@ -436,7 +442,7 @@ static bool grant_refused(dlock_lock *lock, dlock__hold *hold)
  * DLOCK_ECANCELED, whatever failure that step reported when it ended.
  * The backend's message is kept after it.
  */
-static int canceled_failure(const dlock_lock *lock, int rc)
+int dlock__lock_canceled_failure(const dlock_lock *lock, int rc)
 {
 	char *why = g_strdup(dlock_last_error_message());
 
@@ -450,7 +456,7 @@ static int canceled_failure(const dlock_lock *lock, int rc)
  * The first acquire freezes the options once they are found to fit the
  * backend; a refused handle may still be set right.
  */
-static int freeze_options(dlock_lock *lock)
+int dlock__lock_freeze_options(dlock_lock *lock)
 {
 	int rc = DLOCK_OK;
 
@@ -491,7 +497,7 @@ static int acquire_fresh(dlock_lock *lock, dlock__hold *downgrade, int64_t wait_
 	                         wait_ms == 0 ? INT64_MAX : deadline_us);
 	dlock__hold_set_downgrade(hold, NULL);
 	if (rc != DLOCK_OK && rc != DLOCK_ECANCELED && dlock__waiter_canceled(waiter))
-		rc = canceled_failure(lock, rc);
+		rc = dlock__lock_canceled_failure(lock, rc);
 	dlock__lock_remove_waiter(lock, waiter);
 	dlock__waiter_free(waiter);
 	if (rc == DLOCK_OK && grant_refused(lock, hold))
@@ -510,7 +516,7 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 	int rc = dlock__lock_enter(lock, "dlock_acquire");
 
 	if (rc == DLOCK_OK) {
-		rc = freeze_options(lock);
+		rc = dlock__lock_freeze_options(lock);
 		/* Re-entry, refusal, or a fresh hold (maybe a downgrade). */
 		if (rc == DLOCK_OK)
 			rc = dlock__owner_settle(lock, deadline_us, &downgrade);
@@ -542,6 +548,7 @@ DLOCK_API int dlock_lock_cancel(dlock_lock *lock)
 	 * free has begun, the waiters are canceled already. */
 	if (!call_begin(lock))
 		return DLOCK_OK;
+	dlock__op_revoke(lock);
 	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	for (guint i = 0; i < lock->waiters->len; i++)
 		dlock__waiter_cancel(lock->waiters->pdata[i]);

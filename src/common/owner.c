@@ -295,6 +295,32 @@ int dlock__owner_settle(dlock_lock *lock, int64_t deadline_us, dlock__hold **ret
 	return rc;
 }
 
+int dlock__owner_settle_step(dlock_lock *lock, int64_t deadline_us, dlock__waiter *waiter,
+                             bool count, dlock__turn *ret_turn, dlock__hold **ret_downgrade)
+{
+	uint32_t permits;
+	dlock__hold *hold = find_own(lock, &permits);
+	int rc = DLOCK__HOLD_ENDED;
+
+	*ret_downgrade = NULL;
+	if (hold && dlock__hold_permits(hold) != lock->permits) {
+		rc = permits_mismatch(lock, hold);
+	} else if (hold) {
+		rc = dlock__hold_reenter_step(hold, lock, waiter, deadline_us, count, ret_turn);
+		if (rc == DLOCK__HOLD_WAIT)
+			rc = DLOCK__OWNER_WAIT;
+		if (rc == DLOCK__HOLD_CLEARED) {
+			finish(hold, lock, true);
+			rc = dlock__error(DLOCK_ELOST, "lock '%s' was lost while held; the hold is cleared",
+			                  dlock__hold_resource(hold));
+		}
+	}
+	dlock__hold_unref(hold);
+	if (rc == DLOCK__HOLD_ENDED)
+		rc = settle_other(lock, ret_downgrade);
+	return rc;
+}
+
 /*
  * Threads sharing a handle may race to a fresh grant, and where holds
  * share (READ, a semaphore's permits) the server may grant both.  The

@@ -3,9 +3,10 @@
  * The stepper (stepper.h): tasks that go in steps, run by a timer thread
  * and a few workers.
  *
- * A task is in one of four states, changed only under the stepper's
+ * A task is in one of five states, changed only under the stepper's
  * mutex:
  *
+ *   NEW      not started yet: a poke does nothing, a cancel is kept
  *   IDLE     waiting: for a poke, and for its timer if it has one
  *   QUEUED   on the run queue (workers) or the urgent queue (the timer
  *            thread); a task on the run queue with a deadline also keeps
@@ -27,6 +28,7 @@
 #include "thread.h"
 
 typedef enum task_state {
+	TASK_NEW,
 	TASK_IDLE,
 	TASK_QUEUED,
 	TASK_RUNNING,
@@ -43,7 +45,7 @@ struct dlock__task {
 	 * by dlock__task_poke() to ignore an ended task. */
 	int state;                  /* task_state */
 	bool rerun;                 /* poked or canceled while RUNNING */
-	bool canceled;
+	gint canceled;              /* atomic: set before the start too */
 	bool on_urgent;             /* QUEUED on the urgent queue */
 	GList link;                 /* in its queue while QUEUED; data is the task */
 	GSequenceIter *timer;       /* in stepper->timers, or NULL */
@@ -79,7 +81,7 @@ static int by_time(gconstpointer a, gconstpointer b, gpointer unused)
 
 static bool urgent_now(const dlock__task *task, int64_t now_us)
 {
-	return task->canceled || now_us >= task->deadline_us;
+	return g_atomic_int_get(&task->canceled) || now_us >= task->deadline_us;
 }
 
 static void timer_clear_locked(dlock__stepper *s, dlock__task *task)
@@ -269,24 +271,28 @@ void dlock__stepper_free(dlock__stepper *s)
 	g_free(s);
 }
 
-dlock__task *dlock__task_start(dlock__stepper *s, dlock__task_step_fn step, void *data,
-                               int64_t deadline_us)
+dlock__task *dlock__task_new(dlock__task_step_fn step, void *data, int64_t deadline_us)
 {
 	dlock__task *task = g_new0(dlock__task, 1);
 
 	g_atomic_ref_count_init(&task->ref);
-	g_atomic_ref_count_inc(&task->ref); /* the stepper's, until the task ends */
-	task->stepper = s;
 	task->step = step;
 	task->data = data;
 	task->deadline_us = deadline_us;
 	task->link.data = task;
+	task->state = TASK_NEW;
+	return task;
+}
+
+void dlock__task_start(dlock__stepper *s, dlock__task *task)
+{
+	g_atomic_ref_count_inc(&task->ref); /* the stepper's, until the task ends */
 	dlock__mutex_lock(&s->mu, DLOCK__RANK_STEPPER);
 	if (!s->timer_thread)
 		s->timer_thread = dlock__thread_new("dlock-async", timer_main, s);
+	g_atomic_pointer_set(&task->stepper, s);
 	queue_locked(s, task);
 	dlock__mutex_unlock(&s->mu);
-	return task;
 }
 
 /* A poke or a cancel: run the task again soon. */
@@ -298,7 +304,7 @@ static void again_locked(dlock__stepper *s, dlock__task *task)
 		break;
 	case TASK_QUEUED:
 		/* Canceled while waiting for a worker: the timer thread takes it. */
-		if (task->canceled && !task->on_urgent) {
+		if (g_atomic_int_get(&task->canceled) && !task->on_urgent) {
 			g_queue_unlink(&s->ready, &task->link);
 			queue_urgent_locked(s, task);
 		}
@@ -311,15 +317,20 @@ static void again_locked(dlock__stepper *s, dlock__task *task)
 	}
 }
 
-void dlock__task_poke(void *data)
+/* The task's stepper, or NULL before the start (or after the end, when
+ * the stepper may be gone already and the mutex must not be touched). */
+static dlock__stepper *stepper_of(dlock__task *task)
 {
-	dlock__task *task = data;
-	dlock__stepper *s = task->stepper;
+	dlock__stepper *s = g_atomic_pointer_get(&task->stepper);
 
-	/* Not even the mutex for a task that has ended: its owner may free
-	 * the stepper once every task has ended, and a waiter may still poke
-	 * until its notify is cleared. */
-	if (g_atomic_int_get(&task->state) == TASK_ENDED)
+	return s && g_atomic_int_get(&task->state) != TASK_ENDED ? s : NULL;
+}
+
+void dlock__task_poke(dlock__task *task)
+{
+	dlock__stepper *s = stepper_of(task);
+
+	if (!s)
 		return;
 	dlock__mutex_lock(&s->mu, DLOCK__RANK_STEPPER);
 	again_locked(s, task);
@@ -328,14 +339,24 @@ void dlock__task_poke(void *data)
 
 void dlock__task_cancel(dlock__task *task)
 {
-	dlock__stepper *s = task->stepper;
+	dlock__stepper *s;
 
-	if (g_atomic_int_get(&task->state) == TASK_ENDED)
+	/* Before the start too: the first step is then urgent. */
+	g_atomic_int_set(&task->canceled, 1);
+	s = stepper_of(task);
+	if (!s)
 		return;
 	dlock__mutex_lock(&s->mu, DLOCK__RANK_STEPPER);
-	task->canceled = true;
 	again_locked(s, task);
 	dlock__mutex_unlock(&s->mu);
+}
+
+void dlock__task_notify(void *task, bool canceled)
+{
+	if (canceled)
+		dlock__task_cancel(task);
+	else
+		dlock__task_poke(task);
 }
 
 bool dlock__task_ended(dlock__task *task)

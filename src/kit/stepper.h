@@ -52,24 +52,31 @@ dlock__stepper *dlock__stepper_new(unsigned max_workers);
 void dlock__stepper_free(dlock__stepper *stepper);
 
 /*
- * Start a task: its first step runs soon, on a stepper thread, never
- * inside this call.  From deadline_us on (monotonic; INT64_MAX: never)
- * its steps are urgent.  Returns the task with a reference for the
- * caller, dropped with dlock__task_unref(); the stepper keeps one of its
- * own until the task ends.
+ * A task, not started: its steps will be step(data, ...), urgent from
+ * deadline_us on (monotonic; INT64_MAX: never).  Returns it with a
+ * reference for the caller, dropped with dlock__task_unref(); the stepper
+ * keeps one of its own from the start until the task ends.  Pokes before
+ * the start do nothing (the first step looks afresh); a cancel counts.
  */
-dlock__task *dlock__task_start(dlock__stepper *stepper, dlock__task_step_fn step, void *data,
-                               int64_t deadline_us);
+dlock__task *dlock__task_new(dlock__task_step_fn step, void *data, int64_t deadline_us);
+
+/* Start it: its first step runs soon, on a stepper thread, never inside
+ * this call.  Once per task. */
+void dlock__task_start(dlock__stepper *stepper, dlock__task *task);
 
 /*
- * Step the task again soon; a no-op once it has ended.  task is a
- * dlock__task *: the type fits dlock__waiter_set_notify().  Any thread,
- * under any mutex ranked before DLOCK__RANK_STEPPER; it does not block.
+ * Step the task again soon; a no-op once it has ended.  Any thread, under
+ * any mutex ranked before DLOCK__RANK_STEPPER; it does not block.  The
+ * stepper must outlive the call.
  */
-void dlock__task_poke(void *task);
+void dlock__task_poke(dlock__task *task);
 
 /* Make every further step of the task urgent, and step it soon. */
 void dlock__task_cancel(dlock__task *task);
+
+/* A waiter's notify (dlock__waiter_set_notify()) for the task: a wake
+ * pokes it, a cancel cancels it. */
+void dlock__task_notify(void *task, bool canceled);
 
 /* Whether the task has ended (its last step has returned true). */
 bool dlock__task_ended(dlock__task *task);

@@ -25,7 +25,7 @@ struct dlock__waiter {
 	uint64_t seq;
 	bool canceled;
 	int io_fd;    /* the socket a blocking command waits on, or -1 */
-	void (*notify)(void *data); /* called on wake and cancel, or NULL */
+	void (*notify)(void *data, bool canceled); /* on wake and cancel, or NULL */
 	void *notify_data;
 	uint32_t cancel_word; /* 1 once canceled: a futex (dlock__waiter_cancel_word) */
 };
@@ -101,7 +101,7 @@ void dlock__waiter_wake(dlock__waiter *waiter)
 	dlock__mutex_lock(&waiter->mu, DLOCK__RANK_WAITER);
 	waiter->seq++;
 	if (waiter->notify)
-		waiter->notify(waiter->notify_data);
+		waiter->notify(waiter->notify_data, false);
 	dlock__mutex_unlock(&waiter->mu);
 	/* After the unlock: the woken thread does not find the mutex still
 	 * held and block on it again.  A sleeper that read the old seq is in
@@ -123,11 +123,12 @@ void dlock__waiter_cancel(dlock__waiter *waiter)
 	__atomic_store_n(&waiter->cancel_word, 1, __ATOMIC_SEQ_CST);
 	syscall(SYS_futex, &waiter->cancel_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 	if (waiter->notify)
-		waiter->notify(waiter->notify_data);
+		waiter->notify(waiter->notify_data, true);
 	dlock__mutex_unlock(&waiter->mu);
 }
 
-void dlock__waiter_set_notify(dlock__waiter *waiter, void (*fn)(void *data), void *data)
+void dlock__waiter_set_notify(dlock__waiter *waiter, void (*fn)(void *data, bool canceled),
+                              void *data)
 {
 	dlock__mutex_lock(&waiter->mu, DLOCK__RANK_WAITER);
 	waiter->notify = fn;

@@ -105,14 +105,15 @@ void dlock__waiter_cancel(dlock__waiter *waiter);
 /*
  * A waiter that is not a sleeping thread: a call the stepper drives
  * (stepper.h) sleeps nowhere, so a wake or a cancel must also reach it
- * another way.  After set_notify, every dlock__waiter_wake() and
- * dlock__waiter_cancel() calls fn(data) -- under the waiter's mutex, so
- * that once set_notify(waiter, NULL, NULL) has returned no call of the
- * old fn runs any more, and data may be freed.  fn takes no mutex but
- * one ranked after DLOCK__RANK_WAITER, never blocks and does no I/O: it
- * runs on the wakers' threads, under their mutexes (dlock__task_poke()
- * is such a function).  A sleeper is woken as before.
+ * another way.  After set_notify, every dlock__waiter_wake() calls
+ * fn(data, false) and dlock__waiter_cancel() fn(data, true) -- under the
+ * waiter's mutex, so that once set_notify(waiter, NULL, NULL) has returned
+ * no call of the old fn runs any more, and data may be freed.  fn takes no
+ * mutex but one ranked after DLOCK__RANK_WAITER, never blocks and does no
+ * I/O: it runs on the wakers' threads, under their mutexes.  A sleeper is
+ * woken as before.
  */
-void dlock__waiter_set_notify(dlock__waiter *waiter, void (*fn)(void *data), void *data);
+void dlock__waiter_set_notify(dlock__waiter *waiter, void (*fn)(void *data, bool canceled),
+                              void *data);
 
 #endif

@@ -79,6 +79,14 @@ static bool probe_step(void *data, bool urgent, int64_t *until_us)
 	return ended;
 }
 
+static dlock__task *start(dlock__stepper *s, probe *p, int64_t deadline_us)
+{
+	dlock__task *task = dlock__task_new(probe_step, p, deadline_us);
+
+	dlock__task_start(s, task);
+	return task;
+}
+
 /* Wait (up to 5 s) until the probe has run n steps; whether it did. */
 static bool wait_steps(probe *p, int n)
 {
@@ -111,7 +119,7 @@ static void test_first_step_runs_on_a_stepper_thread_not_the_callers(void **stat
 	probe_init(&p, 1, 0);
 	g_mutex_lock(&p.mu);
 	/* The step cannot run inside the start: it would block on p.mu. */
-	task = dlock__task_start(s, probe_step, &p, INT64_MAX);
+	task = start(s, &p, INT64_MAX);
 	assert_int_equal(p.steps, 0);
 	g_mutex_unlock(&p.mu);
 	assert_true(wait_ended(task));
@@ -131,7 +139,7 @@ static void test_waiting_task_steps_again_when_its_time_comes(void **state)
 
 	(void)state;
 	probe_init(&p, 3, 50 * 1000);
-	task = dlock__task_start(s, probe_step, &p, INT64_MAX);
+	task = start(s, &p, INT64_MAX);
 	assert_true(wait_ended(task));
 	assert_int_equal(p.steps, 3);
 	assert_true(p.at_us[1] - p.at_us[0] >= 50 * 1000);
@@ -150,7 +158,7 @@ static void test_poke_steps_a_waiting_task_before_its_time(void **state)
 	(void)state;
 	/* Without the poke, the second step would come after an hour. */
 	probe_init(&p, 2, INT64_C(3600) * G_USEC_PER_SEC);
-	task = dlock__task_start(s, probe_step, &p, INT64_MAX);
+	task = start(s, &p, INT64_MAX);
 	assert_true(wait_steps(&p, 1));
 	g_usleep(20 * 1000);
 	assert_int_equal(p.steps, 1);
@@ -177,7 +185,7 @@ static void test_poke_during_a_step_runs_it_again(void **state)
 	 * only the poke, landed while the step ran, can bring the second. */
 	probe_init(&p, 2, INT64_MAX);
 	g_mutex_lock(&p.mu);
-	task = dlock__task_start(s, probe_step, &p, INT64_MAX);
+	task = start(s, &p, INT64_MAX);
 	p.self = task;
 	g_mutex_unlock(&p.mu);
 	assert_true(wait_ended(task));
@@ -198,7 +206,7 @@ static void test_deadline_steps_run_on_the_timer_thread_while_workers_are_busy(v
 	/* The one worker is held inside a's step, as by a slow round trip. */
 	probe_init(&busy, 1, 0);
 	busy.hold = true;
-	a = dlock__task_start(s, probe_step, &busy, INT64_MAX);
+	a = start(s, &busy, INT64_MAX);
 	g_mutex_lock(&busy.mu);
 	while (!busy.held)
 		g_cond_wait(&busy.cond, &busy.mu);
@@ -206,7 +214,7 @@ static void test_deadline_steps_run_on_the_timer_thread_while_workers_are_busy(v
 	/* b waits behind it, with a deadline 100 ms away. */
 	started = dlock__mono_us();
 	probe_init(&late, 1, 0);
-	b = dlock__task_start(s, probe_step, &late, started + 100 * 1000);
+	b = start(s, &late, started + 100 * 1000);
 	assert_true(wait_ended(b));
 	assert_false(dlock__task_ended(a));
 	assert_true(late.urgent[0]);
@@ -235,7 +243,7 @@ static void test_waiting_task_is_stepped_at_its_deadline(void **state)
 	(void)state;
 	/* It waits for a poke that never comes; the deadline steps it. */
 	probe_init(&p, 2, INT64_MAX);
-	task = dlock__task_start(s, probe_step, &p, started + 80 * 1000);
+	task = start(s, &p, started + 80 * 1000);
 	assert_true(wait_ended(task));
 	assert_false(p.urgent[0]);
 	assert_true(p.urgent[1]);
@@ -254,7 +262,7 @@ static void test_cancel_makes_the_next_step_urgent(void **state)
 
 	(void)state;
 	probe_init(&p, 2, INT64_MAX);
-	task = dlock__task_start(s, probe_step, &p, INT64_MAX);
+	task = start(s, &p, INT64_MAX);
 	assert_true(wait_steps(&p, 1));
 	assert_false(p.urgent[0]);
 	dlock__task_cancel(task);
@@ -265,9 +273,31 @@ static void test_cancel_makes_the_next_step_urgent(void **state)
 	probe_clear(&p);
 }
 
-static void count_notify(void *data)
+static void test_cancel_before_the_start_counts(void **state)
 {
-	g_atomic_int_inc((int *)data);
+	dlock__stepper *s = dlock__stepper_new(1);
+	dlock__task *task;
+	probe p;
+
+	(void)state;
+	probe_init(&p, 1, 0);
+	task = dlock__task_new(probe_step, &p, INT64_MAX);
+	/* A poke before the start does nothing; a cancel is kept. */
+	dlock__task_poke(task);
+	dlock__task_cancel(task);
+	dlock__task_start(s, task);
+	assert_true(wait_ended(task));
+	assert_int_equal(p.steps, 1);
+	assert_true(p.urgent[0]);
+	assert_string_equal(p.thread[0], "dlock-async");
+	dlock__task_unref(task);
+	dlock__stepper_free(s);
+	probe_clear(&p);
+}
+
+static void count_notify(void *data, bool canceled)
+{
+	g_atomic_int_add((int *)data, canceled ? 10 : 1);
 }
 
 static void test_waiter_notify_runs_on_wake_and_cancel_until_cleared(void **state)
@@ -286,7 +316,7 @@ static void test_waiter_notify_runs_on_wake_and_cancel_until_cleared(void **stat
 	assert_int_equal(calls, 1);
 	dlock__waiter_set_notify(w, count_notify, &calls);
 	dlock__waiter_cancel(w);
-	assert_int_equal(calls, 2);
+	assert_int_equal(calls, 11);
 	assert_true(dlock__waiter_canceled(w));
 	dlock__waiter_free(w);
 }
@@ -300,16 +330,17 @@ static void test_waiter_wake_pokes_its_task(void **state)
 
 	(void)state;
 	probe_init(&p, 3, INT64_MAX);
-	task = dlock__task_start(s, probe_step, &p, INT64_MAX);
-	dlock__waiter_set_notify(w, dlock__task_poke, task);
+	task = start(s, &p, INT64_MAX);
+	dlock__waiter_set_notify(w, dlock__task_notify, task);
 	assert_true(wait_steps(&p, 1));
 	dlock__waiter_wake(w);
 	assert_true(wait_steps(&p, 2));
 	assert_false(p.urgent[1]);
-	/* A cancel of the waiter pokes too. */
+	/* A cancel of the waiter cancels the task: its next step is urgent. */
 	dlock__waiter_cancel(w);
 	assert_true(wait_ended(task));
 	assert_int_equal(p.steps, 3);
+	assert_true(p.urgent[2]);
 	dlock__waiter_set_notify(w, NULL, NULL);
 	dlock__waiter_free(w);
 	dlock__task_unref(task);
@@ -381,8 +412,10 @@ static void test_steps_never_overlap_and_every_task_ends_once(void **state)
 	(void)state;
 	for (int i = 0; i < MANY; i++)
 		probe_init(&c->probes[i], MANY_STEPS, INT64_MAX);
-	for (int i = 0; i < MANY; i++)
-		c->tasks[i] = dlock__task_start(s, crowd_step, &c->probes[i], INT64_MAX);
+	for (int i = 0; i < MANY; i++) {
+		c->tasks[i] = dlock__task_new(crowd_step, &c->probes[i], INT64_MAX);
+		dlock__task_start(s, c->tasks[i]);
+	}
 	for (int i = 0; i < 3; i++)
 		pokers[i] = g_thread_new("poker", poker_main, c);
 	for (int i = 0; i < MANY; i++)
@@ -418,6 +451,7 @@ int main(void)
 		cmocka_unit_test(test_deadline_steps_run_on_the_timer_thread_while_workers_are_busy),
 		cmocka_unit_test(test_waiting_task_is_stepped_at_its_deadline),
 		cmocka_unit_test(test_cancel_makes_the_next_step_urgent),
+		cmocka_unit_test(test_cancel_before_the_start_counts),
 		cmocka_unit_test(test_waiter_notify_runs_on_wake_and_cancel_until_cleared),
 		cmocka_unit_test(test_waiter_wake_pokes_its_task),
 		cmocka_unit_test(test_steps_never_overlap_and_every_task_ends_once),

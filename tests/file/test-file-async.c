@@ -1,0 +1,708 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Calls without a waiting thread on the file backend (src/common/async.c):
+ * done runs once, never inside the starting call, with DLOCK_OK exactly
+ * when the handle holds; deadlines, cancels and the frees; refusals; no
+ * thread or descriptor left behind.  Linked with the library's internals:
+ * the calls are not public yet.
+ */
+#include <dirent.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include "core.h"
+
+static char *dir;
+static char *uri;
+
+/* ---- a recorder of dones --------------------------------------------- */
+
+typedef struct record {
+	GMutex mu;
+	GCond cond;
+	int calls;                 /* dones run */
+	int rc;
+	uint64_t token;
+	int held;                  /* dlock_held() inside done */
+	pthread_t thread;
+	char message[256];
+	/* While set, done waits (holding the callback thread). */
+	bool gate;
+	bool inside;               /* done is running */
+} record;
+
+static pthread_t starter;
+static volatile int starting;  /* the test thread is inside a starting call */
+static volatile int in_start_calls; /* dones run inside a starting call */
+
+static void record_init(record *r)
+{
+	memset(r, 0, sizeof *r);
+	g_mutex_init(&r->mu);
+	g_cond_init(&r->cond);
+}
+
+static void record_clear(record *r)
+{
+	g_mutex_clear(&r->mu);
+	g_cond_clear(&r->cond);
+}
+
+static void on_done(dlock_lock *lock, int rc, uint64_t token, void *data)
+{
+	record *r = data;
+
+	if (starting && pthread_equal(pthread_self(), starter))
+		in_start_calls++;
+	g_mutex_lock(&r->mu);
+	r->inside = true;
+	g_cond_broadcast(&r->cond);
+	while (r->gate)
+		g_cond_wait(&r->cond, &r->mu);
+	r->calls++;
+	r->rc = rc;
+	r->token = token;
+	r->held = dlock_held(lock);
+	r->thread = pthread_self();
+	g_strlcpy(r->message, rc == DLOCK_OK ? "" : dlock_last_error_message(), sizeof r->message);
+	r->inside = false;
+	g_cond_broadcast(&r->cond);
+	g_mutex_unlock(&r->mu);
+}
+
+static void gate_open(record *r)
+{
+	g_mutex_lock(&r->mu);
+	r->gate = false;
+	g_cond_broadcast(&r->cond);
+	g_mutex_unlock(&r->mu);
+}
+
+/* Wait up to ms for the record's n-th done; whether it came. */
+static bool wait_calls(record *r, int n, int64_t ms)
+{
+	int64_t until = g_get_monotonic_time() + ms * 1000;
+	bool ok;
+
+	g_mutex_lock(&r->mu);
+	while (r->calls < n && g_cond_wait_until(&r->cond, &r->mu, until))
+		;
+	ok = r->calls >= n;
+	g_mutex_unlock(&r->mu);
+	return ok;
+}
+
+static bool wait_inside(record *r)
+{
+	int64_t until = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+	bool ok;
+
+	g_mutex_lock(&r->mu);
+	while (!r->inside && g_cond_wait_until(&r->cond, &r->mu, until))
+		;
+	ok = r->inside;
+	g_mutex_unlock(&r->mu);
+	return ok;
+}
+
+/*
+ * Wait until the handle's call is over, done returned (up to 5 s): a done
+ * seen to run may not have returned yet, and until it has the handle
+ * refuses another call (DLOCK_EBUSY).
+ */
+static void settled(dlock_lock *lock)
+{
+	int64_t until = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+	bool busy;
+
+	do {
+		g_mutex_lock(&lock->mu);
+		busy = lock->async_op != NULL;
+		g_mutex_unlock(&lock->mu);
+		if (busy)
+			g_usleep(200);
+	} while (busy && g_get_monotonic_time() < until);
+	assert_false(busy);
+}
+
+static int acquire_async(dlock_lock *lock, int64_t wait_ms, record *r)
+{
+	int rc;
+
+	starter = pthread_self();
+	starting = 1;
+	rc = dlock__acquire_async(lock, wait_ms, on_done, r);
+	starting = 0;
+	return rc;
+}
+
+static int release_async(dlock_lock *lock, record *r)
+{
+	int rc;
+
+	starter = pthread_self();
+	starting = 1;
+	rc = dlock__release_async(lock, on_done, r);
+	starting = 0;
+	return rc;
+}
+
+/* ---- handles ------------------------------------------------------------ */
+
+static dlock_client *client_new(void)
+{
+	dlock_client *client = NULL;
+
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	return client;
+}
+
+static dlock_lock *handle_new(dlock_client *client, const char *resource)
+{
+	dlock_lock *lock = NULL;
+
+	assert_int_equal(dlock_lock_new(client, resource, &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_owner(lock, DLOCK_OWNER_HANDLE), DLOCK_OK);
+	return lock;
+}
+
+/* Whether a fresh client can take resource at once, within ms: what a
+ * call left behind would keep it from. */
+static bool free_within(const char *resource, int64_t ms)
+{
+	int64_t until = g_get_monotonic_time() + ms * 1000;
+	dlock_client *c = client_new();
+	dlock_lock *probe = handle_new(c, resource);
+	bool ok = false;
+
+	do {
+		if (dlock_acquire(probe, 0) == DLOCK_OK) {
+			assert_int_equal(dlock_release(probe), DLOCK_OK);
+			ok = true;
+			break;
+		}
+		g_usleep(5000);
+	} while (g_get_monotonic_time() < until);
+	dlock_lock_free(probe);
+	dlock_client_free(c);
+	return ok;
+}
+
+/* Whether resource is found taken within ms: by a call whose step has
+ * run, while its done waits. */
+static bool taken_within(const char *resource, int64_t ms)
+{
+	int64_t until = g_get_monotonic_time() + ms * 1000;
+	dlock_client *c = client_new();
+	dlock_lock *probe = handle_new(c, resource);
+	bool taken = false;
+
+	do {
+		if (dlock_acquire(probe, 0) != DLOCK_OK) {
+			taken = true;
+			break;
+		}
+		assert_int_equal(dlock_release(probe), DLOCK_OK);
+		g_usleep(2000);
+	} while (g_get_monotonic_time() < until);
+	dlock_lock_free(probe);
+	dlock_client_free(c);
+	return taken;
+}
+
+static int count_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+static void test_acquire_and_release_run_done_once_on_the_callback_thread(void **state)
+{
+	dlock_client *client = client_new();
+	dlock_lock *lock = handle_new(client, "async-once");
+	record a, r;
+
+	(void)state;
+	record_init(&a);
+	record_init(&r);
+	in_start_calls = 0;
+	assert_int_equal(acquire_async(lock, 1000, &a), DLOCK_OK);
+	assert_true(wait_calls(&a, 1, 5000));
+	assert_int_equal(a.rc, DLOCK_OK);
+	assert_int_equal(a.held, 1);
+	assert_true(a.token > 0);
+	assert_true(a.token == dlock_fencing_token(lock));
+	assert_false(pthread_equal(a.thread, pthread_self()));
+	assert_int_equal(dlock_held(lock), 1);
+
+	settled(lock);
+	assert_int_equal(release_async(lock, &r), DLOCK_OK);
+	assert_true(wait_calls(&r, 1, 5000));
+	assert_int_equal(r.rc, DLOCK_OK);
+	assert_int_equal(r.held, 0);
+	assert_int_equal(dlock_held(lock), 0);
+
+	/* Exactly once: no second done comes. */
+	g_usleep(100 * 1000);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(r.calls, 1);
+	assert_int_equal(in_start_calls, 0);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	record_clear(&a);
+	record_clear(&r);
+}
+
+static void test_a_second_acquire_of_the_handle_is_a_reentry(void **state)
+{
+	dlock_client *client = client_new();
+	dlock_lock *lock = handle_new(client, "async-reentry");
+	record a, b, r;
+
+	(void)state;
+	record_init(&a);
+	record_init(&b);
+	record_init(&r);
+	assert_int_equal(acquire_async(lock, 1000, &a), DLOCK_OK);
+	assert_true(wait_calls(&a, 1, 5000));
+	settled(lock);
+	assert_int_equal(acquire_async(lock, 0, &b), DLOCK_OK);
+	assert_true(wait_calls(&b, 1, 5000));
+	assert_int_equal(b.rc, DLOCK_OK);
+	assert_true(b.token == a.token);
+	/* Two counts: the first release keeps it. */
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	assert_int_equal(dlock_held(lock), 1);
+	settled(lock);
+	assert_int_equal(release_async(lock, &r), DLOCK_OK);
+	assert_true(wait_calls(&r, 1, 5000));
+	assert_int_equal(dlock_held(lock), 0);
+	assert_true(free_within("async-reentry", 0));
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	record_clear(&a);
+	record_clear(&b);
+	record_clear(&r);
+}
+
+static void test_waits_for_a_release_and_keeps_its_deadline(void **state)
+{
+	dlock_client *client = client_new();
+	dlock_lock *holder = handle_new(client, "async-wait");
+	dlock_lock *lock = handle_new(client, "async-wait");
+	record a, t;
+	int64_t started;
+
+	(void)state;
+	record_init(&a);
+	record_init(&t);
+	assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
+	assert_int_equal(acquire_async(lock, 20000, &a), DLOCK_OK);
+	assert_false(wait_calls(&a, 1, 200));
+	assert_int_equal(dlock_release(holder), DLOCK_OK);
+	assert_true(wait_calls(&a, 1, 5000));
+	assert_int_equal(a.rc, DLOCK_OK);
+	assert_int_equal(a.held, 1);
+	assert_int_equal(dlock_release(lock), DLOCK_OK);
+	settled(lock);
+
+	/* Held by the other handle all along: ETIMEDOUT at the deadline. */
+	assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
+	started = g_get_monotonic_time();
+	assert_int_equal(acquire_async(lock, 300, &t), DLOCK_OK);
+	assert_true(wait_calls(&t, 1, 5000));
+	assert_int_equal(t.rc, DLOCK_ETIMEDOUT);
+	assert_true(g_get_monotonic_time() - started >= 300 * 1000);
+	assert_true(g_get_monotonic_time() - started < 3 * G_USEC_PER_SEC);
+	assert_int_equal(t.held, 0);
+	assert_non_null(strstr(t.message, "async-wait"));
+	assert_int_equal(dlock_release(holder), DLOCK_OK);
+	assert_true(free_within("async-wait", 0));
+	dlock_lock_free(holder);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	record_clear(&a);
+	record_clear(&t);
+}
+
+static void test_refusals_come_at_once_without_a_callback(void **state)
+{
+	dlock_client *client = client_new();
+	dlock_lock *threads = NULL, *lock = handle_new(client, "async-refused");
+	dlock_lock *holder = handle_new(client, "async-refused");
+	record a, b;
+
+	(void)state;
+	record_init(&a);
+	record_init(&b);
+	assert_int_equal(dlock_lock_new(client, "async-refused", &threads), DLOCK_OK);
+	assert_int_equal(acquire_async(threads, 0, &b), DLOCK_EINVAL);
+	assert_non_null(strstr(dlock_last_error_message(), "DLOCK_OWNER_HANDLE"));
+	assert_int_equal(dlock__acquire_async(lock, 0, NULL, NULL), DLOCK_EINVAL);
+	assert_int_equal(dlock__acquire_async(NULL, 0, on_done, &b), DLOCK_EINVAL);
+
+	assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
+	assert_int_equal(acquire_async(lock, 20000, &a), DLOCK_OK);
+	assert_int_equal(acquire_async(lock, 0, &b), DLOCK_EBUSY);
+	assert_int_equal(release_async(lock, &b), DLOCK_EBUSY);
+	assert_int_equal(dlock_release(holder), DLOCK_OK);
+	assert_true(wait_calls(&a, 1, 5000));
+	assert_int_equal(a.rc, DLOCK_OK);
+	/* Once its done has returned, the handle takes another call. */
+	settled(lock);
+	assert_int_equal(release_async(lock, &b), DLOCK_OK);
+	assert_true(wait_calls(&b, 1, 5000));
+	assert_int_equal(b.rc, DLOCK_OK);
+	g_usleep(50 * 1000);
+	assert_int_equal(b.calls, 1);
+	dlock_lock_free(threads);
+	dlock_lock_free(holder);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	record_clear(&a);
+	record_clear(&b);
+}
+
+static void test_cancel_ends_a_wait_with_ecanceled_and_leaves_nothing(void **state)
+{
+	dlock_client *client = client_new();
+	dlock_lock *holder = handle_new(client, "async-cancel");
+	dlock_lock *lock = handle_new(client, "async-cancel");
+	record a;
+
+	(void)state;
+	record_init(&a);
+	assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
+	assert_int_equal(acquire_async(lock, -1, &a), DLOCK_OK);
+	assert_false(wait_calls(&a, 1, 100));
+	assert_int_equal(dlock_lock_cancel(lock), DLOCK_OK);
+	assert_true(wait_calls(&a, 1, 5000));
+	assert_int_equal(a.rc, DLOCK_ECANCELED);
+	assert_int_equal(a.held, 0);
+	assert_int_equal(dlock_release(holder), DLOCK_OK);
+	assert_true(free_within("async-cancel", 0));
+	g_usleep(50 * 1000);
+	assert_int_equal(a.calls, 1);
+	dlock_lock_free(holder);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	record_clear(&a);
+}
+
+/*
+ * A cancel that lands as the grant does: done gets DLOCK_OK with the
+ * lock held, or DLOCK_ECANCELED with nothing held anywhere -- never a
+ * grant kept without its owner knowing.
+ */
+static void test_a_cancel_racing_the_grant_never_leaves_a_hold(void **state)
+{
+	dlock_client *client = client_new();
+	dlock_lock *holder = handle_new(client, "async-race");
+	dlock_lock *lock = handle_new(client, "async-race");
+	int granted = 0, canceled = 0;
+
+	(void)state;
+	for (int i = 0; i < 150; i++) {
+		record a;
+
+		record_init(&a);
+		assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
+		assert_int_equal(acquire_async(lock, 10000, &a), DLOCK_OK);
+		if (i % 3)
+			g_usleep(g_random_int_range(0, 2000));
+		assert_int_equal(dlock_release(holder), DLOCK_OK);
+		g_usleep(g_random_int_range(0, i % 2 ? 300 : 3000));
+		assert_int_equal(dlock_lock_cancel(lock), DLOCK_OK);
+		assert_true(wait_calls(&a, 1, 5000));
+		settled(lock);
+		if (a.rc == DLOCK_OK) {
+			granted++;
+			assert_int_equal(a.held, 1);
+			assert_int_equal(dlock_release(lock), DLOCK_OK);
+		} else {
+			canceled++;
+			assert_int_equal(a.rc, DLOCK_ECANCELED);
+			assert_int_equal(a.held, 0);
+			assert_int_equal(dlock_held(lock), 0);
+		}
+		/* Nothing left: the background release of a revoked grant
+		 * comes within moments. */
+		assert_true(free_within("async-race", 2000));
+		assert_int_equal(a.calls, 1);
+		record_clear(&a);
+	}
+	printf("# %d granted, %d canceled\n", granted, canceled);
+	assert_true(canceled > 0);
+	dlock_lock_free(holder);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
+/*
+ * The callback thread is kept busy in one call's done, so the next call's
+ * result waits in the queue: freeing its handle runs its done on the
+ * freeing thread, with DLOCK_ECANCELED, and releases the grant.
+ */
+static void test_freeing_a_handle_runs_its_pending_done_with_ecanceled(void **state)
+{
+	dlock_client *client = client_new();
+	dlock_lock *busy = handle_new(client, "async-busy");
+	dlock_lock *lock = handle_new(client, "async-free");
+	dlock_lock *waiting = handle_new(client, "async-free-wait");
+	dlock_lock *holder = handle_new(client, "async-free-wait");
+	record g, a, w;
+
+	(void)state;
+	record_init(&g);
+	record_init(&a);
+	record_init(&w);
+	g.gate = true;
+	assert_int_equal(acquire_async(busy, 0, &g), DLOCK_OK);
+	assert_true(wait_inside(&g));
+	assert_int_equal(acquire_async(lock, 5000, &a), DLOCK_OK);
+	/* Granted once a worker has run its step; its done waits behind g's. */
+	assert_true(taken_within("async-free", 5000));
+	dlock_lock_free(lock);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.rc, DLOCK_ECANCELED);
+	assert_true(pthread_equal(a.thread, pthread_self()));
+	assert_true(free_within("async-free", 0));
+
+	/* A call still waiting when its handle is freed: the same. */
+	assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
+	assert_int_equal(acquire_async(waiting, -1, &w), DLOCK_OK);
+	dlock_lock_free(waiting);
+	assert_int_equal(w.calls, 1);
+	assert_int_equal(w.rc, DLOCK_ECANCELED);
+	assert_true(pthread_equal(w.thread, pthread_self()));
+
+	gate_open(&g);
+	assert_true(wait_calls(&g, 1, 5000));
+	assert_int_equal(g.rc, DLOCK_OK);
+	g_usleep(50 * 1000);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(w.calls, 1);
+	dlock_lock_free(busy);
+	dlock_lock_free(holder);
+	dlock_client_free(client);
+	record_clear(&g);
+	record_clear(&a);
+	record_clear(&w);
+}
+
+static gpointer open_later(gpointer data)
+{
+	g_usleep(300 * 1000);
+	gate_open(data);
+	return NULL;
+}
+
+static void test_freeing_the_client_runs_every_done_before_it_returns(void **state)
+{
+	dlock_client *client = client_new();
+	dlock_client *other = client_new();
+	dlock_lock *busy = handle_new(client, "async-cf-busy");
+	dlock_lock *granted = handle_new(client, "async-cf-granted");
+	dlock_lock *waiting = handle_new(client, "async-cf-waiting");
+	dlock_lock *holder = handle_new(other, "async-cf-waiting");
+	record g, a, w;
+	GThread *opener;
+
+	(void)state;
+	record_init(&g);
+	record_init(&a);
+	record_init(&w);
+	g.gate = true;
+	assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
+	assert_int_equal(acquire_async(busy, 0, &g), DLOCK_OK);
+	assert_true(wait_inside(&g));
+	assert_int_equal(acquire_async(granted, 5000, &a), DLOCK_OK);
+	assert_int_equal(acquire_async(waiting, -1, &w), DLOCK_OK);
+	assert_true(taken_within("async-cf-granted", 5000));
+	opener = g_thread_new("opener", open_later, &g);
+	dlock_client_free(client);
+	g_thread_join(opener);
+	assert_int_equal(g.calls, 1);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.rc, DLOCK_ECANCELED);
+	assert_true(pthread_equal(a.thread, pthread_self()));
+	assert_int_equal(w.calls, 1);
+	assert_int_equal(w.rc, DLOCK_ECANCELED);
+	assert_true(free_within("async-cf-granted", 0));
+	assert_true(free_within("async-cf-busy", 0));
+	assert_int_equal(dlock_release(holder), DLOCK_OK);
+	dlock_lock_free(busy);
+	dlock_lock_free(granted);
+	dlock_lock_free(waiting);
+	dlock_lock_free(holder);
+	dlock_client_free(other);
+	record_clear(&g);
+	record_clear(&a);
+	record_clear(&w);
+}
+
+static void test_many_cycles_leave_no_thread_or_descriptor(void **state)
+{
+	dlock_client *client = client_new();
+	dlock_lock *lock = handle_new(client, "async-cycles");
+	int fds = 0, tasks = 0;
+
+	(void)state;
+	for (int i = 0; i < 2000; i++) {
+		record a, r;
+
+		record_init(&a);
+		record_init(&r);
+		assert_int_equal(acquire_async(lock, 1000, &a), DLOCK_OK);
+		assert_true(wait_calls(&a, 1, 5000));
+		assert_int_equal(a.rc, DLOCK_OK);
+		settled(lock);
+		assert_int_equal(release_async(lock, &r), DLOCK_OK);
+		assert_true(wait_calls(&r, 1, 5000));
+		assert_int_equal(r.rc, DLOCK_OK);
+		settled(lock);
+		record_clear(&a);
+		record_clear(&r);
+		if (i == 10) {
+			fds = count_entries("/proc/self/fd");
+			tasks = count_entries("/proc/self/task");
+		}
+	}
+	assert_int_equal(count_entries("/proc/self/fd"), fds);
+	/* The callback thread, the timer and at most four workers. */
+	assert_true(count_entries("/proc/self/task") <= tasks + DLOCK__STEPPER_MAX_WORKERS);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	assert_true(count_entries("/proc/self/task") <= 2);
+}
+
+/* Several handles of two clients on one resource, each driven through the
+ * calls by a thread of its own, with deadlines and cancels at random:
+ * every call's done once, and never two holders. */
+#define DRIVERS 6
+#define ROUNDS 150
+
+static int holders;
+static int overlaps;
+
+static gpointer driver_main(gpointer data)
+{
+	dlock_lock *lock = data;
+	static const int64_t waits[] = { 0, 2, 20, 2000 };
+
+	for (int i = 0; i < ROUNDS; i++) {
+		record a;
+
+		record_init(&a);
+		assert_int_equal(dlock__acquire_async(lock, waits[g_random_int_range(0, 4)], on_done, &a),
+		                 DLOCK_OK);
+		if (g_random_int_range(0, 5) == 0) {
+			g_usleep(g_random_int_range(0, 1000));
+			dlock_lock_cancel(lock);
+		}
+		assert_true(wait_calls(&a, 1, 10000));
+		settled(lock);
+		if (a.rc == DLOCK_OK) {
+			if (g_atomic_int_add(&holders, 1) != 0)
+				g_atomic_int_inc(&overlaps);
+			g_usleep(g_random_int_range(0, 300));
+			g_atomic_int_add(&holders, -1);
+			assert_int_equal(dlock_release(lock), DLOCK_OK);
+		} else {
+			assert_true(a.rc == DLOCK_EBUSY || a.rc == DLOCK_ETIMEDOUT || a.rc == DLOCK_ECANCELED);
+		}
+		g_usleep(1000);
+		assert_int_equal(a.calls, 1);
+		record_clear(&a);
+	}
+	return NULL;
+}
+
+static void test_contending_calls_each_end_once_and_never_overlap(void **state)
+{
+	dlock_client *clients[2] = { client_new(), client_new() };
+	dlock_lock *locks[DRIVERS];
+	GThread *drivers[DRIVERS];
+
+	(void)state;
+	holders = overlaps = 0;
+	for (int i = 0; i < DRIVERS; i++) {
+		locks[i] = handle_new(clients[i % 2], "async-contend");
+		drivers[i] = g_thread_new("driver", driver_main, locks[i]);
+	}
+	for (int i = 0; i < DRIVERS; i++)
+		g_thread_join(drivers[i]);
+	assert_int_equal(overlaps, 0);
+	for (int i = 0; i < DRIVERS; i++)
+		dlock_lock_free(locks[i]);
+	dlock_client_free(clients[0]);
+	dlock_client_free(clients[1]);
+	assert_true(free_within("async-contend", 0));
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	dir = g_dir_make_tmp("dlock-file-async-XXXXXX", NULL);
+	assert_non_null(dir);
+	uri = g_strdup_printf("file://%s", dir);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	GDir *d = g_dir_open(dir, 0, NULL);
+	const char *name;
+
+	(void)state;
+	while (d && (name = g_dir_read_name(d))) {
+		char *path = g_build_filename(dir, name, NULL);
+
+		g_unlink(path);
+		g_free(path);
+	}
+	if (d)
+		g_dir_close(d);
+	g_rmdir(dir);
+	g_free(dir);
+	g_free(uri);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_acquire_and_release_run_done_once_on_the_callback_thread),
+		cmocka_unit_test(test_a_second_acquire_of_the_handle_is_a_reentry),
+		cmocka_unit_test(test_waits_for_a_release_and_keeps_its_deadline),
+		cmocka_unit_test(test_refusals_come_at_once_without_a_callback),
+		cmocka_unit_test(test_cancel_ends_a_wait_with_ecanceled_and_leaves_nothing),
+		cmocka_unit_test(test_a_cancel_racing_the_grant_never_leaves_a_hold),
+		cmocka_unit_test(test_freeing_a_handle_runs_its_pending_done_with_ecanceled),
+		cmocka_unit_test(test_freeing_the_client_runs_every_done_before_it_returns),
+		cmocka_unit_test(test_many_cycles_leave_no_thread_or_descriptor),
+		cmocka_unit_test(test_contending_calls_each_end_once_and_never_overlap),
+	};
+
+	return cmocka_run_group_tests_name("file-async", tests, setup, teardown);
+}
