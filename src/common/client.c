@@ -273,6 +273,7 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 
 	client = g_new0(dlock_client, 1);
 	client->pid = dlock__self_pid();
+	client->event_fd = -1;
 	dlock__logger_init(&client->logger);
 	g_mutex_init(&client->mu);
 	g_cond_init(&client->idle);
@@ -435,6 +436,8 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 	g_hash_table_unref(client->holds);
 	g_cond_clear(&client->idle);
 	g_mutex_clear(&client->mu);
+	if (client->event_fd >= 0)
+		close(client->event_fd);
 	dlock__logger_clear(&client->logger);
 	g_free(client);
 }

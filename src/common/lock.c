@@ -194,6 +194,8 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock)
 		while (lock->calls > 0)
 			g_cond_wait(&lock->idle, &lock->mu);
 		dlock__mutex_unlock(&lock->mu);
+		/* Its state events waiting for the program's dispatch go. */
+		dlock__callbacks_drop(client, lock);
 		/* A call without a waiting thread whose done has not run yet:
 		 * it runs here, with DLOCK_ECANCELED; one running on the
 		 * callback thread is waited for, unless this is it. */

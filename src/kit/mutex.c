@@ -44,6 +44,7 @@ static const char *const names[DLOCK__RANK_COUNT] = {
 	[DLOCK__RANK_FILE_WAKE] = "file wake",
 	[DLOCK__RANK_WAITER] = "waiter",
 	[DLOCK__RANK_STEPPER] = "stepper",
+	[DLOCK__RANK_DELIVERY] = "delivery",
 	[DLOCK__RANK_CALLBACK_MARK] = "callback mark",
 	[DLOCK__RANK_ANNOUNCE] = "announce",
 	[DLOCK__RANK_RESOLVE] = "resolve",

@@ -75,6 +75,9 @@ typedef enum dlock__rank {
 	/* src/kit/stepper.c: the stepper's tasks, queues and timers; a waiter's
 	 * wake pokes its task under the waiter's mutex */
 	DLOCK__RANK_STEPPER,
+	/* src/common/callback.c: the callbacks waiting for the program's
+	 * dispatch, queued under the client's and the handle's mutexes */
+	DLOCK__RANK_DELIVERY,
 	/* src/common/callback.c: a flush's mark */
 	DLOCK__RANK_CALLBACK_MARK,
 	/* src/common/announce.c: the announcing thread's queue */

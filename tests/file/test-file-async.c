@@ -7,6 +7,7 @@
  * the calls are not public yet.
  */
 #include <dirent.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -659,6 +660,205 @@ static void test_contending_calls_each_end_once_and_never_overlap(void **state)
 	assert_true(free_within("async-contend", 0));
 }
 
+/* ---- DLOCK__DELIVER_DISPATCH -------------------------------------------- */
+
+static dlock_client *dispatch_client_new(void)
+{
+	dlock_client *client = client_new();
+
+	assert_int_equal(dlock__client_set_delivery(client, DLOCK__DELIVER_DISPATCH), DLOCK_OK);
+	assert_true(dlock__client_event_fd(client) >= 0);
+	return client;
+}
+
+/* Whether fd becomes readable within ms. */
+static bool readable_within(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
+static void test_dispatch_runs_done_on_the_dispatching_thread(void **state)
+{
+	dlock_client *client = dispatch_client_new();
+	int fd = dlock__client_event_fd(client);
+	dlock_lock *lock = handle_new(client, "dispatch-once");
+	record a, r;
+
+	(void)state;
+	record_init(&a);
+	record_init(&r);
+	assert_false(readable_within(fd, 0));
+	assert_int_equal(acquire_async(lock, 1000, &a), DLOCK_OK);
+	assert_true(readable_within(fd, 5000));
+	/* Queued, not run: nobody has dispatched. */
+	assert_int_equal(a.calls, 0);
+	assert_int_equal(dlock__client_dispatch(client, 0), 1);
+	assert_false(readable_within(fd, 0));
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.rc, DLOCK_OK);
+	assert_int_equal(a.held, 1);
+	assert_true(pthread_equal(a.thread, pthread_self()));
+	/* Returned: the handle takes the next call at once. */
+	assert_int_equal(release_async(lock, &r), DLOCK_OK);
+	assert_true(readable_within(fd, 5000));
+	assert_int_equal(dlock__client_dispatch(client, 1), 1);
+	assert_int_equal(r.rc, DLOCK_OK);
+	assert_int_equal(r.held, 0);
+	assert_int_equal(dlock__client_dispatch(client, 0), 0);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	record_clear(&a);
+	record_clear(&r);
+}
+
+static void test_delivery_is_set_before_the_first_handle(void **state)
+{
+	dlock_client *client = client_new();
+	dlock_lock *lock = handle_new(client, "dispatch-late");
+
+	(void)state;
+	assert_int_equal(dlock__client_event_fd(client), -1);
+	assert_int_equal(dlock__client_dispatch(client, 0), DLOCK_EINVAL);
+	assert_int_equal(dlock__client_set_delivery(client, DLOCK__DELIVER_DISPATCH), DLOCK_EINVAL);
+	assert_non_null(strstr(dlock_last_error_message(), "before the first"));
+	assert_int_equal(dlock__client_event_fd(client), -1);
+	assert_int_equal(dlock__client_set_delivery(client, (dlock__delivery)7), DLOCK_EINVAL);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+}
+
+/* Calls whose deadlines pass while the program does not dispatch: each
+ * ends by itself, the fd becomes readable, and a dispatch tells each
+ * once. */
+#define LATE 12
+
+static void test_deadlines_pass_without_dispatch(void **state)
+{
+	dlock_client *client = dispatch_client_new();
+	dlock_client *other = client_new();
+	dlock_lock *holder = handle_new(other, "dispatch-late-wait");
+	dlock_lock *locks[LATE];
+	record recs[LATE];
+	int fd = dlock__client_event_fd(client);
+	int64_t started, seen;
+	int ran = 0;
+
+	(void)state;
+	assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
+	started = g_get_monotonic_time();
+	for (int i = 0; i < LATE; i++) {
+		record_init(&recs[i]);
+		locks[i] = handle_new(client, "dispatch-late-wait");
+		assert_int_equal(acquire_async(locks[i], 200, &recs[i]), DLOCK_OK);
+	}
+	assert_true(readable_within(fd, 5000));
+	seen = g_get_monotonic_time() - started;
+	assert_true(seen >= 200 * 1000);
+	assert_true(seen < 200 * 1000 + 800 * 1000);
+	/* Every call ends by its deadline, dispatched or not. */
+	g_usleep(300 * 1000);
+	while (ran < LATE) {
+		int n = dlock__client_dispatch(client, 0);
+
+		assert_true(n >= 0);
+		if (n == 0)
+			assert_true(readable_within(fd, 2000));
+		ran += n;
+	}
+	for (int i = 0; i < LATE; i++) {
+		assert_int_equal(recs[i].calls, 1);
+		assert_int_equal(recs[i].rc, DLOCK_ETIMEDOUT);
+		dlock_lock_free(locks[i]);
+		record_clear(&recs[i]);
+	}
+	assert_int_equal(dlock_release(holder), DLOCK_OK);
+	dlock_lock_free(holder);
+	dlock_client_free(other);
+	dlock_client_free(client);
+}
+
+/* The order a handle's callbacks come in: done(OK) before the LOST of
+ * the hold it granted, even when the loss came before the dispatch. */
+static GString *seen_events;
+
+static void on_state(dlock_lock *lock, dlock_state st, void *data)
+{
+	(void)lock;
+	(void)data;
+	g_string_append_printf(seen_events, "state:%d ", (int)st);
+}
+
+static void on_done_ordered(dlock_lock *lock, int rc, uint64_t token, void *data)
+{
+	(void)lock;
+	(void)token;
+	(void)data;
+	g_string_append_printf(seen_events, "done:%d ", rc);
+}
+
+static void test_done_comes_before_the_states_of_its_hold(void **state)
+{
+	dlock_client *client = dispatch_client_new();
+	dlock_lock *lock = handle_new(client, "dispatch-order");
+	int fd = dlock__client_event_fd(client);
+	char *path = g_build_filename(dir, "r-dispatch-order", NULL);
+	char *expected;
+
+	(void)state;
+	seen_events = g_string_new("");
+	assert_int_equal(dlock_lock_set_state_callback(lock, on_state, NULL), DLOCK_OK);
+	assert_int_equal(dlock__acquire_async(lock, 1000, on_done_ordered, NULL), DLOCK_OK);
+	assert_true(readable_within(fd, 5000));
+	/* Granted, its done queued: now the file goes, and the hold with it. */
+	assert_int_equal(g_unlink(path), 0);
+	g_usleep(300 * 1000);
+	while (dlock__client_dispatch(client, 0) > 0 || readable_within(fd, 300))
+		;
+	expected = g_strdup_printf("done:0 state:%d ", (int)DLOCK_STATE_LOST);
+	assert_string_equal(seen_events->str, expected);
+	g_free(expected);
+	assert_int_equal(dlock_release(lock), DLOCK_ELOST);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_string_free(seen_events, TRUE);
+	g_free(path);
+}
+
+static void test_freeing_the_client_runs_the_undispatched_dones(void **state)
+{
+	dlock_client *client = dispatch_client_new();
+	dlock_client *other = client_new();
+	dlock_lock *granted = handle_new(client, "dispatch-cf-granted");
+	dlock_lock *waiting = handle_new(client, "dispatch-cf-waiting");
+	dlock_lock *holder = handle_new(other, "dispatch-cf-waiting");
+	record a, w;
+
+	(void)state;
+	record_init(&a);
+	record_init(&w);
+	assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
+	assert_int_equal(acquire_async(granted, 5000, &a), DLOCK_OK);
+	assert_int_equal(acquire_async(waiting, -1, &w), DLOCK_OK);
+	assert_true(readable_within(dlock__client_event_fd(client), 5000));
+	dlock_client_free(client);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.rc, DLOCK_ECANCELED);
+	assert_true(pthread_equal(a.thread, pthread_self()));
+	assert_int_equal(w.calls, 1);
+	assert_int_equal(w.rc, DLOCK_ECANCELED);
+	assert_true(pthread_equal(w.thread, pthread_self()));
+	assert_true(free_within("dispatch-cf-granted", 0));
+	assert_int_equal(dlock_release(holder), DLOCK_OK);
+	dlock_lock_free(granted);
+	dlock_lock_free(waiting);
+	dlock_lock_free(holder);
+	dlock_client_free(other);
+	record_clear(&a);
+	record_clear(&w);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -701,6 +901,11 @@ int main(void)
 		cmocka_unit_test(test_freeing_the_client_runs_every_done_before_it_returns),
 		cmocka_unit_test(test_many_cycles_leave_no_thread_or_descriptor),
 		cmocka_unit_test(test_contending_calls_each_end_once_and_never_overlap),
+		cmocka_unit_test(test_dispatch_runs_done_on_the_dispatching_thread),
+		cmocka_unit_test(test_delivery_is_set_before_the_first_handle),
+		cmocka_unit_test(test_deadlines_pass_without_dispatch),
+		cmocka_unit_test(test_done_comes_before_the_states_of_its_hold),
+		cmocka_unit_test(test_freeing_the_client_runs_the_undispatched_dones),
 	};
 
 	return cmocka_run_group_tests_name("file-async", tests, setup, teardown);
