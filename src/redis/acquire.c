@@ -440,156 +440,207 @@ static int downgrade(redis_backend *b, redis_lease *lease, const redis_lease *wr
 	return rc;
 }
 
-int dlock__redis_acquire(dlock__backend *backend, dlock__hold *hold, dlock__waiter *waiter,
-                         int64_t wait_ms, int64_t deadline_us)
+/* An acquire's machine (backend.h): what the wait keeps between steps. */
+typedef struct redis_acquire {
+	redis_lease *lease;     /* ours until granted, then the hold's */
+	dlock__waiter *waiter;
+	const char *resource;   /* the hold's */
+	int64_t wait_ms;
+	int64_t deadline_us;
+	queue_place place;
+	int64_t backoff_us;
+	bool uncertain;         /* a try may have set our key unseen */
+	bool first;
+	char *unacked;          /* why the last grant was not a hold, if it was not */
+	bool turned;            /* the step before asked for turn */
+	dlock__turn turn;
+} redis_acquire;
+
+int dlock__redis_acquire_begin(dlock__backend *backend, dlock__hold *hold, dlock__waiter *waiter,
+                               int64_t wait_ms, int64_t deadline_us, unsigned flags,
+                               void **ret_machine)
 {
 	redis_backend *b = redis_of(backend);
-	const char *resource = dlock__hold_resource(hold);
-	redis_lease *lease = lease_new(b, hold);
 	dlock__hold *write = dlock__hold_downgrade_of(hold);
-	queue_place place = { 0 };
-	int64_t backoff_us = BACKOFF_FIRST_US;
-	bool uncertain = false; /* a try may have set our key unseen */
-	bool first = true;
-	char *unacked = NULL;   /* why the last grant was not a hold, if it was not */
+	redis_acquire *m;
+
+	(void)flags;
+	/* One round trip, bounded by the deadline: a step of its own. */
+	if (write && dlock__hold_backend_data(write))
+		return downgrade(b, lease_new(b, hold), dlock__hold_backend_data(write), waiter, wait_ms,
+		                 deadline_us);
+	m = g_new0(redis_acquire, 1);
+	m->lease = lease_new(b, hold);
+	m->waiter = waiter;
+	m->resource = dlock__hold_resource(hold);
+	m->wait_ms = wait_ms;
+	m->deadline_us = deadline_us;
+	m->backoff_us = BACKOFF_FIRST_US;
+	m->first = true;
+	*ret_machine = m;
+	return DLOCK_OK;
+}
+
+/* The wait ends with rc: off the subscriber, and on failure out of the
+ * queue, with what a try may have left behind removed. */
+static int finish(redis_backend *b, redis_acquire *m, int rc)
+{
+	stop_listening(b, m->lease, &m->place, m->waiter);
+	/* The deadline, after grants too few replicas acknowledged: the
+	 * backend is what failed, and the last one says how. */
+	if (m->unacked && (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EUNAVAILABLE))
+		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s", m->unacked);
+	if (rc != DLOCK_OK) {
+		/* Leave the queue; a try whose answer never came may have set our
+		 * key (later tries with the same token would have found it ours),
+		 * or may still: make sure it goes, once the server is done with
+		 * that try.  A cancel wants the caller back now, and a step
+		 * past the deadline does no I/O: the cleanup goes to the
+		 * background. */
+		int64_t until_us = rc == DLOCK_ECANCELED
+		                           ? 0
+		                           : MIN(m->deadline_us, dlock__mono_us() + b->command_timeout_ms * 1000);
+
+		give_up(b, m->lease, &m->place, m->uncertain, until_us);
+		dlock__redis_lease_unref(m->lease);
+	}
+	m->lease = NULL;
+	return rc;
+}
+
+/* Ask the caller for a turn on the waiter: until woken, the deadline, or
+ * nap_us. */
+static int turn(redis_acquire *m, uint64_t seen, int64_t nap_us, dlock__turn *ret_turn)
+{
+	dlock__waiter_turn_begin(&m->turn, seen, m->deadline_us, nap_us);
+	m->turned = true;
+	*ret_turn = m->turn;
+	return DLOCK__STEP_WAIT;
+}
+
+int dlock__redis_acquire_step(dlock__backend *backend, void *machine, dlock__turn *ret_turn)
+{
+	redis_backend *b = redis_of(backend);
+	redis_acquire *m = machine;
+	redis_lease *lease = m->lease;
+	queue_place *place = &m->place;
+	const char *resource = m->resource;
 	int rc = DLOCK_OK;
 
-	if (write && dlock__hold_backend_data(write))
-		return downgrade(b, lease, dlock__hold_backend_data(write), waiter, wait_ms, deadline_us);
+	if (m->turned) {
+		m->turned = false;
+		rc = dlock__waiter_turn_end(m->waiter, &m->turn, resource, m->wait_ms, m->deadline_us,
+		                            &m->backoff_us, BACKOFF_CAP_US);
+		if (rc != DLOCK_OK)
+			return finish(b, m, rc);
+	}
 	for (;;) {
-		uint64_t seen = dlock__waiter_seq(waiter);
+		uint64_t seen = dlock__waiter_seq(m->waiter);
 		try_answer ans = { .pttl = -1 };
 		int64_t nap_us;
 		bool queue;
 		try_result result;
 
-		if (place.ticket > 0 && dlock__redis_sub_take_grant(b, &place.box, place.ticket, &ans.token)) {
+		if (place->ticket > 0 && dlock__redis_sub_take_grant(b, &place->box, place->ticket, &ans.token)) {
 			/* Handed over by a release, after our last try found us
 			 * queued: the lease counts from that try's send.  Too old
 			 * for what is left of the lease, or to be acknowledged by
 			 * replicas (min-replicas: the releaser's writes are not
 			 * ours to WAIT for): the next try, at once, renews it,
 			 * finding our token in the lock, and waits for them. */
-			if (b->min_replicas == 0 && grant_alive(lease, place.queued_sent_us)) {
-				take_grant(b, lease, ans.token, place.queued_sent_us);
-				rc = DLOCK_OK;
-				break;
+			if (b->min_replicas == 0 && grant_alive(lease, place->queued_sent_us)) {
+				take_grant(b, lease, ans.token, place->queued_sent_us);
+				return finish(b, m, DLOCK_OK);
 			}
-			place.ticket = 0;
+			place->ticket = 0;
 		}
-		if (dlock__waiter_canceled(waiter)) {
-			rc = dlock__error_canceled(resource);
-			break;
-		}
-		if (dlock__remaining_us(deadline_us) == 0) {
-			rc = dlock__error_timeout(resource, wait_ms);
-			break;
-		}
+		if (dlock__waiter_canceled(m->waiter))
+			return finish(b, m, dlock__error_canceled(resource));
+		if (dlock__remaining_us(m->deadline_us) == 0)
+			return finish(b, m, dlock__error_timeout(resource, m->wait_ms));
 		/* Queue only once the server will tell us of a grant, or has
 		 * refused to (an ACL without channel rights): then the entry
 		 * says so, and our own tries find the grant. */
-		queue = place.listening && dlock__redis_sub_confirmed(b, place.channel);
-		place.polls = place.listening && !queue && dlock__redis_sub_refused(b, place.channel);
-		queue = queue || place.polls;
+		queue = place->listening && dlock__redis_sub_confirmed(b, place->channel);
+		place->polls = place->listening && !queue && dlock__redis_sub_refused(b, place->channel);
+		queue = queue || place->polls;
 		if (queue)
-			place.queued = true;
-		result = try_once(b, lease, waiter, queue ? &place : NULL,
-		                  script_deadline_us(b, wait_ms, deadline_us), &ans, &rc);
+			place->queued = true;
+		result = try_once(b, lease, m->waiter, queue ? place : NULL,
+		                  script_deadline_us(b, m->wait_ms, m->deadline_us), &ans, &rc);
 		/* Only running out of time keeps the last unacknowledged
 		 * grant as the reason. */
 		if (result == TRY_BUSY || result == TRY_GRANTED ||
 		    (result != TRY_UNACKED && rc != DLOCK_ETIMEDOUT))
-			g_clear_pointer(&unacked, g_free);
+			g_clear_pointer(&m->unacked, g_free);
 		if (rc == DLOCK_ETIMEDOUT)
-			rc = out_of_time(resource, wait_ms, deadline_us);
+			rc = out_of_time(resource, m->wait_ms, m->deadline_us);
 		if (result == TRY_GRANTED && !grant_alive(lease, ans.sent_us)) {
 			/* Not a grant.  Our token may still be in the key: a later
 			 * try renews it from its own send, a failure deletes it. */
-			uncertain = true;
-			first = false;
+			m->uncertain = true;
+			m->first = false;
 			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: the grant of '%s' came after its %" PRId64
 			                  " ms lease had run out", b->label, resource, lease->ttl_ms);
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s", dlock_last_error_message());
-			if (wait_ms == 0)
-				break;
+			if (m->wait_ms == 0)
+				return finish(b, m, rc);
 			/* No pause: that answer alone took longer than the lease. */
 			continue;
 		}
 		if (result == TRY_GRANTED) {
 			take_grant(b, lease, ans.token, ans.sent_us);
-			rc = DLOCK_OK;
-			break;
+			return finish(b, m, DLOCK_OK);
 		}
 		if (result == TRY_UNACKED) {
 			/* Not a hold: a promoted replica might never have seen it.
 			 * It goes back at once (handed on to the next in line),
 			 * and the wait tries again, from the back of the queue. */
-			if (!return_unacked(b, lease, &place, deadline_us)) {
-				uncertain = true;
-				break;
+			if (!return_unacked(b, lease, place, m->deadline_us)) {
+				m->uncertain = true;
+				return finish(b, m, rc);
 			}
-			first = false;
-			g_free(unacked);
-			unacked = g_strdup(dlock_last_error_message());
-			if (wait_ms == 0 || dlock__remaining_us(deadline_us) == 0)
-				break;
-			rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us, backoff_us,
-			                        &backoff_us, BACKOFF_CAP_US);
-			if (rc != DLOCK_OK)
-				break;
-			continue;
+			m->first = false;
+			g_free(m->unacked);
+			m->unacked = g_strdup(dlock_last_error_message());
+			if (m->wait_ms == 0 || dlock__remaining_us(m->deadline_us) == 0)
+				return finish(b, m, rc);
+			return turn(m, seen, m->backoff_us, ret_turn);
 		}
 		if (result == TRY_BUSY && queue) {
-			place.ticket = ans.ticket;
-			place.at_head = ans.at_head;
-			place.queued_sent_us = ans.sent_us;
+			place->ticket = ans.ticket;
+			place->at_head = ans.at_head;
+			place->queued_sent_us = ans.sent_us;
 		}
 		if (result == TRY_UNCERTAIN)
-			uncertain = true;
-		if (result != TRY_BUSY && rc == DLOCK_ECANCELED) {
-			rc = dlock__error_canceled(resource);
-			break;
-		}
+			m->uncertain = true;
+		if (result != TRY_BUSY && rc == DLOCK_ECANCELED)
+			return finish(b, m, dlock__error_canceled(resource));
 		if (result != TRY_BUSY) {
 			/* A first try that cannot reach the server fails fast; once
 			 * waiting, a dropped connection is retried until the deadline.
 			 * What the server refuses is final. */
-			if (first || rc == DLOCK_EBACKEND || rc == DLOCK_ETIMEDOUT || rc == DLOCK_EACCES ||
+			if (m->first || rc == DLOCK_EBACKEND || rc == DLOCK_ETIMEDOUT || rc == DLOCK_EACCES ||
 			    rc == DLOCK_ECONFIG)
-				break;
+				return finish(b, m, rc);
 		}
-		first = false;
-		if (result == TRY_BUSY && wait_ms == 0) {
-			rc = dlock__error_busy(resource);
-			break;
-		}
-		if (!place.listening)
-			start_listening(b, lease, &place, waiter);
-		nap_us = next_sleep_us(&place, lease->ttl_ms, ans.pttl, backoff_us);
-		rc = dlock__waiter_turn(waiter, seen, resource, wait_ms, deadline_us, nap_us, &backoff_us,
-		                        BACKOFF_CAP_US);
-		if (rc != DLOCK_OK)
-			break;
+		m->first = false;
+		if (result == TRY_BUSY && m->wait_ms == 0)
+			return finish(b, m, dlock__error_busy(resource));
+		if (!place->listening)
+			start_listening(b, lease, place, m->waiter);
+		nap_us = next_sleep_us(place, lease->ttl_ms, ans.pttl, m->backoff_us);
+		return turn(m, seen, nap_us, ret_turn);
 	}
-	stop_listening(b, lease, &place, waiter);
-	/* The deadline, after grants too few replicas acknowledged: the
-	 * backend is what failed, and the last one says how. */
-	if (unacked && (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EUNAVAILABLE))
-		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s", unacked);
-	g_free(unacked);
-	if (rc != DLOCK_OK) {
-		/* Leave the queue; a try whose answer never came may have set our
-		 * key (later tries with the same token would have found it ours),
-		 * or may still: make sure it goes, once the server is done with
-		 * that try.  A cancel wants the caller back now. */
-		int64_t until_us = rc == DLOCK_ECANCELED
-		                           ? 0
-		                           : MIN(deadline_us, dlock__mono_us() + b->command_timeout_ms * 1000);
+}
 
-		give_up(b, lease, &place, uncertain, until_us);
-		dlock__redis_lease_unref(lease);
-	}
-	return rc;
+void dlock__redis_acquire_end(dlock__backend *backend, void *machine)
+{
+	redis_acquire *m = machine;
+
+	(void)backend;
+	g_free(m->unacked);
+	g_free(m);
 }
 
 /* The release script for lease, bounded by until_us (monotonic): a

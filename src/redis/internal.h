@@ -497,7 +497,9 @@ int dlock__redis_eval_pooled(redis_backend *b, dlock__waiter *waiter, int64_t de
                              redisReply **ret, bool *ret_uncertain, GArray *kept);
 
 /* ---- acquire.c: the ops table's acquire and release ---- */
-dlock__backend_acquire_fn dlock__redis_acquire;
+dlock__backend_acquire_begin_fn dlock__redis_acquire_begin;
+dlock__backend_acquire_step_fn dlock__redis_acquire_step;
+dlock__backend_acquire_end_fn dlock__redis_acquire_end;
 dlock__backend_release_fn dlock__redis_release;
 dlock__backend_abandon_fn dlock__redis_abandon;
 
