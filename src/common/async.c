@@ -277,6 +277,9 @@ static int start(dlock_lock *lock, op_kind kind, int64_t wait_ms, dlock__done_fn
 	op->task = dlock__task_new(step, op_ref(op),
 	                           wait_ms == 0 || kind == OP_RELEASE ? INT64_MAX : deadline_us);
 
+	/* The waiter pokes the task from before its first step on. */
+	if (kind == OP_ACQUIRE)
+		dlock__waiter_set_notify(op->waiter, dlock__task_notify, op->task);
 	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
 	if (lock->owner != DLOCK_OWNER_HANDLE)
 		rc = dlock__error(DLOCK_EINVAL, "%s: lock '%s' is owned by its threads; only a handle-owned "
@@ -287,6 +290,13 @@ static int start(dlock_lock *lock, op_kind kind, int64_t wait_ms, dlock__done_fn
 		                  "returned)", what, lock->resource);
 	else
 		replaced = lock->async_op, lock->async_op = op_ref(op);
+	/* Published with the call: a cancel (dlock_lock_cancel, the frees)
+	 * that finds the call finds its waiter. */
+	if (rc == DLOCK_OK && kind == OP_ACQUIRE) {
+		g_ptr_array_add(lock->waiters, op->waiter);
+		if (lock->freed || lock->closing)
+			dlock__waiter_cancel(op->waiter);
+	}
 	dlock__mutex_unlock(&lock->mu);
 	/* From inside the done of the handle's call (the one done that runs
 	 * on this thread now): that call is over but for its return, and
@@ -297,12 +307,6 @@ static int start(dlock_lock *lock, op_kind kind, int64_t wait_ms, dlock__done_fn
 		dlock__op_unref(op); /* the task's, never started */
 		dlock__op_unref(op);
 		return rc;
-	}
-	/* The waiter pokes the task from before its first step on, and a
-	 * cancel reaches it from now on (dlock_lock_cancel, the frees). */
-	if (kind == OP_ACQUIRE) {
-		dlock__waiter_set_notify(op->waiter, dlock__task_notify, op->task);
-		dlock__lock_add_waiter(lock, op->waiter);
 	}
 	dlock__task_start(client_stepper(lock->client), op->task);
 	dlock__op_unref(op);
@@ -385,18 +389,19 @@ void dlock__op_deliver(dlock__op *op)
 	bool revoked;
 	int rc;
 
-	/* Under the client's mutex too: a client free that has begun runs
-	 * every done not started yet itself, on its own thread. */
+	/* Under the client's mutex too: a free that has begun (the client's
+	 * or the handle's) runs every done of its handles not started yet
+	 * itself, on its own thread, once no other runs. */
 	dlock__mutex_lock(&lock->client->mu, DLOCK__RANK_CLIENT);
 	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
-	if (op->phase != OP_COMPLETE || lock->client->closing) {
+	if (op->phase != OP_COMPLETE || lock->client->closing || lock->freed) {
 		dlock__mutex_unlock(&lock->mu);
 		dlock__mutex_unlock(&lock->client->mu);
 		return; /* claimed by a free, which runs done */
 	}
 	op->phase = OP_STARTED;
 	lock->delivering++;
-	revoked = op->revoked || lock->freed;
+	revoked = op->revoked;
 	dlock__mutex_unlock(&lock->mu);
 	dlock__mutex_unlock(&lock->client->mu);
 

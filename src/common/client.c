@@ -341,9 +341,9 @@ static void claim_calls(dlock_client *client)
 		g_ptr_array_add(handles, dlock__lock_ref(key));
 	dlock__mutex_unlock(&client->mu);
 	for (guint i = 0; i < handles->len; i++)
-		dlock__op_claim(handles->pdata[i]);
-	for (guint i = 0; i < handles->len; i++)
 		dlock__op_wait_delivered(handles->pdata[i]);
+	for (guint i = 0; i < handles->len; i++)
+		dlock__op_claim(handles->pdata[i]);
 	g_ptr_array_unref(handles);
 }
 
@@ -382,10 +382,10 @@ DLOCK_API void dlock_client_free(dlock_client *client)
 		g_cond_wait(&client->idle, &client->mu);
 	dlock__mutex_unlock(&client->mu);
 
-	/* Calls without a waiting thread whose steps have ended: a done not
-	 * yet run runs here, with DLOCK_ECANCELED, and the grant it would
-	 * have brought is released; one running on the callback thread is
-	 * waited for. */
+	/* Calls without a waiting thread whose steps have ended: once the
+	 * dones running on the callback thread have returned (it starts no
+	 * other now), every done not yet run runs here, with
+	 * DLOCK_ECANCELED, and the grant it would have brought is released. */
 	claim_calls(client);
 
 	dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);

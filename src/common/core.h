@@ -312,12 +312,13 @@ void dlock__op_unref(dlock__op *op);
 /* dlock_lock_cancel(): the handle's call, if its done has not started,
  * gets DLOCK_ECANCELED, and a grant it got is released. */
 void dlock__op_revoke(dlock_lock *lock);
-/* The frees, once no step of the handle runs any more: the done of the
- * handle's call, if the callback thread has not started it, runs here
- * with DLOCK_ECANCELED (a grant it got is released first). */
-void dlock__op_claim(dlock_lock *lock);
-/* Then, but from a callback: wait until no done of the handle runs. */
+/* The frees, once no step of the handle runs any more: wait until no
+ * done of the handle runs on the callback thread (not from a callback);
+ * then the done of the handle's call, if not started, runs here with
+ * DLOCK_ECANCELED (a grant it got is released first).  The callback
+ * thread starts no done of a handle being freed. */
 void dlock__op_wait_delivered(dlock_lock *lock);
+void dlock__op_claim(dlock_lock *lock);
 
 /* ---- announcements (announce.c) -------------------------------------- */
 

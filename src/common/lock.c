@@ -196,12 +196,13 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock)
 		dlock__mutex_unlock(&lock->mu);
 		/* Its state events waiting for the program's dispatch go. */
 		dlock__callbacks_drop(client, lock);
-		/* A call without a waiting thread whose done has not run yet:
-		 * it runs here, with DLOCK_ECANCELED; one running on the
-		 * callback thread is waited for, unless this is it. */
-		dlock__op_claim(lock);
+		/* A done of the handle running on the callback thread is
+		 * waited for, unless this is it; then a call without a waiting
+		 * thread whose done has not run yet has it run here, with
+		 * DLOCK_ECANCELED -- one done of a handle at a time. */
 		if (!dlock__callbacks_on_thread(client))
 			dlock__op_wait_delivered(lock);
+		dlock__op_claim(lock);
 
 		holds = client_holds(client);
 		for (guint i = 0; i < holds->len; i++)

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Calls without a waiting thread on the file backend (src/common/async.c):
- * done runs once, never inside the starting call, with DLOCK_OK exactly
- * when the handle holds; deadlines, cancels and the frees; refusals; no
- * thread or descriptor left behind.  Linked with the library's internals:
- * the calls are not public yet.
+ * Calls without a waiting thread (src/common/async.c) on the backend named
+ * by argv[1], "file" or "redis": done runs once, never inside the
+ * starting call, with DLOCK_OK exactly when the handle holds; deadlines,
+ * cancels and the frees; refusals; delivery by the program's dispatch and
+ * its order; no thread or descriptor left behind.  Linked with the
+ * library's internals: the calls are not public yet.
  */
 #include <dirent.h>
 #include <poll.h>
@@ -22,7 +23,11 @@
 #include <glib/gstdio.h>
 
 #include "core.h"
+#include "test-redis.h"
+#include "test-util.h"
 
+static const char *backend;
+static test_redis *server;
 static char *dir;
 static char *uri;
 
@@ -660,6 +665,94 @@ static void test_contending_calls_each_end_once_and_never_overlap(void **state)
 	assert_true(free_within("async-contend", 0));
 }
 
+/*
+ * One done of a handle at a time, in order: a done that starts the
+ * handle's next call (a re-entry try, which ends at once) is still running
+ * when another thread frees the handle, or its client.  The free waits for
+ * it, and only then runs the next call's done.
+ */
+typedef struct chain {
+	GMutex mu;
+	int inside;                /* dones of the handle running now */
+	int overlaps;              /* dones that found another running */
+	int first_running;
+	int first_returned;
+	int second_early;          /* the second done ran before the first returned */
+	record second;
+} chain;
+
+static void chain_enter(chain *c)
+{
+	g_mutex_lock(&c->mu);
+	if (c->inside++)
+		c->overlaps++;
+	g_mutex_unlock(&c->mu);
+}
+
+static void chain_leave(chain *c)
+{
+	g_mutex_lock(&c->mu);
+	c->inside--;
+	g_mutex_unlock(&c->mu);
+}
+
+static void chain_second(dlock_lock *lock, int rc, uint64_t token, void *data)
+{
+	chain *c = data;
+
+	chain_enter(c);
+	if (!g_atomic_int_get(&c->first_returned))
+		c->second_early++;
+	on_done(lock, rc, token, &c->second);
+	chain_leave(c);
+}
+
+static void chain_first(dlock_lock *lock, int rc, uint64_t token, void *data)
+{
+	chain *c = data;
+
+	(void)token;
+	assert_int_equal(rc, DLOCK_OK);
+	chain_enter(c);
+	assert_int_equal(dlock__acquire_async(lock, 0, chain_second, c), DLOCK_OK);
+	g_atomic_int_set(&c->first_running, 1);
+	g_usleep(150 * 1000); /* the free comes meanwhile */
+	chain_leave(c);
+	g_atomic_int_set(&c->first_returned, 1);
+}
+
+static void test_a_free_runs_no_done_beside_a_running_one(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 4; i++) {
+		bool client_first = i % 2;
+		dlock_client *client = client_new();
+		dlock_lock *lock = handle_new(client, "async-chain");
+		chain c;
+
+		memset(&c, 0, sizeof c);
+		g_mutex_init(&c.mu);
+		record_init(&c.second);
+		assert_int_equal(dlock__acquire_async(lock, 0, chain_first, &c), DLOCK_OK);
+		while (!g_atomic_int_get(&c.first_running))
+			g_usleep(200);
+		g_usleep(30 * 1000); /* the second call (a re-entry) has ended */
+		if (client_first) {
+			dlock_client_free(client);
+			dlock_lock_free(lock);
+		} else {
+			dlock_lock_free(lock);
+			dlock_client_free(client);
+		}
+		assert_int_equal(c.second.calls, 1);
+		assert_int_equal(c.overlaps, 0);
+		assert_int_equal(c.second_early, 0);
+		assert_true(free_within("async-chain", 0));
+		record_clear(&c.second);
+		g_mutex_clear(&c.mu);
+	}
+}
+
 /* ---- DLOCK__DELIVER_DISPATCH -------------------------------------------- */
 
 static dlock_client *dispatch_client_new(void)
@@ -809,11 +902,18 @@ static void test_done_comes_before_the_states_of_its_hold(void **state)
 	(void)state;
 	seen_events = g_string_new("");
 	assert_int_equal(dlock_lock_set_state_callback(lock, on_state, NULL), DLOCK_OK);
+	/* A short lease: its renewal finds the key gone within moments. */
+	if (server)
+		assert_int_equal(dlock_lock_set_ttl(lock, 900), DLOCK_OK);
 	assert_int_equal(dlock__acquire_async(lock, 1000, on_done_ordered, NULL), DLOCK_OK);
 	assert_true(readable_within(fd, 5000));
-	/* Granted, its done queued: now the file goes, and the hold with it. */
-	assert_int_equal(g_unlink(path), 0);
-	g_usleep(300 * 1000);
+	/* Granted, its done queued: now the lock goes on the server (the lock
+	 * file, the key), and the hold with it. */
+	if (server)
+		assert_int_equal(test_redis_int(server, "DEL dlock:{dispatch-order}"), 1);
+	else
+		assert_int_equal(g_unlink(path), 0);
+	g_usleep(server ? 1500 * 1000 : 300 * 1000);
 	while (dlock__client_dispatch(client, 0) > 0 || readable_within(fd, 300))
 		;
 	expected = g_strdup_printf("done:0 state:%d ", (int)DLOCK_STATE_LOST);
@@ -862,33 +962,31 @@ static void test_freeing_the_client_runs_the_undispatched_dones(void **state)
 static int setup(void **state)
 {
 	(void)state;
-	dir = g_dir_make_tmp("dlock-file-async-XXXXXX", NULL);
-	assert_non_null(dir);
-	uri = g_strdup_printf("file://%s", dir);
+	if (strcmp(backend, "redis") == 0) {
+		server = test_redis_start(NULL, NULL, false);
+		uri = test_redis_uri(server, NULL);
+	} else {
+		test_file_dir_make("dlock-async", &dir, &uri);
+	}
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	GDir *d = g_dir_open(dir, 0, NULL);
-	const char *name;
-
 	(void)state;
-	while (d && (name = g_dir_read_name(d))) {
-		char *path = g_build_filename(dir, name, NULL);
-
-		g_unlink(path);
-		g_free(path);
+	if (server) {
+		/* Nothing of any call is left on the server. */
+		assert_int_equal(test_redis_leftover_count(server, "dlock:"), 0);
+		test_redis_stop(server);
+	} else {
+		test_file_dir_remove(dir);
+		g_free(dir);
 	}
-	if (d)
-		g_dir_close(d);
-	g_rmdir(dir);
-	g_free(dir);
 	g_free(uri);
 	return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_acquire_and_release_run_done_once_on_the_callback_thread),
@@ -901,6 +999,7 @@ int main(void)
 		cmocka_unit_test(test_freeing_the_client_runs_every_done_before_it_returns),
 		cmocka_unit_test(test_many_cycles_leave_no_thread_or_descriptor),
 		cmocka_unit_test(test_contending_calls_each_end_once_and_never_overlap),
+		cmocka_unit_test(test_a_free_runs_no_done_beside_a_running_one),
 		cmocka_unit_test(test_dispatch_runs_done_on_the_dispatching_thread),
 		cmocka_unit_test(test_delivery_is_set_before_the_first_handle),
 		cmocka_unit_test(test_deadlines_pass_without_dispatch),
@@ -908,5 +1007,11 @@ int main(void)
 		cmocka_unit_test(test_freeing_the_client_runs_the_undispatched_dones),
 	};
 
-	return cmocka_run_group_tests_name("file-async", tests, setup, teardown);
+	test_init(argv[0]);
+	if (argc < 2 || (strcmp(argv[1], "file") != 0 && strcmp(argv[1], "redis") != 0)) {
+		fprintf(stderr, "usage: %s file|redis\n", argv[0]);
+		return 2;
+	}
+	backend = argv[1];
+	return cmocka_run_group_tests_name(backend, tests, setup, teardown);
 }
