@@ -13,14 +13,17 @@
 #                    (scripts/luacheck.sh);
 #   3. build-asan/ — AddressSanitizer + UndefinedBehaviorSanitizer build,
 #                    every test suite again (the stress suite as it is, the
-#                    torture suite with 15 s per backend instead of 30-35)
-#                    but the Sentinel and Cluster helpers' own checks, the
-#                    install tests and the ZooKeeper peers' test;
+#                    torture suite with 10 s per backend instead of 20-35)
+#                    but the Sentinel and Cluster helpers' own checks and
+#                    their failover tests (suite failover), the install
+#                    tests and the ZooKeeper peers' test;
 #   4. build/ again — the unit, redis and file suites under valgrind, but
 #                    the Sentinel and Cluster suites (their time is real
-#                    failovers') and the stalled Redlock masters' test;
+#                    failovers') and the tests whose time is waiting out
+#                    injected faults (suite valgrind-slow);
 #   5. build-fuzz/ — the libFuzzer harnesses of tests/fuzz/, 10 s each
-#                    (scripts/fuzz.sh; one test per harness in the counts).
+#                    (scripts/fuzz.sh; one test per harness in the counts),
+#                    built before 4 and run while 4 runs.
 #
 # --quick skips 3, 4 and 5.  Every pass runs even when an earlier one failed
 # (a pass whose build failed runs no tests); the exit status is non-zero
@@ -170,16 +173,35 @@ test_step() {
 	return "$rc"
 }
 
-# fuzz_step NAME SECONDS — run scripts/fuzz.sh as one step; each harness
-# counts as one test.
+# fuzz_start SECONDS / fuzz_step NAME — run the fuzz harnesses in the
+# background (built first, in the foreground) while the valgrind pass runs
+# in the foreground: each harness is one process on one core, and
+# valgrind's tests spend most of their time waiting on servers and
+# timeouts.  fuzz_step waits for the run and counts it as one step; each
+# harness counts as one test.
+fuzz_pid=
+fuzz_log=
+fuzz_started=0
+fuzz_start() {
+	fuzz_started=$SECONDS
+	fuzz_log=$(mktemp) || return 1
+	"$root/scripts/fuzz.sh" --seconds "$1" >"$fuzz_log" 2>&1 &
+	fuzz_pid=$!
+}
+
 fuzz_step() {
-	local name=$1 t0=$SECONDS rc log counts
+	local name=$1 rc counts
 	banner "$name"
-	log=$(mktemp) || return 1
-	"$root/scripts/fuzz.sh" --seconds "$2" 2>&1 | tee "$log"
-	rc=${PIPESTATUS[0]}
-	counts=$(awk '/^fuzz.sh: [0-9]+ passed, [0-9]+ failed$/ { print $2, $4 }' "$log" | tail -n 1)
-	rm -f "$log"
+	if [[ -z "$fuzz_pid" ]]; then
+		record "$name" FAILED 0
+		dlock_log "step failed: $name (not started)"
+		return 1
+	fi
+	wait "$fuzz_pid"
+	rc=$?
+	cat "$fuzz_log"
+	counts=$(awk '/^fuzz.sh: [0-9]+ passed, [0-9]+ failed$/ { print $2, $4 }' "$fuzz_log" | tail -n 1)
+	rm -f "$fuzz_log"
 	if [[ -n "$counts" ]]; then
 		local ok bad
 		read -r ok bad <<<"$counts"
@@ -189,9 +211,9 @@ fuzz_step() {
 		rc=1
 	fi
 	if ((rc == 0)); then
-		record "$name" ok $((SECONDS - t0))
+		record "$name" ok $((SECONDS - fuzz_started))
 	else
-		record "$name" FAILED $((SECONDS - t0))
+		record "$name" FAILED $((SECONDS - fuzz_started))
 		dlock_log "step failed: $name (logs: build-fuzz/fuzz-*.log)"
 	fi
 	return "$rc"
@@ -370,21 +392,27 @@ if ((!quick)); then
 		ASAN_OPTIONS=$asan LSAN_OPTIONS=$lsan UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 			test_step "tests build-asan/ (all suites but torture, ASan+UBSan)" build-asan \
 			--no-suite torture --no-suite helper-check --no-suite install --no-suite peers \
-			--timeout-multiplier 2
+			--no-suite failover --timeout-multiplier 2
 		# The torture run again with sanitized workers, shorter: the plain
 		# pass already spent its minute per backend, and ASan would double it.
-		DLOCK_TORTURE_DURATION=15 ASAN_OPTIONS=$asan LSAN_OPTIONS=$lsan \
+		DLOCK_TORTURE_DURATION=10 ASAN_OPTIONS=$asan LSAN_OPTIONS=$lsan \
 			UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-			test_step "tests build-asan/ (torture, 15 s per backend, ASan+UBSan)" build-asan \
+			test_step "tests build-asan/ (torture, 10 s per backend, ASan+UBSan)" build-asan \
 			--suite torture --timeout-multiplier 2
 	else
 		not_run "tests build-asan/ (all suites but torture, ASan+UBSan)"
-		not_run "tests build-asan/ (torture, 15 s per backend, ASan+UBSan)"
+		not_run "tests build-asan/ (torture, 10 s per backend, ASan+UBSan)"
 	fi
 
 	# -----------------------------------------------------------------------
-	# 4. valgrind over the plain build: unit, redis and file suites
+	# 4. valgrind over the plain build: unit, redis and file suites; and,
+	# meanwhile, 5. the fuzz harnesses (built first).
 
+	fuzz_ok=0
+	if step "build build-fuzz/ (clang, libFuzzer)" "$root/scripts/fuzz.sh" --build-only &&
+		fuzz_start 10; then
+		fuzz_ok=1
+	fi
 	if ((plain_ok)); then
 		# Forked children (the fork test) exit without freeing what the
 		# parent's threads owned: only the test processes themselves count.
@@ -407,10 +435,15 @@ if ((!quick)); then
 	fi
 
 	# -----------------------------------------------------------------------
-	# 5. Fuzzing: every harness of tests/fuzz/ for 10 s; a crash, leak,
-	# sanitizer report or an input slower than 2 s fails the step.
+	# 5. Fuzzing, started above: every harness of tests/fuzz/ for 10 s; a
+	# crash, leak, sanitizer report or an input slower than 2 s fails the
+	# step.
 
-	fuzz_step "fuzz build-fuzz/ (libFuzzer, 10 s per harness)" 10
+	if ((fuzz_ok)); then
+		fuzz_step "fuzz build-fuzz/ (libFuzzer, 10 s per harness)"
+	else
+		not_run "fuzz build-fuzz/ (libFuzzer, 10 s per harness)"
+	fi
 fi
 
 summary
