@@ -149,7 +149,9 @@ void dlock__redlock_watch_stop(redlock_backend *rl);
  * address or host name, whatever its case, and port). */
 int dlock__redlock_check_masters(const redlock_backend *rl, const char *redacted_uri);
 void dlock__redlock_close(redlock_backend *rl);
-dlock__backend_acquire_fn dlock__redlock_acquire;
+dlock__backend_acquire_begin_fn dlock__redlock_acquire_begin;
+dlock__backend_acquire_step_fn dlock__redlock_acquire_step;
+dlock__backend_acquire_end_fn dlock__redlock_acquire_end;
 dlock__backend_release_fn dlock__redlock_release;
 /* Release lease on every master at once; those that do not answer get
  * the background retry.  The number of masters that said it was ours,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Calls without a waiting thread (src/common/async.c) on the backend named
- * by argv[1], "file" or "redis": done runs once, never inside the
+ * by argv[1], "file", "redis" or "redlock" (three masters): done runs once, never inside the
  * starting call, with DLOCK_OK exactly when the handle holds; deadlines,
  * cancels and the frees; refusals; delivery by the program's dispatch and
  * its order; no thread or descriptor left behind.  Linked with the
@@ -24,10 +24,12 @@
 
 #include "core.h"
 #include "test-redis.h"
+#include "test-redlock.h"
 #include "test-util.h"
 
 static const char *backend;
 static test_redis *server;
+static test_redlock *masters;
 static char *dir;
 static char *uri;
 
@@ -903,7 +905,7 @@ static void test_done_comes_before_the_states_of_its_hold(void **state)
 	seen_events = g_string_new("");
 	assert_int_equal(dlock_lock_set_state_callback(lock, on_state, NULL), DLOCK_OK);
 	/* A short lease: its renewal finds the key gone within moments. */
-	if (server)
+	if (server || masters)
 		assert_int_equal(dlock_lock_set_ttl(lock, 900), DLOCK_OK);
 	assert_int_equal(dlock__acquire_async(lock, 1000, on_done_ordered, NULL), DLOCK_OK);
 	assert_true(readable_within(fd, 5000));
@@ -911,9 +913,11 @@ static void test_done_comes_before_the_states_of_its_hold(void **state)
 	 * file, the key), and the hold with it. */
 	if (server)
 		assert_int_equal(test_redis_int(server, "DEL dlock:{dispatch-order}"), 1);
-	else
+	for (int i = 0; masters && i < masters->n; i++)
+		assert_int_equal(test_redis_int(masters->masters[i], "DEL dlock:{dispatch-order}"), 1);
+	if (!server && !masters)
 		assert_int_equal(g_unlink(path), 0);
-	g_usleep(server ? 1500 * 1000 : 300 * 1000);
+	g_usleep(server || masters ? 1500 * 1000 : 300 * 1000);
 	while (dlock__client_dispatch(client, 0) > 0 || readable_within(fd, 300))
 		;
 	expected = g_strdup_printf("done:0 state:%d ", (int)DLOCK_STATE_LOST);
@@ -965,6 +969,9 @@ static int setup(void **state)
 	if (strcmp(backend, "redis") == 0) {
 		server = test_redis_start(NULL, NULL, false);
 		uri = test_redis_uri(server, NULL);
+	} else if (strcmp(backend, "redlock") == 0) {
+		masters = test_redlock_start(3);
+		uri = test_redlock_uri(masters, 3, "");
 	} else {
 		test_file_dir_make("dlock-async", &dir, &uri);
 	}
@@ -978,6 +985,9 @@ static int teardown(void **state)
 		/* Nothing of any call is left on the server. */
 		assert_int_equal(test_redis_leftover_count(server, "dlock:"), 0);
 		test_redis_stop(server);
+	} else if (masters) {
+		assert_int_equal(test_redlock_leftover_keys(masters, "dlock:"), 0);
+		test_redlock_stop(masters);
 	} else {
 		test_file_dir_remove(dir);
 		g_free(dir);
@@ -1008,8 +1018,9 @@ int main(int argc, char **argv)
 	};
 
 	test_init(argv[0]);
-	if (argc < 2 || (strcmp(argv[1], "file") != 0 && strcmp(argv[1], "redis") != 0)) {
-		fprintf(stderr, "usage: %s file|redis\n", argv[0]);
+	if (argc < 2 || (strcmp(argv[1], "file") != 0 && strcmp(argv[1], "redis") != 0 &&
+	                 strcmp(argv[1], "redlock") != 0)) {
+		fprintf(stderr, "usage: %s file|redis|redlock\n", argv[0]);
 		return 2;
 	}
 	backend = argv[1];
