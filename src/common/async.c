@@ -414,6 +414,16 @@ void dlock__op_deliver(dlock__op *op)
 	returned(op);
 }
 
+bool dlock__op_pending(dlock_lock *lock)
+{
+	bool pending;
+
+	dlock__mutex_lock(&lock->mu, DLOCK__RANK_LOCK);
+	pending = lock->async_op && lock->async_op->phase < OP_STARTED;
+	dlock__mutex_unlock(&lock->mu);
+	return pending;
+}
+
 /* ---- cancel and the frees ---------------------------------------------- */
 
 void dlock__op_revoke(dlock_lock *lock)

@@ -306,6 +306,9 @@ int dlock__lock_canceled_failure(const dlock_lock *lock, int rc);
  */
 int dlock__acquire_async(dlock_lock *lock, int64_t wait_ms, dlock__done_fn done, void *user_data);
 int dlock__release_async(dlock_lock *lock, dlock__done_fn done, void *user_data);
+/* Whether the handle has a call without a waiting thread whose done has
+ * not started: a blocking acquire is refused meanwhile (DLOCK_EBUSY). */
+bool dlock__op_pending(dlock_lock *lock);
 /* The callback thread's DONE event: run done, unless a free claimed it. */
 void dlock__op_deliver(dlock__op *op);
 void dlock__op_unref(dlock__op *op);

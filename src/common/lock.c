@@ -520,6 +520,11 @@ DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms)
 
 	if (rc == DLOCK_OK) {
 		rc = dlock__lock_freeze_options(lock);
+		/* A grant of the handle's call without a waiting thread would
+		 * not be installed yet: the acquire would wait for it. */
+		if (rc == DLOCK_OK && dlock__op_pending(lock))
+			rc = dlock__error(DLOCK_EBUSY, "lock '%s' has a call without a waiting thread in "
+			                  "flight, whose done has not run", lock->resource);
 		/* Re-entry, refusal, or a fresh hold (maybe a downgrade). */
 		if (rc == DLOCK_OK)
 			rc = dlock__owner_settle(lock, deadline_us, &downgrade);

@@ -528,6 +528,10 @@ int dlock__redlock_acquire_step(dlock__backend *backend, void *machine, dlock__t
 	seen = dlock__waiter_seq(m->waiter);
 	if (dlock__waiter_canceled(m->waiter))
 		return finish(rl, m, dlock__error_canceled(m->resource));
+	/* A first step that begins past the deadline (a call that waited
+	 * that long to run) does no I/O either. */
+	if (dlock__remaining_us(m->deadline_us) == 0)
+		return finish(rl, m, dlock__error_timeout(m->resource, m->wait_ms));
 	new_token(lease);
 	rc = attempt(rl, lease, m->waiter, m->wait_ms, m->deadline_us, &pttl_ms, &v);
 	if (rc == DLOCK_OK)

@@ -372,6 +372,8 @@ static void test_refusals_come_at_once_without_a_callback(void **state)
 	assert_int_equal(acquire_async(lock, 20000, &a), DLOCK_OK);
 	assert_int_equal(acquire_async(lock, 0, &b), DLOCK_EBUSY);
 	assert_int_equal(release_async(lock, &b), DLOCK_EBUSY);
+	/* A blocking acquire too: it would wait for the call's own grant. */
+	assert_int_equal(dlock_acquire(lock, 0), DLOCK_EBUSY);
 	assert_int_equal(dlock_release(holder), DLOCK_OK);
 	assert_true(wait_calls(&a, 1, 5000));
 	assert_int_equal(a.rc, DLOCK_OK);
