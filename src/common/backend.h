@@ -167,7 +167,8 @@ typedef int dlock__backend_acquire_fn(dlock__backend *backend, dlock__hold *hold
  * and returns a final result (DLOCK_OK, or a failure as acquire returns
  * it), or DLOCK__STEP_WAIT with *ret_turn saying until when to sleep
  * unless woken (dlock__waiter_turn_begin()); the next step then begins
- * with dlock__waiter_turn_end().  A step does I/O only bounded by the
+ * with dlock__waiter_turn_end() (dlock__wait in waiter.h keeps both
+ * halves for a machine).  A step does I/O only bounded by the
  * deadline and the backend's timeouts, with its socket registered on the
  * waiter (a cancel ends it at once); a step that finds the waiter canceled
  * or the deadline passed does none: it gives up, and leaves what must be
@@ -179,8 +180,6 @@ typedef int dlock__backend_acquire_fn(dlock__backend *backend, dlock__hold *hold
  * waits only by returning DLOCK__STEP_WAIT.  Without it, the caller's
  * thread runs every step, and a step may sleep in such a wait itself.
  */
-#define DLOCK__STEP_WAIT 1
-
 enum {
 	DLOCK__ACQUIRE_ASYNC = 1u << 0,
 };

@@ -301,35 +301,8 @@ int dlock__client_new_with_ops(const char *spec, const dlock__backend_ops *ops,
 	return DLOCK_OK;
 }
 
-/*
- * Stop what every recipe runs on threads of its own (an election's
- * observer).  Each recipe is held by a reference to its handle meanwhile:
- * a callback that runs during the free may free its recipe (allowed
- * there), and the handle's last reference takes the recipe with it.
- * Called once the client is closing, when no such thread can start any
- * more (dlock_election_observe() enters the client).
- */
-static void stop_recipes(dlock_client *client)
-{
-	GPtrArray *handles = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__lock_unref);
-	GHashTableIter iter;
-	gpointer key;
-
-	dlock__mutex_lock(&client->mu, DLOCK__RANK_CLIENT);
-	g_hash_table_iter_init(&iter, client->locks);
-	while (g_hash_table_iter_next(&iter, &key, NULL))
-		if (((dlock_lock *)key)->recipe_ops)
-			g_ptr_array_add(handles, dlock__lock_ref(key));
-	dlock__mutex_unlock(&client->mu);
-	for (guint i = 0; i < handles->len; i++) {
-		dlock_lock *lock = handles->pdata[i];
-
-		lock->recipe_ops->stop(lock->recipe);
-	}
-	g_ptr_array_unref(handles);
-}
-
-static void claim_calls(dlock_client *client)
+/* Snapshot of the client's handles, each referenced. */
+static GPtrArray *client_handles(dlock_client *client)
 {
 	GPtrArray *handles = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__lock_unref);
 	GHashTableIter iter;
@@ -340,6 +313,34 @@ static void claim_calls(dlock_client *client)
 	while (g_hash_table_iter_next(&iter, &key, NULL))
 		g_ptr_array_add(handles, dlock__lock_ref(key));
 	dlock__mutex_unlock(&client->mu);
+	return handles;
+}
+
+/*
+ * Stop what every recipe runs on threads of its own (an election's
+ * observer).  Each recipe is held by a reference to its handle meanwhile:
+ * a callback that runs during the free may free its recipe (allowed
+ * there), and the handle's last reference takes the recipe with it.
+ * Called once the client is closing, when no such thread can start any
+ * more (dlock_election_observe() enters the client).
+ */
+static void stop_recipes(dlock_client *client)
+{
+	GPtrArray *handles = client_handles(client);
+
+	for (guint i = 0; i < handles->len; i++) {
+		dlock_lock *lock = handles->pdata[i];
+
+		if (lock->recipe_ops)
+			lock->recipe_ops->stop(lock->recipe);
+	}
+	g_ptr_array_unref(handles);
+}
+
+static void claim_calls(dlock_client *client)
+{
+	GPtrArray *handles = client_handles(client);
+
 	for (guint i = 0; i < handles->len; i++)
 		dlock__op_wait_delivered(handles->pdata[i]);
 	for (guint i = 0; i < handles->len; i++)

@@ -339,15 +339,11 @@ static int futex_turn(file_backend *b, int fd, const char *path, uint32_t word,
 
 /* An acquire's machine (backend.h): what the wait keeps between steps. */
 typedef struct file_acquire {
+	dlock__wait wait;
 	dlock__hold *hold;
-	dlock__waiter *waiter;
-	const char *resource;  /* the hold's */
 	char *path;
 	bool read;
 	uint32_t permits;
-	int64_t wait_ms;
-	int64_t deadline_us;
-	int64_t backoff_us;
 	int64_t permit;        /* the semaphore's permit, once a try has one */
 	int fd;                /* the lock file, open from the first try on */
 	int watch;             /* the inotify watch of the wait, or -1 */
@@ -356,8 +352,6 @@ typedef struct file_acquire {
 	                        * and a thread of its own sleeps (not DLOCK__ACQUIRE_ASYNC) */
 	bool futex_armed;      /* reads the futex word before each try */
 	bool woken;            /* the last futex sleep ended by a release's wake */
-	bool turned;           /* the step before asked for turn */
-	dlock__turn turn;
 } file_acquire;
 
 int dlock__file_acquire_begin(dlock__backend *backend, dlock__hold *hold, dlock__waiter *waiter,
@@ -376,15 +370,11 @@ int dlock__file_acquire_begin(dlock__backend *backend, dlock__hold *hold, dlock_
 	if (permits > 1 && (rc = dlock__file_permits_check(resource, permits)) != DLOCK_OK)
 		return rc;
 	m = g_new0(file_acquire, 1);
+	dlock__wait_init(&m->wait, waiter, resource, wait_ms, deadline_us, BACKOFF_FIRST_US);
 	m->hold = hold;
-	m->waiter = waiter;
-	m->resource = resource;
 	m->path = dlock__file_path(b, resource);
 	m->read = read;
 	m->permits = permits;
-	m->wait_ms = wait_ms;
-	m->deadline_us = deadline_us;
-	m->backoff_us = BACKOFF_FIRST_US;
 	m->permit = -1;
 	m->fd = -1;
 	m->watch = -1;
@@ -403,17 +393,15 @@ int dlock__file_acquire_step(dlock__backend *backend, void *machine, dlock__turn
 {
 	file_backend *b = file_of(backend);
 	file_acquire *m = machine;
-	int rc;
+	dlock__waiter *waiter = m->wait.waiter;
+	const char *resource = m->wait.resource;
+	int64_t wait_ms = m->wait.wait_ms, deadline_us = m->wait.deadline_us;
+	int rc = dlock__wait_resume(&m->wait, BACKOFF_CAP_US);
 
-	if (m->turned) {
-		m->turned = false;
-		rc = dlock__waiter_turn_end(m->waiter, &m->turn, m->resource, m->wait_ms,
-		                            m->deadline_us, &m->backoff_us, BACKOFF_CAP_US);
-		if (rc != DLOCK_OK)
-			return rc;
-	}
+	if (rc != DLOCK_OK)
+		return rc;
 	for (;;) {
-		uint64_t seen = dlock__waiter_seq(m->waiter);
+		uint64_t seen = dlock__waiter_seq(waiter);
 		uint32_t word = 0;
 
 		if (m->fd < 0 && (m->fd = open_lock_file(m->path)) < 0) {
@@ -423,11 +411,10 @@ int dlock__file_acquire_step(dlock__backend *backend, void *machine, dlock__turn
 		}
 		if (m->futex_armed)
 			word = dlock__file_wake_read(m->fd);
-		rc = m->permits > 1 ? try_permit(m->fd, m->path, m->resource, m->permits, &m->permit)
+		rc = m->permits > 1 ? try_permit(m->fd, m->path, resource, m->permits, &m->permit)
 		                    : try_lock(m->fd, m->path, m->read);
 		if (rc == 1 && m->read) {
-			int taken = take_counter(m->fd, m->path, m->waiter, m->resource, m->wait_ms,
-			                         m->deadline_us);
+			int taken = take_counter(m->fd, m->path, waiter, resource, wait_ms, deadline_us);
 
 			if (taken != DLOCK_OK) {
 				dlock__file_lock_range(m->fd, F_UNLCK, F_OFD_SETLK, 0, 0);
@@ -451,15 +438,15 @@ int dlock__file_acquire_step(dlock__backend *backend, void *machine, dlock__turn
 			m->futex_armed = false;
 			dlock__file_close_guarded(m->fd);
 			m->fd = -1;
-			dlock__file_watch_remove(b, m->watch, m->waiter);
+			dlock__file_watch_remove(b, m->watch, waiter);
 			m->watch = -1;
 			m->watch_tried = false;
 			continue;
 		}
 		if (rc < 0)
 			return rc;
-		if (m->wait_ms == 0)
-			return dlock__error_busy(m->resource);
+		if (wait_ms == 0)
+			return dlock__error_busy(resource);
 		/* Tries that a wake-up made in vain, told apart from the
 		 * others: with one waiter woken per release there are few. */
 		dlock__log(b->logger, DLOCK_LOG_DEBUG, m->woken ? "file %s: busy although woken; waiting again"
@@ -471,8 +458,8 @@ int dlock__file_acquire_step(dlock__backend *backend, void *machine, dlock__turn
 			continue;
 		}
 		if (m->futex) {
-			rc = futex_turn(b, m->fd, m->path, word, m->waiter, m->resource, m->wait_ms,
-			                m->deadline_us, &m->woken);
+			rc = futex_turn(b, m->fd, m->path, word, waiter, resource, wait_ms, deadline_us,
+			                &m->woken);
 			if (rc <= 0) {
 				if (rc != DLOCK_OK)
 					return rc;
@@ -487,14 +474,11 @@ int dlock__file_acquire_step(dlock__backend *backend, void *machine, dlock__turn
 			 * EMFILE / ENOSPC on the watch) the backoff below is
 			 * what wakes us, and asking again would spin. */
 			m->watch_tried = true;
-			m->watch = dlock__file_watch_add(b, m->path, m->waiter);
+			m->watch = dlock__file_watch_add(b, m->path, waiter);
 			if (m->watch >= 0)
 				continue; /* try once more: a release may have come before the watch */
 		}
-		dlock__waiter_turn_begin(&m->turn, seen, m->deadline_us, m->backoff_us);
-		m->turned = true;
-		*ret_turn = m->turn;
-		return DLOCK__STEP_WAIT;
+		return dlock__wait_turn(&m->wait, seen, m->wait.backoff_us, ret_turn);
 	}
 }
 
@@ -502,7 +486,7 @@ void dlock__file_acquire_end(dlock__backend *backend, void *machine)
 {
 	file_acquire *m = machine;
 
-	dlock__file_watch_remove(file_of(backend), m->watch, m->waiter);
+	dlock__file_watch_remove(file_of(backend), m->watch, m->wait.waiter);
 	dlock__file_close_guarded(m->fd);
 	g_free(m->path);
 	g_free(m);

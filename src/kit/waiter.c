@@ -198,6 +198,34 @@ int dlock__waiter_turn_end(dlock__waiter *waiter, const dlock__turn *turn, const
 	return DLOCK_OK;
 }
 
+void dlock__wait_init(dlock__wait *wait, dlock__waiter *waiter, const char *resource,
+                      int64_t wait_ms, int64_t deadline_us, int64_t backoff_us)
+{
+	wait->waiter = waiter;
+	wait->resource = resource;
+	wait->wait_ms = wait_ms;
+	wait->deadline_us = deadline_us;
+	wait->backoff_us = backoff_us;
+	wait->turned = false;
+}
+
+int dlock__wait_turn(dlock__wait *wait, uint64_t seen, int64_t nap_us, dlock__turn *ret_turn)
+{
+	dlock__waiter_turn_begin(&wait->turn, seen, wait->deadline_us, nap_us);
+	wait->turned = true;
+	*ret_turn = wait->turn;
+	return DLOCK__STEP_WAIT;
+}
+
+int dlock__wait_resume(dlock__wait *wait, int64_t cap_us)
+{
+	if (!wait->turned)
+		return DLOCK_OK;
+	wait->turned = false;
+	return dlock__waiter_turn_end(wait->waiter, &wait->turn, wait->resource, wait->wait_ms,
+	                              wait->deadline_us, &wait->backoff_us, cap_us);
+}
+
 int dlock__waiter_turn(dlock__waiter *waiter, uint64_t seen, const char *resource,
                        int64_t wait_ms, int64_t deadline_us, int64_t nap_us,
                        int64_t *backoff_us, int64_t cap_us)

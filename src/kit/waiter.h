@@ -94,6 +94,33 @@ void dlock__waiter_turn_begin(dlock__turn *turn, uint64_t seen, int64_t deadline
 int dlock__waiter_turn_end(dlock__waiter *waiter, const dlock__turn *turn, const char *resource,
                            int64_t wait_ms, int64_t deadline_us, int64_t *backoff_us,
                            int64_t cap_us);
+
+/* A step's answer that it waits for a turn (backend.h). */
+#define DLOCK__STEP_WAIT 1
+
+/*
+ * What a machine of steps keeps of its wait: whose waiter, the deadline,
+ * the backoff, and the turn its last step asked for.
+ */
+typedef struct dlock__wait {
+	dlock__waiter *waiter;
+	const char *resource;   /* for the common messages */
+	int64_t wait_ms;
+	int64_t deadline_us;
+	int64_t backoff_us;
+	bool turned;            /* the last step asked for turn */
+	dlock__turn turn;
+} dlock__wait;
+
+void dlock__wait_init(dlock__wait *wait, dlock__waiter *waiter, const char *resource,
+                      int64_t wait_ms, int64_t deadline_us, int64_t backoff_us);
+/* Ask for a turn (until woken, the deadline, or nap_us) into *ret_turn;
+ * returns DLOCK__STEP_WAIT, for the step to return. */
+int dlock__wait_turn(dlock__wait *wait, uint64_t seen, int64_t nap_us, dlock__turn *ret_turn);
+/* At a step's start, after a turn: what ended it, as dlock__waiter_turn()
+ * tells it (the backoff doubles after a nap, up to cap_us); DLOCK_OK
+ * also for a first step. */
+int dlock__wait_resume(dlock__wait *wait, int64_t cap_us);
 void dlock__waiter_wake(dlock__waiter *waiter);
 
 /* Cancel the wait: the sleeper wakes with DLOCK_ECANCELED, a registered

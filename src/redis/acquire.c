@@ -442,18 +442,12 @@ static int downgrade(redis_backend *b, redis_lease *lease, const redis_lease *wr
 
 /* An acquire's machine (backend.h): what the wait keeps between steps. */
 typedef struct redis_acquire {
+	dlock__wait wait;
 	redis_lease *lease;     /* ours until granted, then the hold's */
-	dlock__waiter *waiter;
-	const char *resource;   /* the hold's */
-	int64_t wait_ms;
-	int64_t deadline_us;
 	queue_place place;
-	int64_t backoff_us;
 	bool uncertain;         /* a try may have set our key unseen */
 	bool first;
 	char *unacked;          /* why the last grant was not a hold, if it was not */
-	bool turned;            /* the step before asked for turn */
-	dlock__turn turn;
 } redis_acquire;
 
 int dlock__redis_acquire_begin(dlock__backend *backend, dlock__hold *hold, dlock__waiter *waiter,
@@ -470,12 +464,9 @@ int dlock__redis_acquire_begin(dlock__backend *backend, dlock__hold *hold, dlock
 		return downgrade(b, lease_new(b, hold), dlock__hold_backend_data(write), waiter, wait_ms,
 		                 deadline_us);
 	m = g_new0(redis_acquire, 1);
+	dlock__wait_init(&m->wait, waiter, dlock__hold_resource(hold), wait_ms, deadline_us,
+	                 BACKOFF_FIRST_US);
 	m->lease = lease_new(b, hold);
-	m->waiter = waiter;
-	m->resource = dlock__hold_resource(hold);
-	m->wait_ms = wait_ms;
-	m->deadline_us = deadline_us;
-	m->backoff_us = BACKOFF_FIRST_US;
 	m->first = true;
 	*ret_machine = m;
 	return DLOCK_OK;
@@ -485,7 +476,7 @@ int dlock__redis_acquire_begin(dlock__backend *backend, dlock__hold *hold, dlock
  * queue, with what a try may have left behind removed. */
 static int finish(redis_backend *b, redis_acquire *m, int rc)
 {
-	stop_listening(b, m->lease, &m->place, m->waiter);
+	stop_listening(b, m->lease, &m->place, m->wait.waiter);
 	/* The deadline, after grants too few replicas acknowledged: the
 	 * backend is what failed, and the last one says how. */
 	if (m->unacked && (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EUNAVAILABLE))
@@ -499,7 +490,8 @@ static int finish(redis_backend *b, redis_acquire *m, int rc)
 		 * background. */
 		int64_t until_us = rc == DLOCK_ECANCELED
 		                           ? 0
-		                           : MIN(m->deadline_us, dlock__mono_us() + b->command_timeout_ms * 1000);
+		                           : MIN(m->wait.deadline_us,
+		                                 dlock__mono_us() + b->command_timeout_ms * 1000);
 
 		give_up(b, m->lease, &m->place, m->uncertain, until_us);
 		dlock__redis_lease_unref(m->lease);
@@ -508,34 +500,21 @@ static int finish(redis_backend *b, redis_acquire *m, int rc)
 	return rc;
 }
 
-/* Ask the caller for a turn on the waiter: until woken, the deadline, or
- * nap_us. */
-static int turn(redis_acquire *m, uint64_t seen, int64_t nap_us, dlock__turn *ret_turn)
-{
-	dlock__waiter_turn_begin(&m->turn, seen, m->deadline_us, nap_us);
-	m->turned = true;
-	*ret_turn = m->turn;
-	return DLOCK__STEP_WAIT;
-}
-
 int dlock__redis_acquire_step(dlock__backend *backend, void *machine, dlock__turn *ret_turn)
 {
 	redis_backend *b = redis_of(backend);
 	redis_acquire *m = machine;
 	redis_lease *lease = m->lease;
 	queue_place *place = &m->place;
-	const char *resource = m->resource;
-	int rc = DLOCK_OK;
+	dlock__waiter *waiter = m->wait.waiter;
+	const char *resource = m->wait.resource;
+	int64_t wait_ms = m->wait.wait_ms, deadline_us = m->wait.deadline_us;
+	int rc = dlock__wait_resume(&m->wait, BACKOFF_CAP_US);
 
-	if (m->turned) {
-		m->turned = false;
-		rc = dlock__waiter_turn_end(m->waiter, &m->turn, resource, m->wait_ms, m->deadline_us,
-		                            &m->backoff_us, BACKOFF_CAP_US);
-		if (rc != DLOCK_OK)
-			return finish(b, m, rc);
-	}
+	if (rc != DLOCK_OK)
+		return finish(b, m, rc);
 	for (;;) {
-		uint64_t seen = dlock__waiter_seq(m->waiter);
+		uint64_t seen = dlock__waiter_seq(waiter);
 		try_answer ans = { .pttl = -1 };
 		int64_t nap_us;
 		bool queue;
@@ -554,10 +533,10 @@ int dlock__redis_acquire_step(dlock__backend *backend, void *machine, dlock__tur
 			}
 			place->ticket = 0;
 		}
-		if (dlock__waiter_canceled(m->waiter))
+		if (dlock__waiter_canceled(waiter))
 			return finish(b, m, dlock__error_canceled(resource));
-		if (dlock__remaining_us(m->deadline_us) == 0)
-			return finish(b, m, dlock__error_timeout(resource, m->wait_ms));
+		if (dlock__remaining_us(deadline_us) == 0)
+			return finish(b, m, dlock__error_timeout(resource, wait_ms));
 		/* Queue only once the server will tell us of a grant, or has
 		 * refused to (an ACL without channel rights): then the entry
 		 * says so, and our own tries find the grant. */
@@ -566,15 +545,15 @@ int dlock__redis_acquire_step(dlock__backend *backend, void *machine, dlock__tur
 		queue = queue || place->polls;
 		if (queue)
 			place->queued = true;
-		result = try_once(b, lease, m->waiter, queue ? place : NULL,
-		                  script_deadline_us(b, m->wait_ms, m->deadline_us), &ans, &rc);
+		result = try_once(b, lease, waiter, queue ? place : NULL,
+		                  script_deadline_us(b, wait_ms, deadline_us), &ans, &rc);
 		/* Only running out of time keeps the last unacknowledged
 		 * grant as the reason. */
 		if (result == TRY_BUSY || result == TRY_GRANTED ||
 		    (result != TRY_UNACKED && rc != DLOCK_ETIMEDOUT))
 			g_clear_pointer(&m->unacked, g_free);
 		if (rc == DLOCK_ETIMEDOUT)
-			rc = out_of_time(resource, m->wait_ms, m->deadline_us);
+			rc = out_of_time(resource, wait_ms, deadline_us);
 		if (result == TRY_GRANTED && !grant_alive(lease, ans.sent_us)) {
 			/* Not a grant.  Our token may still be in the key: a later
 			 * try renews it from its own send, a failure deletes it. */
@@ -583,7 +562,7 @@ int dlock__redis_acquire_step(dlock__backend *backend, void *machine, dlock__tur
 			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: the grant of '%s' came after its %" PRId64
 			                  " ms lease had run out", b->label, resource, lease->ttl_ms);
 			dlock__log(b->logger, DLOCK_LOG_WARNING, "%s", dlock_last_error_message());
-			if (m->wait_ms == 0)
+			if (wait_ms == 0)
 				return finish(b, m, rc);
 			/* No pause: that answer alone took longer than the lease. */
 			continue;
@@ -596,16 +575,16 @@ int dlock__redis_acquire_step(dlock__backend *backend, void *machine, dlock__tur
 			/* Not a hold: a promoted replica might never have seen it.
 			 * It goes back at once (handed on to the next in line),
 			 * and the wait tries again, from the back of the queue. */
-			if (!return_unacked(b, lease, place, m->deadline_us)) {
+			if (!return_unacked(b, lease, place, deadline_us)) {
 				m->uncertain = true;
 				return finish(b, m, rc);
 			}
 			m->first = false;
 			g_free(m->unacked);
 			m->unacked = g_strdup(dlock_last_error_message());
-			if (m->wait_ms == 0 || dlock__remaining_us(m->deadline_us) == 0)
+			if (wait_ms == 0 || dlock__remaining_us(deadline_us) == 0)
 				return finish(b, m, rc);
-			return turn(m, seen, m->backoff_us, ret_turn);
+			return dlock__wait_turn(&m->wait, seen, m->wait.backoff_us, ret_turn);
 		}
 		if (result == TRY_BUSY && queue) {
 			place->ticket = ans.ticket;
@@ -625,12 +604,12 @@ int dlock__redis_acquire_step(dlock__backend *backend, void *machine, dlock__tur
 				return finish(b, m, rc);
 		}
 		m->first = false;
-		if (result == TRY_BUSY && m->wait_ms == 0)
+		if (result == TRY_BUSY && wait_ms == 0)
 			return finish(b, m, dlock__error_busy(resource));
 		if (!place->listening)
-			start_listening(b, lease, place, m->waiter);
-		nap_us = next_sleep_us(place, lease->ttl_ms, ans.pttl, m->backoff_us);
-		return turn(m, seen, nap_us, ret_turn);
+			start_listening(b, lease, place, waiter);
+		nap_us = next_sleep_us(place, lease->ttl_ms, ans.pttl, m->wait.backoff_us);
+		return dlock__wait_turn(&m->wait, seen, nap_us, ret_turn);
 	}
 }
 

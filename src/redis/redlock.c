@@ -450,17 +450,11 @@ static int64_t nap_us(int64_t backoff_us, int64_t pttl_ms)
 
 /* An acquire's machine (backend.h): what the wait keeps between steps. */
 typedef struct rl_acquire {
+	dlock__wait wait;
 	rl_lease *lease;        /* ours until granted, then the hold's */
-	dlock__waiter *waiter;
-	const char *resource;   /* the hold's */
-	int64_t wait_ms;
-	int64_t deadline_us;
-	int64_t backoff_us;
 	bool listening[RL_MASTERS_MAX];
 	bool first;
 	int last;               /* the last attempt's failure the deadline did not cut */
-	bool turned;            /* the step before asked for turn */
-	dlock__turn turn;
 } rl_acquire;
 
 int dlock__redlock_acquire_begin(dlock__backend *backend, dlock__hold *hold, dlock__waiter *waiter,
@@ -470,12 +464,9 @@ int dlock__redlock_acquire_begin(dlock__backend *backend, dlock__hold *hold, dlo
 	rl_acquire *m = g_new0(rl_acquire, 1);
 
 	(void)flags;
+	dlock__wait_init(&m->wait, waiter, dlock__hold_resource(hold), wait_ms, deadline_us,
+	                 BACKOFF_FIRST_US);
 	m->lease = lease_new(redlock_of(backend), hold);
-	m->waiter = waiter;
-	m->resource = dlock__hold_resource(hold);
-	m->wait_ms = wait_ms;
-	m->deadline_us = deadline_us;
-	m->backoff_us = BACKOFF_FIRST_US;
 	m->first = true;
 	m->last = DLOCK_OK;
 	*ret_machine = m;
@@ -489,7 +480,7 @@ static int finish(redlock_backend *rl, rl_acquire *m, int rc)
 {
 	bool none[RL_MASTERS_MAX] = { false };
 
-	listen_to(rl, m->lease, m->waiter, m->listening, none);
+	listen_to(rl, m->lease, m->wait.waiter, m->listening, none);
 	if (rc != DLOCK_OK) {
 		for (int i = 0; i < rl->n_masters; i++)
 			if (m->lease->kept[i]->len > 0)
@@ -505,55 +496,48 @@ int dlock__redlock_acquire_step(dlock__backend *backend, void *machine, dlock__t
 	redlock_backend *rl = redlock_of(backend);
 	rl_acquire *m = machine;
 	rl_lease *lease = m->lease;
+	dlock__waiter *waiter = m->wait.waiter;
+	const char *resource = m->wait.resource;
+	int64_t wait_ms = m->wait.wait_ms, deadline_us = m->wait.deadline_us;
+	bool turned = m->wait.turned;
+	int rc = dlock__wait_resume(&m->wait, BACKOFF_CAP_US);
 	uint64_t seen;
 	int64_t pttl_ms;
 	votes v;
 	bool stop;
-	int rc;
 
-	if (m->turned) {
-		m->turned = false;
-		rc = dlock__waiter_turn_end(m->waiter, &m->turn, m->resource, m->wait_ms, m->deadline_us,
-		                            &m->backoff_us, BACKOFF_CAP_US);
-		/* Woken as the deadline passed: no attempt now, whose rounds
-		 * the deadline would cut before they begin. */
-		if (rc == DLOCK_OK && dlock__remaining_us(m->deadline_us) == 0)
-			rc = dlock__error_timeout(m->resource, m->wait_ms);
-		if (rc == DLOCK_ETIMEDOUT && m->last == DLOCK_EUNAVAILABLE)
-			rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: '%s': no quorum of masters reachable "
-			                  "within %" PRId64 " ms", rl->label, m->resource, m->wait_ms);
-		if (rc != DLOCK_OK)
-			return finish(rl, m, rc);
-	}
-	seen = dlock__waiter_seq(m->waiter);
-	if (dlock__waiter_canceled(m->waiter))
-		return finish(rl, m, dlock__error_canceled(m->resource));
-	/* A first step that begins past the deadline (a call that waited
-	 * that long to run) does no I/O either. */
-	if (dlock__remaining_us(m->deadline_us) == 0)
-		return finish(rl, m, dlock__error_timeout(m->resource, m->wait_ms));
+	/* Woken as the deadline passed, or a first step begun past it (a
+	 * call that waited that long to run): no attempt, whose rounds the
+	 * deadline would cut before they begin. */
+	if (rc == DLOCK_OK && dlock__remaining_us(deadline_us) == 0)
+		rc = dlock__error_timeout(resource, wait_ms);
+	if (rc == DLOCK_ETIMEDOUT && turned && m->last == DLOCK_EUNAVAILABLE)
+		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: '%s': no quorum of masters reachable "
+		                  "within %" PRId64 " ms", rl->label, resource, wait_ms);
+	if (rc != DLOCK_OK)
+		return finish(rl, m, rc);
+	seen = dlock__waiter_seq(waiter);
+	if (dlock__waiter_canceled(waiter))
+		return finish(rl, m, dlock__error_canceled(resource));
 	new_token(lease);
-	rc = attempt(rl, lease, m->waiter, m->wait_ms, m->deadline_us, &pttl_ms, &v);
+	rc = attempt(rl, lease, waiter, wait_ms, deadline_us, &pttl_ms, &v);
 	if (rc == DLOCK_OK)
 		return finish(rl, m, DLOCK_OK);
 	/* A first try that cannot reach a quorum fails fast; once
 	 * waiting, masters that went away are tried until the deadline. */
 	stop = rc == DLOCK_ECANCELED || rc == DLOCK_EBACKEND || rc == DLOCK_ECONFIG ||
-	       rc == DLOCK_EACCES || (rc == DLOCK_EUNAVAILABLE && m->first) || m->wait_ms == 0;
+	       rc == DLOCK_EACCES || (rc == DLOCK_EUNAVAILABLE && m->first) || wait_ms == 0;
 	/* Before the undo, whose releases must not wake this waiter. */
-	if (!stop && dlock__remaining_us(m->deadline_us) > 0)
-		listen_to(rl, lease, m->waiter, m->listening, v.held);
-	undo(rl, lease, v.yes, v.maybe, m->waiter, m->deadline_us, rc);
+	if (!stop && dlock__remaining_us(deadline_us) > 0)
+		listen_to(rl, lease, waiter, m->listening, v.held);
+	undo(rl, lease, v.yes, v.maybe, waiter, deadline_us, rc);
 	if (stop)
 		return finish(rl, m, rc);
 	m->first = false;
 	/* An attempt the deadline cut short tells nothing of the masters. */
 	if (rc != DLOCK_ETIMEDOUT)
 		m->last = rc;
-	dlock__waiter_turn_begin(&m->turn, seen, m->deadline_us, nap_us(m->backoff_us, pttl_ms));
-	m->turned = true;
-	*ret_turn = m->turn;
-	return DLOCK__STEP_WAIT;
+	return dlock__wait_turn(&m->wait, seen, nap_us(m->wait.backoff_us, pttl_ms), ret_turn);
 }
 
 void dlock__redlock_acquire_end(dlock__backend *backend, void *machine)
