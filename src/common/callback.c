@@ -6,6 +6,7 @@
  * threads and the watchdog never run user code and never wait for it.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@ typedef struct event {
 	char *text;       /* a recipe event's text, or NULL */
 	mark *mark;       /* a flush's mark instead of an event, or NULL */
 	dlock__op *op;    /* a call's result (DONE), referenced, or NULL */
+	uint64_t seq;     /* DLOCK__DELIVER_DISPATCH: its place in the order queued */
 } event;
 
 struct dlock__callbacks {
@@ -36,6 +38,7 @@ struct dlock__callbacks {
 	bool dispatch;
 	GMutex mu;               /* guards pending; the event fd follows it (rank DELIVERY) */
 	GQueue pending;          /* of event * */
+	uint64_t next_seq;       /* the seq of the next event queued */
 	int event_fd;            /* readable exactly while pending is not empty */
 };
 
@@ -156,6 +159,7 @@ static void queue_event(dlock__callbacks *cbs, event *ev)
 	dlock__mutex_lock(&cbs->mu, DLOCK__RANK_DELIVERY);
 	if (g_queue_is_empty(&cbs->pending))
 		eventfd_signal(cbs->event_fd);
+	ev->seq = cbs->next_seq++;
 	g_queue_push_tail(&cbs->pending, ev);
 	dlock__mutex_unlock(&cbs->mu);
 }
@@ -331,7 +335,8 @@ int dlock__client_dispatch(dlock_client *client, unsigned max_callbacks)
 {
 	const dlock__callbacks *outer = running;
 	dlock__callbacks *cbs;
-	unsigned limit, ran = 0;
+	uint64_t before = UINT64_MAX;
+	unsigned ran = 0;
 
 	if (!client)
 		return dlock__error(DLOCK_EINVAL, "dlock_client_dispatch: client is NULL");
@@ -345,15 +350,25 @@ int dlock__client_dispatch(dlock_client *client, unsigned max_callbacks)
 	/* From a callback it runs: the callbacks after it wait for it. */
 	if (!cbs || outer == cbs)
 		return 0;
-	dlock__mutex_lock(&cbs->mu, DLOCK__RANK_DELIVERY);
-	limit = max_callbacks ? max_callbacks : cbs->pending.length;
-	dlock__mutex_unlock(&cbs->mu);
+	/* 0: those queued now, by their place (a callback that frees a
+	 * handle takes that handle's out of the queue: a count would let
+	 * later ones in). */
+	if (max_callbacks == 0) {
+		dlock__mutex_lock(&cbs->mu, DLOCK__RANK_DELIVERY);
+		before = cbs->next_seq;
+		dlock__mutex_unlock(&cbs->mu);
+		max_callbacks = UINT_MAX;
+	}
 	running = cbs;
-	while (ran < limit) {
+	while (ran < max_callbacks) {
 		event *ev;
 
 		dlock__mutex_lock(&cbs->mu, DLOCK__RANK_DELIVERY);
-		ev = g_queue_pop_head(&cbs->pending);
+		ev = g_queue_peek_head(&cbs->pending);
+		if (ev && ev->seq >= before)
+			ev = NULL;
+		else if (ev)
+			g_queue_pop_head(&cbs->pending);
 		if (g_queue_is_empty(&cbs->pending))
 			eventfd_drain(cbs->event_fd);
 		dlock__mutex_unlock(&cbs->mu);

@@ -932,6 +932,75 @@ static void test_done_comes_before_the_states_of_its_hold(void **state)
 	g_free(path);
 }
 
+/*
+ * dispatch(0) runs those queued when it is called, and none queued after,
+ * even when a callback it runs frees a handle whose queued callbacks then
+ * leave the queue.
+ */
+typedef struct limit_case {
+	dlock_client *client;
+	dlock_lock *second, *third;
+	int first_ran, second_ran, third_ran;
+} limit_case;
+
+static limit_case *limits;
+
+static void limit_first(dlock_lock *lock, dlock_state st, void *data)
+{
+	(void)lock;
+	(void)st;
+	(void)data;
+	limits->first_ran++;
+	dlock_lock_free(limits->second);
+	limits->second = NULL;
+	/* As a backend's thread posts them. */
+	dlock__callbacks_post(limits->client, limits->third, DLOCK_STATE_SUSPENDED);
+	dlock__callbacks_post(limits->client, limits->third, DLOCK_STATE_RECONNECTED);
+}
+
+static void limit_count(dlock_lock *lock, dlock_state st, void *data)
+{
+	(void)st;
+	(void)data;
+	if (lock == limits->third)
+		limits->third_ran++;
+	else
+		limits->second_ran++;
+}
+
+static void test_dispatch_runs_only_the_callbacks_queued_at_its_call(void **state)
+{
+	limit_case c = { 0 };
+	dlock_lock *first;
+
+	(void)state;
+	limits = &c;
+	c.client = dispatch_client_new();
+	first = handle_new(c.client, "dispatch-limit-1");
+	c.second = handle_new(c.client, "dispatch-limit-2");
+	c.third = handle_new(c.client, "dispatch-limit-3");
+	assert_int_equal(dlock_lock_set_state_callback(first, limit_first, NULL), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(c.second, limit_count, NULL), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(c.third, limit_count, NULL), DLOCK_OK);
+	dlock__callbacks_post(c.client, first, DLOCK_STATE_SUSPENDED);
+	dlock__callbacks_post(c.client, c.second, DLOCK_STATE_SUSPENDED);
+	dlock__callbacks_post(c.client, c.second, DLOCK_STATE_RECONNECTED);
+	/* The first runs and frees the second, whose two go with it; the
+	 * two posted meanwhile wait for the next dispatch. */
+	assert_int_equal(dlock__client_dispatch(c.client, 0), 1);
+	assert_int_equal(c.first_ran, 1);
+	assert_int_equal(c.second_ran, 0);
+	assert_int_equal(c.third_ran, 0);
+	assert_true(readable_within(dlock__client_event_fd(c.client), 0));
+	assert_int_equal(dlock__client_dispatch(c.client, 0), 2);
+	assert_int_equal(c.third_ran, 2);
+	assert_false(readable_within(dlock__client_event_fd(c.client), 0));
+	dlock_lock_free(first);
+	dlock_lock_free(c.third);
+	dlock_client_free(c.client);
+	limits = NULL;
+}
+
 static void test_freeing_the_client_runs_the_undispatched_dones(void **state)
 {
 	dlock_client *client = dispatch_client_new();
@@ -1017,6 +1086,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_deadlines_pass_without_dispatch),
 		cmocka_unit_test(test_done_comes_before_the_states_of_its_hold),
 		cmocka_unit_test(test_freeing_the_client_runs_the_undispatched_dones),
+		cmocka_unit_test(test_dispatch_runs_only_the_callbacks_queued_at_its_call),
 	};
 
 	test_init(argv[0]);
