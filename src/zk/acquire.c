@@ -299,10 +299,63 @@ int dlock__zk_attempt_create(zk_attempt *a, zk_session *s, char ***ret_children)
 	return rc;
 }
 
+/* After a wait that the connection may have ended: go on (DLOCK_OK),
+ * once reconnected, or start over (AGAIN) if the session ended. */
+static int session_where(zk_attempt *a, zk_session *s)
+{
+	switch (dlock__zk_session_phase(s)) {
+	case ZK_CONNECTED:
+		return DLOCK_OK;
+	case ZK_CONNECTING:
+		return dlock__zk_attempt_reconnect(a, s);
+	case ZK_ENDED:
+	default:
+		return AGAIN;
+	}
+}
+
+/*
+ * With the watch on path armed: wait until it fires or the connection
+ * changes, then see where the session stands.  DLOCK_OK means "look
+ * again".  An attempt no thread waits in does not sleep: it says YIELD
+ * (keeping the watch), and is called again after its turn.
+ */
+int dlock__zk_attempt_watch_wait(zk_attempt *a, zk_session *s, const char *path)
+{
+	for (;;) {
+		uint64_t seen = dlock__waiter_seq(a->waiter);
+		int rc;
+
+		if (dlock__zk_watch_fired(s, path, a->waiter) || dlock__zk_session_phase(s) != ZK_CONNECTED)
+			break;
+		if (a->async) {
+			/* What a sleep would have ended with, as it ends it. */
+			if (dlock__waiter_canceled(a->waiter))
+				return dlock__zk_attempt_failed(a, DLOCK_ECANCELED);
+			if (dlock__remaining_us(a->deadline_us) == 0)
+				return dlock__zk_attempt_failed(a, DLOCK_ETIMEDOUT);
+			a->yield_seen = seen;
+			a->yield_until = a->deadline_us;
+			return YIELD;
+		}
+		rc = dlock__waiter_sleep(a->waiter, seen, a->deadline_us);
+		if (rc != DLOCK_OK)
+			return dlock__zk_attempt_failed(a, rc);
+	}
+	return session_where(a, s);
+}
+
+/* Stop watching a->watching (an attempt that yielded in its wait). */
+static void watch_done(zk_attempt *a, zk_session *s)
+{
+	dlock__zk_watch_remove(s, a->watching, a->waiter);
+	g_clear_pointer(&a->watching, g_free);
+}
+
 /*
  * Wait for the predecessor's node to go: set a data watch on it and sleep
  * until the watch fires, the connection changes, or the deadline passes.
- * DLOCK_OK means "look again".
+ * DLOCK_OK means "look again"; YIELD that a->watching is being waited on.
  */
 static int wait_predecessor(zk_attempt *a, zk_session *s, const char *name)
 {
@@ -327,26 +380,14 @@ static int wait_predecessor(zk_attempt *a, zk_session *s, const char *name)
 		rc = dlock__zk_attempt_unexpected(a, zrc, "watch", path);
 		goto out;
 	}
-	while (zrc == ZOK) {
-		uint64_t seen = dlock__waiter_seq(a->waiter);
-
-		if (dlock__zk_watch_fired(s, path, a->waiter) || dlock__zk_session_phase(s) != ZK_CONNECTED)
-			break;
-		rc = dlock__waiter_sleep(a->waiter, seen, a->deadline_us);
-		if (rc != DLOCK_OK) {
-			rc = dlock__zk_attempt_failed(a, rc);
-			goto out;
+	if (zrc == ZOK) {
+		rc = dlock__zk_attempt_watch_wait(a, s, path);
+		if (rc == YIELD) {
+			a->watching = path;
+			return YIELD;
 		}
-	}
-	switch (dlock__zk_session_phase(s)) {
-	case ZK_CONNECTED:
-		break;
-	case ZK_CONNECTING:
-		rc = dlock__zk_attempt_reconnect(a, s);
-		break;
-	case ZK_ENDED:
-		rc = AGAIN;
-		break;
+	} else {
+		rc = session_where(a, s); /* the connection went: its answer with it */
 	}
 out:
 	dlock__zk_watch_remove(s, path, a->waiter);
@@ -360,6 +401,15 @@ int dlock__zk_attempt_run(zk_attempt *a, zk_session *s)
 	char **children = NULL;
 	int rc;
 
+	/* Called again after a turn: the wait for the predecessor goes on. */
+	if (a->watching) {
+		rc = dlock__zk_attempt_watch_wait(a, s, a->watching);
+		if (rc == YIELD)
+			return YIELD;
+		watch_done(a, s);
+		if (rc != DLOCK_OK)
+			return rc;
+	}
 	if (!a->path && (rc = dlock__zk_attempt_create(a, s, &children)) != DLOCK_OK)
 		return rc;
 	for (;;) {
@@ -470,40 +520,65 @@ int dlock__zk_attempt_session(zk_attempt *a, bool first, zk_session **ret)
 	return dlock__zk_attempt_failed(a, DLOCK_ETIMEDOUT);
 }
 
-/* Queue for the lock, on a new session whenever the one in use ends. */
-static int acquire_queued(zk_attempt *a)
+/* An acquire's machine (backend.h). */
+typedef struct zk_acquire {
+	zk_attempt a;
+	enum { STAGE_START, STAGE_QUEUED, STAGE_SEMAPHORE } stage;
+	zk_session *s;          /* the session of the pass under way, or NULL */
+	bool first;             /* no pass yet */
+	zk_semaphore_acquire *sem; /* a permit's (semaphore.c) */
+} zk_acquire;
+
+/* A pass on m->s has ended with rc: the grant, or the node given up. */
+static int pass_end(zk_acquire *m, int rc)
 {
+	zk_attempt *a = &m->a;
+	zk_session *s = m->s;
+
+	dlock__zk_session_remove_waiter(s, a->waiter);
+	/* The session may have ended between the answer and the grant:
+	 * the node goes with it, and so does the grant. */
+	if (rc == DLOCK_OK && !dlock__zk_grant(a->hold, s, a->path, a->czxid))
+		rc = AGAIN;
+	if (a->path && rc != AGAIN && rc != DLOCK_OK)
+		dlock__zk_delete_node(s, a->path, dlock__zk_cleanup_until(a, rc));
+	else if (a->unsure && rc != AGAIN && rc != DLOCK_OK)
+		dlock__zk_attempt_sweep(a, s);
+	dlock__zk_session_unref(s);
+	m->s = NULL;
+	return rc;
+}
+
+/* Queue for the lock, on a new session whenever the one in use ends;
+ * YIELD while the attempt waits for a turn. */
+static int queued_step(zk_acquire *m)
+{
+	zk_attempt *a = &m->a;
 	zk_backend *b = a->b;
-	bool first = true;
 	int rc;
 
 	for (;;) {
-		zk_session *s;
+		if (!m->s) {
+			zk_session *s;
 
-		if ((rc = dlock__zk_attempt_session(a, first, &s)) != DLOCK_OK)
-			return rc;
-		/* A lock among a semaphore's leases would count as one. */
-		if (first && g_str_has_suffix(a->resource, "/leases") &&
-		    (rc = dlock__zk_semaphore_guard(b, a, s)) != DLOCK_OK) {
-			dlock__zk_session_unref(s);
-			if (rc == AGAIN)
-				continue; /* the session ended: look again on the next */
-			return rc;
+			if ((rc = dlock__zk_attempt_session(a, m->first, &s)) != DLOCK_OK)
+				return rc;
+			/* A lock among a semaphore's leases would count as one. */
+			if (m->first && g_str_has_suffix(a->resource, "/leases") &&
+			    (rc = dlock__zk_semaphore_guard(b, a, s)) != DLOCK_OK) {
+				dlock__zk_session_unref(s);
+				if (rc == AGAIN)
+					continue; /* the session ended: look again on the next */
+				return rc;
+			}
+			m->first = false;
+			m->s = s;
+			dlock__zk_session_add_waiter(s, a->waiter);
 		}
-		first = false;
-		dlock__zk_session_add_waiter(s, a->waiter);
-		rc = dlock__zk_attempt_run(a, s);
-		dlock__zk_session_remove_waiter(s, a->waiter);
-		/* The session may have ended between the answer and the grant:
-		 * the node goes with it, and so does the grant. */
-		if (rc == DLOCK_OK && !dlock__zk_grant(a->hold, s, a->path, a->czxid))
-			rc = AGAIN;
-		if (a->path && rc != AGAIN && rc != DLOCK_OK)
-			dlock__zk_delete_node(s, a->path, dlock__zk_cleanup_until(a, rc));
-		else if (a->unsure && rc != AGAIN && rc != DLOCK_OK)
-			dlock__zk_attempt_sweep(a, s);
-		dlock__zk_session_unref(s);
-		if (rc != AGAIN)
+		rc = dlock__zk_attempt_run(a, m->s);
+		if (rc == YIELD)
+			return YIELD;
+		if ((rc = pass_end(m, rc)) != AGAIN)
 			return rc;
 		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: session ended while acquiring '%s'; retrying",
 		           b->label, a->resource);
@@ -511,47 +586,76 @@ static int acquire_queued(zk_attempt *a)
 	}
 }
 
-int dlock__zk_acquire(dlock__backend *backend, dlock__hold *hold, dlock__waiter *waiter,
-                      int64_t wait_ms, int64_t deadline_us)
+int dlock__zk_acquire_begin(dlock__backend *backend, dlock__hold *hold, dlock__waiter *waiter,
+                            int64_t wait_ms, int64_t deadline_us, unsigned flags,
+                            void **ret_machine)
 {
 	zk_backend *b = zk_of(backend);
-	zk_attempt a = { 0 };
-	int rc = DLOCK_ELOST;
+	zk_acquire *m = g_new0(zk_acquire, 1);
+	zk_attempt *a = &m->a;
 
-	a.b = b;
-	a.hold = hold;
-	a.waiter = waiter;
-	a.wait_ms = wait_ms;
-	a.resource = dlock__hold_resource(hold);
+	a->b = b;
+	a->hold = hold;
+	a->waiter = waiter;
+	a->wait_ms = wait_ms;
+	a->resource = dlock__hold_resource(hold);
 	/* A try is bounded by the backend's own timeouts. */
-	a.deadline_us = wait_ms == 0
-	                    ? dlock__mono_us() + (b->connect_timeout_ms + b->session_timeout_ms) * 1000
-	                    : deadline_us;
-	a.dir = dlock__zk_dir(b, a.resource);
+	a->deadline_us = wait_ms == 0
+	                     ? dlock__mono_us() + (b->connect_timeout_ms + b->session_timeout_ms) * 1000
+	                     : deadline_us;
+	a->dir = dlock__zk_dir(b, a->resource);
 	/* An election's node holds the participant id alone, as Curator's
 	 * LeaderSelector and kazoo's Election write and read it. */
-	a.data = dlock__hold_participant(hold) ? g_strdup(dlock__hold_participant(hold))
-	                                       : dlock__token_new(dlock__hold_holder(hold));
-	a.uuid = dlock__zk_uuid_new();
+	a->data = dlock__hold_participant(hold) ? g_strdup(dlock__hold_participant(hold))
+	                                        : dlock__token_new(dlock__hold_holder(hold));
+	a->uuid = dlock__zk_uuid_new();
+	a->async = flags & DLOCK__ACQUIRE_ASYNC;
+	m->first = true;
+	*ret_machine = m;
+	return DLOCK_OK;
+}
 
-	/* A downgrade is granted beside the owner's write node, or, if that
-	 * node's session has ended, queues as any reader. */
-	if (dlock__hold_downgrade_of(hold))
-		rc = dlock__zk_downgrade(b, hold, waiter, a.data, a.deadline_us);
-	if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_ECANCELED)
-		rc = dlock__zk_attempt_failed(&a, rc);
-	else if (rc == DLOCK_ELOST && dlock__hold_permits(hold) > 1)
-		rc = dlock__zk_semaphore_acquire(b, &a);
-	else if (rc == DLOCK_ELOST)
-		rc = acquire_queued(&a);
-	if (rc == DLOCK_ETIMEDOUT && wait_ms == 0)
+int dlock__zk_acquire_step(dlock__backend *backend, void *machine, dlock__turn *ret_turn)
+{
+	zk_backend *b = zk_of(backend);
+	zk_acquire *m = machine;
+	zk_attempt *a = &m->a;
+	int rc = DLOCK_ELOST;
+
+	if (m->stage == STAGE_START) {
+		/* A downgrade is granted beside the owner's write node, or, if
+		 * that node's session has ended, queues as any reader. */
+		if (dlock__hold_downgrade_of(a->hold))
+			rc = dlock__zk_downgrade(b, a->hold, a->waiter, a->data, a->deadline_us);
+		if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_ECANCELED)
+			rc = dlock__zk_attempt_failed(a, rc);
+		m->stage = dlock__hold_permits(a->hold) > 1 ? STAGE_SEMAPHORE : STAGE_QUEUED;
+	}
+	if (rc == DLOCK_ELOST)
+		rc = m->stage == STAGE_SEMAPHORE ? dlock__zk_semaphore_step(b, a, &m->sem) : queued_step(m);
+	if (rc == YIELD) {
+		ret_turn->seen = a->yield_seen;
+		ret_turn->until_us = a->yield_until;
+		return DLOCK__STEP_WAIT;
+	}
+	if (rc == DLOCK_ETIMEDOUT && a->wait_ms == 0)
 		rc = dlock__error(DLOCK_EUNAVAILABLE, "%s: no answer in time for a try of '%s'", b->label,
-		                  a.resource);
-	g_free(a.dir);
-	g_free(a.data);
-	g_free(a.uuid);
-	g_free(a.path);
+		                  a->resource);
 	return rc;
+}
+
+void dlock__zk_acquire_end(dlock__backend *backend, void *machine)
+{
+	zk_acquire *m = machine;
+
+	(void)backend;
+	dlock__zk_semaphore_step_free(m->sem);
+	g_free(m->a.dir);
+	g_free(m->a.data);
+	g_free(m->a.uuid);
+	g_free(m->a.path);
+	g_free(m->a.watching);
+	g_free(m);
 }
 
 bool dlock__zk_grant(dlock__hold *hold, zk_session *s, const char *path, int64_t czxid)

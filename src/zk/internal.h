@@ -344,12 +344,18 @@ bool dlock__zk_call_attach(zk_call *call, dlock__waiter *waiter);
 void dlock__zk_call_abandon(zk_call *call);
 
 /* ---- acquire.c ---- */
-dlock__backend_acquire_fn dlock__zk_acquire;
+dlock__backend_acquire_begin_fn dlock__zk_acquire_begin;
+dlock__backend_acquire_step_fn dlock__zk_acquire_step;
+dlock__backend_acquire_end_fn dlock__zk_acquire_end;
 dlock__backend_release_fn dlock__zk_release;
 dlock__backend_abandon_fn dlock__zk_abandon;
 
 /* Internal result: the session ended under the attempt; start over. */
 #define AGAIN 1
+/* Internal result, of an attempt no thread waits in (zk_attempt.async):
+ * it waits for a turn on its waiter -- while the sequence number is still
+ * a->yield_seen, until its deadline -- and goes on when called again. */
+#define YIELD 2
 
 /*
  * One acquire's queueing in one node's children (a->dir), shared by a
@@ -378,6 +384,14 @@ typedef struct zk_attempt {
 	 * is free. */
 	int (*turn)(struct zk_attempt *a, zk_session *s);
 	void *turn_data;
+	/* In a call no thread waits in (async): where it waits instead of
+	 * sleeping -- YIELD with the sequence number it read, and the path
+	 * whose watch it keeps meanwhile (the node it waits for, or a
+	 * semaphore's leases), or NULL. */
+	bool async;
+	uint64_t yield_seen;
+	int64_t yield_until;   /* the attempt's own deadline (a try's mutex has a shorter one) */
+	char *watching;
 } zk_attempt;
 
 /*
@@ -403,8 +417,12 @@ int dlock__zk_attempt_make_parents(zk_attempt *a, zk_session *s);
  * it (*ret_children, or NULL when they are to be listed again). */
 int dlock__zk_attempt_create(zk_attempt *a, zk_session *s, char ***ret_children);
 /* Queue in a->dir until our node comes first: DLOCK_OK, DLOCK_EBUSY for
- * a try, AGAIN, or a failure. */
+ * a try, AGAIN, YIELD (async: called again after the turn), or a failure. */
 int dlock__zk_attempt_run(zk_attempt *a, zk_session *s);
+/* With a watch on path armed: wait until it fires or the connection
+ * changes (async: YIELD instead of sleeping), then see where the session
+ * stands: DLOCK_OK ("look again"), AGAIN, or a failure. */
+int dlock__zk_attempt_watch_wait(zk_attempt *a, zk_session *s, const char *path);
 /* Forget our node (a new uuid next); with sweep, have the session find
  * and delete a node a lost create may have made. */
 void dlock__zk_attempt_forget(zk_attempt *a);
@@ -437,8 +455,13 @@ int dlock__zk_downgrade(zk_backend *b, dlock__hold *hold, dlock__waiter *waiter,
                         const char *data, int64_t deadline_us);
 
 /* ---- semaphore.c ---- */
-/* The acquire of a semaphore's permit (dlock__hold_permits() > 1). */
-int dlock__zk_semaphore_acquire(zk_backend *b, zk_attempt *a);
+/* The acquire of a semaphore's permit (dlock__hold_permits() > 1), a
+ * step at a time: *sem keeps its state (made by the first step), freed
+ * by dlock__zk_semaphore_step_free().  YIELD while it waits for a turn
+ * (a->yield_seen), as dlock__zk_attempt_run(). */
+typedef struct zk_semaphore_acquire zk_semaphore_acquire;
+int dlock__zk_semaphore_step(zk_backend *b, zk_attempt *a, zk_semaphore_acquire **sem);
+void dlock__zk_semaphore_step_free(zk_semaphore_acquire *sem);
 /* A lock on a resource named "<R>/leases" while a semaphore on R keeps
  * its leases there: DLOCK_EINVAL (its nodes would count as leases). */
 int dlock__zk_semaphore_guard(zk_backend *b, zk_attempt *a, zk_session *s);

@@ -203,30 +203,6 @@ static int agree(zk_attempt *a, zk_session *s, uint32_t permits, const char *loc
 	}
 }
 
-/* Sleep until the watch on path fires, the session's state changes, or
- * the deadline passes.  DLOCK_OK means "look again". */
-static int await_change(zk_attempt *a, zk_session *s, const char *path)
-{
-	for (;;) {
-		uint64_t seen = dlock__waiter_seq(a->waiter);
-		int rc;
-
-		if (dlock__zk_watch_fired(s, path, a->waiter))
-			return DLOCK_OK;
-		switch (dlock__zk_session_phase(s)) {
-		case ZK_CONNECTED:
-			break;
-		case ZK_CONNECTING:
-			return dlock__zk_attempt_reconnect(a, s);
-		case ZK_ENDED:
-			return AGAIN;
-		}
-		rc = dlock__waiter_sleep(a->waiter, seen, a->deadline_us);
-		if (rc != DLOCK_OK)
-			return dlock__zk_attempt_failed(a, rc);
-	}
-}
-
 /*
  * Holding the mutex: make our lease (l), agree on N, and wait until the
  * leases are at most N.  The read of N goes out just ahead of the
@@ -234,20 +210,34 @@ static int await_change(zk_attempt *a, zk_session *s, const char *path)
  * lease made and then refused for its N is deleted by the caller before
  * anyone else holds the mutex to count it.
  */
-static int take_lease(zk_attempt *a, zk_attempt *m, zk_attempt *l, zk_session *s, uint32_t permits)
+static int take_lease(zk_attempt *a, zk_attempt *m, zk_attempt *l, zk_session *s, uint32_t permits,
+                      bool *agreed)
 {
 	char **children = NULL;
-	zk_call *get = dlock__zk_call_new(s, CALL_GET, NULL);
-	int rc;
+	int rc = DLOCK_OK;
 
-	dlock__zk_get(get, a->dir, false);
-	if (!l->path && (rc = dlock__zk_attempt_create(l, s, &children)) != DLOCK_OK) {
-		dlock__zk_call_abandon(get); /* lets our reference go */
-		return rc;
-	}
-	if ((rc = agree(a, s, permits, m->dir, l->dir, get, l->name)) != DLOCK_OK) {
-		g_strfreev(children);
-		return rc;
+	if (a->watching) {
+		/* Called again after a turn: the wait for a change goes on. */
+		rc = dlock__zk_attempt_watch_wait(a, s, a->watching);
+		if (rc == YIELD)
+			return YIELD;
+		dlock__zk_watch_remove(s, a->watching, a->waiter);
+		g_clear_pointer(&a->watching, g_free);
+		if (rc != DLOCK_OK)
+			return rc;
+	} else if (!*agreed) {
+		zk_call *get = dlock__zk_call_new(s, CALL_GET, NULL);
+
+		dlock__zk_get(get, a->dir, false);
+		if (!l->path && (rc = dlock__zk_attempt_create(l, s, &children)) != DLOCK_OK) {
+			dlock__zk_call_abandon(get); /* lets our reference go */
+			return rc;
+		}
+		if ((rc = agree(a, s, permits, m->dir, l->dir, get, l->name)) != DLOCK_OK) {
+			g_strfreev(children);
+			return rc;
+		}
+		*agreed = true;
 	}
 	for (;;) {
 		bool watching = false;
@@ -290,10 +280,16 @@ static int take_lease(zk_attempt *a, zk_attempt *m, zk_attempt *l, zk_session *s
 		}
 		g_strfreev(children);
 		children = NULL;
-		if (rc == DLOCK_OK && a->wait_ms == 0)
+		if (rc == DLOCK_OK && a->wait_ms == 0) {
 			rc = dlock__error_busy(a->resource);
-		else if (rc == DLOCK_OK && watching)
-			rc = await_change(a, s, l->dir);
+		} else if (rc == DLOCK_OK && watching) {
+			rc = dlock__zk_attempt_watch_wait(a, s, l->dir);
+			if (rc == YIELD) {
+				/* The watch stays while the turn lasts. */
+				a->watching = g_strdup(l->dir);
+				return YIELD;
+			}
+		}
 		if (watching)
 			dlock__zk_watch_remove(s, l->dir, a->waiter);
 		if (rc != DLOCK_OK)
@@ -340,10 +336,12 @@ static void sub_attempt(const zk_attempt *a, const char *part, bool lease, zk_at
 	ret->name = NULL;
 	ret->unsure = false;
 	ret->lease = lease;
+	ret->watching = NULL;
 }
 
 static void sub_attempt_clear(zk_attempt *sub)
 {
+	g_free(sub->watching);
 	g_free(sub->dir);
 	g_free(sub->uuid);
 	g_free(sub->path);
@@ -377,50 +375,92 @@ static void finish_attempt(zk_session *s, zk_attempt *m, zk_attempt *l, int rc)
 	dlock__zk_attempt_forget(m);
 }
 
-int dlock__zk_semaphore_acquire(zk_backend *b, zk_attempt *a)
-{
-	uint32_t permits = dlock__hold_permits(a->hold);
-	zk_attempt m, l;
-	try_turn turn = { &l, permits, false };
-	bool first = true;
-	int rc;
+/* A permit's acquire between its steps. */
+struct zk_semaphore_acquire {
+	zk_attempt m;          /* the internal mutex's queue */
+	zk_attempt l;          /* the lease's */
+	try_turn turn;
+	uint32_t permits;
+	bool first;            /* no pass yet */
+	zk_session *s;         /* the pass under way, or NULL */
+	bool mutex_held;       /* this pass holds the internal mutex */
+	bool agreed;           /* this pass made its lease and agreed on N */
+};
 
-	sub_attempt(a, LOCKS, false, &m);
-	sub_attempt(a, LEASES, true, &l);
+static zk_semaphore_acquire *semaphore_acquire_new(zk_backend *b, zk_attempt *a)
+{
+	zk_semaphore_acquire *sem = g_new0(zk_semaphore_acquire, 1);
+
+	sem->permits = dlock__hold_permits(a->hold);
+	sem->first = true;
+	sub_attempt(a, LOCKS, false, &sem->m);
+	sub_attempt(a, LEASES, true, &sem->l);
+	sem->turn.leases = &sem->l;
+	sem->turn.permits = sem->permits;
 	if (a->wait_ms == 0) {
 		/* A try waits for the mutex while a permit is free, bounded. */
-		m.turn = try_turn_check;
-		m.turn_data = &turn;
-		m.deadline_us = MIN(a->deadline_us, dlock__mono_us() + b->connect_timeout_ms * 1000);
+		sem->m.turn = try_turn_check;
+		sem->m.turn_data = &sem->turn;
+		sem->m.deadline_us = MIN(a->deadline_us, dlock__mono_us() + b->connect_timeout_ms * 1000);
 	}
-	for (;;) {
-		zk_session *s;
+	return sem;
+}
 
-		if ((rc = dlock__zk_attempt_session(a, first, &s)) != DLOCK_OK)
-			break;
-		first = false;
-		dlock__zk_session_add_waiter(s, a->waiter);
-		rc = dlock__zk_attempt_run(&m, s);
-		if (rc == DLOCK_ETIMEDOUT && turn.waited)
-			rc = dlock__error(DLOCK_EBUSY, "lock '%s' is held by another owner: another acquirer "
-			                  "kept the semaphore's internal mutex (%s) for over %" PRId64 " ms",
-			                  a->resource, m.dir, b->connect_timeout_ms);
-		else if (rc == DLOCK_OK)
-			rc = take_lease(a, &m, &l, s, permits);
-		dlock__zk_session_remove_waiter(s, a->waiter);
-		if (rc == DLOCK_OK && !dlock__zk_grant(a->hold, s, l.path, l.czxid))
+void dlock__zk_semaphore_step_free(zk_semaphore_acquire *sem)
+{
+	if (!sem)
+		return;
+	sub_attempt_clear(&sem->m);
+	sub_attempt_clear(&sem->l);
+	g_free(sem);
+}
+
+int dlock__zk_semaphore_step(zk_backend *b, zk_attempt *a, zk_semaphore_acquire **semp)
+{
+	zk_semaphore_acquire *sem = *semp ? *semp : (*semp = semaphore_acquire_new(b, a));
+	int rc;
+
+	for (;;) {
+		if (!sem->s) {
+			if ((rc = dlock__zk_attempt_session(a, sem->first, &sem->s)) != DLOCK_OK)
+				return rc;
+			sem->first = false;
+			dlock__zk_session_add_waiter(sem->s, a->waiter);
+		}
+		rc = DLOCK_OK;
+		if (!sem->mutex_held) {
+			rc = dlock__zk_attempt_run(&sem->m, sem->s);
+			if (rc == YIELD) {
+				a->yield_seen = sem->m.yield_seen;
+				a->yield_until = sem->m.yield_until;
+				return YIELD;
+			}
+			if (rc == DLOCK_ETIMEDOUT && sem->turn.waited)
+				rc = dlock__error(DLOCK_EBUSY, "lock '%s' is held by another owner: another "
+				                  "acquirer kept the semaphore's internal mutex (%s) for over "
+				                  "%" PRId64 " ms", a->resource, sem->m.dir, b->connect_timeout_ms);
+			sem->mutex_held = rc == DLOCK_OK;
+		}
+		if (sem->mutex_held) {
+			rc = take_lease(a, &sem->m, &sem->l, sem->s, sem->permits, &sem->agreed);
+			if (rc == YIELD)
+				return YIELD;
+		}
+		/* The pass ends. */
+		dlock__zk_session_remove_waiter(sem->s, a->waiter);
+		if (rc == DLOCK_OK && !dlock__zk_grant(a->hold, sem->s, sem->l.path, sem->l.czxid))
 			rc = AGAIN;
-		finish_attempt(s, &m, &l, rc);
-		dlock__zk_session_unref(s);
+		finish_attempt(sem->s, &sem->m, &sem->l, rc);
+		dlock__zk_session_unref(sem->s);
+		sem->s = NULL;
+		sem->mutex_held = false;
+		sem->agreed = false;
 		if (rc != AGAIN)
-			break;
+			return rc;
 		dlock__log(b->logger, DLOCK_LOG_INFO, "%s: session ended while acquiring a permit of '%s'; "
 		           "retrying", b->label, a->resource);
-		dlock__zk_attempt_forget(&l);
+		dlock__zk_attempt_forget(&sem->l);
 	}
-	sub_attempt_clear(&m);
-	sub_attempt_clear(&l);
-	return rc;
 }
 
 int dlock__zk_semaphore_guard(zk_backend *b, zk_attempt *a, zk_session *s)
