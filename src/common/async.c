@@ -52,7 +52,7 @@ struct dlock__op {
 	dlock_lock *lock;        /* referenced */
 	op_kind kind;
 	op_stage stage;
-	dlock__done_fn done;
+	dlock_done_fn done;
 	void *user_data;
 	int64_t wait_ms;
 	int64_t deadline_us;
@@ -239,7 +239,7 @@ static bool step(void *data, bool urgent, int64_t *until_us)
 
 /* ---- start ------------------------------------------------------------- */
 
-static int start(dlock_lock *lock, op_kind kind, int64_t wait_ms, dlock__done_fn done,
+static int start(dlock_lock *lock, op_kind kind, int64_t wait_ms, dlock_done_fn done,
                  void *user_data, const char *what)
 {
 	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
@@ -313,12 +313,13 @@ static int start(dlock_lock *lock, op_kind kind, int64_t wait_ms, dlock__done_fn
 	return DLOCK_OK;
 }
 
-int dlock__acquire_async(dlock_lock *lock, int64_t wait_ms, dlock__done_fn done, void *user_data)
+DLOCK_API int dlock_acquire_async(dlock_lock *lock, int64_t wait_ms, dlock_done_fn done,
+                                  void *user_data)
 {
 	return start(lock, OP_ACQUIRE, wait_ms, done, user_data, "dlock_acquire_async");
 }
 
-int dlock__release_async(dlock_lock *lock, dlock__done_fn done, void *user_data)
+DLOCK_API int dlock_release_async(dlock_lock *lock, dlock_done_fn done, void *user_data)
 {
 	return start(lock, OP_RELEASE, 0, done, user_data, "dlock_release_async");
 }

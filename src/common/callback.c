@@ -29,12 +29,12 @@ typedef struct event {
 	char *text;       /* a recipe event's text, or NULL */
 	mark *mark;       /* a flush's mark instead of an event, or NULL */
 	dlock__op *op;    /* a call's result (DONE), referenced, or NULL */
-	uint64_t seq;     /* DLOCK__DELIVER_DISPATCH: its place in the order queued */
+	uint64_t seq;     /* DLOCK_DELIVER_DISPATCH: its place in the order queued */
 } event;
 
 struct dlock__callbacks {
-	GAsyncQueue *queue;      /* DLOCK__DELIVER_THREAD: the callback thread's */
-	/* DLOCK__DELIVER_DISPATCH: the events wait for dlock__client_dispatch() */
+	GAsyncQueue *queue;      /* DLOCK_DELIVER_THREAD: the callback thread's */
+	/* DLOCK_DELIVER_DISPATCH: the events wait for dlock_client_dispatch() */
 	bool dispatch;
 	GMutex mu;               /* guards pending; the event fd follows it (rank DELIVERY) */
 	GQueue pending;          /* of event * */
@@ -111,12 +111,12 @@ static gpointer callbacks_new(gpointer data, bool *ret_start)
 	dlock_client *client = data;
 	dlock__callbacks *cbs = g_new0(dlock__callbacks, 1);
 
-	cbs->dispatch = client->delivery == DLOCK__DELIVER_DISPATCH;
+	cbs->dispatch = client->delivery == DLOCK_DELIVER_DISPATCH;
 	cbs->event_fd = -1;
 	g_mutex_init(&cbs->mu);
 	g_queue_init(&cbs->pending);
 	if (cbs->dispatch) {
-		/* Made by dlock__client_set_delivery(), which is this call. */
+		/* Made by dlock_client_set_delivery(), which is this call. */
 		cbs->event_fd = client->event_fd;
 		*ret_start = false;
 	} else {
@@ -233,8 +233,8 @@ void dlock__callbacks_flush(dlock_client *client)
 		return;
 	/* Nobody to wait for: the program runs the callbacks.  Those
 	 * queued run here, as its dispatch would run them. */
-	if (client->delivery == DLOCK__DELIVER_DISPATCH) {
-		dlock__client_dispatch(client, 0);
+	if (client->delivery == DLOCK_DELIVER_DISPATCH) {
+		dlock_client_dispatch(client, 0);
 		return;
 	}
 	g_mutex_init(&m.mu);
@@ -261,7 +261,7 @@ void dlock__callbacks_flush(dlock_client *client)
 }
 
 /* Stop the thread after the events already queued, and join it; in
- * DLOCK__DELIVER_DISPATCH, drop the events nobody dispatched (a done
+ * DLOCK_DELIVER_DISPATCH, drop the events nobody dispatched (a done
  * among them was claimed by the client's free, which ran it). */
 void dlock__callbacks_stop(dlock_client *client)
 {
@@ -279,22 +279,22 @@ void dlock__callbacks_stop(dlock_client *client)
 	g_free(cbs);
 }
 
-/* ---- DLOCK__DELIVER_DISPATCH ------------------------------------------- */
+/* ---- DLOCK_DELIVER_DISPATCH ------------------------------------------- */
 
-int dlock__client_set_delivery(dlock_client *client, dlock__delivery mode)
+DLOCK_API int dlock_client_set_delivery(dlock_client *client, dlock_delivery mode)
 {
 	int rc = DLOCK_OK;
 	int fd = -1;
 
 	if (!client)
 		return dlock__error(DLOCK_EINVAL, "dlock_client_set_delivery: client is NULL");
-	if (mode != DLOCK__DELIVER_THREAD && mode != DLOCK__DELIVER_DISPATCH)
+	if (mode != DLOCK_DELIVER_THREAD && mode != DLOCK_DELIVER_DISPATCH)
 		return dlock__error(DLOCK_EINVAL, "dlock_client_set_delivery: unknown mode %d (THREAD 0, "
 		                    "DISPATCH 1)", (int)mode);
 	rc = dlock__client_enter(client);
 	if (rc != DLOCK_OK)
 		return rc;
-	if (mode == DLOCK__DELIVER_DISPATCH) {
+	if (mode == DLOCK_DELIVER_DISPATCH) {
 		fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (fd < 0) {
 			rc = dlock__error(DLOCK_EBACKEND, "dlock_client_set_delivery: eventfd: %s",
@@ -314,7 +314,7 @@ int dlock__client_set_delivery(dlock_client *client, dlock__delivery mode)
 		client->delivery = mode;
 		client->event_fd = fd;
 		fd = -1;
-		if (mode == DLOCK__DELIVER_DISPATCH)
+		if (mode == DLOCK_DELIVER_DISPATCH)
 			callbacks_get_locked(client);
 	}
 	dlock__mutex_unlock(&client->mu);
@@ -324,14 +324,14 @@ int dlock__client_set_delivery(dlock_client *client, dlock__delivery mode)
 	return rc;
 }
 
-int dlock__client_event_fd(const dlock_client *client)
+DLOCK_API int dlock_client_event_fd(const dlock_client *client)
 {
-	if (!client || dlock__client_forked(client) || client->delivery != DLOCK__DELIVER_DISPATCH)
+	if (!client || dlock__client_forked(client) || client->delivery != DLOCK_DELIVER_DISPATCH)
 		return -1;
 	return client->event_fd;
 }
 
-int dlock__client_dispatch(dlock_client *client, unsigned max_callbacks)
+DLOCK_API int dlock_client_dispatch(dlock_client *client, unsigned max_callbacks)
 {
 	const dlock__callbacks *outer = running;
 	dlock__callbacks *cbs;
@@ -343,7 +343,7 @@ int dlock__client_dispatch(dlock_client *client, unsigned max_callbacks)
 	if (dlock__client_forked(client))
 		return dlock__error(DLOCK_ECANCELED, "the client was created in process %ld; this is a "
 		                    "forked child", (long)client->pid);
-	if (client->delivery != DLOCK__DELIVER_DISPATCH)
+	if (client->delivery != DLOCK_DELIVER_DISPATCH)
 		return dlock__error(DLOCK_EINVAL, "dlock_client_dispatch: the client's callbacks run on "
 		                    "its callback thread (DLOCK_DELIVER_THREAD)");
 	cbs = dlock__lazy_thread_peek(&client->callbacks);

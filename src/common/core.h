@@ -48,14 +48,6 @@ typedef struct dlock__route {
 typedef struct dlock__callbacks dlock__callbacks;
 typedef struct dlock__op dlock__op;
 
-/* Who runs a client's callbacks (callback.c); the public dlock_delivery. */
-typedef enum dlock__delivery {
-	DLOCK__DELIVER_THREAD = 0,   /* the client's callback thread */
-	DLOCK__DELIVER_DISPATCH = 1, /* whoever calls dlock__client_dispatch() */
-} dlock__delivery;
-
-/* An asynchronous call's completion (async.c); the public dlock_done_fn. */
-typedef void (*dlock__done_fn)(dlock_lock *lock, int rc, uint64_t fencing_token, void *user_data);
 typedef struct dlock__announcer dlock__announcer;
 
 struct dlock_client {
@@ -76,8 +68,8 @@ struct dlock_client {
 	dlock__lazy_thread announcer; /* dlock__announcer *: leaders' announcements */
 	dlock__stepper *stepper; /* runs the calls without a waiting thread (async.c);
 	                          * made on the first, freed with the client */
-	dlock__delivery delivery; /* set before the first handle, then fixed */
-	int event_fd;            /* DLOCK__DELIVER_DISPATCH: readable while callbacks wait */
+	dlock_delivery delivery; /* set before the first handle, then fixed */
+	int event_fd;            /* DLOCK_DELIVER_DISPATCH: readable while callbacks wait */
 };
 
 struct dlock_lock {
@@ -295,17 +287,6 @@ int dlock__lock_canceled_failure(const dlock_lock *lock, int rc);
 
 /* ---- calls without a waiting thread (async.c) -------------------------- */
 
-/*
- * Start an acquire (or a release) of a handle-owned lock whose result goes
- * to done(lock, rc, token, user_data) on the callback thread, once, never
- * inside this call.  DLOCK_OK when started; refused at once, without a
- * callback: DLOCK_EINVAL (done NULL, a thread-owned handle, a backend
- * without the steps), DLOCK_EBUSY (a call in flight on the handle, until
- * its done returns), DLOCK_ECANCELED (the handle or client being freed, a
- * forked child).
- */
-int dlock__acquire_async(dlock_lock *lock, int64_t wait_ms, dlock__done_fn done, void *user_data);
-int dlock__release_async(dlock_lock *lock, dlock__done_fn done, void *user_data);
 /* Whether the handle has a call without a waiting thread whose done has
  * not started: a blocking acquire is refused meanwhile (DLOCK_EBUSY). */
 bool dlock__op_pending(dlock_lock *lock);
@@ -340,19 +321,7 @@ void dlock__announce_stop(dlock_client *client);
 /* Queue a state change for lock's callback (if any) on the client's
  * callback thread, starting it if needed.  Called with hold->mu held. */
 void dlock__callbacks_post(dlock_client *client, dlock_lock *lock, dlock_state state);
-/*
- * DLOCK__DELIVER_DISPATCH: the client's callbacks wait in a queue behind
- * an eventfd (close-on-exec, non-blocking; readable exactly while the
- * queue is not empty) for the program to run them on its own thread.
- * set_delivery: before the first lock handle (DLOCK_EINVAL after).
- * event_fd: the eventfd, -1 in THREAD mode.  dispatch: run up to
- * max_callbacks of them (0: those queued when it is called) on the
- * calling thread; how many ran; 0 from inside a callback it runs.
- */
-int dlock__client_set_delivery(dlock_client *client, dlock__delivery mode);
-int dlock__client_event_fd(const dlock_client *client);
-int dlock__client_dispatch(dlock_client *client, unsigned max_callbacks);
-/* DLOCK__DELIVER_DISPATCH: drop lock's queued state and recipe events
+/* DLOCK_DELIVER_DISPATCH: drop lock's queued state and recipe events
  * (its handle is being freed); a queued done stays for the free to claim. */
 void dlock__callbacks_drop(dlock_client *client, dlock_lock *lock);
 /* Queue op's DONE event (taking the reference) behind the events queued

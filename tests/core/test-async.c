@@ -5,7 +5,8 @@
  * starting call, with DLOCK_OK exactly when the handle holds; deadlines,
  * cancels and the frees; refusals; delivery by the program's dispatch and
  * its order; no thread or descriptor left behind.  Linked with the
- * library's internals: the calls are not public yet.
+ * library's internals: it looks at a handle's call in flight, and posts
+ * state events as a backend does.
  */
 #include <dirent.h>
 #include <poll.h>
@@ -153,7 +154,7 @@ static int acquire_async(dlock_lock *lock, int64_t wait_ms, record *r)
 
 	starter = pthread_self();
 	starting = 1;
-	rc = dlock__acquire_async(lock, wait_ms, on_done, r);
+	rc = dlock_acquire_async(lock, wait_ms, on_done, r);
 	starting = 0;
 	return rc;
 }
@@ -164,7 +165,7 @@ static int release_async(dlock_lock *lock, record *r)
 
 	starter = pthread_self();
 	starting = 1;
-	rc = dlock__release_async(lock, on_done, r);
+	rc = dlock_release_async(lock, on_done, r);
 	starting = 0;
 	return rc;
 }
@@ -369,8 +370,8 @@ static void test_refusals_come_at_once_without_a_callback(void **state)
 	assert_int_equal(dlock_lock_new(client, "async-refused", &threads), DLOCK_OK);
 	assert_int_equal(acquire_async(threads, 0, &b), DLOCK_EINVAL);
 	assert_non_null(strstr(dlock_last_error_message(), "DLOCK_OWNER_HANDLE"));
-	assert_int_equal(dlock__acquire_async(lock, 0, NULL, NULL), DLOCK_EINVAL);
-	assert_int_equal(dlock__acquire_async(NULL, 0, on_done, &b), DLOCK_EINVAL);
+	assert_int_equal(dlock_acquire_async(lock, 0, NULL, NULL), DLOCK_EINVAL);
+	assert_int_equal(dlock_acquire_async(NULL, 0, on_done, &b), DLOCK_EINVAL);
 
 	assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
 	assert_int_equal(acquire_async(lock, 20000, &a), DLOCK_OK);
@@ -631,7 +632,7 @@ static gpointer driver_main(gpointer data)
 		record a;
 
 		record_init(&a);
-		assert_int_equal(dlock__acquire_async(lock, waits[g_random_int_range(0, 4)], on_done, &a),
+		assert_int_equal(dlock_acquire_async(lock, waits[g_random_int_range(0, 4)], on_done, &a),
 		                 DLOCK_OK);
 		if (g_random_int_range(0, 5) == 0) {
 			g_usleep(g_random_int_range(0, 1000));
@@ -726,7 +727,7 @@ static void chain_first(dlock_lock *lock, int rc, uint64_t token, void *data)
 	(void)token;
 	assert_int_equal(rc, DLOCK_OK);
 	chain_enter(c);
-	assert_int_equal(dlock__acquire_async(lock, 0, chain_second, c), DLOCK_OK);
+	assert_int_equal(dlock_acquire_async(lock, 0, chain_second, c), DLOCK_OK);
 	g_atomic_int_set(&c->first_running, 1);
 	g_usleep(150 * 1000); /* the free comes meanwhile */
 	chain_leave(c);
@@ -745,7 +746,7 @@ static void test_a_free_runs_no_done_beside_a_running_one(void **state)
 		memset(&c, 0, sizeof c);
 		g_mutex_init(&c.mu);
 		record_init(&c.second);
-		assert_int_equal(dlock__acquire_async(lock, 0, chain_first, &c), DLOCK_OK);
+		assert_int_equal(dlock_acquire_async(lock, 0, chain_first, &c), DLOCK_OK);
 		while (!g_atomic_int_get(&c.first_running))
 			g_usleep(200);
 		g_usleep(30 * 1000); /* the second call (a re-entry) has ended */
@@ -848,14 +849,14 @@ static void test_permits_and_shared_holds_wait_as_blocking_ones_do(void **state)
 	dlock_client_free(client);
 }
 
-/* ---- DLOCK__DELIVER_DISPATCH -------------------------------------------- */
+/* ---- DLOCK_DELIVER_DISPATCH -------------------------------------------- */
 
 static dlock_client *dispatch_client_new(void)
 {
 	dlock_client *client = client_new();
 
-	assert_int_equal(dlock__client_set_delivery(client, DLOCK__DELIVER_DISPATCH), DLOCK_OK);
-	assert_true(dlock__client_event_fd(client) >= 0);
+	assert_int_equal(dlock_client_set_delivery(client, DLOCK_DELIVER_DISPATCH), DLOCK_OK);
+	assert_true(dlock_client_event_fd(client) >= 0);
 	return client;
 }
 
@@ -870,7 +871,7 @@ static bool readable_within(int fd, int ms)
 static void test_dispatch_runs_done_on_the_dispatching_thread(void **state)
 {
 	dlock_client *client = dispatch_client_new();
-	int fd = dlock__client_event_fd(client);
+	int fd = dlock_client_event_fd(client);
 	dlock_lock *lock = handle_new(client, "dispatch-once");
 	record a, r;
 
@@ -882,7 +883,7 @@ static void test_dispatch_runs_done_on_the_dispatching_thread(void **state)
 	assert_true(readable_within(fd, 5000));
 	/* Queued, not run: nobody has dispatched. */
 	assert_int_equal(a.calls, 0);
-	assert_int_equal(dlock__client_dispatch(client, 0), 1);
+	assert_int_equal(dlock_client_dispatch(client, 0), 1);
 	assert_false(readable_within(fd, 0));
 	assert_int_equal(a.calls, 1);
 	assert_int_equal(a.rc, DLOCK_OK);
@@ -891,10 +892,10 @@ static void test_dispatch_runs_done_on_the_dispatching_thread(void **state)
 	/* Returned: the handle takes the next call at once. */
 	assert_int_equal(release_async(lock, &r), DLOCK_OK);
 	assert_true(readable_within(fd, 5000));
-	assert_int_equal(dlock__client_dispatch(client, 1), 1);
+	assert_int_equal(dlock_client_dispatch(client, 1), 1);
 	assert_int_equal(r.rc, DLOCK_OK);
 	assert_int_equal(r.held, 0);
-	assert_int_equal(dlock__client_dispatch(client, 0), 0);
+	assert_int_equal(dlock_client_dispatch(client, 0), 0);
 	dlock_lock_free(lock);
 	dlock_client_free(client);
 	record_clear(&a);
@@ -907,12 +908,12 @@ static void test_delivery_is_set_before_the_first_handle(void **state)
 	dlock_lock *lock = handle_new(client, "dispatch-late");
 
 	(void)state;
-	assert_int_equal(dlock__client_event_fd(client), -1);
-	assert_int_equal(dlock__client_dispatch(client, 0), DLOCK_EINVAL);
-	assert_int_equal(dlock__client_set_delivery(client, DLOCK__DELIVER_DISPATCH), DLOCK_EINVAL);
+	assert_int_equal(dlock_client_event_fd(client), -1);
+	assert_int_equal(dlock_client_dispatch(client, 0), DLOCK_EINVAL);
+	assert_int_equal(dlock_client_set_delivery(client, DLOCK_DELIVER_DISPATCH), DLOCK_EINVAL);
 	assert_non_null(strstr(dlock_last_error_message(), "before the first"));
-	assert_int_equal(dlock__client_event_fd(client), -1);
-	assert_int_equal(dlock__client_set_delivery(client, (dlock__delivery)7), DLOCK_EINVAL);
+	assert_int_equal(dlock_client_event_fd(client), -1);
+	assert_int_equal(dlock_client_set_delivery(client, (dlock_delivery)7), DLOCK_EINVAL);
 	dlock_lock_free(lock);
 	dlock_client_free(client);
 }
@@ -929,7 +930,7 @@ static void test_deadlines_pass_without_dispatch(void **state)
 	dlock_lock *holder = handle_new(other, "dispatch-late-wait");
 	dlock_lock *locks[LATE];
 	record recs[LATE];
-	int fd = dlock__client_event_fd(client);
+	int fd = dlock_client_event_fd(client);
 	int64_t started, seen;
 	int ran = 0;
 
@@ -948,7 +949,7 @@ static void test_deadlines_pass_without_dispatch(void **state)
 	/* Every call ends by its deadline, dispatched or not. */
 	g_usleep(300 * 1000);
 	while (ran < LATE) {
-		int n = dlock__client_dispatch(client, 0);
+		int n = dlock_client_dispatch(client, 0);
 
 		assert_true(n >= 0);
 		if (n == 0)
@@ -990,7 +991,7 @@ static void test_done_comes_before_the_states_of_its_hold(void **state)
 {
 	dlock_client *client = dispatch_client_new();
 	dlock_lock *lock = handle_new(client, "dispatch-order");
-	int fd = dlock__client_event_fd(client);
+	int fd = dlock_client_event_fd(client);
 	char *path = g_build_filename(dir, "r-dispatch-order", NULL);
 	char *expected;
 
@@ -1000,7 +1001,7 @@ static void test_done_comes_before_the_states_of_its_hold(void **state)
 	/* A short lease: its renewal finds the key gone within moments. */
 	if (server || masters)
 		assert_int_equal(dlock_lock_set_ttl(lock, 900), DLOCK_OK);
-	assert_int_equal(dlock__acquire_async(lock, 1000, on_done_ordered, NULL), DLOCK_OK);
+	assert_int_equal(dlock_acquire_async(lock, 1000, on_done_ordered, NULL), DLOCK_OK);
 	assert_true(readable_within(fd, 5000));
 	/* Granted, its done queued: now the lock goes on the server (the lock
 	 * file, the key), and the hold with it. */
@@ -1015,7 +1016,7 @@ static void test_done_comes_before_the_states_of_its_hold(void **state)
 	if (!server && !masters && !zk)
 		assert_int_equal(g_unlink(path), 0);
 	g_usleep(zk ? 2500 * 1000 : server || masters ? 1500 * 1000 : 300 * 1000);
-	while (dlock__client_dispatch(client, 0) > 0 || readable_within(fd, 300))
+	while (dlock_client_dispatch(client, 0) > 0 || readable_within(fd, 300))
 		;
 	if (zk) {
 		int rc;
@@ -1103,14 +1104,14 @@ static void test_dispatch_runs_only_the_callbacks_queued_at_its_call(void **stat
 	dlock__callbacks_post(c.client, c.second, DLOCK_STATE_RECONNECTED);
 	/* The first runs and frees the second, whose two go with it; the
 	 * two posted meanwhile wait for the next dispatch. */
-	assert_int_equal(dlock__client_dispatch(c.client, 0), 1);
+	assert_int_equal(dlock_client_dispatch(c.client, 0), 1);
 	assert_int_equal(c.first_ran, 1);
 	assert_int_equal(c.second_ran, 0);
 	assert_int_equal(c.third_ran, 0);
-	assert_true(readable_within(dlock__client_event_fd(c.client), 0));
-	assert_int_equal(dlock__client_dispatch(c.client, 0), 2);
+	assert_true(readable_within(dlock_client_event_fd(c.client), 0));
+	assert_int_equal(dlock_client_dispatch(c.client, 0), 2);
 	assert_int_equal(c.third_ran, 2);
-	assert_false(readable_within(dlock__client_event_fd(c.client), 0));
+	assert_false(readable_within(dlock_client_event_fd(c.client), 0));
 	dlock_lock_free(first);
 	dlock_lock_free(c.third);
 	dlock_client_free(c.client);
@@ -1132,7 +1133,7 @@ static void test_freeing_the_client_runs_the_undispatched_dones(void **state)
 	assert_int_equal(dlock_acquire(holder, 0), DLOCK_OK);
 	assert_int_equal(acquire_async(granted, 5000, &a), DLOCK_OK);
 	assert_int_equal(acquire_async(waiting, -1, &w), DLOCK_OK);
-	assert_true(readable_within(dlock__client_event_fd(client), 5000));
+	assert_true(readable_within(dlock_client_event_fd(client), 5000));
 	dlock_client_free(client);
 	assert_int_equal(a.calls, 1);
 	assert_int_equal(a.rc, DLOCK_ECANCELED);
