@@ -580,9 +580,12 @@ static void test_many_cycles_leave_no_thread_or_descriptor(void **state)
 	dlock_client *client = client_new();
 	dlock_lock *lock = handle_new(client, "async-cycles");
 	int fds = 0, tasks = 0;
+	/* 10,000 where a cycle is cheap; a cycle on ZooKeeper or three
+	 * masters costs a few round trips more. */
+	int cycles = zk || masters ? 2000 : 10000;
 
 	(void)state;
-	for (int i = 0; i < 2000; i++) {
+	for (int i = 0; i < cycles; i++) {
 		record a, r;
 
 		record_init(&a);
@@ -605,7 +608,7 @@ static void test_many_cycles_leave_no_thread_or_descriptor(void **state)
 	/* A release that overlaps a renewal takes another connection from
 	 * a server's pool, which keeps up to 8 idle ones: no more than that
 	 * per server, whatever the number of cycles (a leak per cycle would
-	 * show 2000). */
+	 * show thousands). */
 	assert_true(count_entries("/proc/self/fd") <= fds + (masters ? 3 * 7 : server ? 7 : 0));
 	/* The callback thread, the timer and at most four workers. */
 	assert_true(count_entries("/proc/self/task") <= tasks + DLOCK__STEPPER_MAX_WORKERS);
