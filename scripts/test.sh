@@ -20,7 +20,8 @@
 #   4. build/ again — the unit, redis and file suites under valgrind, but
 #                    the Sentinel and Cluster suites (their time is real
 #                    failovers') and the tests whose time is waiting out
-#                    injected faults (suite valgrind-slow);
+#                    injected faults or for leaders, grants and losses
+#                    (suite valgrind-slow);
 #   5. build-fuzz/ — the libFuzzer harnesses of tests/fuzz/, 10 s each
 #                    (scripts/fuzz.sh; one test per harness in the counts),
 #                    built before 4 and run while 4 runs.
