@@ -4,6 +4,9 @@
  * and every done of a call without a waiting thread (async.c), one at a
  * time and in the order the changes were noticed, so backends' I/O
  * threads and the watchdog never run user code and never wait for it.
+ * With DLOCK_DELIVER_DISPATCH there is no such thread: the same events
+ * wait in a queue behind an eventfd, and the program runs them in
+ * dlock_client_dispatch().
  */
 #include <errno.h>
 #include <limits.h>
