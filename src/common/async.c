@@ -19,6 +19,10 @@
  * once: the callback thread (COMPLETE -> STARTED), or a free that claims
  * it first (COMPLETE -> CLAIMED) and runs it itself with DLOCK_ECANCELED.
  *
+ * A recipe's acquire (an election's campaign, recipe.h) is the same op
+ * with the recipe's hooks: one stepped before the backend is asked, one
+ * told the result just before done.
+ *
  * The op counts as a call on the handle and the client (dlock__lock_enter)
  * from its start until its steps end, so the frees wait for its steps as
  * they wait for a blocking acquire, and a step never runs on a freed
@@ -27,6 +31,7 @@
 #include "clock.h"
 #include "core.h"
 #include "mutex.h"
+#include "recipe.h"
 #include "stepper.h"
 
 typedef enum op_kind {
@@ -36,6 +41,7 @@ typedef enum op_kind {
 
 typedef enum op_stage {
 	STAGE_SETTLE,  /* the owner's look at its hold: re-entry, refusal or fresh */
+	STAGE_PREPARE, /* a recipe's hook before the backend is asked */
 	STAGE_MACHINE, /* the backend's machine runs */
 } op_stage;
 
@@ -59,8 +65,12 @@ struct dlock__op {
 	dlock__waiter *waiter;   /* on lock->waiters while the steps run */
 	dlock__task *task;
 	void *machine;           /* the backend's, during STAGE_MACHINE */
+	const dlock__recipe_call *call; /* a recipe's call: its hooks */
+	void *call_data;
+	dlock__hold *downgrade;  /* the settle's, until the machine begins */
 	dlock__hold *hold;       /* a fresh hold, from its grant until delivered */
-	bool reentry;            /* granted as a re-entry of the handle's hold */
+	bool reentry;            /* granted as a re-entry of the handle's hold
+	                          * (a recipe's: confirmed, not counted) */
 	int rc;
 	char *message;           /* a failure's detail message */
 	/* guarded by lock->mu */
@@ -79,6 +89,7 @@ void dlock__op_unref(dlock__op *op)
 	if (!op || !g_atomic_ref_count_dec(&op->ref))
 		return;
 	dlock__hold_unref(op->hold);
+	dlock__hold_unref(op->downgrade);
 	dlock__waiter_free(op->waiter);
 	dlock__task_unref(op->task);
 	dlock__lock_unref(op->lock);
@@ -159,6 +170,8 @@ static void complete(dlock__op *op, int rc)
 		dlock__lock_remove_waiter(lock, op->waiter);
 		dlock__waiter_set_notify(op->waiter, NULL, NULL);
 	}
+	dlock__hold_unref(op->downgrade);
+	op->downgrade = NULL;
 	if (rc != DLOCK_OK) {
 		op->message = g_strdup(dlock_last_error_message());
 		dlock__hold_unref(op->hold);
@@ -175,14 +188,15 @@ static void complete(dlock__op *op, int rc)
 }
 
 /* A fresh hold: the backend's machine, begun. */
-static int begin(dlock__op *op, dlock__hold *downgrade)
+static int begin(dlock__op *op)
 {
 	dlock_lock *lock = op->lock;
 
 	op->hold = dlock__hold_new(lock->client, lock);
-	if (downgrade) {
-		dlock__hold_set_downgrade(op->hold, downgrade);
-		dlock__hold_unref(downgrade);
+	if (op->downgrade) {
+		dlock__hold_set_downgrade(op->hold, op->downgrade);
+		dlock__hold_unref(op->downgrade);
+		op->downgrade = NULL;
 	}
 	/* A try (wait 0) is bounded by the backend's own timeouts alone. */
 	return lock->slot->ops->acquire_begin(lock->slot->impl, op->hold, op->waiter, op->wait_ms,
@@ -204,7 +218,6 @@ static bool step(void *data, bool urgent, int64_t *until_us)
 	dlock__op *op = data;
 	dlock_lock *lock = op->lock;
 	const dlock__backend_ops *ops = lock->slot->ops;
-	dlock__hold *downgrade = NULL;
 	dlock__turn turn;
 	int rc;
 
@@ -213,16 +226,33 @@ static bool step(void *data, bool urgent, int64_t *until_us)
 		return finished(op, dlock__owner_release(lock));
 	if (op->stage == STAGE_SETTLE) {
 		/* Counted at delivery, as a fresh hold is installed then. */
-		rc = dlock__owner_settle_step(lock, op->deadline_us, op->waiter, false, &turn, &downgrade);
+		rc = dlock__owner_settle_step(lock, op->deadline_us, op->waiter, false, &turn,
+		                              &op->downgrade);
 		if (rc == DLOCK__OWNER_WAIT) {
 			*until_us = turn.until_us;
 			return false;
 		}
+		/* A recipe's hold found lost is cleared: it asks afresh. */
+		if (rc == DLOCK_ELOST && op->call)
+			rc = DLOCK__OWNER_FRESH;
 		if (rc != DLOCK__OWNER_FRESH) {
 			op->reentry = rc == DLOCK_OK;
 			return finished(op, rc);
 		}
-		rc = begin(op, downgrade);
+		op->stage = STAGE_PREPARE;
+	}
+	if (op->stage == STAGE_PREPARE) {
+		if (op->call) {
+			rc = op->call->prepare(op->call_data, op->waiter, op->wait_ms, op->deadline_us,
+			                       &turn);
+			if (rc == DLOCK__STEP_WAIT) {
+				*until_us = turn.until_us;
+				return false;
+			}
+			if (rc != DLOCK_OK)
+				return finished(op, rc);
+		}
+		rc = begin(op);
 		if (!op->machine)
 			return finished(op, rc);
 		op->stage = STAGE_MACHINE;
@@ -239,8 +269,8 @@ static bool step(void *data, bool urgent, int64_t *until_us)
 
 /* ---- start ------------------------------------------------------------- */
 
-static int start(dlock_lock *lock, op_kind kind, int64_t wait_ms, dlock_done_fn done,
-                 void *user_data, const char *what)
+static int start(dlock_lock *lock, op_kind kind, int64_t wait_ms, const dlock__recipe_call *call,
+                 void *call_data, dlock_done_fn done, void *user_data, const char *what)
 {
 	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
 	dlock__op *op, *replaced = NULL;
@@ -266,6 +296,8 @@ static int start(dlock_lock *lock, op_kind kind, int64_t wait_ms, dlock_done_fn 
 	g_atomic_ref_count_init(&op->ref);
 	op->lock = dlock__lock_ref(lock);
 	op->kind = kind;
+	op->call = call;
+	op->call_data = call_data;
 	op->done = done;
 	op->user_data = user_data;
 	op->wait_ms = wait_ms;
@@ -316,12 +348,18 @@ static int start(dlock_lock *lock, op_kind kind, int64_t wait_ms, dlock_done_fn 
 DLOCK_API int dlock_acquire_async(dlock_lock *lock, int64_t wait_ms, dlock_done_fn done,
                                   void *user_data)
 {
-	return start(lock, OP_ACQUIRE, wait_ms, done, user_data, "dlock_acquire_async");
+	return start(lock, OP_ACQUIRE, wait_ms, NULL, NULL, done, user_data, "dlock_acquire_async");
+}
+
+int dlock__lock_acquire_async(dlock_lock *lock, int64_t wait_ms, const dlock__recipe_call *call,
+                              void *data, dlock_done_fn done, void *user_data, const char *what)
+{
+	return start(lock, OP_ACQUIRE, wait_ms, call, data, done, user_data, what);
 }
 
 DLOCK_API int dlock_release_async(dlock_lock *lock, dlock_done_fn done, void *user_data)
 {
-	return start(lock, OP_RELEASE, 0, done, user_data, "dlock_release_async");
+	return start(lock, OP_RELEASE, 0, NULL, NULL, done, user_data, "dlock_release_async");
 }
 
 /* ---- delivery ---------------------------------------------------------- */
@@ -363,7 +401,7 @@ static int install(dlock__op *op, bool revoked, uint64_t *ret_token)
 			dlock__hold_unref(hold);
 			return dlock__error(DLOCK_ECANCELED, "wait for lock '%s' was canceled", lock->resource);
 		}
-		if (!hold || !dlock__hold_count_up_live(hold, lock)) {
+		if (!hold || !(op->call ? dlock__hold_live(hold) : dlock__hold_count_up_live(hold, lock))) {
 			dlock__hold_unref(hold);
 			return dlock__error(DLOCK_ELOST, "lock '%s' ended before its re-entry was delivered",
 			                    lock->resource);
@@ -411,6 +449,8 @@ void dlock__op_deliver(dlock__op *op)
 		rc = install(op, revoked, &token);
 	else if (rc != DLOCK_OK)
 		dlock__error(rc, "%s", op->message);
+	if (op->call)
+		op->call->delivered(op->call_data, rc, rc == DLOCK_OK && !op->reentry);
 	op->done(lock, rc, token, op->user_data);
 	returned(op);
 }
@@ -457,6 +497,8 @@ void dlock__op_claim(dlock_lock *lock)
 	}
 	dlock__error(DLOCK_ECANCELED, "lock '%s' was freed before its call's result was delivered",
 	             lock->resource);
+	if (op->call)
+		op->call->delivered(op->call_data, DLOCK_ECANCELED, false);
 	op->done(lock, DLOCK_ECANCELED, 0, op->user_data);
 	returned(op);
 }

@@ -98,6 +98,33 @@ int dlock__lock_watch(dlock_lock *lock, dlock__waiter *waiter, void **watch);
 /* Drop a watch armed by dlock__lock_watch(). */
 void dlock__lock_unwatch(dlock_lock *lock, void *watch);
 
+/*
+ * An acquire of the handle without a waiting thread, for a recipe
+ * (dlock_acquire_async()'s rules, with done getting the handle): a hold
+ * the handle has already is confirmed -- a suspension waited out -- and
+ * not counted again; one found lost is cleared and the call asks the
+ * backend afresh.  The recipe's hooks run around the backend's part:
+ */
+typedef struct dlock__recipe_call {
+	/* Stepped once no hold is found, before the backend is asked, until
+	 * it returns something other than DLOCK__STEP_WAIT: DLOCK_OK to go
+	 * on, or the call's result.  DLOCK__STEP_WAIT fills *ret_turn; the
+	 * hook is stepped again when waiter (on the handle, so that cancel
+	 * and free reach it) is woken or the turn ends.  May run on the
+	 * stepper's timer thread at the deadline: no I/O. */
+	int (*prepare)(void *data, dlock__waiter *waiter, int64_t wait_ms, int64_t deadline_us,
+	               dlock__turn *ret_turn);
+	/* The result, just before done gets it (rc; fresh: a new grant, now
+	 * installed), on the thread that runs done: once, also for a call a
+	 * free ends.  It may set the error message done will read. */
+	void (*delivered)(void *data, int rc, bool fresh);
+} dlock__recipe_call;
+
+/* Start such a call: DLOCK_OK, or dlock_acquire_async()'s refusals
+ * (then no hook runs).  what names the public call in messages. */
+int dlock__lock_acquire_async(dlock_lock *lock, int64_t wait_ms, const dlock__recipe_call *call,
+                              void *data, dlock_done_fn done, void *user_data, const char *what);
+
 /* ---- the client ------------------------------------------------------- */
 
 /* Refuse calls in a forked child (DLOCK_ECANCELED) and count calls in

@@ -67,6 +67,7 @@ struct dlock_election {
 	GThread *observer;       /* while observing */
 	dlock__waiter *observe_waiter;
 	bool campaigning;        /* one campaign at a time */
+	int64_t campaign_wait_ms; /* an asynchronous campaign's, for its messages */
 	bool resigning;          /* a resignation has begun and not yet posted */
 	GPtrArray *turn_waiters; /* dlock__waiter * of campaigns waiting for it */
 };
@@ -307,15 +308,49 @@ static int leading(dlock_lock *lock, int64_t deadline_us)
 }
 
 /*
- * Wait until no resignation is under way -- its release may take the
- * backend's timeouts, so within the campaign's deadline, on a waiter of
- * the handle, which a cancel or the election's free reaches.
+ * One look at a resignation under way, as a step: DLOCK_OK when there is
+ * none; else DLOCK__STEP_WAIT with a turn until waiter is woken (the
+ * resignation's end wakes it) or the deadline; DLOCK_ECANCELED when
+ * waiter is canceled, DLOCK_EBUSY or DLOCK_ETIMEDOUT when the wait is
+ * over.  Its release may take the backend's timeouts, hence the deadline;
+ * waiter is the handle's, which a cancel or the election's free reaches.
+ * No I/O.
  */
+static int resignation_turn(dlock_election *e, dlock__waiter *waiter, int64_t wait_ms,
+                            int64_t deadline_us, dlock__turn *ret_turn)
+{
+	const char *resource = dlock__lock_resource(e->lock);
+	int rc = DLOCK__STEP_WAIT;
+
+	dlock__mutex_lock(&e->mu, DLOCK__RANK_ELECTION);
+	if (!e->resigning)
+		rc = DLOCK_OK;
+	else if (dlock__waiter_canceled(waiter))
+		rc = dlock__error_canceled(resource);
+	else if (wait_ms == 0 || dlock__remaining_us(deadline_us) == 0)
+		rc = dlock__error(wait_ms == 0 ? DLOCK_EBUSY : DLOCK_ETIMEDOUT,
+		                  "election '%s': a resignation of this participant was still under "
+		                  "way %s", resource,
+		                  wait_ms == 0 ? "(a try waits for none)" : "at the deadline");
+	else if (!g_ptr_array_find(e->turn_waiters, waiter, NULL))
+		g_ptr_array_add(e->turn_waiters, waiter);
+	/* The resignation's end is woken under e->mu: after this look, it
+	 * bumps the sequence read here. */
+	if (rc == DLOCK__STEP_WAIT)
+		dlock__waiter_turn_begin(ret_turn, dlock__waiter_seq(waiter), deadline_us, INT64_MAX);
+	else
+		g_ptr_array_remove_fast(e->turn_waiters, waiter);
+	dlock__mutex_unlock(&e->mu);
+	return rc;
+}
+
+/* Wait until no resignation is under way, on the calling thread. */
 static int wait_for_resignation(dlock_election *e, int64_t wait_ms, int64_t deadline_us)
 {
 	dlock__waiter *waiter;
+	dlock__turn turn;
 	bool busy;
-	int rc = DLOCK_OK;
+	int rc;
 
 	dlock__mutex_lock(&e->mu, DLOCK__RANK_ELECTION);
 	busy = e->resigning;
@@ -324,34 +359,30 @@ static int wait_for_resignation(dlock_election *e, int64_t wait_ms, int64_t dead
 		return DLOCK_OK;
 	waiter = dlock__waiter_new();
 	dlock__lock_add_waiter(e->lock, waiter);
-	dlock__mutex_lock(&e->mu, DLOCK__RANK_ELECTION);
-	g_ptr_array_add(e->turn_waiters, waiter);
-	while (e->resigning && rc == DLOCK_OK) {
-		uint64_t seen = dlock__waiter_seq(waiter);
-
-		dlock__mutex_unlock(&e->mu);
-		rc = dlock__waiter_sleep(waiter, seen, deadline_us);
-		dlock__mutex_lock(&e->mu, DLOCK__RANK_ELECTION);
-	}
-	busy = e->resigning;
-	g_ptr_array_remove_fast(e->turn_waiters, waiter);
-	dlock__mutex_unlock(&e->mu);
+	while ((rc = resignation_turn(e, waiter, wait_ms, deadline_us, &turn)) == DLOCK__STEP_WAIT)
+		dlock__waiter_sleep(waiter, turn.seen, turn.until_us);
 	dlock__lock_remove_waiter(e->lock, waiter);
 	dlock__waiter_free(waiter);
-	if (rc == DLOCK_ECANCELED)
-		return dlock__error_canceled(dlock__lock_resource(e->lock));
-	if (busy)
-		return dlock__error(wait_ms == 0 ? DLOCK_EBUSY : DLOCK_ETIMEDOUT,
-		                    "election '%s': a resignation of this participant was still under "
-		                    "way %s", dlock__lock_resource(e->lock),
-		                    wait_ms == 0 ? "(a try waits for none)" : "at the deadline");
-	return DLOCK_OK;
+	return rc;
+}
+
+/* A campaign's failure to be granted, said as the election's. */
+static int campaign_failure(dlock_lock *lock, int rc, int64_t wait_ms)
+{
+	if (rc == DLOCK_EBUSY)
+		return dlock__error(DLOCK_EBUSY, "election '%s': another participant leads",
+		                    dlock__lock_resource(lock));
+	if (rc == DLOCK_ETIMEDOUT)
+		return dlock__error(DLOCK_ETIMEDOUT, "election '%s': not elected within %" PRId64 " ms",
+		                    dlock__lock_resource(lock), wait_ms);
+	return rc;
 }
 
 static int campaign(dlock_election *election, int64_t wait_ms)
 {
 	int64_t deadline_us = dlock__deadline_after_ms(wait_ms);
 	dlock_lock *lock = election->lock;
+	int64_t left_ms = wait_ms;
 	int rc;
 
 	rc = leading(lock, deadline_us);
@@ -363,21 +394,76 @@ static int campaign(dlock_election *election, int64_t wait_ms)
 	if (rc != DLOCK_OK)
 		return rc;
 	if (wait_ms > 0)
-		wait_ms = MAX(dlock__remaining_us(deadline_us) / 1000, 1);
-	rc = dlock_acquire(lock, wait_ms);
-	if (rc == DLOCK_EBUSY)
-		return dlock__error(DLOCK_EBUSY, "election '%s': another participant leads",
-		                    dlock__lock_resource(lock));
-	if (rc == DLOCK_ETIMEDOUT)
-		return dlock__error(DLOCK_ETIMEDOUT, "election '%s': not elected within %" PRId64 " ms",
-		                    dlock__lock_resource(lock), wait_ms);
+		left_ms = MAX(dlock__remaining_us(deadline_us) / 1000, 1);
+	rc = dlock_acquire(lock, left_ms);
 	if (rc != DLOCK_OK)
-		return rc;
+		return campaign_failure(lock, rc, wait_ms);
 	/* ELECTED went out with the grant (DLOCK__EVENT_GRANT). */
 	dlock__mutex_lock(&election->mu, DLOCK__RANK_ELECTION);
 	announce(election, election->id);
 	dlock__mutex_unlock(&election->mu);
 	return DLOCK_OK;
+}
+
+/*
+ * A campaign without a waiting thread is the core's asynchronous acquire
+ * of the handle (recipe.h), which confirms a leadership held as leading()
+ * does; its hooks wait out a resignation as wait_for_resignation() does,
+ * and end the campaign as campaign() does, just before done: the grant is
+ * installed then, so ELECTED comes after done.
+ */
+static int campaign_prepare(void *data, dlock__waiter *waiter, int64_t wait_ms,
+                            int64_t deadline_us, dlock__turn *ret_turn)
+{
+	return resignation_turn(data, waiter, wait_ms, deadline_us, ret_turn);
+}
+
+static void campaign_delivered(void *data, int rc, bool fresh)
+{
+	dlock_election *e = data;
+	int64_t wait_ms;
+
+	dlock__mutex_lock(&e->mu, DLOCK__RANK_ELECTION);
+	e->campaigning = false;
+	wait_ms = e->campaign_wait_ms;
+	if (fresh)
+		announce(e, e->id);
+	dlock__mutex_unlock(&e->mu);
+	if (rc != DLOCK_OK)
+		campaign_failure(e->lock, rc, wait_ms);
+}
+
+static const dlock__recipe_call campaign_call = {
+	.prepare = campaign_prepare,
+	.delivered = campaign_delivered,
+};
+
+DLOCK_API int dlock_election_campaign_async(dlock_election *election, int64_t wait_ms,
+                                            dlock_done_fn done, void *user_data)
+{
+	bool busy;
+	int rc;
+
+	if ((rc = check_election(election, "dlock_election_campaign_async")) != DLOCK_OK)
+		return rc;
+	dlock__mutex_lock(&election->mu, DLOCK__RANK_ELECTION);
+	busy = election->campaigning;
+	if (!busy) {
+		election->campaigning = true;
+		election->campaign_wait_ms = wait_ms;
+	}
+	dlock__mutex_unlock(&election->mu);
+	if (busy)
+		return dlock__error(DLOCK_EINVAL, "election '%s': a campaign is already under way for "
+		                    "this participant", dlock__lock_resource(election->lock));
+	rc = dlock__lock_acquire_async(election->lock, wait_ms, &campaign_call, election, done,
+	                               user_data, "dlock_election_campaign_async");
+	if (rc != DLOCK_OK) {
+		dlock__mutex_lock(&election->mu, DLOCK__RANK_ELECTION);
+		election->campaigning = false;
+		dlock__mutex_unlock(&election->mu);
+	}
+	return rc;
 }
 
 DLOCK_API int dlock_election_resign(dlock_election *election)

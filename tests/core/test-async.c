@@ -1156,6 +1156,218 @@ static void test_freeing_the_client_runs_the_undispatched_dones(void **state)
 	record_clear(&w);
 }
 
+/* ---- campaigns ---------------------------------------------------------- */
+
+/* What a participant was told, in order: "done:RC" and "ev:EVENT". */
+typedef struct told {
+	GMutex mu;
+	GCond cond;
+	GString *log;
+	int dones;
+	int rc;
+	uint64_t token;
+	int leader;            /* dlock_election_is_leader() inside done */
+	char message[256];
+	dlock_election *again; /* a done that fails campaigns again, once */
+} told;
+
+static void told_init(told *t)
+{
+	memset(t, 0, sizeof *t);
+	g_mutex_init(&t->mu);
+	g_cond_init(&t->cond);
+	t->log = g_string_new("");
+}
+
+static void told_clear(told *t)
+{
+	g_string_free(t->log, TRUE);
+	g_mutex_clear(&t->mu);
+	g_cond_clear(&t->cond);
+}
+
+static void on_campaign_done(dlock_lock *lock, int rc, uint64_t token, void *data)
+{
+	told *t = data;
+	dlock_election *again;
+
+	g_mutex_lock(&t->mu);
+	again = rc != DLOCK_OK ? t->again : NULL;
+	t->again = NULL;
+	t->dones++;
+	t->rc = rc;
+	t->token = token;
+	t->leader = dlock_held(lock);
+	g_strlcpy(t->message, rc == DLOCK_OK ? "" : dlock_last_error_message(), sizeof t->message);
+	g_string_append_printf(t->log, "done:%d ", rc);
+	g_cond_broadcast(&t->cond);
+	g_mutex_unlock(&t->mu);
+	if (again)
+		assert_int_equal(dlock_election_campaign_async(again, 10000, on_campaign_done, t),
+		                 DLOCK_OK);
+}
+
+static void on_told(dlock_election *e, dlock_election_event event, const char *id, void *data)
+{
+	told *t = data;
+
+	(void)e;
+	(void)id;
+	g_mutex_lock(&t->mu);
+	g_string_append_printf(t->log, "ev:%d ", (int)event);
+	g_cond_broadcast(&t->cond);
+	g_mutex_unlock(&t->mu);
+}
+
+/* Wait up to ms until the log is exactly want. */
+static bool told_within(told *t, const char *want, int64_t ms)
+{
+	int64_t until = g_get_monotonic_time() + ms * 1000;
+	bool ok;
+
+	g_mutex_lock(&t->mu);
+	while (strcmp(t->log->str, want) != 0 && g_cond_wait_until(&t->cond, &t->mu, until))
+		;
+	ok = strcmp(t->log->str, want) == 0;
+	if (!ok)
+		fprintf(stderr, "told \"%s\", want \"%s\"\n", t->log->str, want);
+	g_mutex_unlock(&t->mu);
+	return ok;
+}
+
+static dlock_election *participant_new(dlock_client *client, const char *name, const char *id,
+                                       told *t)
+{
+	dlock_election *e = NULL;
+
+	assert_int_equal(dlock_election_new(client, name, id, &e), DLOCK_OK);
+	assert_int_equal(dlock_election_set_callback(e, on_told, t), DLOCK_OK);
+	return e;
+}
+
+/* The codes in a log: DLOCK_EBUSY -2, DLOCK_ETIMEDOUT -3, DLOCK_ECANCELED -9;
+ * an event as its number (ELECTED 1, RESIGNED 4). */
+#define EV(x) "ev:" G_STRINGIFY(x) " "
+
+static void test_a_campaign_without_blocking_leads_then_tells_elected(void **state)
+{
+	dlock_client *c1 = client_new(), *c2 = client_new();
+	told t1, t2;
+	dlock_election *e1, *e2;
+	char *leader = NULL;
+	uint64_t first;
+
+	(void)state;
+	told_init(&t1);
+	told_init(&t2);
+	e1 = participant_new(c1, "campaign", "one", &t1);
+	e2 = participant_new(c2, "campaign", "two", &t2);
+
+	/* Granted: done sees the leadership, ELECTED follows it. */
+	assert_int_equal(dlock_election_campaign_async(e1, 5000, on_campaign_done, &t1), DLOCK_OK);
+	assert_true(told_within(&t1, "done:0 " EV(1), 5000));
+	assert_int_equal(t1.leader, 1);
+	assert_true(t1.token > 0);
+	assert_int_equal(t1.token, dlock_election_fencing_token(e1));
+	assert_int_equal(dlock_election_leader(e2, &leader), DLOCK_OK);
+	assert_string_equal(leader, "one");
+	free(leader);
+	first = t1.token;
+
+	/* Leading already: DLOCK_OK with the same token, no second ELECTED. */
+	assert_int_equal(dlock_election_campaign_async(e1, 0, on_campaign_done, &t1), DLOCK_OK);
+	assert_true(told_within(&t1, "done:0 " EV(1) "done:0 ", 5000));
+	assert_int_equal(t1.token, first);
+	settled(dlock_election_lock(e1));
+
+	/* Another participant's try, and a short wait: refused, as the
+	 * election's, and nothing of them stays. */
+	assert_int_equal(dlock_election_campaign_async(e2, 0, on_campaign_done, &t2), DLOCK_OK);
+	assert_true(told_within(&t2, "done:-2 ", 5000));
+	assert_non_null(strstr(t2.message, "another participant leads"));
+	settled(dlock_election_lock(e2));
+	assert_int_equal(dlock_election_campaign_async(e2, 200, on_campaign_done, &t2), DLOCK_OK);
+	assert_true(told_within(&t2, "done:-2 done:-3 ", 5000));
+	assert_non_null(strstr(t2.message, "not elected within 200 ms"));
+	settled(dlock_election_lock(e2));
+
+	/* A waiting campaign: one at a time, blocking or not; the leader's
+	 * resignation (one, though it campaigned twice) elects it. */
+	g_string_truncate(t2.log, 0);
+	assert_int_equal(dlock_election_campaign_async(e2, 10000, on_campaign_done, &t2), DLOCK_OK);
+	assert_int_equal(dlock_election_campaign_async(e2, 10000, on_campaign_done, &t2), DLOCK_EINVAL);
+	assert_int_equal(dlock_election_campaign(e2, 0), DLOCK_EINVAL);
+	g_usleep(100 * 1000);
+	assert_int_equal(dlock_election_resign(e1), DLOCK_OK);
+	assert_true(told_within(&t1, "done:0 " EV(1) "done:0 " EV(4), 5000));
+	assert_true(told_within(&t2, "done:0 " EV(1), 10000));
+	assert_int_equal(t2.leader, 1);
+	assert_true(t2.token > first);
+	assert_int_equal(dlock_election_leader(e1, &leader), DLOCK_OK);
+	assert_string_equal(leader, "two");
+	free(leader);
+	settled(dlock_election_lock(e2));
+
+	assert_int_equal(dlock_election_resign(e2), DLOCK_OK);
+	assert_int_equal(dlock_election_resign(e1), DLOCK_ENOTHELD);
+	dlock_election_free(e1);
+	dlock_election_free(e2);
+	dlock_client_free(c1);
+	dlock_client_free(c2);
+	assert_int_equal(t1.dones, 2);
+	assert_int_equal(t2.dones, 3);
+	told_clear(&t1);
+	told_clear(&t2);
+}
+
+static void test_a_campaign_without_blocking_ends_by_cancel_free_or_its_own_done(void **state)
+{
+	dlock_client *c1 = client_new(), *c2 = client_new();
+	told t1, t2;
+	dlock_election *e1, *e2;
+
+	(void)state;
+	told_init(&t1);
+	told_init(&t2);
+	e1 = participant_new(c1, "campaign-end", "one", &t1);
+	e2 = participant_new(c2, "campaign-end", "two", &t2);
+	assert_int_equal(dlock_election_campaign(e1, 5000), DLOCK_OK);
+	assert_true(told_within(&t1, EV(1), 5000));
+
+	/* Canceled while it waits. */
+	assert_int_equal(dlock_election_campaign_async(e2, 30000, on_campaign_done, &t2), DLOCK_OK);
+	g_usleep(100 * 1000);
+	assert_int_equal(dlock_election_cancel(e2), DLOCK_OK);
+	assert_true(told_within(&t2, "done:-9 ", 5000));
+	settled(dlock_election_lock(e2));
+
+	/* A failed try's done campaigns again, waiting this time: elected
+	 * when the leader resigns. */
+	g_string_truncate(t2.log, 0);
+	t2.again = e2;
+	assert_int_equal(dlock_election_campaign_async(e2, 0, on_campaign_done, &t2), DLOCK_OK);
+	assert_true(told_within(&t2, "done:-2 ", 5000));
+	g_usleep(100 * 1000);
+	assert_int_equal(dlock_election_resign(e1), DLOCK_OK);
+	assert_true(told_within(&t2, "done:-2 done:0 " EV(1), 10000));
+	settled(dlock_election_lock(e2));
+
+	/* The election freed while its campaign waits: done runs with
+	 * DLOCK_ECANCELED before the free returns. */
+	g_string_truncate(t1.log, 0);
+	assert_int_equal(dlock_election_campaign_async(e1, 30000, on_campaign_done, &t1), DLOCK_OK);
+	g_usleep(100 * 1000);
+	dlock_election_free(e1);
+	assert_string_equal(t1.log->str, "done:-9 ");
+
+	assert_int_equal(dlock_election_resign(e2), DLOCK_OK);
+	dlock_election_free(e2);
+	dlock_client_free(c1);
+	dlock_client_free(c2);
+	told_clear(&t1);
+	told_clear(&t2);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -1217,6 +1429,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_done_comes_before_the_states_of_its_hold),
 		cmocka_unit_test(test_freeing_the_client_runs_the_undispatched_dones),
 		cmocka_unit_test(test_dispatch_runs_only_the_callbacks_queued_at_its_call),
+		cmocka_unit_test(test_a_campaign_without_blocking_leads_then_tells_elected),
+		cmocka_unit_test(test_a_campaign_without_blocking_ends_by_cancel_free_or_its_own_done),
 	};
 
 	test_init(argv[0]);
