@@ -323,6 +323,14 @@ static void on_state(check *c, hold *h, const torture_event *e)
 
 static void on_note(check *c, const torture_event *e)
 {
+	if (e->code == NOTE_DONE_NOT_ONCE) {
+		c->f->dones_not_once++;
+		if (torture_shown(c->f->dones_not_once))
+			printf("torture: DONE NOT RUN ONCE on r%d (%s) at +%.3fs: worker %d.%d: a call without a "
+			       "waiting thread whose done did not come, or came twice\n", e->res,
+			       torture_recipe_name(torture_recipe_of(c, e->res)), torture_rel(c, e->t), e->slot, e->life);
+		return;
+	}
 	c->f->election_events++;
 	if (torture_shown(c->f->election_events))
 		printf("torture: ELECTION EVENTS OUT OF STEP on r%d (election) at +%.3fs: worker %d.%d %s\n", e->res,
@@ -532,7 +540,7 @@ bool torture_findings_failed(const torture_findings *f)
 {
 	return f->overlaps || f->order_violations || f->token_order || f->stale_accepted || f->silent_losses ||
 	       f->tokenless_grants || f->liveness_gaps || f->upkeep_after_lost || f->busy_free_permit ||
-	       f->bad_results || f->lost_quorum_up || f->election_events;
+	       f->bad_results || f->lost_quorum_up || f->election_events || f->dones_not_once;
 }
 
 void torture_check(GArray *events, GArray *faults, const torture_limits *limits, torture_findings *f)

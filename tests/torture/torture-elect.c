@@ -140,7 +140,8 @@ void tw_election_round(GRand *rand, tw_election *te, int64_t wait_ms)
 	tw_emit(EV_TRY, MODE_LEADER, 0, te->res, 0, 0, wait_ms);
 	if (dice < 25)
 		thread = g_thread_new("torture-resign", racer_main, &rc);
-	r = dlock_election_campaign(te->e, wait_ms);
+	r = tw_async_pick(rand) ? tw_campaign_async(te->e, te->res, wait_ms, rand)
+	                        : dlock_election_campaign(te->e, wait_ms);
 	if (thread) {
 		g_usleep(3000);
 		g_atomic_int_set(&rc.stop, 1);

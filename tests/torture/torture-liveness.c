@@ -18,7 +18,7 @@
  *    and no fault was in force;
  *  - a result the wait does not allow: wait 0 gives DLOCK_OK or
  *    DLOCK_EBUSY, a deadline DLOCK_OK or DLOCK_ETIMEDOUT (a downgrade also
- *    DLOCK_ELOST), returned within the deadline and the margin unless the
+ *    DLOCK_ELOST; a call the worker canceled also DLOCK_ECANCELED), returned within the deadline and the margin unless the
  *    process was paused (a try is bounded by the backend's own timeouts,
  *    which a fault may use up); DLOCK_EUNAVAILABLE or DLOCK_EBACKEND only while a
  *    fault was in force (on Redlock, a fault of one master is none: a
@@ -44,6 +44,7 @@ typedef struct attempt {
 	char mode;
 	int64_t start, end, wait_ms;
 	bool granted;
+	bool canceled; /* the worker canceled it (EV_CANCEL) */
 	int code; /* the result when not granted */
 } attempt;
 
@@ -57,13 +58,19 @@ static GArray *attempts_of(const check *c)
 		char *key;
 		attempt *a;
 
-		if (e->kind != EV_TRY && e->kind != EV_FAILED && e->kind != EV_ACQUIRED)
+		if (e->kind != EV_TRY && e->kind != EV_FAILED && e->kind != EV_ACQUIRED && e->kind != EV_CANCEL)
 			continue;
 		key = g_strdup_printf("%d.%d.%d.%d.%c", e->slot, e->life, e->owner, e->res, e->mode);
 		if (e->kind == EV_TRY) {
 			a = g_new(attempt, 1);
-			*a = (attempt){ e->slot, e->life, e->owner, e->res, e->mode, e->t, G_MAXINT64, e->aux, false, 0 };
+			*a = (attempt){ e->slot, e->life, e->owner, e->res, e->mode, e->t, G_MAXINT64, e->aux, false, false, 0 };
 			g_hash_table_replace(pending, key, a);
+			continue;
+		}
+		if (e->kind == EV_CANCEL) {
+			if ((a = g_hash_table_lookup(pending, key)))
+				a->canceled = true;
+			g_free(key);
 			continue;
 		}
 		if ((a = g_hash_table_lookup(pending, key))) {
@@ -405,6 +412,8 @@ static const char *not_allowed(const check *c, const attempt *a)
 		return a->wait_ms != 0 ? NULL : "DLOCK_ETIMEDOUT for a try (wait 0)";
 	case DLOCK_ELOST:
 		return a->mode == MODE_READ ? NULL : "DLOCK_ELOST from a fresh acquire";
+	case DLOCK_ECANCELED:
+		return a->canceled ? NULL : "DLOCK_ECANCELED for a call nobody canceled";
 	case DLOCK_EUNAVAILABLE:
 	case DLOCK_EBACKEND:
 		if (torture_fault_in_force(c, a->start - c->lim->slack_us, a->end, SCOPE_OWN, a->slot, a->life))

@@ -30,10 +30,11 @@ static void print_recipes(const torture_run *run, const torture_findings *f)
 	printf("torture: invariants: mutex two-holders=%" PRId64 " | read-write two-writers=%" PRId64
 	       " reader-beside-writer=%" PRId64 " | semaphore more-than-N=%" PRId64 " busy-with-a-free-permit=%" PRId64
 	       " | election two-leaders=%" PRId64 " event-order=%" PRId64 " | token-order=%" PRId64 " (explained %" PRId64
-	       ") upkeep-after-lost=%" PRId64 " results-not-allowed=%" PRId64 " lost-with-a-quorum-up=%" PRId64 "\n",
+	       ") upkeep-after-lost=%" PRId64 " results-not-allowed=%" PRId64 " lost-with-a-quorum-up=%" PRId64
+	       " | async done-not-once=%" PRId64 "\n",
 	       f->two_holders, f->two_writers, f->reader_beside_writer, f->permits_exceeded, f->busy_free_permit,
 	       f->two_leaders, f->election_events, f->token_order, f->token_order_explained, f->upkeep_after_lost,
-	       f->bad_results, f->lost_quorum_up);
+	       f->bad_results, f->lost_quorum_up, f->dones_not_once);
 }
 
 void torture_print_summary(torture_run *run, const torture_findings *f, long long leftovers, int64_t elapsed_ms)

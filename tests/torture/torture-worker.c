@@ -17,7 +17,9 @@
  * lost hold must keep no one out.
  *
  * An honest worker writes only while dlock_held() says it holds, and
- * reports every state callback and every result.  The rogue is
+ * reports every state callback and every result.  Some make most calls
+ * without a waiting thread (torture-async.c); their handles are owned by
+ * the handle, and they downgrade no write hold.  The rogue is
  * torture-rogue.c.
  */
 #include "torture-worker.h"
@@ -68,7 +70,8 @@ void tw_failed(char mode, int owner, int res, int code)
 {
 	static int told; /* the first ten say enough */
 
-	if (code != DLOCK_EBUSY && code != DLOCK_ETIMEDOUT && g_atomic_int_add(&told, 1) < 10) {
+	if (code != DLOCK_EBUSY && code != DLOCK_ETIMEDOUT && code != DLOCK_ECANCELED &&
+	    g_atomic_int_add(&told, 1) < 10) {
 		g_mutex_lock(&out_lock);
 		printf("r%d %s acquire: %s: %s\n", res, torture_mode_name(mode), dlock_code_name(code),
 		       dlock_last_error_message());
@@ -170,6 +173,9 @@ static bool make_handle(resource *r, int which, uint32_t permits)
 		else if (r->res % 3 == 1)
 			dlock_lock_set_ttl(lock, 1500);
 	}
+	/* The calls without a waiting thread need a handle that owns. */
+	if (tw_async != TW_ASYNC_NONE)
+		dlock_lock_set_owner(lock, DLOCK_OWNER_HANDLE);
 	r->cb[which] = r->res * 2 + which;
 	dlock_lock_set_state_callback(lock, on_state, &r->cb[which]);
 	r->lock[which] = lock;
@@ -177,13 +183,16 @@ static bool make_handle(resource *r, int which, uint32_t permits)
 }
 
 /* Acquire handle which of r within wait_ms, reporting the try and its end. */
-static bool take(resource *r, int which, int64_t wait_ms)
+static bool take(GRand *rand, resource *r, int which, int64_t wait_ms)
 {
 	int rc;
 
 	tw_emit(EV_TRY, r->mode[which], 0, r->res, 0, 0, wait_ms);
 	g_atomic_int_set(&r->lost[which], 0);
-	rc = dlock_acquire(r->lock[which], wait_ms);
+	if (tw_async_pick(rand))
+		rc = tw_acquire_async(r->lock[which], r->mode[which], r->res, wait_ms, rand);
+	else
+		rc = dlock_acquire(r->lock[which], wait_ms);
 	if (rc != DLOCK_OK) {
 		tw_failed(r->mode[which], 0, r->res, rc);
 		return false;
@@ -204,7 +213,10 @@ static void give_back(GRand *rand, resource *r, int which)
 	if (g_atomic_int_get(&r->lost[which]))
 		tw_hold_for(g_rand_int_range(rand, 4500, 6500));
 	t0 = g_get_monotonic_time();
-	rc = dlock_release(r->lock[which]);
+	if (tw_async_pick(rand))
+		rc = tw_release_async(r->lock[which], r->mode[which], r->res, rand);
+	else
+		rc = dlock_release(r->lock[which]);
 	tw_emit_at(t0, EV_RELEASE, r->mode[which], 0, r->res, r->token[which], rc, g_get_monotonic_time());
 	__atomic_store_n(&r->token[which], 0, __ATOMIC_RELAXED);
 }
@@ -248,7 +260,7 @@ static void downgrade(GRand *rand, resource *r, int64_t wait_ms, uint32_t permit
 
 	if (g_rand_int_range(rand, 0, 100) < 30)
 		racer = g_thread_new("torture-freer", freer_main, &f);
-	got = take(r, 1, wait_ms);
+	got = take(rand, r, 1, wait_ms);
 	if (racer) {
 		g_thread_join(racer);
 		__atomic_store_n(&r->token[0], 0, __ATOMIC_RELAXED);
@@ -292,7 +304,7 @@ static void lock_round(GRand *rand, int nres, int first, uint32_t permits)
 		resource *r = &resources[pick[i]];
 
 		which[i] = r->recipe == RECIPE_RW && g_rand_boolean(rand) ? 1 : 0;
-		if (!take(r, which[i], wait))
+		if (!take(rand, r, which[i], wait))
 			break;
 		got++;
 	}
@@ -311,7 +323,8 @@ static void lock_round(GRand *rand, int nres, int first, uint32_t permits)
 	for (int i = got - 1; i >= 0; i--) {
 		resource *r = &resources[pick[i]];
 
-		if (r->recipe == RECIPE_RW && which[i] == 0 && g_rand_int_range(rand, 0, 100) < 30)
+		if (r->recipe == RECIPE_RW && which[i] == 0 && tw_async == TW_ASYNC_NONE &&
+		    g_rand_int_range(rand, 0, 100) < 30)
 			downgrade(rand, r, wait, permits);
 		else
 			give_back(rand, r, which[i]);
@@ -388,6 +401,10 @@ int torture_worker_main(int argc, char **argv)
 		fprintf(stderr, "torture worker: client: %s\n", dlock_last_error_message());
 		return 2;
 	}
+	if (!tw_async_start(client, atoi(argv[1]))) {
+		fprintf(stderr, "torture worker: delivery: %s\n", dlock_last_error_message());
+		return 2;
+	}
 	g_snprintf(id, sizeof(id), "w%s.%s", argv[1], argv[2]);
 	for (int r = 0; r < nres; r++)
 		if (!open_resource(client, argv[0], r, layout[r], id, permits))
@@ -401,6 +418,7 @@ int torture_worker_main(int argc, char **argv)
 			lock_round(rand, nres, r, permits);
 		g_usleep((gulong)g_rand_int_range(rand, 0, 20000));
 	}
+	tw_async_stop();
 	for (int r = 0; r < nres; r++)
 		close_resource(&resources[r]);
 	dlock_client_free(client);

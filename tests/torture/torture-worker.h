@@ -28,8 +28,9 @@ extern int tw_masters;
  * never interleave. */
 void tw_emit_at(int64_t at, char kind, char mode, int owner, int res, uint64_t token, int code, int64_t aux);
 void tw_emit(char kind, char mode, int owner, int res, uint64_t token, int code, int64_t aux);
-/* Report an acquire's failure; with a code other than a busy or timed
- * out one, also its message (a line the orchestrator prints as is). */
+/* Report an acquire's failure; with a code other than a busy, timed out
+ * or canceled one, also its message (a line the orchestrator prints as
+ * is). */
 void tw_failed(char mode, int owner, int res, int code);
 /* Send one write to the storage service; whether it was accepted. */
 bool tw_store_write(char mode, int owner, int res, uint64_t token);
@@ -55,6 +56,25 @@ void tw_election_close(tw_election *te);
  * from another thread; lead a while writing; resign; then check the
  * callbacks settled on what is true. */
 void tw_election_round(GRand *rand, tw_election *te, int64_t wait_ms);
+
+/* How the worker makes its calls (torture-async.c): blocking only, or
+ * mostly without a waiting thread, dones on the callback thread or every
+ * callback dispatched by a loop thread of the worker's. */
+enum { TW_ASYNC_NONE, TW_ASYNC_THREAD, TW_ASYNC_DISPATCH };
+extern int tw_async;
+/* Pick the worker's way by its slot, before its first handle; a
+ * dispatching worker's loop thread starts. */
+bool tw_async_start(dlock_client *client, int slot);
+/* Stop the loop thread, before the worker's handles are freed (their
+ * frees then run what is queued themselves). */
+void tw_async_stop(void);
+/* Whether the next call goes without a waiting thread. */
+bool tw_async_pick(GRand *rand);
+/* The calls, waited for on the calling thread (sometimes canceled
+ * first): what their done got. */
+int tw_acquire_async(dlock_lock *lock, char mode, int res, int64_t wait_ms, GRand *rand);
+int tw_release_async(dlock_lock *lock, char mode, int res, GRand *rand);
+int tw_campaign_async(dlock_election *election, int res, int64_t wait_ms, GRand *rand);
 
 /* The rogue of --self-check: never returns (it aborts). */
 G_GNUC_NORETURN void tw_rogue_main(const char *uri, const char *layout, uint32_t permits);

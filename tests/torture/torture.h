@@ -58,6 +58,7 @@ typedef enum torture_event_kind {
 	                   * when the call returned */
 	EV_ELECTION = 'E',/* an election's callback: code is the dlock_election_event */
 	EV_NOTE = 'N',    /* the worker saw a promise broken: code is a torture_note */
+	EV_CANCEL = 'C',  /* the worker canceled its acquire (campaign) in flight */
 	EV_EXIT = 'X'     /* the worker is leaving normally */
 } torture_event_kind;
 
@@ -67,7 +68,10 @@ typedef enum torture_note {
 	 * does not lead (a resign or loss not followed by its event). */
 	NOTE_ELECTED_NOT_LEADING = 1,
 	/* Leading, and no ELECTED came. */
-	NOTE_LEADING_NOT_ELECTED = 2
+	NOTE_LEADING_NOT_ELECTED = 2,
+	/* A call without a waiting thread whose done did not run once: not
+	 * within a generous bound of its deadline, or more than once. */
+	NOTE_DONE_NOT_ONCE = 3
 } torture_note;
 
 typedef struct torture_event {
@@ -177,6 +181,7 @@ typedef struct torture_findings {
 	                            * unavailable on a healthy backend */
 	int64_t lost_quorum_up;    /* Redlock: LOST while a quorum was up */
 	int64_t election_events;   /* NOTE_*: callbacks out of step */
+	int64_t dones_not_once;    /* NOTE_DONE_NOT_ONCE */
 	int64_t longest_wait_us;
 	int longest_wait_res;
 	int64_t longest_wait_from;    /* µs since the run's start */
