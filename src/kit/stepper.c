@@ -16,6 +16,8 @@
  *            sets rerun, and the task is queued again when the step returns
  *   ENDED    its step returned true; pokes are ignored
  *
+ * Workers are started as tasks come ready and every worker is busy, up
+ * to max_workers, and those beyond the few kept end after a while idle.
  * The timer thread runs urgent tasks, and turns due timers into queued
  * tasks.  It runs nothing else, so an urgent step waits at most for the
  * urgent steps before it, which do no I/O.
@@ -62,7 +64,8 @@ struct dlock__stepper {
 	GSequence *timers;          /* tasks with a timer, by wake_us then order */
 	uint64_t next_order;
 	GThread *timer_thread;
-	GThread *workers[DLOCK__STEPPER_MAX_WORKERS];
+	GPtrArray *workers;         /* GThread *, running */
+	GPtrArray *retired;         /* GThread *, ended and not yet joined */
 	unsigned max_workers;
 	unsigned n_workers;
 	unsigned idle_workers;
@@ -107,6 +110,7 @@ static void timer_set_locked(dlock__stepper *s, dlock__task *task, int64_t wake_
 }
 
 static gpointer worker_main(gpointer data);
+static void start_worker_locked(dlock__stepper *s);
 
 static void queue_urgent_locked(dlock__stepper *s, dlock__task *task)
 {
@@ -133,7 +137,7 @@ static void queue_locked(dlock__stepper *s, dlock__task *task)
 	if (s->ready.length <= s->idle_workers)
 		g_cond_signal(&s->work_cond);
 	else if (s->n_workers < s->max_workers)
-		s->workers[s->n_workers++] = dlock__thread_new("dlock-step", worker_main, s);
+		start_worker_locked(s);
 	else
 		g_cond_signal(&s->work_cond);
 }
@@ -222,6 +226,7 @@ static gpointer worker_main(gpointer data)
 	dlock__mutex_lock(&s->mu, DLOCK__RANK_STEPPER);
 	for (;;) {
 		GList *link = g_queue_pop_head_link(&s->ready);
+		bool woken = true;
 
 		if (link) {
 			run_locked(s, link->data);
@@ -230,11 +235,37 @@ static gpointer worker_main(gpointer data)
 		if (s->stopping)
 			break;
 		s->idle_workers++;
-		g_cond_wait(&s->work_cond, &s->mu);
+		if (s->n_workers > DLOCK__STEPPER_KEEP_WORKERS)
+			woken = g_cond_wait_until(&s->work_cond, &s->mu,
+			                          g_get_monotonic_time() + DLOCK__STEPPER_RETIRE_US);
+		else
+			g_cond_wait(&s->work_cond, &s->mu);
 		s->idle_workers--;
+		if (!woken && !s->stopping && s->ready.length == 0 &&
+		    s->n_workers > DLOCK__STEPPER_KEEP_WORKERS) {
+			/* Joined by the next start of a worker, or the free: it
+			 * touches nothing of the stepper after this unlock. */
+			GThread *self = g_thread_self();
+
+			g_ptr_array_remove_fast(s->workers, self);
+			g_ptr_array_add(s->retired, self);
+			s->n_workers--;
+			break;
+		}
 	}
 	dlock__mutex_unlock(&s->mu);
 	return NULL;
+}
+
+/* Join the workers that ended (they have let go of the mutex this
+ * thread holds), then start one. */
+static void start_worker_locked(dlock__stepper *s)
+{
+	dlock__mutex_assert_held(&s->mu);
+	while (s->retired->len > 0)
+		g_thread_join(g_ptr_array_steal_index_fast(s->retired, s->retired->len - 1));
+	g_ptr_array_add(s->workers, dlock__thread_new("dlock-step", worker_main, s));
+	s->n_workers++;
 }
 
 dlock__stepper *dlock__stepper_new(unsigned max_workers)
@@ -247,6 +278,8 @@ dlock__stepper *dlock__stepper_new(unsigned max_workers)
 	g_queue_init(&s->ready);
 	g_queue_init(&s->urgent);
 	s->timers = g_sequence_new(NULL);
+	s->workers = g_ptr_array_new();
+	s->retired = g_ptr_array_new();
 	s->max_workers = CLAMP(max_workers, 1, DLOCK__STEPPER_MAX_WORKERS);
 	return s;
 }
@@ -262,8 +295,13 @@ void dlock__stepper_free(dlock__stepper *s)
 	dlock__mutex_unlock(&s->mu);
 	if (s->timer_thread)
 		g_thread_join(s->timer_thread);
-	for (unsigned i = 0; i < s->n_workers; i++)
-		g_thread_join(s->workers[i]);
+	/* Stopping: no worker retires now, and the arrays are the free's. */
+	for (guint i = 0; i < s->workers->len; i++)
+		g_thread_join(s->workers->pdata[i]);
+	for (guint i = 0; i < s->retired->len; i++)
+		g_thread_join(s->retired->pdata[i]);
+	g_ptr_array_unref(s->workers);
+	g_ptr_array_unref(s->retired);
 	g_sequence_free(s->timers);
 	g_cond_clear(&s->work_cond);
 	g_cond_clear(&s->timer_cond);

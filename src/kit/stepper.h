@@ -21,7 +21,10 @@
  *
  * Threads: "dlock-async", the timer, started with the first task; up to
  * max_workers "dlock-step" threads, each started when a task is ready and
- * every worker is busy.  dlock__stepper_free() joins them all.
+ * every worker is busy -- a step inside a slow round trip holds its
+ * worker, and the others' steps must not queue behind it -- of which all
+ * but DLOCK__STEPPER_KEEP_WORKERS end after DLOCK__STEPPER_RETIRE_US
+ * without work.  dlock__stepper_free() joins them all.
  */
 #ifndef DLOCK_KIT_STEPPER_H
 #define DLOCK_KIT_STEPPER_H
@@ -32,8 +35,11 @@
 typedef struct dlock__stepper dlock__stepper;
 typedef struct dlock__task dlock__task;
 
-/* The most workers a stepper starts. */
-#define DLOCK__STEPPER_MAX_WORKERS 4
+/* The most workers a stepper runs at once; how many stay when idle, and
+ * how long the others wait for work before they end. */
+#define DLOCK__STEPPER_MAX_WORKERS 32
+#define DLOCK__STEPPER_KEEP_WORKERS 4
+#define DLOCK__STEPPER_RETIRE_US (10 * 1000 * 1000)
 
 /*
  * One step of the task started with data.  urgent: the task is canceled

@@ -233,6 +233,73 @@ static void test_deadline_steps_run_on_the_timer_thread_while_workers_are_busy(v
 	probe_clear(&late);
 }
 
+/* Wait (up to 5 s) until the probe's step is blocked on its hold;
+ * whether it is. */
+static bool wait_held(probe *p)
+{
+	int64_t until = dlock__mono_us() + 5 * G_USEC_PER_SEC;
+	bool held;
+
+	g_mutex_lock(&p->mu);
+	while (!p->held && g_cond_wait_until(&p->cond, &p->mu, until))
+		;
+	held = p->held;
+	g_mutex_unlock(&p->mu);
+	return held;
+}
+
+static void release_hold(probe *p)
+{
+	g_mutex_lock(&p->mu);
+	p->hold = false;
+	g_cond_broadcast(&p->cond);
+	g_mutex_unlock(&p->mu);
+}
+
+/* More steps inside slow round trips than the workers kept: a new task
+ * gets a worker of its own at once, not its deadline's urgent step. */
+#define SLOW 8
+
+static void test_a_task_does_not_queue_behind_busy_workers(void **state)
+{
+	dlock__stepper *s = dlock__stepper_new(DLOCK__STEPPER_MAX_WORKERS);
+	probe busy[SLOW], quick;
+	dlock__task *slow[SLOW], *b;
+	int64_t started;
+	int all_held = 0;
+	bool ended;
+
+	(void)state;
+	for (int i = 0; i < SLOW; i++) {
+		probe_init(&busy[i], 1, 0);
+		busy[i].hold = true;
+		slow[i] = start(s, &busy[i], INT64_MAX);
+	}
+	/* Each slow step has a worker: none waits behind the others. */
+	for (int i = 0; i < SLOW; i++)
+		all_held += wait_held(&busy[i]);
+	started = dlock__mono_us();
+	probe_init(&quick, 1, 0);
+	b = start(s, &quick, started + 2 * G_USEC_PER_SEC);
+	ended = wait_ended(b);
+	/* The slow steps end before anything is asserted. */
+	for (int i = 0; i < SLOW; i++)
+		release_hold(&busy[i]);
+	for (int i = 0; i < SLOW; i++) {
+		assert_true(wait_ended(slow[i]));
+		dlock__task_unref(slow[i]);
+		probe_clear(&busy[i]);
+	}
+	assert_int_equal(all_held, SLOW);
+	assert_true(ended);
+	assert_false(quick.urgent[0]);
+	assert_string_equal(quick.thread[0], "dlock-step");
+	assert_true(quick.at_us[0] < started + G_USEC_PER_SEC);
+	dlock__task_unref(b);
+	dlock__stepper_free(s);
+	probe_clear(&quick);
+}
+
 static void test_waiting_task_is_stepped_at_its_deadline(void **state)
 {
 	dlock__stepper *s = dlock__stepper_new(1);
@@ -449,6 +516,7 @@ int main(void)
 		cmocka_unit_test(test_poke_steps_a_waiting_task_before_its_time),
 		cmocka_unit_test(test_poke_during_a_step_runs_it_again),
 		cmocka_unit_test(test_deadline_steps_run_on_the_timer_thread_while_workers_are_busy),
+		cmocka_unit_test(test_a_task_does_not_queue_behind_busy_workers),
 		cmocka_unit_test(test_waiting_task_is_stepped_at_its_deadline),
 		cmocka_unit_test(test_cancel_makes_the_next_step_urgent),
 		cmocka_unit_test(test_cancel_before_the_start_counts),
