@@ -151,12 +151,15 @@ int main(int argc, char **argv)
 	dlock_client *client = NULL;
 	service d = { 0 };
 	guint source;
-	int rc;
+	int rc, status = 0;
 
 	g_option_context_add_main_entries(options, entries, NULL);
 	if (!g_option_context_parse(options, &argc, &argv, &error) || argc < 2 || seconds < 0) {
 		fprintf(stderr, "glib-daemon: %s\n",
 		        error != NULL ? error->message : argc < 2 ? "no lock NAME given" : "--for: a negative time");
+		g_clear_error(&error);
+		g_option_context_free(options);
+		g_free(uri);
 		return 64;
 	}
 	g_option_context_free(options);
@@ -167,6 +170,7 @@ int main(int argc, char **argv)
 	    (rc = dlock_client_set_delivery(client, DLOCK_DELIVER_DISPATCH)) != DLOCK_OK) {
 		fprintf(stderr, "glib-daemon: %s: %s\n", dlock_strerror(rc), dlock_last_error_message());
 		dlock_client_free(client);
+		g_free(uri);
 		return 1;
 	}
 	source = dlock_glib_attach(client, NULL);
@@ -184,8 +188,11 @@ int main(int argc, char **argv)
 		k->cancellable = g_cancellable_new();
 		if ((rc = dlock_lock_new(client, k->name, &k->lock)) != DLOCK_OK ||
 		    (rc = dlock_lock_set_owner(k->lock, DLOCK_OWNER_HANDLE)) != DLOCK_OK) {
+			/* A name the backend refuses: stop what started. */
 			fprintf(stderr, "glib-daemon: %s: %s\n", k->name, dlock_last_error_message());
-			return 64;
+			status = 64;
+			stop(&d);
+			break;
 		}
 		dlock_lock_set_state_callback(k->lock, on_state, k);
 		acquire(k);
@@ -195,19 +202,20 @@ int main(int argc, char **argv)
 	g_unix_signal_add(SIGTERM, stop, &d);
 	if (seconds > 0)
 		g_timeout_add_seconds((guint)seconds, stop, &d);
-	g_main_loop_run(d.loop);
+	if (d.in_flight > 0 || !d.stopping)
+		g_main_loop_run(d.loop);
 
 	/* Every acquire has ended and nothing is held: free in order, the
 	 * source before its client. */
 	g_source_remove(source);
 	for (int i = 0; i < d.n; i++) {
 		dlock_lock_free(d.locks[i].lock);
-		g_object_unref(d.locks[i].cancellable);
+		g_clear_object(&d.locks[i].cancellable);
 	}
 	dlock_client_free(client);
 	g_free(d.locks);
 	g_main_loop_unref(d.loop);
 	g_free(uri);
 	printf("glib-daemon: done\n");
-	return 0;
+	return status;
 }

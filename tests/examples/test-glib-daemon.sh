@@ -74,6 +74,10 @@ check "no NAME: exit 64 ($status) with a message" bash -c '[[ $1 == 64 ]] && gre
 "$daemon" --for=soon x >"$log" 2>&1
 status=$?
 check "--for not a number: exit 64 ($status)" test "$status" = 64
+"$daemon" --uri "file://$dir" fine 'bad//name' >"$log" 2>&1
+status=$?
+check "an invalid NAME: exit 64 ($status) with dlock's message" bash -c '[[ $1 == 64 ]] && grep -q "bad//name: ." "$2"' _ "$status" "$log"
+check "and the lock it had started on is free" free_now fine
 "$daemon" --uri "nosuch://x" x >"$log" 2>&1
 status=$?
 check "an unknown backend: exit 1 ($status) with dlock's message" bash -c '[[ $1 == 1 ]] && grep -q . "$2"' _ "$status" "$log"
