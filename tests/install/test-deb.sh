@@ -119,7 +119,7 @@ check "libdlock0: libdlock.so.0 and the library it names" \
 check "libdlock0: nothing but the shared library" only libdlock0 "$lib/libdlock\.so\.0(\..*)?"
 check "libdlock.so.0 in no other package" \
 	bash -c '! grep -q "libdlock\.so\.0" "$1" "$2"' _ "$tmp/libdlock-dev.list" "$tmp/dlock.list"
-for f in usr/include/dlock.h "$lib/libdlock.so" "$lib/libdlock.a" "$lib/pkgconfig/dlock.pc" \
+for f in usr/include/dlock.h usr/include/dlock-glib.h "$lib/pkgconfig/dlock-glib.pc" "$lib/libdlock.so" "$lib/libdlock.a" "$lib/pkgconfig/dlock.pc" \
 	"$lib/cmake/dlock/dlockConfig.cmake" "$lib/cmake/dlock/dlockConfigVersion.cmake" \
 	usr/share/man/man3/dlock_acquire.3.gz; do
 	check "libdlock-dev: $f" has libdlock-dev "$f"
@@ -204,6 +204,17 @@ static_libs=$(pc --static --libs dlock | tr ' ' '\n' | grep -vx -- '-ldlock' | t
 cc -o "$tmp/static" "$source/tests/install/consumer.c" $cflags "$root/$lib/libdlock.a" $static_libs \
 	2>"$tmp/cc.log" || cat "$tmp/cc.log"
 check "a program linked with the packaged static library runs" "$tmp/static" "$locks"
+# dlock-glib.pc requires the system's GIO, not under the unpacked tree:
+# the .pc files name that tree as their prefix instead of a sysroot.
+mkdir "$tmp/pc"
+for f in dlock dlock-glib; do
+	sed "s|^prefix=.*|prefix=$root/usr|" "$root/$lib/pkgconfig/$f.pc" >"$tmp/pc/$f.pc"
+done
+# shellcheck disable=SC2046  # words too
+cc -o "$tmp/glib" "$source/tests/install/consumer-glib.c" \
+	$(PKG_CONFIG_PATH=$tmp/pc pkg-config --cflags --libs dlock-glib) 2>"$tmp/cc.log" || cat "$tmp/cc.log"
+check "a GLib program built with the packaged dlock-glib.pc runs" \
+	env LD_LIBRARY_PATH="$root/$lib" "$tmp/glib" "$locks"
 check "the packaged command has no run path" \
 	bash -c '! readelf -d "$1" | grep -qE "\((RUNPATH|RPATH)\)"' _ "$root/usr/bin/dlock"
 out=$(env LD_LIBRARY_PATH="$root/$lib" "$root/usr/bin/dlock" --version 2>&1)

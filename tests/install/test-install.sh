@@ -6,7 +6,8 @@
 # dlock::dlock_static) -- take and release a lock; pkg-config's --cflags
 # carry nothing of dlock's own dependencies; the command finds the library
 # through its run path; the man pages are installed, the library's with a
-# page for every function name.
+# page for every function name.  The GLib adapter, dlock-glib.h, builds
+# with pkg-config's dlock-glib.
 # usage: test-install.sh BUILD_DIR SOURCE_DIR
 set -u
 build=$1
@@ -31,7 +32,7 @@ if ! meson install -C "$build" --destdir "$dest" --no-rebuild --quiet >"$tmp/ins
 	exit 1
 fi
 echo "ok - meson install into a staging directory"
-for f in "$includedir/dlock.h" "$libdir/libdlock.so.0" "$libdir/libdlock.a" "$libdir/pkgconfig/dlock.pc" \
+for f in "$includedir/dlock.h" "$includedir/dlock-glib.h" "$libdir/pkgconfig/dlock-glib.pc" "$libdir/libdlock.so.0" "$libdir/libdlock.a" "$libdir/pkgconfig/dlock.pc" \
 	"$libdir/cmake/dlock/dlockConfig.cmake" "$libdir/cmake/dlock/dlockConfigVersion.cmake" \
 	bin/dlock share/man/man1/dlock.1; do
 	check "installed: $f" test -e "$root/$f"
@@ -59,6 +60,19 @@ cc -o "$tmp/static" "$source/tests/install/consumer.c" $cflags "$root/$libdir/li
 	2>"$tmp/cc.log" || cat "$tmp/cc.log"
 check "a program linked with the static library and pkg-config --static runs" "$tmp/static" "$locks"
 check "and needs no libdlock.so" bash -c '! readelf -d "$1" | grep -q "NEEDED.*libdlock"' _ "$tmp/static"
+# The GLib adapter: header only, GIO through dlock-glib.pc's Requires.
+# The system's GIO is not under the staging directory, so here the .pc
+# files name the staged prefix instead of a sysroot's.
+mkdir "$tmp/pc"
+for f in dlock dlock-glib; do
+	sed "s|^prefix=.*|prefix=$root|" "$root/$libdir/pkgconfig/$f.pc" >"$tmp/pc/$f.pc"
+done
+check "dlock-glib.pc requires dlock and gio-unix-2.0" \
+	bash -c '[[ "$(PKG_CONFIG_PATH=$1 pkg-config --print-requires dlock-glib | sort | paste -sd " ")" == "dlock gio-unix-2.0" ]]' _ "$tmp/pc"
+cc -std=c11 -pedantic -Wall -Wextra -Werror -o "$tmp/glib" "$source/tests/install/consumer-glib.c" \
+	$(PKG_CONFIG_PATH=$tmp/pc pkg-config --cflags --libs dlock-glib) 2>"$tmp/cc.log" || cat "$tmp/cc.log"
+check "a GLib program built with pkg-config's dlock-glib runs" \
+	env LD_LIBRARY_PATH="$root/$libdir" "$tmp/glib" "$locks"
 
 # ---- CMake ----
 mkdir -p "$tmp/cmake-src"
