@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# examples/glib-daemon on the file backend, in a directory of its own:
-# it holds its three locks while it runs and exits 0 after --for with
-# every one free; a lock file removed under it is reported lost and the
-# lock taken again; SIGTERM ends it cleanly; bad arguments exit 64.
-# usage: test-glib-daemon.sh GLIB_DAEMON DLOCK_COMMAND
+# An example daemon (examples/glib-daemon, examples/poll-daemon) on the
+# file backend, in a directory of its own: it holds its three locks while
+# it runs and exits 0 after --for with every one free; a lock file removed
+# under it is reported lost and the lock taken again; SIGTERM ends it
+# cleanly; bad arguments exit 64.  Its lines begin with its name.
+# usage: test-daemon.sh DAEMON DLOCK_COMMAND
 # shellcheck disable=SC2016,SC2317  # bash -c scripts read their own $1; check calls the helpers
 set -u
 daemon=$1
 dlock=$2
+prog=$(basename "$daemon")
 tmp=$(mktemp -d)
 pid=
 trap '[[ -n "$pid" ]] && kill -KILL "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -38,7 +40,7 @@ logged() { # COUNT ERE: wait up to 10 s until the log has COUNT lines matching E
 # ---- three locks for 2 seconds ----
 "$daemon" --uri "file://$dir" --for 2 alpha beta gamma >"$log" 2>&1 &
 pid=$!
-check "it holds its three locks" logged 3 '^glib-daemon: holding '
+check "it holds its three locks" logged 3 "^$prog: holding "
 for name in alpha beta gamma; do
 	check "dlock status sees $name held" held "$name"
 done
@@ -46,7 +48,7 @@ wait "$pid"
 status=$?
 pid=
 check "it exits 0 after --for ($status)" test "$status" = 0
-check "it released the three" logged 3 '^glib-daemon: released '
+check "it released the three" logged 3 "^$prog: released "
 for name in alpha beta gamma; do
 	check "$name is free after it" free_now "$name"
 done
@@ -55,10 +57,10 @@ done
 # The default backend: the file backend in $DLOCK_DIR.
 DLOCK_DIR=$dir "$daemon" lost-one >"$log" 2>&1 &
 pid=$!
-check "it holds lost-one" logged 1 '^glib-daemon: holding lost-one'
+check "it holds lost-one" logged 1 "^$prog: holding lost-one"
 rm -f "$dir/r-lost-one"
-check "it reports the removed lock file as lost" logged 1 '^glib-daemon: lost lost-one'
-check "and takes the lock again" logged 2 '^glib-daemon: holding lost-one'
+check "it reports the removed lock file as lost" logged 1 "^$prog: lost lost-one"
+check "and takes the lock again" logged 2 "^$prog: holding lost-one"
 check "dlock status sees lost-one held again" held lost-one
 kill -TERM "$pid"
 wait "$pid"
