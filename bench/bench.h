@@ -176,6 +176,14 @@ void bench_print_row(const char *name, const bench_summary *s);
 
 /* One uncontended dlock acquire+release on lock; exits on failure. */
 void bench_dlock_pair(dlock_lock *lock);
+/* The same pair with the calls that do not block, on a handle-owned
+ * lock: each done is waited for on this thread -- signaled from the
+ * callback thread (DLOCK_DELIVER_THREAD), or dispatched here after a
+ * poll() of the client's event fd when fd >= 0 (DLOCK_DELIVER_DISPATCH),
+ * as an event loop would. */
+void bench_dlock_pair_async(dlock_lock *lock, dlock_client *client, int fd);
+/* A handle of client on resource owned by the handle, for those calls. */
+dlock_lock *bench_owned_handle(dlock_client *client, const char *resource);
 /* One operation of subject, measured by bench_rounds(). */
 typedef void (*bench_run_fn)(void *ctx, int subject);
 /* The warm-up (at least --warmup operations of each subject, and at least

@@ -132,14 +132,17 @@ static void queue_locked(dlock__stepper *s, dlock__task *task)
 	}
 	task->on_urgent = false;
 	g_queue_push_tail_link(&s->ready, &task->link);
-	/* Its deadline still counts while it waits for a worker. */
-	timer_set_locked(s, task, task->deadline_us);
-	if (s->ready.length <= s->idle_workers)
+	if (s->ready.length <= s->idle_workers) {
 		g_cond_signal(&s->work_cond);
-	else if (s->n_workers < s->max_workers)
+	} else if (s->n_workers < s->max_workers) {
 		start_worker_locked(s);
-	else
+	} else {
+		/* Every worker is busy: its deadline still counts while it
+		 * waits for one.  (A task a worker takes at once needs no
+		 * timer, and the timer thread is not woken for it.) */
+		timer_set_locked(s, task, task->deadline_us);
 		g_cond_signal(&s->work_cond);
+	}
 }
 
 /* The task has ended: drop the stepper's reference (not the last one
