@@ -575,7 +575,8 @@ def render(path):
     md.append("\n## Uncontended acquire + release (latency)\n")
     for b in BACKENDS:
         f = latency(res, b, "floor")
-        subjects = [x for x in ["dlock", "dlock-read", "floor", "floor-pipelined", "floor-fenced", "rtt"] + PEERS[b] if latency(res, b, x)]
+        subjects = [x for x in ["dlock", "dlock-read", "dlock-async", "dlock-dispatch", "floor", "floor-pipelined",
+                                "floor-fenced", "rtt"] + PEERS[b] if latency(res, b, x)]
         if not subjects:
             continue
         md.append(f"\n### {BACKEND_TITLES[b]}\n")
@@ -588,6 +589,11 @@ def render(path):
         md.append(table(["subject", "pairs", "mean", "p50", "p99", "p99.9", "mean / floor",
                          "p50 / floor"], trs))
         d = latency(res, b, "dlock")
+        nb = [(x, latency(res, b, x)) for x in ["dlock-async", "dlock-dispatch"] if latency(res, b, x)]
+        if d and nb:
+            md.append("\nWithout a waiting thread, against the blocking pair: " + "; ".join(
+                f"{x} / dlock: {times(ratio(r['mean_us'], d['mean_us']))} (mean), "
+                f"{times(ratio(r['p50_us'], d['p50_us']))} (p50)" for x, r in nb) + ".")
         peers = [p for p in PEERS[b] if latency(res, b, p)]
         if d and peers:
             md.append("\n" + "; ".join(f"{p} / dlock: {times(ratio(latency(res, b, p)['mean_us'], d['mean_us']))} (mean)"
