@@ -221,7 +221,6 @@ static bool step(void *data, bool urgent, int64_t *until_us)
 	dlock__turn turn;
 	int rc;
 
-	(void)urgent;
 	if (op->kind == OP_RELEASE)
 		return finished(op, dlock__owner_release(lock));
 	if (op->stage == STAGE_SETTLE) {
@@ -252,6 +251,13 @@ static bool step(void *data, bool urgent, int64_t *until_us)
 			if (rc != DLOCK_OK)
 				return finished(op, rc);
 		}
+		/* Canceled or past its deadline before the backend was asked:
+		 * it is not asked now (an urgent step may not wait for a
+		 * server). */
+		if (urgent)
+			return finished(op, dlock__waiter_canceled(op->waiter)
+			                            ? dlock__error_canceled(lock->resource)
+			                            : dlock__error_timeout(lock->resource, op->wait_ms));
 		rc = begin(op);
 		if (!op->machine)
 			return finished(op, rc);

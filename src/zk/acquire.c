@@ -342,6 +342,14 @@ int dlock__zk_attempt_watch_wait(zk_attempt *a, zk_session *s, const char *path)
 		if (rc != DLOCK_OK)
 			return dlock__zk_attempt_failed(a, rc);
 	}
+	/* Woken as the wait ended (canceled, or at the deadline): the next
+	 * look at the children could only be abandoned, so none is sent --
+	 * and an asynchronous call's step is then urgent, on the timer
+	 * thread, where nothing may wait for a server. */
+	if (dlock__waiter_canceled(a->waiter))
+		return dlock__zk_attempt_failed(a, DLOCK_ECANCELED);
+	if (dlock__remaining_us(a->deadline_us) == 0)
+		return dlock__zk_attempt_failed(a, DLOCK_ETIMEDOUT);
 	return session_where(a, s);
 }
 
