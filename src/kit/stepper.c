@@ -22,6 +22,9 @@
  * tasks.  It runs nothing else, so an urgent step waits at most for the
  * urgent steps before it, which do no I/O.
  */
+#include <stdio.h>
+#include <stdlib.h>
+
 #include <glib.h>
 
 #include "clock.h"
@@ -121,7 +124,12 @@ static void queue_urgent_locked(dlock__stepper *s, dlock__task *task)
 }
 
 /* Queue an IDLE task (or one whose step just returned) to run. */
-static void queue_locked(dlock__stepper *s, dlock__task *task)
+/* Set while this thread runs an urgent step on a timer thread. */
+static _Thread_local bool in_urgent_step;
+
+/* Queue a task that is ready.  spare: 1 when the caller is a worker that
+ * looks at the run queue next, and may take it itself. */
+static void queue_locked(dlock__stepper *s, dlock__task *task, unsigned spare)
 {
 	int64_t now = dlock__mono_us();
 
@@ -132,7 +140,9 @@ static void queue_locked(dlock__stepper *s, dlock__task *task)
 	}
 	task->on_urgent = false;
 	g_queue_push_tail_link(&s->ready, &task->link);
-	if (s->ready.length <= s->idle_workers) {
+	if (s->ready.length <= spare) {
+		/* The calling worker takes it next. */
+	} else if (s->ready.length <= s->idle_workers + spare) {
 		g_cond_signal(&s->work_cond);
 	} else if (s->n_workers < s->max_workers) {
 		start_worker_locked(s);
@@ -174,13 +184,22 @@ static void run_locked(dlock__stepper *s, dlock__task *task)
 	}
 	now = dlock__mono_us();
 	if (task->rerun || until_us <= now) {
-		queue_locked(s, task);
+		queue_locked(s, task, in_urgent_step ? 0 : 1);
 		return;
 	}
 	g_atomic_int_set(&task->state, TASK_IDLE);
 	/* An urgent task's deadline is behind it: only its own time counts,
 	 * or it would be run again at once, over and over. */
 	timer_set_locked(s, task, urgent_now(task, now) ? until_us : MIN(until_us, task->deadline_us));
+}
+
+void dlock__assert_may_block_checked(const char *what, const char *file, int line)
+{
+	if (!in_urgent_step)
+		return;
+	fprintf(stderr, "dlock: %s:%d: %s in an urgent step, on the stepper's timer thread, which "
+	        "must not block\n", file, line, what);
+	abort();
 }
 
 static gpointer timer_main(gpointer data)
@@ -194,7 +213,9 @@ static gpointer timer_main(gpointer data)
 		dlock__task *task;
 
 		if (link) {
+			in_urgent_step = true;
 			run_locked(s, link->data);
+			in_urgent_step = false;
 			continue;
 		}
 		if (s->stopping)
@@ -211,7 +232,7 @@ static gpointer timer_main(gpointer data)
 		}
 		timer_clear_locked(s, task);
 		if (task->state == TASK_IDLE) {
-			queue_locked(s, task);
+			queue_locked(s, task, 0);
 		} else if (task->state == TASK_QUEUED && !task->on_urgent) {
 			/* Its deadline passed while it waited for a worker. */
 			g_queue_unlink(&s->ready, &task->link);
@@ -332,7 +353,7 @@ void dlock__task_start(dlock__stepper *s, dlock__task *task)
 	if (!s->timer_thread)
 		s->timer_thread = dlock__thread_new("dlock-async", timer_main, s);
 	g_atomic_pointer_set(&task->stepper, s);
-	queue_locked(s, task);
+	queue_locked(s, task, 0);
 	dlock__mutex_unlock(&s->mu);
 }
 
@@ -341,7 +362,7 @@ static void again_locked(dlock__stepper *s, dlock__task *task)
 {
 	switch (task->state) {
 	case TASK_IDLE:
-		queue_locked(s, task);
+		queue_locked(s, task, 0);
 		break;
 	case TASK_QUEUED:
 		/* Canceled while waiting for a worker: the timer thread takes it. */

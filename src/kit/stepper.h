@@ -50,6 +50,20 @@ typedef struct dlock__task dlock__task;
  */
 typedef bool (*dlock__task_step_fn)(void *data, bool urgent, int64_t *until_us);
 
+/*
+ * Where a step may block -- a round trip, a connect, a sleep on a waiter --
+ * it says so with dlock__assert_may_block(what): in a build with the
+ * lock-order check (sanitizer builds), an urgent step on a timer thread
+ * that gets there aborts, naming what and where, as a lock-order breach
+ * does.  Elsewhere it costs nothing.
+ */
+void dlock__assert_may_block_checked(const char *what, const char *file, int line);
+#ifdef DLOCK_LOCK_ORDER_CHECK
+#define dlock__assert_may_block(what) dlock__assert_may_block_checked(what, __FILE__, __LINE__)
+#else
+#define dlock__assert_may_block(what) ((void)0)
+#endif
+
 /* max_workers is capped at DLOCK__STEPPER_MAX_WORKERS (0 counts as 1). */
 dlock__stepper *dlock__stepper_new(unsigned max_workers);
 

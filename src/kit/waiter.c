@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "error.h"
 #include "mutex.h"
+#include "stepper.h"
 #include "waiter.h"
 
 struct dlock__waiter {
@@ -70,6 +71,7 @@ int dlock__waiter_sleep(dlock__waiter *waiter, uint64_t seen, int64_t until_us)
 {
 	int rc = DLOCK_OK;
 
+	dlock__assert_may_block("a sleep on a waiter");
 	dlock__mutex_lock(&waiter->mu, DLOCK__RANK_WAITER);
 	while (!waiter->canceled && waiter->seq == seen) {
 		if (until_us == INT64_MAX) {
@@ -154,6 +156,7 @@ bool dlock__waiter_set_io_fd(dlock__waiter *waiter, int fd)
 
 bool dlock__waiter_io_begin(dlock__waiter *waiter, int fd)
 {
+	dlock__assert_may_block("a wait for a server's answer");
 	return !waiter || dlock__waiter_set_io_fd(waiter, fd);
 }
 

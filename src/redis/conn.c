@@ -29,6 +29,7 @@
 #include "error.h"
 #include "internal.h"
 #include "mutex.h"
+#include "stepper.h"
 #include "thread.h"
 
 #define POOL_IDLE_MAX 8
@@ -148,6 +149,7 @@ int dlock__redis_flush(redisContext *ctx)
 	size_t len = sdslen(ctx->obuf);
 	size_t off = 0;
 
+	dlock__assert_may_block("a command sent to Redis");
 	while (off < len) {
 		ssize_t n = send(ctx->fd, ctx->obuf + off, len - off, MSG_NOSIGNAL);
 
@@ -214,6 +216,7 @@ static int connect_wait(int fd, int64_t deadline_us)
 	socklen_t len = sizeof(int);
 	int err = 0;
 
+	dlock__assert_may_block("a connect to Redis");
 	for (;;) {
 		int64_t left = dlock__remaining_us(deadline_us);
 		int n;

@@ -37,6 +37,7 @@
 #include "internal.h"
 #include "lease.h"
 #include "mutex.h"
+#include "stepper.h"
 #include "thread.h"
 
 /*
@@ -344,6 +345,7 @@ static int session_open(zk_backend *b, const char *servers, unsigned missing, zk
 
 	/* The client's I/O and completion threads inherit this mask: library
 	 * threads run with every signal blocked. */
+	dlock__assert_may_block("a new ZooKeeper session");
 	sigfillset(&all);
 	fds = dlock__zk_fds();
 	pthread_sigmask(SIG_SETMASK, &all, &old);

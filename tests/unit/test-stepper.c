@@ -195,6 +195,46 @@ static void test_poke_during_a_step_runs_it_again(void **state)
 	probe_clear(&p);
 }
 
+/* This process's threads named name. */
+static int threads_named(const char *name)
+{
+	GDir *dir = g_dir_open("/proc/self/task", 0, NULL);
+	const char *tid;
+	int n = 0;
+
+	assert_non_null(dir);
+	while ((tid = g_dir_read_name(dir))) {
+		char *path = g_strdup_printf("/proc/self/task/%s/comm", tid), *comm = NULL;
+
+		if (g_file_get_contents(path, &comm, NULL, NULL))
+			n += strcmp(g_strstrip(comm), name) == 0;
+		g_free(comm);
+		g_free(path);
+	}
+	g_dir_close(dir);
+	return n;
+}
+
+static void test_a_step_run_again_at_once_starts_no_worker(void **state)
+{
+	dlock__stepper *s = dlock__stepper_new(DLOCK__STEPPER_MAX_WORKERS);
+	int before = threads_named("dlock-step");
+	probe p;
+	dlock__task *task;
+
+	(void)state;
+	/* Each step asks to run again at once: the worker that ran it takes
+	 * it back, and no other is started for it. */
+	probe_init(&p, 40, 0);
+	task = start(s, &p, INT64_MAX);
+	assert_true(wait_ended(task));
+	assert_int_equal(p.steps, 40);
+	assert_int_equal(threads_named("dlock-step") - before, 1);
+	dlock__task_unref(task);
+	dlock__stepper_free(s);
+	probe_clear(&p);
+}
+
 static void test_deadline_steps_run_on_the_timer_thread_while_workers_are_busy(void **state)
 {
 	dlock__stepper *s = dlock__stepper_new(1);
@@ -515,6 +555,7 @@ int main(void)
 		cmocka_unit_test(test_waiting_task_steps_again_when_its_time_comes),
 		cmocka_unit_test(test_poke_steps_a_waiting_task_before_its_time),
 		cmocka_unit_test(test_poke_during_a_step_runs_it_again),
+		cmocka_unit_test(test_a_step_run_again_at_once_starts_no_worker),
 		cmocka_unit_test(test_deadline_steps_run_on_the_timer_thread_while_workers_are_busy),
 		cmocka_unit_test(test_a_task_does_not_queue_behind_busy_workers),
 		cmocka_unit_test(test_waiting_task_is_stepped_at_its_deadline),
