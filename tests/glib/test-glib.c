@@ -266,89 +266,93 @@ static void test_thread_mode_returns_in_the_callers_context_and_thread(void **st
 	dlock_client_free(client);
 }
 
-/* The holder: a blocking acquire on a client of its own. */
-static dlock_lock *hold(dlock_client **ret_client, const char *resource)
-{
+/*
+ * A contended scene: another client holds resource (a blocking acquire),
+ * and the test's handle on a client in mode waits for it, its callbacks
+ * dispatched by an attached source in DLOCK_DELIVER_DISPATCH.
+ */
+typedef struct scene {
+	dlock_client *other_client;
+	dlock_lock *other;
+	dlock_client *client;
 	dlock_lock *lock;
+	guint id;
+} scene;
 
-	*ret_client = client_new(DLOCK_DELIVER_THREAD);
-	lock = handle_new(*ret_client, resource);
-	assert_int_equal(dlock_acquire(lock, 5000), DLOCK_OK);
-	return lock;
+static void scene_open(scene *sc, dlock_delivery mode, const char *resource)
+{
+	sc->other_client = client_new(DLOCK_DELIVER_THREAD);
+	sc->other = handle_new(sc->other_client, resource);
+	assert_int_equal(dlock_acquire(sc->other, 5000), DLOCK_OK);
+	sc->client = client_new(mode);
+	sc->lock = handle_new(sc->client, resource);
+	sc->id = mode == DLOCK_DELIVER_DISPATCH ? dlock_glib_attach(sc->client, NULL) : 0;
 }
+
+static void scene_close(scene *sc)
+{
+	if (sc->id != 0)
+		assert_true(g_source_remove(sc->id));
+	dlock_lock_free(sc->lock);
+	dlock_client_free(sc->client);
+	dlock_lock_free(sc->other);
+	dlock_client_free(sc->other_client);
+}
+
+static const dlock_delivery modes[] = { DLOCK_DELIVER_DISPATCH, DLOCK_DELIVER_THREAD };
 
 static void test_a_waiting_acquire_is_woken_by_a_release(void **state)
 {
-	static const dlock_delivery modes[] = { DLOCK_DELIVER_DISPATCH, DLOCK_DELIVER_THREAD };
-
 	(void)state;
 	for (size_t i = 0; i < G_N_ELEMENTS(modes); i++) {
-		dlock_client *other_client;
-		dlock_lock *other = hold(&other_client, "glib-wake");
-		dlock_client *client = client_new(modes[i]);
-		dlock_lock *lock = handle_new(client, "glib-wake");
-		guint id = modes[i] == DLOCK_DELIVER_DISPATCH ? dlock_glib_attach(client, NULL) : 0;
-		int64_t began = g_get_monotonic_time();
+		scene sc;
+		int64_t began;
 		outcome o;
 
-		start(lock, 20000, NULL, &o);
-		g_timeout_add(300, release_later, other);
+		scene_open(&sc, modes[i], "glib-wake");
+		began = g_get_monotonic_time();
+		start(sc.lock, 20000, NULL, &o);
+		g_timeout_add(300, release_later, sc.other);
 		wait_outcome(&o);
 		assert_true(o.ok);
 		assert_int_equal(o.held, 1);
 		/* Woken by the release, not by a nap or the deadline. */
 		assert_true(g_get_monotonic_time() - began >= 250 * 1000);
 		assert_true(g_get_monotonic_time() - began < test_slack(5000) * 1000);
-		assert_int_equal(dlock_release(lock), DLOCK_OK);
+		assert_int_equal(dlock_release(sc.lock), DLOCK_OK);
 		outcome_clear(&o);
-		if (id != 0)
-			assert_true(g_source_remove(id));
-		dlock_lock_free(lock);
-		dlock_client_free(client);
-		dlock_lock_free(other);
-		dlock_client_free(other_client);
+		scene_close(&sc);
 	}
 }
 
 static void test_a_deadline_is_a_dlock_etimedout_error(void **state)
 {
-	dlock_client *other_client;
-	dlock_lock *other = hold(&other_client, "glib-deadline");
-	dlock_client *client = client_new(DLOCK_DELIVER_DISPATCH);
-	dlock_lock *lock = handle_new(client, "glib-deadline");
-	guint id = dlock_glib_attach(client, NULL);
-	int64_t began = g_get_monotonic_time();
+	scene sc;
+	int64_t began;
 	outcome o;
 
 	(void)state;
-	start(lock, 300, NULL, &o);
+	scene_open(&sc, DLOCK_DELIVER_DISPATCH, "glib-deadline");
+	began = g_get_monotonic_time();
+	start(sc.lock, 300, NULL, &o);
 	wait_outcome(&o);
 	assert_dlock_error(&o, DLOCK_ETIMEDOUT);
 	assert_int_equal(o.held, 0);
 	assert_true(g_get_monotonic_time() - began >= 300 * 1000);
 	outcome_clear(&o);
-	assert_true(g_source_remove(id));
-	dlock_lock_free(lock);
-	dlock_client_free(client);
-	dlock_lock_free(other);
-	dlock_client_free(other_client);
+	scene_close(&sc);
 }
 
 static void test_a_cancel_while_waiting_is_cancelled_and_leaves_nothing(void **state)
 {
-	static const dlock_delivery modes[] = { DLOCK_DELIVER_DISPATCH, DLOCK_DELIVER_THREAD };
-
 	(void)state;
 	for (size_t i = 0; i < G_N_ELEMENTS(modes); i++) {
-		dlock_client *other_client;
-		dlock_lock *other = hold(&other_client, "glib-cancel");
-		dlock_client *client = client_new(modes[i]);
-		dlock_lock *lock = handle_new(client, "glib-cancel");
-		guint id = modes[i] == DLOCK_DELIVER_DISPATCH ? dlock_glib_attach(client, NULL) : 0;
 		GCancellable *cancellable = g_cancellable_new();
+		scene sc;
 		outcome o;
 
-		start(lock, -1, cancellable, &o);
+		scene_open(&sc, modes[i], "glib-cancel");
+		start(sc.lock, -1, cancellable, &o);
 		g_timeout_add(200, cancel_later, cancellable);
 		wait_outcome(&o);
 		assert_cancelled(&o);
@@ -356,17 +360,12 @@ static void test_a_cancel_while_waiting_is_cancelled_and_leaves_nothing(void **s
 		 * lock -- at once on the file backend; on Redis once the
 		 * wait's entry has left the queue, in the background after
 		 * a cancel (docs/redis.md, "Leaving"). */
-		assert_int_equal(dlock_release(other), DLOCK_OK);
+		assert_int_equal(dlock_release(sc.other), DLOCK_OK);
 		assert_true(free_within("glib-cancel", server != NULL ? 2000 : 0));
-		assert_int_equal(dlock_held(lock), 0);
+		assert_int_equal(dlock_held(sc.lock), 0);
 		outcome_clear(&o);
 		g_object_unref(cancellable);
-		if (id != 0)
-			assert_true(g_source_remove(id));
-		dlock_lock_free(lock);
-		dlock_client_free(client);
-		dlock_lock_free(other);
-		dlock_client_free(other_client);
+		scene_close(&sc);
 	}
 }
 
@@ -408,7 +407,6 @@ static gpointer cancel_after(gpointer data)
 
 static void test_a_cancel_racing_the_grant_is_never_a_cancelled_hold(void **state)
 {
-	static const dlock_delivery modes[] = { DLOCK_DELIVER_DISPATCH, DLOCK_DELIVER_THREAD };
 	const int rounds = test_under_valgrind() ? 40 : 200;
 
 	(void)state;

@@ -179,50 +179,36 @@ static int cancel_election(void *e)
 	return dlock_election_cancel(e);
 }
 
-int tw_acquire_async(dlock_lock *lock, char mode, int res, int64_t wait_ms, GRand *rand)
+/* One call: started (DLOCK_EBUSY tried again), then waited for, perhaps
+ * canceled; what its done got, or the refusal. */
+static int call(int (*begin)(void *, int64_t, void *), void *target, int64_t wait_ms,
+                int (*cancel)(void *), char mode, int res, GRand *rand)
 {
 	ending e = { .mode = mode, .res = res };
 	int rc;
 
 	g_mutex_init(&e.mu);
 	g_cond_init(&e.cond);
-	rc = start(start_acquire, lock, wait_ms, &e);
+	rc = start(begin, target, wait_ms, &e);
 	if (rc != DLOCK_OK) {
 		g_mutex_clear(&e.mu);
 		g_cond_clear(&e.cond);
 		return rc;
 	}
-	return wait_done(&e, rand, wait_ms, cancel_lock, lock);
+	return wait_done(&e, rand, wait_ms, cancel, target);
+}
+
+int tw_acquire_async(dlock_lock *lock, char mode, int res, int64_t wait_ms, GRand *rand)
+{
+	return call(start_acquire, lock, wait_ms, cancel_lock, mode, res, rand);
 }
 
 int tw_release_async(dlock_lock *lock, char mode, int res, GRand *rand)
 {
-	ending e = { .mode = mode, .res = res };
-	int rc;
-
-	g_mutex_init(&e.mu);
-	g_cond_init(&e.cond);
-	rc = start(start_release, lock, 0, &e);
-	if (rc != DLOCK_OK) {
-		g_mutex_clear(&e.mu);
-		g_cond_clear(&e.cond);
-		return rc;
-	}
-	return wait_done(&e, rand, 0, NULL, NULL);
+	return call(start_release, lock, 0, NULL, mode, res, rand);
 }
 
 int tw_campaign_async(dlock_election *election, int res, int64_t wait_ms, GRand *rand)
 {
-	ending e = { .mode = MODE_LEADER, .res = res };
-	int rc;
-
-	g_mutex_init(&e.mu);
-	g_cond_init(&e.cond);
-	rc = start(start_campaign, election, wait_ms, &e);
-	if (rc != DLOCK_OK) {
-		g_mutex_clear(&e.mu);
-		g_cond_clear(&e.cond);
-		return rc;
-	}
-	return wait_done(&e, rand, wait_ms, cancel_election, election);
+	return call(start_campaign, election, wait_ms, cancel_election, MODE_LEADER, res, rand);
 }
