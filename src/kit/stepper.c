@@ -123,12 +123,12 @@ static void queue_urgent_locked(dlock__stepper *s, dlock__task *task)
 	g_cond_signal(&s->timer_cond);
 }
 
-/* Queue an IDLE task (or one whose step just returned) to run. */
 /* Set while this thread runs an urgent step on a timer thread. */
 static _Thread_local bool in_urgent_step;
 
-/* Queue a task that is ready.  spare: 1 when the caller is a worker that
- * looks at the run queue next, and may take it itself. */
+/* Queue an IDLE task (or one whose step just returned) to run.  spare: 1
+ * when the caller is a worker that looks at the run queue next, and may
+ * take it itself. */
 static void queue_locked(dlock__stepper *s, dlock__task *task, unsigned spare)
 {
 	int64_t now = dlock__mono_us();
