@@ -39,12 +39,13 @@ struct service {
 	kept *locks;
 	int n;
 	gboolean stopping;
-	int in_flight;  /* acquires not yet ended: the loop ends at 0 */
+	int in_flight;  /* calls not yet ended: the loop ends at 0 */
 };
 
 static void acquire(kept *k);
+static void release(kept *k);
 
-/* Once stopping, the loop ends when the last acquire has ended: its
+/* Once stopping, the loop ends when the last call has ended: its
  * callback then owns nothing more. */
 static void maybe_quit(service *d)
 {
@@ -68,10 +69,8 @@ static void on_acquired(GObject *source, GAsyncResult *result, gpointer data)
 		 * meanwhile: the shutdown releases it below. */
 		k->held = TRUE;
 		printf("glib-daemon: holding %s (fencing token %" G_GUINT64_FORMAT ")\n", k->name, token);
-		if (k->d->stopping) {
-			dlock_release(k->lock);
-			k->held = FALSE;
-		}
+		if (k->d->stopping)
+			release(k);
 	} else if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
 		/* Our shutdown: nothing is held. */
 	} else {
@@ -93,12 +92,37 @@ static void acquire(kept *k)
 	dlock_glib_acquire_async(k->lock, -1, k->cancellable, on_acquired, k);
 }
 
+/* The end of a release, in the loop's thread as every callback of the
+ * client.  DLOCK_ELOST: the hold had been lost, and is cleared now. */
+static void on_released(dlock_lock *lock, int rc, uint64_t token, void *data)
+{
+	kept *k = data;
+
+	(void)lock;
+	(void)token;
+	k->d->in_flight--;
+	if (rc == DLOCK_OK)
+		printf("glib-daemon: released %s\n", k->name);
+	if (!k->d->stopping)
+		acquire(k);
+	maybe_quit(k->d);
+}
+
+/* Give the hold back without blocking the loop; on_released() follows. */
+static void release(kept *k)
+{
+	k->held = FALSE;
+	if (dlock_release_async(k->lock, on_released, k) == DLOCK_OK)
+		k->d->in_flight++;
+}
+
 /* What the library noticed about a hold: with DLOCK_DELIVER_DISPATCH it
  * runs on the loop's thread, from the source dlock_glib_attach() made. */
 static void on_state(dlock_lock *lock, dlock_state state, void *data)
 {
 	kept *k = data;
 
+	(void)lock;
 	if (state == DLOCK_STATE_SUSPENDED) {
 		printf("glib-daemon: %s is uncertain: pausing its work\n", k->name);
 	} else if (state == DLOCK_STATE_RECONNECTED) {
@@ -107,10 +131,7 @@ static void on_state(dlock_lock *lock, dlock_state state, void *data)
 		/* Someone else may hold it now: stop what it guarded, clear
 		 * the lost hold (its release says DLOCK_ELOST), take it anew. */
 		printf("glib-daemon: lost %s: taking it again\n", k->name);
-		dlock_release(lock);
-		k->held = FALSE;
-		if (!k->d->stopping)
-			acquire(k);
+		release(k);
 	}
 }
 
@@ -129,9 +150,8 @@ static gboolean stop(gpointer data)
 
 		if (k->acquiring)
 			g_cancellable_cancel(k->cancellable);
-		if (k->held && dlock_release(k->lock) == DLOCK_OK)
-			printf("glib-daemon: released %s\n", k->name);
-		k->held = FALSE;
+		if (k->held)
+			release(k);
 	}
 	maybe_quit(d);
 	return G_SOURCE_CONTINUE;
@@ -205,7 +225,7 @@ int main(int argc, char **argv)
 	if (d.in_flight > 0 || !d.stopping)
 		g_main_loop_run(d.loop);
 
-	/* Every acquire has ended and nothing is held: free in order, the
+	/* Every call has ended and nothing is held: free in order, the
 	 * source before its client. */
 	g_source_remove(source);
 	for (int i = 0; i < d.n; i++) {
