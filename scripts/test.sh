@@ -13,7 +13,7 @@
 #                    (scripts/luacheck.sh);
 #   3. build-asan/ — AddressSanitizer + UndefinedBehaviorSanitizer build,
 #                    every test suite again (the stress suite as it is, the
-#                    torture suite with 10 s per backend instead of 20-35)
+#                    torture suite with 7 s per backend instead of 20-35)
 #                    but the Sentinel and Cluster helpers' own checks and
 #                    their failover tests (suite failover), the install
 #                    tests and the ZooKeeper peers' test;
@@ -393,16 +393,16 @@ if ((!quick)); then
 		ASAN_OPTIONS=$asan LSAN_OPTIONS=$lsan UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 			test_step "tests build-asan/ (all suites but torture, ASan+UBSan)" build-asan \
 			--no-suite torture --no-suite helper-check --no-suite install --no-suite peers \
-			--no-suite failover --timeout-multiplier 2
+			--no-suite failover --no-suite plain-only --timeout-multiplier 2
 		# The torture run again with sanitized workers, shorter: the plain
 		# pass already spent its minute per backend, and ASan would double it.
-		DLOCK_TORTURE_DURATION=10 ASAN_OPTIONS=$asan LSAN_OPTIONS=$lsan \
+		DLOCK_TORTURE_DURATION=7 ASAN_OPTIONS=$asan LSAN_OPTIONS=$lsan \
 			UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-			test_step "tests build-asan/ (torture, 10 s per backend, ASan+UBSan)" build-asan \
+			test_step "tests build-asan/ (torture, 7 s per backend, ASan+UBSan)" build-asan \
 			--suite torture --timeout-multiplier 2
 	else
 		not_run "tests build-asan/ (all suites but torture, ASan+UBSan)"
-		not_run "tests build-asan/ (torture, 10 s per backend, ASan+UBSan)"
+		not_run "tests build-asan/ (torture, 7 s per backend, ASan+UBSan)"
 	fi
 
 	# -----------------------------------------------------------------------
