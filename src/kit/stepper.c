@@ -134,6 +134,9 @@ static void queue_locked(dlock__stepper *s, dlock__task *task, unsigned spare)
 	int64_t now = dlock__mono_us();
 
 	g_atomic_int_set(&task->state, TASK_QUEUED);
+	/* A poked task's wait is over: its timer goes, or, due while the
+	 * task waits for a worker, it would send it to the timer thread. */
+	timer_clear_locked(s, task);
 	if (urgent_now(task, now)) {
 		queue_urgent_locked(s, task);
 		return;
@@ -233,7 +236,8 @@ static gpointer timer_main(gpointer data)
 		timer_clear_locked(s, task);
 		if (task->state == TASK_IDLE) {
 			queue_locked(s, task, 0);
-		} else if (task->state == TASK_QUEUED && !task->on_urgent) {
+		} else if (task->state == TASK_QUEUED && !task->on_urgent &&
+		           urgent_now(task, dlock__mono_us())) {
 			/* Its deadline passed while it waited for a worker. */
 			g_queue_unlink(&s->ready, &task->link);
 			queue_urgent_locked(s, task);
