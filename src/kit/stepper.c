@@ -186,7 +186,9 @@ static void run_locked(dlock__stepper *s, dlock__task *task)
 		return;
 	}
 	now = dlock__mono_us();
-	if (task->rerun || until_us <= now) {
+	/* A step that ran past the deadline is followed by an urgent one at
+	 * once, whatever it waits for. */
+	if (task->rerun || until_us <= now || (!urgent && urgent_now(task, now))) {
 		queue_locked(s, task, in_urgent_step ? 0 : 1);
 		return;
 	}

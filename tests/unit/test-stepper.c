@@ -362,6 +362,37 @@ static void test_waiting_task_is_stepped_at_its_deadline(void **state)
 	probe_clear(&p);
 }
 
+/* A step that runs past the deadline and then waits for a poke is
+ * stepped again at once, urgent: its deadline passed while it ran. */
+static void test_a_step_that_overruns_its_deadline_is_stepped_urgent_at_once(void **state)
+{
+	dlock__stepper *s = dlock__stepper_new(1);
+	probe p;
+	dlock__task *task;
+	int64_t started = dlock__mono_us();
+
+	(void)state;
+	probe_init(&p, 2, INT64_MAX);
+	p.hold = true;
+	task = start(s, &p, started + 20 * 1000);
+	g_mutex_lock(&p.mu);
+	while (!p.held)
+		g_cond_wait(&p.cond, &p.mu);
+	g_mutex_unlock(&p.mu);
+	g_usleep(60 * 1000);
+	g_mutex_lock(&p.mu);
+	p.hold = false;
+	g_cond_broadcast(&p.cond);
+	g_mutex_unlock(&p.mu);
+	assert_true(wait_ended(task));
+	assert_false(p.urgent[0]);
+	assert_true(p.urgent[1]);
+	assert_string_equal(p.thread[1], "dlock-async");
+	dlock__task_unref(task);
+	dlock__stepper_free(s);
+	probe_clear(&p);
+}
+
 static void test_cancel_makes_the_next_step_urgent(void **state)
 {
 	dlock__stepper *s = dlock__stepper_new(1);
@@ -559,6 +590,7 @@ int main(void)
 		cmocka_unit_test(test_deadline_steps_run_on_the_timer_thread_while_workers_are_busy),
 		cmocka_unit_test(test_a_task_does_not_queue_behind_busy_workers),
 		cmocka_unit_test(test_waiting_task_is_stepped_at_its_deadline),
+		cmocka_unit_test(test_a_step_that_overruns_its_deadline_is_stepped_urgent_at_once),
 		cmocka_unit_test(test_cancel_makes_the_next_step_urgent),
 		cmocka_unit_test(test_cancel_before_the_start_counts),
 		cmocka_unit_test(test_waiter_notify_runs_on_wake_and_cancel_until_cleared),
