@@ -213,6 +213,13 @@ static bool finished(dlock__op *op, int rc)
 	return true;
 }
 
+/* Why a call that is urgent before its backend was asked ends. */
+static int ended_early(const dlock__op *op)
+{
+	return dlock__waiter_canceled(op->waiter) ? dlock__error_canceled(op->lock->resource)
+	                                          : dlock__error_timeout(op->lock->resource, op->wait_ms);
+}
+
 static bool step(void *data, bool urgent, int64_t *until_us)
 {
 	dlock__op *op = data;
@@ -225,12 +232,16 @@ static bool step(void *data, bool urgent, int64_t *until_us)
 		return finished(op, dlock__owner_release(lock));
 	if (op->stage == STAGE_SETTLE) {
 		/* Counted at delivery, as a fresh hold is installed then. */
-		rc = dlock__owner_settle_step(lock, op->deadline_us, op->waiter, false, &turn,
+		rc = dlock__owner_settle_step(lock, op->deadline_us, op->waiter, false, !urgent, &turn,
 		                              &op->downgrade);
 		if (rc == DLOCK__OWNER_WAIT) {
 			*until_us = turn.until_us;
 			return false;
 		}
+		/* Canceled or past its deadline before it began, on a hold
+		 * lost meanwhile: the next call or release clears it. */
+		if (rc == DLOCK__OWNER_WOULD_BLOCK)
+			return finished(op, ended_early(op));
 		/* A recipe's hold found lost is cleared: it asks afresh. */
 		if (rc == DLOCK_ELOST && op->call)
 			rc = DLOCK__OWNER_FRESH;
@@ -255,9 +266,7 @@ static bool step(void *data, bool urgent, int64_t *until_us)
 		 * it is not asked now (an urgent step may not wait for a
 		 * server). */
 		if (urgent)
-			return finished(op, dlock__waiter_canceled(op->waiter)
-			                            ? dlock__error_canceled(lock->resource)
-			                            : dlock__error_timeout(lock->resource, op->wait_ms));
+			return finished(op, ended_early(op));
 		rc = begin(op);
 		if (!op->machine)
 			return finished(op, rc);

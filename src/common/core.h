@@ -140,6 +140,9 @@ int dlock__slot_acquire(dlock__slot *slot, dlock__hold *hold, dlock__waiter *wai
 /* dlock__owner_settle_step()'s answer when a suspension is to be waited
  * out first. */
 #define DLOCK__OWNER_WAIT 2
+/* dlock__owner_settle_step()'s answer, when it may not block, for a hold
+ * found lost: clearing it would release it on the server. */
+#define DLOCK__OWNER_WOULD_BLOCK 3
 
 /* How many holds the calling thread's table keeps, stale ones included
  * until they are swept: for the tests. */
@@ -160,9 +163,11 @@ int dlock__owner_settle(dlock_lock *lock, int64_t deadline_us, dlock__hold **ret
 /* The same for a step that may not sleep: a suspension to wait out is
  * DLOCK__OWNER_WAIT, with *ret_turn to sleep on waiter (registered on
  * lock by the caller) before the next step asks again.  A re-entry is
- * counted only if count; otherwise DLOCK_OK says the hold is HELD. */
+ * counted only if count; otherwise DLOCK_OK says the hold is HELD.  Unless
+ * may_block, a hold found lost is left as it is: DLOCK__OWNER_WOULD_BLOCK. */
 int dlock__owner_settle_step(dlock_lock *lock, int64_t deadline_us, dlock__waiter *waiter,
-                             bool count, dlock__turn *ret_turn, dlock__hold **ret_downgrade);
+                             bool count, bool may_block, dlock__turn *ret_turn,
+                             dlock__hold **ret_downgrade);
 /* Record a granted hold, counted once through lock, in the client and
  * where its owner finds it: its thread's table, or its handle (replacing a
  * lost one, whose loss the next release reports). */
@@ -188,6 +193,8 @@ const char *dlock__mode_name(dlock__mode mode);
                                * forgets and releases it, then reports
                                * DLOCK_ELOST */
 #define DLOCK__HOLD_WAIT 3    /* it is suspended: wait on a waiter */
+#define DLOCK__HOLD_LEFT_LOST 4 /* it was lost, and is left so: clearing
+                                 * it would release it on the server */
 
 /* A hold for the caller of an acquire through lock, ACQUIRING, count 0. */
 dlock__hold *dlock__hold_new(dlock_client *client, dlock_lock *lock);
@@ -247,10 +254,12 @@ int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, dlock__waiter *wait
  * hold's waiters and DLOCK__HOLD_WAIT asks for *ret_turn, after which the
  * caller steps again; any other answer takes the waiter off.  A cancel of
  * the waiter or the deadline ends the wait with DLOCK_ECANCELED or
- * DLOCK_ETIMEDOUT.
+ * DLOCK_ETIMEDOUT.  Unless may_block, a lost hold is not ended:
+ * DLOCK__HOLD_LEFT_LOST.
  */
 int dlock__hold_reenter_step(dlock__hold *hold, dlock_lock *lock, dlock__waiter *waiter,
-                             int64_t deadline_us, bool count, dlock__turn *ret_turn);
+                             int64_t deadline_us, bool count, bool may_block,
+                             dlock__turn *ret_turn);
 /*
  * dlock_release() on the owner's hold: one count less through lock; the
  * last count, or any release of a lost hold (DLOCK_ELOST, whatever its

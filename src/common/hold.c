@@ -669,7 +669,8 @@ int dlock__hold_reenter(dlock__hold *hold, dlock_lock *lock, dlock__waiter *wait
 }
 
 int dlock__hold_reenter_step(dlock__hold *hold, dlock_lock *lock, dlock__waiter *waiter,
-                             int64_t deadline_us, bool count, dlock__turn *ret_turn)
+                             int64_t deadline_us, bool count, bool may_block,
+                             dlock__turn *ret_turn)
 {
 	int rc = DLOCK_OK;
 
@@ -678,6 +679,8 @@ int dlock__hold_reenter_step(dlock__hold *hold, dlock_lock *lock, dlock__waiter 
 	if (hold->phase == HOLD_HELD) {
 		if (count)
 			count_up_locked(hold, lock);
+	} else if (hold->phase == HOLD_LOST && !may_block) {
+		rc = DLOCK__HOLD_LEFT_LOST;
 	} else if (hold->phase == HOLD_LOST) {
 		end_locked(hold);
 		rc = DLOCK__HOLD_CLEARED;
@@ -700,6 +703,9 @@ int dlock__hold_reenter_step(dlock__hold *hold, dlock_lock *lock, dlock__waiter 
 	if (rc != DLOCK__HOLD_WAIT)
 		g_ptr_array_remove_fast(hold->waiters, waiter);
 	dlock__mutex_unlock(&hold->mu);
+	/* Lost by the clock: the backend's abandon does no I/O. */
+	if (rc == DLOCK__HOLD_LEFT_LOST)
+		abandon_if_due(hold);
 	return rc;
 }
 

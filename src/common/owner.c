@@ -296,7 +296,8 @@ int dlock__owner_settle(dlock_lock *lock, int64_t deadline_us, dlock__hold **ret
 }
 
 int dlock__owner_settle_step(dlock_lock *lock, int64_t deadline_us, dlock__waiter *waiter,
-                             bool count, dlock__turn *ret_turn, dlock__hold **ret_downgrade)
+                             bool count, bool may_block, dlock__turn *ret_turn,
+                             dlock__hold **ret_downgrade)
 {
 	uint32_t permits;
 	dlock__hold *hold = find_own(lock, &permits);
@@ -306,9 +307,13 @@ int dlock__owner_settle_step(dlock_lock *lock, int64_t deadline_us, dlock__waite
 	if (hold && dlock__hold_permits(hold) != lock->permits) {
 		rc = permits_mismatch(lock, hold);
 	} else if (hold) {
-		rc = dlock__hold_reenter_step(hold, lock, waiter, deadline_us, count, ret_turn);
+		rc = dlock__hold_reenter_step(hold, lock, waiter, deadline_us, count, may_block, ret_turn);
 		if (rc == DLOCK__HOLD_WAIT)
 			rc = DLOCK__OWNER_WAIT;
+		/* Clearing it would release it on the server, which waits for
+		 * an answer: left as it is, for a call that may wait. */
+		if (rc == DLOCK__HOLD_LEFT_LOST)
+			rc = DLOCK__OWNER_WOULD_BLOCK;
 		if (rc == DLOCK__HOLD_CLEARED) {
 			finish(hold, lock, true);
 			rc = dlock__error(DLOCK_ELOST, "lock '%s' was lost while held; the hold is cleared",
