@@ -88,6 +88,29 @@ static dlock__task *start(dlock__stepper *s, probe *p, int64_t deadline_us)
 	return task;
 }
 
+/* Wait (up to 5 s) until the probe's step is blocked on its hold;
+ * whether it is. */
+static bool wait_held(probe *p)
+{
+	int64_t until = dlock__mono_us() + 5 * G_USEC_PER_SEC;
+	bool held;
+
+	g_mutex_lock(&p->mu);
+	while (!p->held && g_cond_wait_until(&p->cond, &p->mu, until))
+		;
+	held = p->held;
+	g_mutex_unlock(&p->mu);
+	return held;
+}
+
+static void release_hold(probe *p)
+{
+	g_mutex_lock(&p->mu);
+	p->hold = false;
+	g_cond_broadcast(&p->cond);
+	g_mutex_unlock(&p->mu);
+}
+
 /* Wait (up to 5 s) until the probe has run n steps; whether it did. */
 static bool wait_steps(probe *p, int n)
 {
@@ -248,10 +271,7 @@ static void test_deadline_steps_run_on_the_timer_thread_while_workers_are_busy(v
 	probe_init(&busy, 1, 0);
 	busy.hold = true;
 	a = start(s, &busy, INT64_MAX);
-	g_mutex_lock(&busy.mu);
-	while (!busy.held)
-		g_cond_wait(&busy.cond, &busy.mu);
-	g_mutex_unlock(&busy.mu);
+	assert_true(wait_held(&busy));
 	/* b waits behind it, with a deadline 100 ms away. */
 	started = dlock__mono_us();
 	probe_init(&late, 1, 0);
@@ -262,39 +282,13 @@ static void test_deadline_steps_run_on_the_timer_thread_while_workers_are_busy(v
 	assert_string_equal(late.thread[0], "dlock-async");
 	assert_true(late.at_us[0] >= started + 100 * 1000);
 	assert_true(late.at_us[0] < started + 2 * G_USEC_PER_SEC);
-	g_mutex_lock(&busy.mu);
-	busy.hold = false;
-	g_cond_broadcast(&busy.cond);
-	g_mutex_unlock(&busy.mu);
+	release_hold(&busy);
 	assert_true(wait_ended(a));
 	dlock__task_unref(a);
 	dlock__task_unref(b);
 	dlock__stepper_free(s);
 	probe_clear(&busy);
 	probe_clear(&late);
-}
-
-/* Wait (up to 5 s) until the probe's step is blocked on its hold;
- * whether it is. */
-static bool wait_held(probe *p)
-{
-	int64_t until = dlock__mono_us() + 5 * G_USEC_PER_SEC;
-	bool held;
-
-	g_mutex_lock(&p->mu);
-	while (!p->held && g_cond_wait_until(&p->cond, &p->mu, until))
-		;
-	held = p->held;
-	g_mutex_unlock(&p->mu);
-	return held;
-}
-
-static void release_hold(probe *p)
-{
-	g_mutex_lock(&p->mu);
-	p->hold = false;
-	g_cond_broadcast(&p->cond);
-	g_mutex_unlock(&p->mu);
 }
 
 /* More steps inside slow round trips than the workers kept: a new task
@@ -341,6 +335,18 @@ static void test_a_task_does_not_queue_behind_busy_workers(void **state)
 	probe_clear(&quick);
 }
 
+/* The task ends with its second step, urgent, on the timer thread; the
+ * task and stepper go. */
+static void end_urgent(dlock__stepper *s, dlock__task *task, const probe *p)
+{
+	assert_true(wait_ended(task));
+	assert_false(p->urgent[0]);
+	assert_true(p->urgent[1]);
+	assert_string_equal(p->thread[1], "dlock-async");
+	dlock__task_unref(task);
+	dlock__stepper_free(s);
+}
+
 static void test_waiting_task_is_stepped_at_its_deadline(void **state)
 {
 	dlock__stepper *s = dlock__stepper_new(1);
@@ -352,13 +358,8 @@ static void test_waiting_task_is_stepped_at_its_deadline(void **state)
 	/* It waits for a poke that never comes; the deadline steps it. */
 	probe_init(&p, 2, INT64_MAX);
 	task = start(s, &p, started + 80 * 1000);
-	assert_true(wait_ended(task));
-	assert_false(p.urgent[0]);
-	assert_true(p.urgent[1]);
+	end_urgent(s, task, &p);
 	assert_true(p.at_us[1] >= started + 80 * 1000);
-	assert_string_equal(p.thread[1], "dlock-async");
-	dlock__task_unref(task);
-	dlock__stepper_free(s);
 	probe_clear(&p);
 }
 
@@ -375,21 +376,10 @@ static void test_a_step_that_overruns_its_deadline_is_stepped_urgent_at_once(voi
 	probe_init(&p, 2, INT64_MAX);
 	p.hold = true;
 	task = start(s, &p, started + 20 * 1000);
-	g_mutex_lock(&p.mu);
-	while (!p.held)
-		g_cond_wait(&p.cond, &p.mu);
-	g_mutex_unlock(&p.mu);
+	assert_true(wait_held(&p));
 	g_usleep(60 * 1000);
-	g_mutex_lock(&p.mu);
-	p.hold = false;
-	g_cond_broadcast(&p.cond);
-	g_mutex_unlock(&p.mu);
-	assert_true(wait_ended(task));
-	assert_false(p.urgent[0]);
-	assert_true(p.urgent[1]);
-	assert_string_equal(p.thread[1], "dlock-async");
-	dlock__task_unref(task);
-	dlock__stepper_free(s);
+	release_hold(&p);
+	end_urgent(s, task, &p);
 	probe_clear(&p);
 }
 
