@@ -123,9 +123,10 @@ void dlock__file_watch_unkeep(file_backend *b, int wd);
  * of a descriptor against its path, and passed to watch_hold. */
 unsigned dlock__file_watch_seen(file_backend *b, int wd);
 /* Report hold LOST if the held file (fd, kept by wd) stops being the file
- * at path (unlinked or moved away by someone else).  A removal between
- * the caller's check and this call is checked for here: always if seen is
- * NULL, else if the watch saw an event since *seen. */
+ * at path (unlinked or moved away by someone else); path is borrowed
+ * until unwatch_hold (the descriptor's).  A removal between the caller's
+ * check and this call is checked for here: always if seen is NULL, else
+ * if the watch saw an event since *seen. */
 void dlock__file_watch_hold(file_backend *b, int wd, const char *path, int fd, dlock__hold *hold,
                             const unsigned *seen);
 void dlock__file_unwatch_hold(file_backend *b, int wd, dlock__hold *hold);

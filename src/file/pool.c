@@ -37,7 +37,9 @@
 
 struct dlock__file_pool {
 	GMutex mu;          /* guards everything below (rank FILE_POOL) */
-	GHashTable *idle;   /* path -> GQueue of its idle dlock__file_fd, newest first */
+	/* path -> the newest idle descriptor of path, keyed by its own path;
+	 * the others follow it through path_link, older and older */
+	GHashTable *idle;
 	GQueue lru;         /* every idle descriptor, through its lru link, newest first */
 };
 
@@ -46,18 +48,23 @@ dlock__file_pool *dlock__file_pool_new(void)
 	dlock__file_pool *p = g_new0(dlock__file_pool, 1);
 
 	g_mutex_init(&p->mu);
-	p->idle = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+	p->idle = g_hash_table_new(g_str_hash, g_str_equal);
 	g_queue_init(&p->lru);
 	return p;
 }
 
-/* Open and watch a new descriptor on path. */
+/* Open and watch a new descriptor on path.  Reads through it leave the
+ * file's access time alone (O_NOATIME; a file of another user refuses
+ * that): each would otherwise dirty the inode, the file being written
+ * between reads. */
 static int fd_open(file_backend *b, const char *path, dlock__file_fd **ret)
 {
-	int fd = dlock__file_open_guarded(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
+	int fd = dlock__file_open_guarded(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NOATIME, 0600);
 	dlock__file_fd *lf;
 	struct stat st;
 
+	if (fd < 0 && errno == EPERM)
+		fd = dlock__file_open_guarded(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return dlock__error(DLOCK_EUNAVAILABLE, "file %s: cannot open: %s", path, g_strerror(errno));
 	if (fstat(fd, &st) != 0) {
@@ -80,23 +87,37 @@ static int fd_open(file_backend *b, const char *path, dlock__file_fd **ret)
 	return DLOCK_OK;
 }
 
+/* Take lf out of the pool (p->mu held). */
+static void unpool_locked(dlock__file_pool *p, dlock__file_fd *lf)
+{
+	GList *next = lf->path_link.next;
+
+	if (lf->path_link.prev) {
+		lf->path_link.prev->next = next;
+	} else {
+		/* The newest of its path: the next one, if any, becomes the
+		 * entry, under its own copy of the path. */
+		g_hash_table_remove(p->idle, lf->path);
+		if (next)
+			g_hash_table_insert(p->idle, ((dlock__file_fd *)next->data)->path, next);
+	}
+	if (next)
+		next->prev = lf->path_link.prev;
+	lf->path_link.prev = lf->path_link.next = NULL;
+	g_queue_unlink(&p->lru, &lf->lru_link);
+}
+
 int dlock__file_fd_get(file_backend *b, const char *path, dlock__file_fd **ret)
 {
 	dlock__file_pool *p = b->pool;
 	dlock__file_fd *lf = NULL;
-	GQueue *q;
+	GList *newest;
 
 	dlock__mutex_lock(&p->mu, DLOCK__RANK_FILE_POOL);
-	q = g_hash_table_lookup(p->idle, path);
-	if (q) {
-		GList *link = g_queue_pop_head_link(q);
-
-		lf = link->data;
-		g_queue_unlink(&p->lru, &lf->lru_link);
-		if (g_queue_is_empty(q)) {
-			g_hash_table_remove(p->idle, path);
-			g_queue_free(q);
-		}
+	newest = g_hash_table_lookup(p->idle, path);
+	if (newest) {
+		lf = newest->data;
+		unpool_locked(p, lf);
 	}
 	dlock__mutex_unlock(&p->mu);
 	if (lf) {
@@ -116,40 +137,33 @@ void dlock__file_fd_close(file_backend *b, dlock__file_fd *lf)
 	g_free(lf);
 }
 
-/* Take lf out of the pool (p->mu held). */
-static void unpool_locked(dlock__file_pool *p, dlock__file_fd *lf)
-{
-	GQueue *q = g_hash_table_lookup(p->idle, lf->path);
-
-	g_queue_unlink(q, &lf->path_link);
-	g_queue_unlink(&p->lru, &lf->lru_link);
-	if (g_queue_is_empty(q)) {
-		g_hash_table_remove(p->idle, lf->path);
-		g_queue_free(q);
-	}
-}
-
 void dlock__file_fd_put(file_backend *b, dlock__file_fd *lf)
 {
 	dlock__file_pool *p = b->pool;
 	dlock__file_fd *evict = NULL;
-	GQueue *q;
+	GList *newest;
+	guint of_path = 0;
 
 	dlock__mutex_lock(&p->mu, DLOCK__RANK_FILE_POOL);
-	q = g_hash_table_lookup(p->idle, lf->path);
-	if (q && q->length >= PER_PATH_MAX) {
-		evict = g_queue_peek_tail(q);
-		unpool_locked(p, evict);
-	} else if (p->lru.length >= TOTAL_MAX) {
+	newest = g_hash_table_lookup(p->idle, lf->path);
+	for (GList *l = newest; l; l = l->next) {
+		if (++of_path >= PER_PATH_MAX) {
+			evict = l->data; /* the oldest of path */
+			break;
+		}
+	}
+	if (!evict && p->lru.length >= TOTAL_MAX)
 		evict = g_queue_peek_tail(&p->lru);
+	if (evict)
 		unpool_locked(p, evict);
+	newest = g_hash_table_lookup(p->idle, lf->path);
+	lf->path_link.prev = NULL;
+	lf->path_link.next = newest;
+	if (newest) {
+		newest->prev = &lf->path_link;
+		g_hash_table_remove(p->idle, lf->path);
 	}
-	q = g_hash_table_lookup(p->idle, lf->path);
-	if (!q) {
-		q = g_queue_new();
-		g_hash_table_insert(p->idle, g_strdup(lf->path), q);
-	}
-	g_queue_push_head_link(q, &lf->path_link);
+	g_hash_table_insert(p->idle, lf->path, &lf->path_link);
 	g_queue_push_head_link(&p->lru, &lf->lru_link);
 	dlock__mutex_unlock(&p->mu);
 	/* Closed outside the mutex: that takes the watch's, ranked lower. */

@@ -39,11 +39,14 @@
 #define WAIT_MASK (IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
 #define HOLD_MASK (IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
 
-/* A hold whose file is watched. */
+/* A hold whose file is watched.  In a kept_file's list, path is
+ * borrowed from the hold's descriptor (pool.c), which stays open while
+ * the hold is listed; a copy (held_file_copy) owns its path. */
 typedef struct held_file {
 	dlock__hold *hold; /* a reference */
 	int fd;
 	char *path;
+	bool own_path;
 } held_file;
 
 /* A file watched for removal, by the descriptors open on it. */
@@ -69,7 +72,8 @@ static void held_file_free(gpointer data)
 	held_file *h = data;
 
 	dlock__hold_unref(h->hold);
-	g_free(h->path);
+	if (h->own_path)
+		g_free(h->path);
 	g_free(h);
 }
 
@@ -80,6 +84,7 @@ static held_file *held_file_copy(const held_file *h)
 	copy->hold = dlock__hold_ref(h->hold);
 	copy->fd = h->fd;
 	copy->path = g_strdup(h->path);
+	copy->own_path = true;
 	return copy;
 }
 
@@ -299,7 +304,8 @@ void dlock__file_watch_hold(file_backend *b, int wd, const char *path, int fd, d
 		h = g_new(held_file, 1);
 		h->hold = dlock__hold_ref(hold);
 		h->fd = fd;
-		h->path = g_strdup(path);
+		h->path = (char *)path;
+		h->own_path = false;
 		g_ptr_array_add(k->holds, h);
 		if (seen && k->events != *seen)
 			check = true;
