@@ -114,11 +114,12 @@ static void on_wait_event(file_watch *w, int wd)
 
 static void on_hold_event(file_watch *w, int wd, uint32_t mask)
 {
-	GPtrArray *check = g_ptr_array_new_with_free_func(held_file_free);
+	GPtrArray *check;
 	kept_file *k;
 
 	if (!(mask & HOLD_MASK))
 		return; /* IN_IGNORED of a watch removed */
+	check = g_ptr_array_new_with_free_func(held_file_free);
 	dlock__mutex_lock(&w->mu, DLOCK__RANK_FILE_WATCH);
 	k = g_hash_table_lookup(w->kept, GINT_TO_POINTER(wd));
 	if (k) {
