@@ -121,6 +121,7 @@ static int open_backend(const dlock__backend_env *env, const dlock__uri *uri,
 	g_mutex_init(&b->lazy_mu);
 	g_mutex_init(&b->rw_mu);
 	b->wakes = dlock__file_wakes_new();
+	b->pool = dlock__file_pool_new();
 	*ret = (dlock__backend *)(void *)b;
 	return DLOCK_OK;
 }
@@ -129,6 +130,7 @@ static void close_backend(dlock__backend *backend)
 {
 	file_backend *b = file_of(backend);
 
+	dlock__file_pool_free(b);
 	dlock__file_watch_stop(b);
 	dlock__file_wakes_free(b->wakes);
 	g_mutex_clear(&b->lazy_mu);

@@ -2,10 +2,10 @@
 /*
  * What leader elections need of the file backend (docs/file.md,
  * "Elections"): observers watch the lock file with the backend's inotify
- * watch, which wakes on every close of a descriptor opened for writing --
- * a leader's release, its death -- and a new leader announces itself by
- * such a close, since taking a lock and writing the holder record through
- * a descriptor that stays open raise no event the watch listens for.
+ * watch for waiters, which wakes on every write to the file -- a leader's
+ * record, its release -- and on every close of a descriptor opened for
+ * writing -- a leader's death.  A new leader also announces itself by
+ * such a close, as older dlocks' observers listen for closes only.
  *
  * A query that runs between a new holder's lock and its record sees the
  * previous holder's record: one whose process is gone is not reported
@@ -83,7 +83,7 @@ void dlock__file_announce(dlock__backend *backend, const char *resource, const c
 {
 	file_backend *b = file_of(backend);
 
-	/* A resignation closed the leader's descriptor: watchers woke. */
+	/* A resignation rewrote the leader's record: watchers woke. */
 	if (id && touch(b, resource) != DLOCK_OK)
 		dlock__log(b->logger, DLOCK_LOG_WARNING, "file backend: leader '%s' of '%s' (token %" G_GUINT64_FORMAT
 		           ") not announced: %s", id, resource, token, dlock_last_error_message());

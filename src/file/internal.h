@@ -10,6 +10,7 @@
  *   wake.c      the futex in the lock file: a release wakes one waiter
  *   watch.c     the inotify thread: held files, and waiters without futex
  *   forkguard.c lock descriptors closed in a child after fork()
+ *   pool.c      lock file descriptors kept open between holds
  */
 #ifndef DLOCK_FILE_INTERNAL_H
 #define DLOCK_FILE_INTERNAL_H
@@ -27,6 +28,7 @@
 typedef struct file_backend file_backend;
 typedef struct file_watch file_watch;
 typedef struct dlock__file_wakes dlock__file_wakes;
+typedef struct dlock__file_pool dlock__file_pool;
 
 /* The seam's handle of a file backend is its file_backend: the ops
  * receive it as a dlock__backend, and see it again as what it is. */
@@ -46,6 +48,7 @@ struct file_backend {
 	GMutex lazy_mu;     /* guards starting the watch thread (rank THREAD_START) */
 	dlock__lazy_thread watch; /* file_watch * */
 	dlock__file_wakes *wakes; /* mapped futex words (wake.c) */
+	dlock__file_pool *pool;   /* idle lock file descriptors (pool.c) */
 	GMutex rw_mu;       /* guards the link between a write hold and the read
 	                     * hold its owner made by a downgrade (lockfile.c;
 	                     * rank FILE_RW) */
@@ -59,6 +62,33 @@ struct file_backend {
 
 /* A semaphore's permits are bytes of the main range (permits.c). */
 #define DLOCK__FILE_PERMITS_MAX DLOCK__FILE_READ_RANGE
+
+/* A descriptor open on a lock file, serving one hold (or one acquire) at
+ * a time, and kept in the backend's pool between holds (pool.c). */
+typedef struct dlock__file_fd {
+	int fd;
+	dev_t dev;       /* the file fd was opened on */
+	ino_t ino;
+	int wd;          /* the removal watch kept on that file (watch.c), or -1 */
+	char *path;
+	GList path_link; /* in the pool: among the idle ones of path */
+	GList lru_link;  /* in the pool: among all idle ones */
+} dlock__file_fd;
+
+/* A descriptor on the lock file at path (created if missing): an idle one
+ * of the pool, else one newly opened and watched.  DLOCK_OK and *ret, or
+ * an error.  It may name a file since removed or replaced: check it
+ * against the path once locked. */
+int dlock__file_fd_get(file_backend *b, const char *path, dlock__file_fd **ret);
+/* Back to the pool, unlocked and its records cleared (the least recently
+ * used idle one may be closed for room). */
+void dlock__file_fd_put(file_backend *b, dlock__file_fd *lf);
+/* Close lf for good (its file was replaced, or the pool has no room);
+ * NULL is a no-op. */
+void dlock__file_fd_close(file_backend *b, dlock__file_fd *lf);
+dlock__file_pool *dlock__file_pool_new(void);
+/* Close every idle descriptor: before the watch thread stops. */
+void dlock__file_pool_free(file_backend *b);
 
 /* The lock file's path for a resource (g_free); names.c. */
 char *dlock__file_path(const file_backend *b, const char *resource);
@@ -77,16 +107,29 @@ dlock__backend_announce_fn dlock__file_announce;
  * that holds now. */
 bool dlock__file_record_stale(const char *record);
 
-/* Wake waiter whenever a descriptor opened for writing on path is closed
- * (a holder releasing, or dying).  Returns a handle for unwatch, or -1 if
- * the file cannot be watched (the waiter then relies on its backoff). */
+/* Wake waiter whenever the file at path changes (a release rewrites its
+ * record and the futex word) or a descriptor opened for writing on it is
+ * closed (a holder dying).  Returns a handle for unwatch, or -1 if the
+ * file cannot be watched (the waiter then relies on its backoff). */
 int dlock__file_watch_add(file_backend *b, const char *path, dlock__waiter *waiter);
 void dlock__file_watch_remove(file_backend *b, int handle, dlock__waiter *waiter);
-/* Report hold LOST if the held file (fd) stops being the file at path
- * (unlinked or moved away by someone else).  Returns a handle for
- * unwatch_hold, or -1 if it cannot be watched (logged). */
-int dlock__file_watch_hold(file_backend *b, const char *path, int fd, dlock__hold *hold);
-void dlock__file_unwatch_hold(file_backend *b, int handle, dlock__hold *hold);
+/* Watch the file at path, just opened, for its removal for as long as its
+ * descriptor stays open (keeps of one file share a watch): returns the
+ * watch for the calls below and unkeep, or -1 if it cannot be had
+ * (logged).  Raises no event on the holds' own writes. */
+int dlock__file_watch_keep(file_backend *b, const char *path);
+void dlock__file_watch_unkeep(file_backend *b, int wd);
+/* How many removal events the watch wd has seen: read before the check
+ * of a descriptor against its path, and passed to watch_hold. */
+unsigned dlock__file_watch_seen(file_backend *b, int wd);
+/* Report hold LOST if the held file (fd, kept by wd) stops being the file
+ * at path (unlinked or moved away by someone else); path is borrowed
+ * until unwatch_hold (the descriptor's).  A removal between the caller's
+ * check and this call is checked for here: always if seen is NULL, else
+ * if the watch saw an event since *seen. */
+void dlock__file_watch_hold(file_backend *b, int wd, const char *path, int fd, dlock__hold *hold,
+                            const unsigned *seen);
+void dlock__file_unwatch_hold(file_backend *b, int wd, dlock__hold *hold);
 void dlock__file_watch_stop(file_backend *b);
 
 /* ---- permits.c: semaphores ---- */
@@ -133,18 +176,18 @@ typedef enum dlock__file_wake_result {
 } dlock__file_wake_result;
 
 /* Sleep while the word still reads seen, until until_us (monotonic) or a
- * cancel of waiter.  fd is open on the lock file at path. */
-dlock__file_wake_result dlock__file_wake_wait(file_backend *b, int fd, const char *path,
+ * cancel of waiter.  lf is open on the lock file. */
+dlock__file_wake_result dlock__file_wake_wait(file_backend *b, const dlock__file_fd *lf,
                                               uint32_t seen, dlock__waiter *waiter, int64_t until_us);
-/* Wake one waiter of the file open on fd (at path): after a release, with
- * change (the word gets a fresh value first); without, to pass on a
- * wake-up that a waiter giving up may have taken. */
-void dlock__file_wake_next(file_backend *b, int fd, const char *path, bool change);
-/* Wake every waiter of the file open on fd (the word gets a fresh value,
+/* Wake one waiter of the file open on lf: after a release, with change
+ * (the word gets a fresh value first); without, to pass on a wake-up that
+ * a waiter giving up may have taken. */
+void dlock__file_wake_next(file_backend *b, const dlock__file_fd *lf, bool change);
+/* Wake every waiter of the file open on lf (the word gets a fresh value,
  * marked as such, first): when the file becomes shared, any reader may
  * share, wherever it sleeps in the queue, and a writer woken first would
  * not pass its wake-up on. */
-void dlock__file_wake_all(file_backend *b, int fd, const char *path);
+void dlock__file_wake_all(file_backend *b, const dlock__file_fd *lf);
 /* Whether word, as read before a try, was written by a wake of all. */
 bool dlock__file_wake_was_all(uint32_t word);
 /* The backend's mappings of lock files (wake.c). */

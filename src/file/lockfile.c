@@ -6,6 +6,8 @@
  * dies.  The fencing counter and the holder's record live in the file and
  * are written under the lock.  Files are never unlinked: after locking, the
  * descriptor is checked against the path, and a replaced file is retried.
+ * A released hold's descriptor is kept for the next hold of the resource
+ * (pool.c), with the watch that reports the file's removal (watch.c).
  *
  * A READ hold locks the file's main range shared, draws its token under
  * a lock of its own and keeps its holder record in a slot of its own
@@ -18,8 +20,8 @@
  * release wakes it through the futex in the file (wake.c: one waiter per
  * release), or after a capped backoff, so the deadline holds and a holder
  * that died (the kernel unlocks, nobody wakes) is found.  Where no futex
- * can be had, the watch thread's inotify wakes every waiter on a close of
- * the file instead.  A blocking F_OFD_SETLKW could not honour a deadline
+ * can be had, the watch thread's inotify wakes every waiter on a change of
+ * the file (a release's writes) instead.  A blocking F_OFD_SETLKW could not honour a deadline
  * or a cancel: only a signal ends it, and the library owns none.
  */
 #include <errno.h>
@@ -28,6 +30,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -42,9 +45,8 @@
 
 typedef struct file_hold file_hold;
 struct file_hold {
-	int fd;          /* -1 while a downgrade waits for its write hold's release */
-	char *path;      /* where fd was opened, to map the futex (wake.c) */
-	int watch;       /* from dlock__file_watch_hold(), -1 if none */
+	dlock__file_fd *lf; /* NULL while a downgrade waits for its write hold's release */
+	int watch;       /* the kept watch the hold is listed on, -1 if none */
 	uint64_t fence;
 	char *token;     /* the holder's record */
 	bool read;
@@ -57,7 +59,6 @@ struct file_hold {
 
 static void file_hold_free(file_hold *fh)
 {
-	g_free(fh->path);
 	g_free(fh->token);
 	g_free(fh);
 }
@@ -67,7 +68,6 @@ static void read_content(int fd, uint64_t *ret_fence, char **ret_holder)
 {
 	char buf[CONTENT_MAX + 1];
 	ssize_t n = pread(fd, buf, CONTENT_MAX, 0);
-	gchar **lines;
 
 	*ret_fence = 0;
 	if (ret_holder)
@@ -75,14 +75,16 @@ static void read_content(int fd, uint64_t *ret_fence, char **ret_holder)
 	if (n <= 0)
 		return;
 	buf[n] = '\0';
-	lines = g_strsplit(buf, "\n", -1);
-	for (int i = 0; lines[i]; i++) {
-		if (g_str_has_prefix(lines[i], "fence "))
-			*ret_fence = g_ascii_strtoull(lines[i] + 6, NULL, 10);
-		else if (ret_holder && g_str_has_prefix(lines[i], "holder ") && lines[i][7])
-			*ret_holder = g_strdup(lines[i] + 7);
+	/* Line by line, up to the first NUL (the padding). */
+	for (char *line = buf, *end; *line; line = end + 1) {
+		end = strchrnul(line, '\n');
+		if (g_str_has_prefix(line, "fence "))
+			*ret_fence = g_ascii_strtoull(line + 6, NULL, 10);
+		else if (ret_holder && g_str_has_prefix(line, "holder ") && line + 7 < end)
+			*ret_holder = g_strndup(line + 7, (gsize)(end - line - 7));
+		if (!*end)
+			break;
 	}
-	g_strfreev(lines);
 }
 
 /*
@@ -93,55 +95,44 @@ static void read_content(int fd, uint64_t *ret_fence, char **ret_holder)
  */
 static int write_content(int fd, uint64_t fence, const char *holder)
 {
-	char *text = g_strdup_printf("dlock-file 1\nfence %" PRIu64 "\n%s%s%s", fence,
-	                             holder ? "holder " : "", holder ? holder : "", holder ? "\n" : "");
-	size_t len = strlen(text);
-	int rc = 0;
+	char text[CONTENT_MAX + 1] = { 0 };
 
-	if (len < CONTENT_MAX) {
-		text = g_realloc(text, CONTENT_MAX);
-		memset(text + len, 0, CONTENT_MAX - len);
-		if (pwrite(fd, text, CONTENT_MAX, 0) != CONTENT_MAX)
-			rc = -1;
-	} else if (pwrite(fd, text, CONTENT_MAX, 0) != CONTENT_MAX) {
-		/* Cut, never the file: readers' slots follow (readers.c). */
-		rc = -1;
-	}
-	g_free(text);
-	return rc;
+	/* Cut to CONTENT_MAX if longer, never the file: readers' slots follow
+	 * (readers.c). */
+	snprintf(text, sizeof(text), "dlock-file 1\nfence %" PRIu64 "\n%s%s%s", fence,
+	         holder ? "holder " : "", holder ? holder : "", holder ? "\n" : "");
+	return pwrite(fd, text, CONTENT_MAX, 0) == CONTENT_MAX ? 0 : -1;
 }
 
-/* The descriptor still names the file at path (it was not replaced). */
-static bool same_file(int fd, const char *path)
+/*
+ * The descriptor still names the file at its path (it was not replaced):
+ * one stat of the path, against the file lf was opened on.  Only the
+ * inode is asked for: a stat that asks for the times makes the kernel
+ * (Linux 6.13 on, for ext4, xfs, btrfs, tmpfs) give the file's next write
+ * fine-grained times, and then every write of a record dirties the inode.
+ */
+static bool same_file(const dlock__file_fd *lf)
 {
-	struct stat a, b;
+	struct statx st;
 
-	return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+	return statx(AT_FDCWD, lf->path, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_INO, &st) == 0 &&
+	       makedev(st.stx_dev_major, st.stx_dev_minor) == lf->dev && st.stx_ino == lf->ino;
 }
 
-static int open_lock_file(const char *path)
-{
-	int fd = dlock__file_open_guarded(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
-
-	if (fd < 0)
-		return dlock__error(DLOCK_EUNAVAILABLE, "file %s: cannot open: %s", path, g_strerror(errno));
-	return fd;
-}
-
-/* One try on fd: 1 granted, 0 busy, 2 file replaced, negative error.  A
+/* One try on lf: 1 granted, 0 busy, 2 file replaced, negative error.  A
  * busy file that is no longer at path (removed by someone else while its
  * old holder keeps it) counts as replaced: the new file may be free.  A
  * writer locks the whole file, a reader the main range shared. */
-static int try_lock(int fd, const char *path, bool read)
+static int try_lock(const dlock__file_fd *lf, bool read)
 {
-	if (dlock__file_lock_range(fd, read ? F_RDLCK : F_WRLCK, F_OFD_SETLK, 0,
+	if (dlock__file_lock_range(lf->fd, read ? F_RDLCK : F_WRLCK, F_OFD_SETLK, 0,
 	                           read ? DLOCK__FILE_READ_RANGE : 0) != 0) {
 		if (errno == EAGAIN || errno == EACCES || errno == EINTR)
-			return same_file(fd, path) ? 0 : 2;
-		return dlock__error(DLOCK_EBACKEND, "file %s: cannot lock: %s", path, g_strerror(errno));
+			return same_file(lf) ? 0 : 2;
+		return dlock__error(DLOCK_EBACKEND, "file %s: cannot lock: %s", lf->path, g_strerror(errno));
 	}
-	if (!same_file(fd, path)) {
-		dlock__file_lock_range(fd, F_UNLCK, F_OFD_SETLK, 0, 0);
+	if (!same_file(lf)) {
+		dlock__file_lock_range(lf->fd, F_UNLCK, F_OFD_SETLK, 0, 0);
 		return 2;
 	}
 	return 1;
@@ -205,9 +196,11 @@ static int take_counter(int fd, const char *path, dlock__waiter *waiter, const c
  * a short spin tells the two apart, and the writer's case is busy (0), so
  * the caller waits for its release as for any.
  */
-static int try_permit(int fd, const char *path, const char *resource, uint32_t permits,
+static int try_permit(const dlock__file_fd *lf, const char *resource, uint32_t permits,
                       int64_t *ret_permit)
 {
+	int fd = lf->fd;
+	const char *path = lf->path;
 	gulong pause_us = 50;
 	int rc;
 
@@ -218,31 +211,34 @@ static int try_permit(int fd, const char *path, const char *resource, uint32_t p
 			return dlock__error(DLOCK_EBACKEND, "file %s: cannot lock the counter: %s", path,
 			                    g_strerror(errno));
 		if (spun_us >= PERMIT_SPIN_US)
-			return same_file(fd, path) ? 0 : 2;
+			return same_file(lf) ? 0 : 2;
 		g_usleep(pause_us);
 	}
 	rc = dlock__file_permit_try(fd, path, resource, permits, ret_permit);
-	if (rc == 1 && !same_file(fd, path)) {
+	if (rc == 1 && !same_file(lf)) {
 		dlock__file_lock_range(fd, F_UNLCK, F_OFD_SETLK, 0, 0);
 		return 2;
 	}
 	if (rc != 1)
 		dlock__file_lock_range(fd, F_UNLCK, F_OFD_SETLK, DLOCK__FILE_COUNTER_BYTE, 1);
-	if (rc == 0 && !same_file(fd, path))
+	if (rc == 0 && !same_file(lf))
 		return 2;
 	return rc;
 }
 
-/* Make hold's data of fd, locked for it (the main range shared for a
+/* Make hold's data of lf, locked for it (the main range shared for a
  * reader, a permit's byte for a semaphore's holder, each with the counter
- * byte too): draw the token, record the holder, watch the file. */
-static void grant(file_backend *b, dlock__hold *hold, int fd, const char *path, bool read,
-                  int64_t permit)
+ * byte too): draw the token, record the holder, list the hold on the
+ * file's kept watch.  seen: the watch's events before the check of lf
+ * against its path. */
+static void grant(file_backend *b, dlock__hold *hold, dlock__file_fd *lf, bool read,
+                  int64_t permit, unsigned seen)
 {
 	file_hold *fh = g_new0(file_hold, 1);
+	const char *path = lf->path;
+	int fd = lf->fd;
 
-	fh->fd = fd;
-	fh->path = g_strdup(path);
+	fh->lf = lf;
 	fh->read = read;
 	fh->permit = permit;
 	fh->slot = -1;
@@ -262,7 +258,8 @@ static void grant(file_backend *b, dlock__hold *hold, int fd, const char *path, 
 	}
 	dlock__hold_set_token(hold, fh->fence);
 	dlock__hold_set_backend_data(hold, fh);
-	fh->watch = dlock__file_watch_hold(b, path, fd, hold);
+	fh->watch = lf->wd;
+	dlock__file_watch_hold(b, lf->wd, path, fd, hold, &seen);
 }
 
 /*
@@ -279,26 +276,25 @@ static int downgrade(file_backend *b, dlock__hold *hold, dlock__hold *write)
 	file_hold *fr;
 
 	dlock__mutex_lock(&b->rw_mu, DLOCK__RANK_FILE_RW);
-	if (!fw || fw->read || fw->fd < 0 || fw->peer) {
+	if (!fw || fw->read || !fw->lf || fw->peer) {
 		dlock__mutex_unlock(&b->rw_mu);
 		return dlock__error(DLOCK_EBACKEND, "lock '%s': the write hold to downgrade is not there",
 		                    dlock__hold_resource(hold));
 	}
 	fr = g_new0(file_hold, 1);
-	fr->fd = -1;
-	fr->path = g_strdup(fw->path);
 	fr->watch = -1;
 	fr->read = true;
 	fr->permit = -1;
 	fr->slot = -1;
 	fr->hold = hold;
 	fr->token = dlock__token_new(dlock__hold_holder(hold));
-	fr->fence = fw->fence = next_fence(b, fw->fd, fw->path, fw->token);
+	fr->fence = fw->fence = next_fence(b, fw->lf->fd, fw->lf->path, fw->token);
 	fr->peer = fw;
 	fw->peer = fr;
 	dlock__hold_set_token(hold, fr->fence);
 	dlock__hold_set_backend_data(hold, fr);
-	fr->watch = dlock__file_watch_hold(b, fr->path, fw->fd, hold);
+	fr->watch = fw->lf->wd;
+	dlock__file_watch_hold(b, fr->watch, fw->lf->path, fw->lf->fd, hold, NULL);
 	dlock__mutex_unlock(&b->rw_mu);
 	return DLOCK_OK;
 }
@@ -313,14 +309,14 @@ static int downgrade(file_backend *b, dlock__hold *hold, dlock__hold *write)
  * A waiter canceled just after a release woke it would leave the lock
  * free with everyone else asleep: it passes the wake-up on.
  */
-static int futex_turn(file_backend *b, int fd, const char *path, uint32_t word,
+static int futex_turn(file_backend *b, const dlock__file_fd *lf, uint32_t word,
                       dlock__waiter *waiter, const char *resource, int64_t wait_ms,
                       int64_t deadline_us, bool *ret_woken)
 {
 	int64_t until_us = MIN(deadline_us, dlock__mono_us() + BACKOFF_CAP_US);
 
 	*ret_woken = false;
-	switch (dlock__file_wake_wait(b, fd, path, word, waiter, until_us)) {
+	switch (dlock__file_wake_wait(b, lf, word, waiter, until_us)) {
 	case DLOCK__FILE_WAKE_WOKEN:
 		*ret_woken = true;
 		return DLOCK_OK;
@@ -329,7 +325,7 @@ static int futex_turn(file_backend *b, int fd, const char *path, uint32_t word,
 			return dlock__error_timeout(resource, wait_ms);
 		return DLOCK_OK;
 	case DLOCK__FILE_WAKE_CANCELED:
-		dlock__file_wake_next(b, fd, path, false);
+		dlock__file_wake_next(b, lf, false);
 		return dlock__error_canceled(resource);
 	case DLOCK__FILE_WAKE_UNSUPPORTED:
 		break;
@@ -345,7 +341,7 @@ typedef struct file_acquire {
 	bool read;
 	uint32_t permits;
 	int64_t permit;        /* the semaphore's permit, once a try has one */
-	int fd;                /* the lock file, open from the first try on */
+	dlock__file_fd *lf;    /* the lock file, open from the first try on */
 	int watch;             /* the inotify watch of the wait, or -1 */
 	bool watch_tried;
 	bool futex;            /* may sleep on the file's futex: not yet found unsupported,
@@ -376,7 +372,6 @@ int dlock__file_acquire_begin(dlock__backend *backend, dlock__hold *hold, dlock_
 	m->read = read;
 	m->permits = permits;
 	m->permit = -1;
-	m->fd = -1;
 	m->watch = -1;
 	m->futex = !(flags & DLOCK__ACQUIRE_ASYNC);
 	*ret_machine = m;
@@ -403,41 +398,42 @@ int dlock__file_acquire_step(dlock__backend *backend, void *machine, dlock__turn
 	for (;;) {
 		uint64_t seen = dlock__waiter_seq(waiter);
 		uint32_t word = 0;
+		unsigned events;
 
-		if (m->fd < 0 && (m->fd = open_lock_file(m->path)) < 0) {
-			rc = m->fd;
-			m->fd = -1;
+		if (!m->lf && (rc = dlock__file_fd_get(b, m->path, &m->lf)) != DLOCK_OK)
 			return rc;
-		}
 		if (m->futex_armed)
-			word = dlock__file_wake_read(m->fd);
-		rc = m->permits > 1 ? try_permit(m->fd, m->path, resource, m->permits, &m->permit)
-		                    : try_lock(m->fd, m->path, m->read);
+			word = dlock__file_wake_read(m->lf->fd);
+		events = dlock__file_watch_seen(b, m->lf->wd);
+		rc = m->permits > 1 ? try_permit(m->lf, resource, m->permits, &m->permit)
+		                    : try_lock(m->lf, m->read);
 		if (rc == 1 && m->read) {
-			int taken = take_counter(m->fd, m->path, waiter, resource, wait_ms, deadline_us);
+			int taken = take_counter(m->lf->fd, m->path, waiter, resource, wait_ms, deadline_us);
 
 			if (taken != DLOCK_OK) {
-				dlock__file_lock_range(m->fd, F_UNLCK, F_OFD_SETLK, 0, 0);
+				dlock__file_lock_range(m->lf->fd, F_UNLCK, F_OFD_SETLK, 0, 0);
 				return taken;
 			}
 		}
 		if (rc == 1) {
-			grant(b, m->hold, m->fd, m->path, m->read, m->permit);
+			grant(b, m->hold, m->lf, m->read, m->permit, events);
 			/* A reader woken by a release wakes every waiter: the
 			 * readers among them can share, and a writer woken
 			 * alone would pass nothing on.  Readers woken that way
 			 * find the word marked and wake nobody again. */
 			if (m->read && m->woken && !dlock__file_wake_was_all(word))
-				dlock__file_wake_all(b, m->fd, m->path);
-			m->fd = -1;
+				dlock__file_wake_all(b, m->lf);
+			m->lf = NULL;
 			return DLOCK_OK;
 		}
 		if (rc == 2) {
-			/* Replaced under us: start over on the new file, with
-			 * a watch on it rather than on the old one. */
+			/* Replaced under us (or before us, while pooled):
+			 * start over on the new file, with a watch on it
+			 * rather than on the old one.  The old descriptor is
+			 * closed, never pooled again. */
 			m->futex_armed = false;
-			dlock__file_close_guarded(m->fd);
-			m->fd = -1;
+			dlock__file_fd_close(b, m->lf);
+			m->lf = NULL;
 			dlock__file_watch_remove(b, m->watch, waiter);
 			m->watch = -1;
 			m->watch_tried = false;
@@ -458,7 +454,7 @@ int dlock__file_acquire_step(dlock__backend *backend, void *machine, dlock__turn
 			continue;
 		}
 		if (m->futex) {
-			rc = futex_turn(b, m->fd, m->path, word, waiter, resource, wait_ms, deadline_us,
+			rc = futex_turn(b, m->lf, word, waiter, resource, wait_ms, deadline_us,
 			                &m->woken);
 			if (rc <= 0) {
 				if (rc != DLOCK_OK)
@@ -484,10 +480,16 @@ int dlock__file_acquire_step(dlock__backend *backend, void *machine, dlock__turn
 
 void dlock__file_acquire_end(dlock__backend *backend, void *machine)
 {
+	file_backend *b = file_of(backend);
 	file_acquire *m = machine;
 
-	dlock__file_watch_remove(file_of(backend), m->watch, m->wait.waiter);
-	dlock__file_close_guarded(m->fd);
+	dlock__file_watch_remove(b, m->watch, m->wait.waiter);
+	if (m->lf) {
+		/* A try that failed holds nothing; unlocked all the same
+		 * before another hold may take it. */
+		dlock__file_lock_range(m->lf->fd, F_UNLCK, F_OFD_SETLK, 0, 0);
+		dlock__file_fd_put(b, m->lf);
+	}
 	g_free(m->path);
 	g_free(m);
 }
@@ -500,8 +502,8 @@ void dlock__file_acquire_end(dlock__backend *backend, void *machine)
  * woken: readers may share, and one wake-up could go to a writer, who
  * cannot get in and does not pass it on.  b->rw_mu held (the read hold's release
  * takes it too).  False if the locks could not be changed: the read hold
- * is then lost, as it never held alone, and unwatched before the write
- * hold's release closes the descriptor.
+ * is then lost, as it never held alone, and unlisted from the watch
+ * before the write hold's release pools the descriptor.
  * The writer's record is cleared while the lock is still ours alone: once
  * it is shared, readers draw tokens from the counter beside it, and a
  * rewrite of the counter after that would hand a later holder a token
@@ -509,32 +511,33 @@ void dlock__file_acquire_end(dlock__backend *backend, void *machine)
  */
 static bool pass_to_reader(file_backend *b, file_hold *fw, file_hold *fr)
 {
-	write_content(fw->fd, fw->fence, NULL);
-	if (dlock__file_downgrade_locks(fw->fd) != 0) {
+	write_content(fw->lf->fd, fw->fence, NULL);
+	if (dlock__file_downgrade_locks(fw->lf->fd) != 0) {
 		dlock__log(b->logger, DLOCK_LOG_WARNING, "file %s: cannot turn the write lock into a read "
-		           "lock: %s", fw->path, g_strerror(errno));
+		           "lock: %s", fw->lf->path, g_strerror(errno));
 		dlock__hold_report(fr->hold, DLOCK_STATE_LOST);
 		dlock__file_unwatch_hold(b, fr->watch, fr->hold);
 		fr->watch = -1;
 		return false;
 	}
-	if (dlock__file_slot_write(fw->fd, 0, fr->token) == 0)
+	if (dlock__file_slot_write(fw->lf->fd, 0, fr->token) == 0)
 		fr->slot = 0;
-	fr->fd = fw->fd;
-	dlock__file_wake_all(b, fr->fd, fr->path);
+	fr->lf = fw->lf;
+	fw->lf = NULL;
+	dlock__file_wake_all(b, fr->lf);
 	return true;
 }
 
 /*
  * Clear the holder record (a writer's in the main record, keeping the
- * counter; a reader's slot), unlock, and close.  The explicit unlock is
- * what releases: it applies to the open file description, so it holds
- * even if another process has a copy of the descriptor (a child made
- * without running our fork handler), where the close alone would leave
- * the lock taken.  Closing the last descriptor raises the close event
- * that wakes waiters by inotify; the futex wakes one waiter (wake.c),
- * after the unlock.  A read hold still waiting for its write hold's
- * release (a downgrade) has only its watch to undo.
+ * counter; a reader's slot), unlock, and give the descriptor back to the
+ * pool (pool.c).  The explicit unlock is what releases: it applies to the
+ * open file description, so it holds even if another process has a copy
+ * of the descriptor (a child made without running our fork handler).  The
+ * futex wakes one waiter (wake.c), after the unlock; its write of the
+ * word is also the change that wakes waiters by inotify (watch.c).  A
+ * read hold still waiting for its write hold's release (a downgrade) has
+ * only its listing on the watch to undo.
  */
 int dlock__file_release(dlock__backend *backend, dlock__hold *hold)
 {
@@ -556,17 +559,19 @@ int dlock__file_release(dlock__backend *backend, dlock__hold *hold)
 		return DLOCK_OK;
 	}
 	dlock__mutex_unlock(&b->rw_mu);
-	if (fh->fd >= 0) {
+	if (fh->lf) {
+		int fd = fh->lf->fd;
+
 		dlock__file_unwatch_hold(b, fh->watch, hold);
 		if (fh->read || fh->permit >= 0)
-			dlock__file_slot_clear(fh->fd, fh->slot);
+			dlock__file_slot_clear(fd, fh->slot);
 		else
-			write_content(fh->fd, fh->fence, NULL);
+			write_content(fd, fh->fence, NULL);
 		if (fh->permit >= 0)
-			dlock__file_permit_release(fh->fd, fh->permit);
-		dlock__file_lock_range(fh->fd, F_UNLCK, F_OFD_SETLK, 0, 0);
-		dlock__file_wake_next(b, fh->fd, fh->path, true);
-		dlock__file_close_guarded(fh->fd);
+			dlock__file_permit_release(fd, fh->permit);
+		dlock__file_lock_range(fd, F_UNLCK, F_OFD_SETLK, 0, 0);
+		dlock__file_wake_next(b, fh->lf, true);
+		dlock__file_fd_put(b, fh->lf);
 	} else {
 		dlock__file_unwatch_hold(b, fh->watch, hold);
 	}

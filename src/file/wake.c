@@ -68,18 +68,18 @@ uint32_t dlock__file_wake_read(int fd)
 	return word;
 }
 
-/* The word in a shared mapping of the first page of the file at path,
- * which must still be the file open on fd; NULL if it cannot be mapped.
- * Only the kernel touches it (see above). */
-static const uint32_t *map_word(int fd, const char *path)
+/* The word in a shared mapping of the first page of the file at lf's
+ * path, which must still be the file open on lf; NULL if it cannot be
+ * mapped.  Only the kernel touches it (see above). */
+static const uint32_t *map_word(const dlock__file_fd *lf)
 {
-	int rfd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int rfd = open(lf->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	void *page = MAP_FAILED;
-	struct stat a, b;
+	struct stat st;
 
 	if (rfd < 0)
 		return NULL;
-	if (fstat(fd, &a) == 0 && fstat(rfd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+	if (fstat(rfd, &st) == 0 && st.st_dev == lf->dev && st.st_ino == lf->ino)
 		page = mmap(NULL, WAKE_PAGE, PROT_READ, MAP_SHARED, rfd, 0);
 	close(rfd);
 	return page == MAP_FAILED ? NULL : (const uint32_t *)((const char *)page + WAKE_OFFSET);
@@ -135,36 +135,34 @@ void dlock__file_wakes_free(dlock__file_wakes *w)
 	g_free(w);
 }
 
-/* The word of the file open on fd at path, or NULL; *ret_own: the caller
- * unmaps it after use (the cache had no room, or another thread mapped
- * the same file meanwhile).  The mapping is made outside the mutex. */
-static const uint32_t *word_get(dlock__file_wakes *w, int fd, const char *path, bool *ret_own)
+/* The word of the file open on lf, or NULL; *ret_own: the caller unmaps
+ * it after use (the cache had no room, or another thread mapped the same
+ * file meanwhile).  The file is known by the device and inode lf was
+ * opened on, with no stat.  The mapping is made outside the mutex. */
+static const uint32_t *word_get(dlock__file_wakes *w, const dlock__file_fd *lf, bool *ret_own)
 {
 	const uint32_t *word = NULL;
-	struct stat st;
 	wake_map *m;
 
 	*ret_own = false;
-	if (fstat(fd, &st) != 0)
-		return NULL;
 	dlock__mutex_lock(&w->mu, DLOCK__RANK_FILE_WAKE);
-	m = g_hash_table_lookup(w->by_path, path);
-	if (m && m->dev == st.st_dev && m->ino == st.st_ino)
+	m = g_hash_table_lookup(w->by_path, lf->path);
+	if (m && m->dev == lf->dev && m->ino == lf->ino)
 		word = m->word;
 	dlock__mutex_unlock(&w->mu);
-	if (word || !(word = map_word(fd, path)))
+	if (word || !(word = map_word(lf)))
 		return word;
 	dlock__mutex_lock(&w->mu, DLOCK__RANK_FILE_WAKE);
-	m = g_hash_table_lookup(w->by_path, path);
-	if (m && m->dev == st.st_dev && m->ino == st.st_ino) {
+	m = g_hash_table_lookup(w->by_path, lf->path);
+	if (m && m->dev == lf->dev && m->ino == lf->ino) {
 		*ret_own = true;
 	} else if (m) {
 		g_ptr_array_add(w->retired, (gpointer)m->word);
-		*m = (wake_map){ .dev = st.st_dev, .ino = st.st_ino, .word = word };
+		*m = (wake_map){ .dev = lf->dev, .ino = lf->ino, .word = word };
 	} else if (g_hash_table_size(w->by_path) < CACHE_MAX) {
 		m = g_new(wake_map, 1);
-		*m = (wake_map){ .dev = st.st_dev, .ino = st.st_ino, .word = word };
-		g_hash_table_insert(w->by_path, g_strdup(path), m);
+		*m = (wake_map){ .dev = lf->dev, .ino = lf->ino, .word = word };
+		g_hash_table_insert(w->by_path, g_strdup(lf->path), m);
 	} else {
 		*ret_own = true;
 	}
@@ -178,7 +176,7 @@ static void word_put(const uint32_t *word, bool own)
 		unmap_word((gpointer)word);
 }
 
-dlock__file_wake_result dlock__file_wake_wait(file_backend *b, int fd, const char *path,
+dlock__file_wake_result dlock__file_wake_wait(file_backend *b, const dlock__file_fd *lf,
                                               uint32_t seen, dlock__waiter *waiter, int64_t until_us)
 {
 	struct futex_waitv v[2] = { 0 };
@@ -189,7 +187,7 @@ dlock__file_wake_result dlock__file_wake_wait(file_backend *b, int fd, const cha
 	long r;
 	int err;
 
-	if (!(word = word_get(b->wakes, fd, path, &own)))
+	if (!(word = word_get(b->wakes, lf, &own)))
 		return DLOCK__FILE_WAKE_UNSUPPORTED;
 	v[0].val = seen;
 	v[0].uaddr = (uintptr_t)word;
@@ -213,29 +211,29 @@ dlock__file_wake_result dlock__file_wake_wait(file_backend *b, int fd, const cha
 
 /* Wake one sleeper of the file, or all, after a change of the word if
  * asked: a fresh value, with WAKE_ALL_MARK set for all. */
-static void wake(file_backend *b, int fd, const char *path, bool change, bool all)
+static void wake(file_backend *b, const dlock__file_fd *lf, bool change, bool all)
 {
 	uint32_t fresh = g_random_int() | 1;
 	const uint32_t *word;
 	bool own;
 
 	fresh = all ? fresh | WAKE_ALL_MARK : fresh & ~WAKE_ALL_MARK;
-	if (change && pwrite(fd, &fresh, sizeof(fresh), WAKE_OFFSET) != (ssize_t)sizeof(fresh))
+	if (change && pwrite(lf->fd, &fresh, sizeof(fresh), WAKE_OFFSET) != (ssize_t)sizeof(fresh))
 		return;
-	if (!(word = word_get(b->wakes, fd, path, &own)))
+	if (!(word = word_get(b->wakes, lf, &own)))
 		return;
 	syscall(SYS_futex, word, FUTEX_WAKE, all ? INT_MAX : 1, NULL, NULL, 0);
 	word_put(word, own);
 }
 
-void dlock__file_wake_next(file_backend *b, int fd, const char *path, bool change)
+void dlock__file_wake_next(file_backend *b, const dlock__file_fd *lf, bool change)
 {
-	wake(b, fd, path, change, false);
+	wake(b, lf, change, false);
 }
 
-void dlock__file_wake_all(file_backend *b, int fd, const char *path)
+void dlock__file_wake_all(file_backend *b, const dlock__file_fd *lf)
 {
-	wake(b, fd, path, true, true);
+	wake(b, lf, true, true);
 }
 
 bool dlock__file_wake_was_all(uint32_t word)

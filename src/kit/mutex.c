@@ -41,6 +41,7 @@ static const char *const names[DLOCK__RANK_COUNT] = {
 	[DLOCK__RANK_REDIS_SUB] = "redis subscriber",
 	[DLOCK__RANK_REDIS_SENTINEL] = "redis sentinel",
 	[DLOCK__RANK_REDIS_CLUSTER] = "redis cluster",
+	[DLOCK__RANK_FILE_POOL] = "file pool",
 	[DLOCK__RANK_FILE_WAKE] = "file wake",
 	[DLOCK__RANK_WAITER] = "waiter",
 	[DLOCK__RANK_STEPPER] = "stepper",

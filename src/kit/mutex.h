@@ -68,6 +68,8 @@ typedef enum dlock__rank {
 	DLOCK__RANK_REDIS_SENTINEL,
 	/* src/redis/cluster.c: a cluster's slot map and nodes */
 	DLOCK__RANK_REDIS_CLUSTER,
+	/* src/file/pool.c: a backend's idle lock file descriptors */
+	DLOCK__RANK_FILE_POOL,
 	/* src/file/wake.c: the mapped wake words */
 	DLOCK__RANK_FILE_WAKE,
 	/* src/kit/waiter.c: one waiting thread */
