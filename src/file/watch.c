@@ -257,34 +257,55 @@ int dlock__file_watch_keep(file_backend *b, const char *path)
 	return wd;
 }
 
-void dlock__file_watch_unkeep(file_backend *b, int wd)
+/* The kept file of watch wd, with the watch's mutex held (kept_unlock()
+ * lets go), or NULL if there is none (no watch thread, no watch, or no
+ * longer kept): the mutex is then not held. */
+static kept_file *kept_lock(file_backend *b, int wd, file_watch **ret_w)
 {
 	file_watch *w = dlock__lazy_thread_peek(&b->watch);
 	kept_file *k;
 
 	if (!w || wd < 0)
-		return;
+		return NULL;
 	dlock__mutex_lock(&w->mu, DLOCK__RANK_FILE_WATCH);
 	k = g_hash_table_lookup(w->kept, GINT_TO_POINTER(wd));
-	if (k && --k->keeps == 0 && k->holds->len == 0) {
+	if (!k)
+		dlock__mutex_unlock(&w->mu);
+	*ret_w = w;
+	return k;
+}
+
+/* Let go of kept_lock()'s mutex; the watch goes once no descriptor keeps
+ * it and no hold is listed on it. */
+static void kept_unlock(file_watch *w, int wd, kept_file *k)
+{
+	if (k->keeps == 0 && k->holds->len == 0) {
 		g_hash_table_remove(w->kept, GINT_TO_POINTER(wd));
 		inotify_rm_watch(w->hold_fd, wd);
 	}
 	dlock__mutex_unlock(&w->mu);
 }
 
+void dlock__file_watch_unkeep(file_backend *b, int wd)
+{
+	file_watch *w;
+	kept_file *k = kept_lock(b, wd, &w);
+
+	if (!k)
+		return;
+	k->keeps--;
+	kept_unlock(w, wd, k);
+}
+
 unsigned dlock__file_watch_seen(file_backend *b, int wd)
 {
-	file_watch *w = dlock__lazy_thread_peek(&b->watch);
-	unsigned events = 0;
-	kept_file *k;
+	file_watch *w;
+	kept_file *k = kept_lock(b, wd, &w);
+	unsigned events;
 
-	if (!w || wd < 0)
+	if (!k)
 		return 0;
-	dlock__mutex_lock(&w->mu, DLOCK__RANK_FILE_WATCH);
-	k = g_hash_table_lookup(w->kept, GINT_TO_POINTER(wd));
-	if (k)
-		events = k->events;
+	events = k->events;
 	dlock__mutex_unlock(&w->mu);
 	return events;
 }
@@ -292,15 +313,11 @@ unsigned dlock__file_watch_seen(file_backend *b, int wd)
 void dlock__file_watch_hold(file_backend *b, int wd, const char *path, int fd, dlock__hold *hold,
                             const unsigned *seen)
 {
-	file_watch *w = dlock__lazy_thread_peek(&b->watch);
+	file_watch *w;
+	kept_file *k = kept_lock(b, wd, &w);
 	bool check = !seen;
 	held_file *h;
-	kept_file *k;
 
-	if (!w || wd < 0)
-		return;
-	dlock__mutex_lock(&w->mu, DLOCK__RANK_FILE_WATCH);
-	k = g_hash_table_lookup(w->kept, GINT_TO_POINTER(wd));
 	if (k) {
 		h = g_new(held_file, 1);
 		h->hold = dlock__hold_ref(hold);
@@ -310,8 +327,8 @@ void dlock__file_watch_hold(file_backend *b, int wd, const char *path, int fd, d
 		g_ptr_array_add(k->holds, h);
 		if (seen && k->events != *seen)
 			check = true;
+		dlock__mutex_unlock(&w->mu);
 	}
-	dlock__mutex_unlock(&w->mu);
 	/* An event the thread handled before the hold was listed here: the
 	 * check it would have made. */
 	if (check && !still_linked(fd, path))
@@ -320,24 +337,18 @@ void dlock__file_watch_hold(file_backend *b, int wd, const char *path, int fd, d
 
 void dlock__file_unwatch_hold(file_backend *b, int wd, dlock__hold *hold)
 {
-	file_watch *w = dlock__lazy_thread_peek(&b->watch);
-	kept_file *k;
+	file_watch *w;
+	kept_file *k = kept_lock(b, wd, &w);
 
-	if (!w || wd < 0)
+	if (!k)
 		return;
-	dlock__mutex_lock(&w->mu, DLOCK__RANK_FILE_WATCH);
-	k = g_hash_table_lookup(w->kept, GINT_TO_POINTER(wd));
-	for (guint i = 0; k && i < k->holds->len; i++) {
+	for (guint i = 0; i < k->holds->len; i++) {
 		if (((held_file *)k->holds->pdata[i])->hold == hold) {
 			g_ptr_array_remove_index_fast(k->holds, i);
 			break;
 		}
 	}
-	if (k && k->keeps == 0 && k->holds->len == 0) {
-		g_hash_table_remove(w->kept, GINT_TO_POINTER(wd));
-		inotify_rm_watch(w->hold_fd, wd);
-	}
-	dlock__mutex_unlock(&w->mu);
+	kept_unlock(w, wd, k);
 }
 
 void dlock__file_watch_stop(file_backend *b)
