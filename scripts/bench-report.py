@@ -67,6 +67,7 @@ LATENCY_TARGET = 1.3      # dlock / floor, mean
 HANDOFF_RTT_TARGET = 2.0  # handoff / round trip, mean
 PEER_HANDOFF_TARGET = 5.0  # polling peer / dlock, mean
 HERD_TOLERANCE = 1.25     # ZooKeeper work per handoff: largest over W / median over W
+FILE_TARGET = 6.0         # file backend pair / the bare OFD pair, p50
 
 
 # ---------------------------------------------------------------- tag
@@ -292,6 +293,32 @@ def targets(res, notes_by_peer):
                     text += (f"  dlock adds nothing measurable to it "
                              f"({times(ratio(d['mean_us'], fl['mean_us']))} the bare handoff).")
             why.append(text)
+
+    # 2b. the Redis handoff below the bare pub/sub handoff, mean and p50
+    d, fl = handoff(res, "redis", "dlock"), handoff(res, "redis", "floor")
+    label = "Redis handoff below the bare pub/sub handoff (mean and p50)"
+    if not d or not fl:
+        rows.append([label, "redis", "not measured", "–"])
+    else:
+        r_mean, r_p50 = ratio(d["mean_us"], fl["mean_us"]), ratio(d["p50_us"], fl["p50_us"])
+        rows.append([label, "redis", f"{times(r_mean)} mean, {times(r_p50)} p50 "
+                                     f"({us(d['mean_us'])} vs {us(fl['mean_us'])}, mean)",
+                     verdict(r_mean < 1.0 and r_p50 < 1.0)])
+
+    # 2c. the file backend's pair near the bare OFD lock's
+    d, fl = latency(res, "file", "dlock"), latency(res, "file", "floor")
+    label = f"File backend pair ≤ {FILE_TARGET:g}× the bare OFD lock+unlock (p50)"
+    if not d or not fl:
+        rows.append([label, "file", "not measured", "–"])
+    else:
+        r_mean, r_p50 = ratio(d["mean_us"], fl["mean_us"]), ratio(d["p50_us"], fl["p50_us"])
+        rows.append([label, "file", f"{times(r_p50)} p50, {times(r_mean)} mean "
+                                    f"({us(d['p50_us'])} vs {us(fl['p50_us'])}, p50)",
+                     verdict(r_p50 <= FILE_TARGET)])
+        if r_p50 > FILE_TARGET:
+            why.append(f"The file backend's pair: {us(d['p50_us'])} p50 against the bare "
+                       f"{us(fl['p50_us'])}; the rest is dlock's own work per acquire (the "
+                       "hold table, the owner token, the lock file's identity check).")
 
     # 3. >= 5x lower handoff latency than the polling peers
     for peer in POLLING_PEERS:
