@@ -443,13 +443,20 @@ extern const int dlock__redis_script_words[SCRIPT_COUNT];
 /* The most words a script takes, and room for a script's command. */
 #define SCRIPT_WORDS_MAX 11
 #define SCRIPT_ARGV_MAX (3 + SCRIPT_WORDS_MAX)
+/* The words of script with keys keys, each with its own arguments (after
+ * all the keys, in the keys' order), for a script that takes any number. */
+int dlock__redis_script_words_for(redis_script script, int keys);
 /*
  * The command running script with words: EVALSHA, or EVAL with the
  * script's text (by_body), into argv (SCRIPT_ARGV_MAX entries), the count
  * of keys written into nkeys_text.  Returns the command's word count.
+ * dlock__redis_script_argv_keys(): the same with keys keys (argv: 3 +
+ * dlock__redis_script_words_for() entries).
  */
 int dlock__redis_script_argv(redis_script script, bool by_body, const char *const *words,
                              const char **argv, char nkeys_text[8]);
+int dlock__redis_script_argv_keys(redis_script script, bool by_body, const char *const *words,
+                                  int keys, const char **argv, char nkeys_text[8]);
 /*
  * Replica acknowledgement of a script's writes (min-replicas): with n > 0
  * the script is followed on its connection by WAIT n timeout_ms, sent

@@ -56,16 +56,24 @@ typedef struct round {
 	bool conflict;            /* two masters turned out to be one server */
 } round;
 
-/* Append the script (EVALSHA, or EVAL with its body) and send it. */
-static bool send_script(redis_backend *m, redis_conn *conn, redis_script script, bool by_body,
-                        const char *const *words)
+/* Append the request's script (EVALSHA, or EVAL with its body) and send
+ * it. */
+static bool send_script(redis_backend *m, redis_conn *conn, const rl_request *req, bool by_body)
 {
-	const char *argv[SCRIPT_ARGV_MAX];
+	int keys = req->keys > 0 ? req->keys : dlock__redis_script_keys[req->script];
+	const char *fixed[SCRIPT_ARGV_MAX], **argv = fixed;
 	char nkeys_text[8];
-	int argc = dlock__redis_script_argv(script, by_body, words, argv, nkeys_text);
+	bool sent;
+	int argc;
 
-	return redisAppendCommandArgv(conn->ctx, argc, argv, NULL) == REDIS_OK &&
+	if (req->keys > 0)
+		argv = g_new(const char *, 3 + dlock__redis_script_words_for(req->script, keys));
+	argc = dlock__redis_script_argv_keys(req->script, by_body, req->words, keys, argv, nkeys_text);
+	sent = redisAppendCommandArgv(conn->ctx, argc, argv, NULL) == REDIS_OK &&
 	       dlock__redis_flush(conn->ctx) == REDIS_OK;
+	if (argv != fixed)
+		g_free(argv);
+	return sent;
 }
 
 /* The call ends without an answer: rc, with the message just recorded. */
@@ -175,7 +183,7 @@ static void use_conn(round *r, rl_call *call, redis_conn *conn)
 		fail_late(r, call, "no answer");
 		return;
 	}
-	if (send_script(m, conn, r->req->script, call->by_body, r->req->words)) {
+	if (send_script(m, conn, r->req, call->by_body)) {
 		call->conn = conn;
 		call->pending = true;
 		return;

@@ -2,7 +2,8 @@
 /*
  * Keeping a Redlock hold (docs/redis.md, "Keeping a hold"): one thread
  * per Redlock backend ("dlock-redlock") renews each hold on every master
- * at once, every TTL/3, and judges it by quorum:
+ * at once, every TTL/3 -- every hold due in one round, one script per
+ * master -- and judges each by quorum:
  *   - a quorum confirms: the lease counts again from that round's send
  *     (RECONNECTED if it was SUSPENDED);
  *   - more masters than a quorum can spare show the key gone or another's:
@@ -28,6 +29,8 @@
  * TTL/10 for short leases). */
 #define RETRY_US (200 * 1000)
 #define MAX_SLEEP_US (10 * 1000 * 1000)
+/* The most holds renewed in one round. */
+#define BATCH_MAX 128u
 
 typedef struct redlock_watch {
 	redlock_backend *rl;
@@ -62,41 +65,15 @@ static void lose_locked(redlock_watch *w, rl_lease *lease)
 	dlock__redlock_release_later(w->rl, lease);
 }
 
-/* One renewal round of lease, ending by until_us (monotonic); under no lock. */
-static void renew(redlock_watch *w, rl_lease *lease, int64_t until_us)
+/* What a round told of lease: ours masters renewed it, not_ours showed
+ * its key gone or another's; sent_us: the round's send.  Under w->mu. */
+static void judge_locked(redlock_watch *w, rl_lease *lease, int ours, int not_ours, int64_t sent_us)
 {
 	redlock_backend *rl = w->rl;
-	char ttl[24];
-	const char *words[RL_RENEW_WORDS] = {
-		[RL_RENEW_KEY_LOCK] = lease->key.names.key,
-		[RL_RENEW_ARG_TOKEN] = lease->key.token,
-		[RL_RENEW_ARG_TTL] = ttl,
-	};
-	/* A quorum renewed is a renewal: a silent master does not hold up
-	 * every other hold's round. */
-	rl_request req = { SCRIPT_RL_RENEW, words, NULL, rl->quorum, lease->key.names.key,
-	                   lease->master_timeout_ms, false, false };
-	rl_call calls[RL_MASTERS_MAX];
-	int64_t sent_us = dlock__boot_us();
-	int ours = 0, not_ours = 0;
 
-	g_snprintf(ttl, sizeof(ttl), "%" PRId64, lease->ttl_ms);
-	dlock__redlock_round(rl, &req, NULL, until_us, calls, NULL);
-	for (int i = 0; i < rl->n_masters; i++) {
-		const redisReply *r = calls[i].reply;
-
-		if (r && r->type == REDIS_REPLY_INTEGER && r->integer == 1)
-			ours++;
-		else if (r)
-			not_ours++;
-	}
-	dlock__redlock_calls_clear(calls, rl->n_masters);
-
-	dlock__mutex_lock(&w->mu, DLOCK__RANK_REDLOCK_WATCH);
-	if (lease->released || lease->lost) {
-		dlock__mutex_unlock(&w->mu);
+	dlock__mutex_assert_held(&w->mu);
+	if (lease->released || lease->lost)
 		return;
-	}
 	/* A quorum's answer counts only while the hold is still valid: past
 	 * its end the core already takes it as lost. */
 	if (ours >= rl->quorum && dlock__boot_us() < lease_end_us(lease)) {
@@ -124,7 +101,55 @@ static void renew(redlock_watch *w, rl_lease *lease, int64_t until_us)
 			dlock__hold_report(lease->hold, DLOCK_STATE_SUSPENDED);
 		}
 	}
+}
+
+/*
+ * One renewal round of n leases at once, ending by until_us (monotonic);
+ * under no lock.  Each master renews them all in one script and answers
+ * for each; a master that renewed every one counts toward the quorum
+ * that ends the round early, as one hold's renewal does.
+ */
+static void renew(redlock_watch *w, rl_lease *const *leases, int n, int64_t until_us)
+{
+	redlock_backend *rl = w->rl;
+	const char **words = g_new(const char *, 3 * n);
+	char *ttls = g_malloc((size_t)n * 24);
+	/* A quorum renewed is a renewal: a silent master does not hold up
+	 * the round past its grace. */
+	rl_request req = { SCRIPT_RL_RENEW, words, NULL, rl->quorum, leases[0]->key.names.key,
+	                   leases[0]->master_timeout_ms, false, false, n };
+	rl_call calls[RL_MASTERS_MAX];
+	int64_t sent_us = dlock__boot_us();
+
+	for (int i = 0; i < n; i++) {
+		g_snprintf(&ttls[24 * i], 24, "%" PRId64, leases[i]->ttl_ms);
+		words[i] = leases[i]->key.names.key;
+		words[n + 2 * i] = leases[i]->key.token;
+		words[n + 2 * i + 1] = &ttls[24 * i];
+	}
+	dlock__redlock_round(rl, &req, NULL, until_us, calls, NULL);
+	dlock__mutex_lock(&w->mu, DLOCK__RANK_REDLOCK_WATCH);
+	for (int i = 0; i < n; i++) {
+		int ours = 0, not_ours = 0;
+
+		for (int m = 0; m < rl->n_masters; m++) {
+			const redisReply *r = calls[m].reply;
+
+			/* An answer of another form than asked counts as none. */
+			if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)n + 1 ||
+			    r->element[i + 1]->type != REDIS_REPLY_INTEGER)
+				continue;
+			if (r->element[i + 1]->integer == 1)
+				ours++;
+			else
+				not_ours++;
+		}
+		judge_locked(w, leases[i], ours, not_ours, sent_us);
+	}
 	dlock__mutex_unlock(&w->mu);
+	dlock__redlock_calls_clear(calls, rl->n_masters);
+	g_free(ttls);
+	g_free(words);
 }
 
 /* Declare LOST the holds whose validity has run out; returns the
@@ -167,7 +192,10 @@ static gpointer watch_main(gpointer data)
 
 			if (lease->lost || !lease->renew)
 				continue;
-			if (lease->next_renew_us <= now)
+			/* A hold due within a quarter of its period goes in
+			 * this round too: renewed a little early, the holds
+			 * of a client come due together from then on. */
+			if (lease->next_renew_us <= now + renew_period_us(lease) / 4)
 				g_ptr_array_add(due, dlock__redlock_lease_ref(lease));
 			else
 				next = MIN(next, lease->next_renew_us);
@@ -177,14 +205,18 @@ static gpointer watch_main(gpointer data)
 			continue;
 		}
 		dlock__mutex_unlock(&w->mu);
-		/* Each round ends by its master timeout (a round that misses the
-		 * quorum is SUSPENDED and tried again soon), and never past the
+		/* Every hold due in one round, BATCH_MAX at most.  A round ends
+		 * by its holds' master timeout (one that misses the quorum for
+		 * a hold SUSPENDs it, tried again soon), and never past the
 		 * nearest end of any hold's validity. */
-		for (guint i = 0; i < due->len; i++) {
-			rl_lease *lease = due->pdata[i];
-			int64_t left = MAX(nearest_end - dlock__boot_us(), 1000);
+		for (guint i = 0; i < due->len; i += BATCH_MAX) {
+			int n = (int)MIN(due->len - i, BATCH_MAX);
+			int64_t bound_us = MAX(nearest_end - dlock__boot_us(), 1000);
+			rl_lease **leases = (rl_lease **)&due->pdata[i];
 
-			renew(w, lease, dlock__mono_us() + MIN(left, lease->master_timeout_ms * 1000));
+			for (int k = 0; k < n; k++)
+				bound_us = MIN(bound_us, leases[k]->master_timeout_ms * 1000);
+			renew(w, leases, n, dlock__mono_us() + bound_us);
 		}
 		dlock__mutex_lock(&w->mu, DLOCK__RANK_REDLOCK_WATCH);
 	}

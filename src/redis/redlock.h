@@ -58,6 +58,10 @@ typedef struct rl_request {
 	bool wait_sent;           /* the grace cuts only connections still being
 	                           * made: a script already sent is waited for until
 	                           * the round's end */
+	int keys;                 /* a script that takes keys in any number (the
+	                           * Redlock renewal): how many words has, each with
+	                           * its arguments after all the keys, in turn; 0:
+	                           * the script's own count */
 } rl_request;
 
 /* One master's part of a round. */

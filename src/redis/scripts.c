@@ -41,12 +41,27 @@ void dlock__redis_release_words(const redis_names *names, const char *token, con
 	words[RELEASE_ARG_PUBLISH] = publish;
 }
 
+int dlock__redis_script_words_for(redis_script script, int keys)
+{
+	int per_key = dlock__redis_script_words[script] - dlock__redis_script_keys[script];
+
+	return keys * (1 + per_key);
+}
+
 int dlock__redis_script_argv(redis_script script, bool by_body, const char *const *words,
                              const char **argv, char nkeys_text[8])
 {
-	int nwords = dlock__redis_script_words[script];
+	return dlock__redis_script_argv_keys(script, by_body, words, dlock__redis_script_keys[script],
+	                                     argv, nkeys_text);
+}
 
-	g_snprintf(nkeys_text, 8, "%d", dlock__redis_script_keys[script]);
+int dlock__redis_script_argv_keys(redis_script script, bool by_body, const char *const *words,
+                                  int keys, const char **argv, char nkeys_text[8])
+{
+	int nwords = keys == dlock__redis_script_keys[script] ? dlock__redis_script_words[script]
+	                                                      : dlock__redis_script_words_for(script, keys);
+
+	g_snprintf(nkeys_text, 8, "%d", keys);
 	argv[0] = by_body ? "EVAL" : "EVALSHA";
 	argv[1] = by_body ? dlock__redis_script_text[script] : dlock__redis_script_sha1[script];
 	argv[2] = nkeys_text;

@@ -124,6 +124,82 @@ static void test_a_counter_past_exact_tokens_is_refused_never_repeated(void **st
 	g_free(key);
 }
 
+/* Scripts run on master i since its statistics were reset (EVALSHA and
+ * EVAL, which a master without the script cached gets). */
+static long long calls_of(const char *info, const char *command)
+{
+	char *name = g_strdup_printf("cmdstat_%s:calls=", command);
+	const char *at = strstr(info, name);
+	long long n = at ? g_ascii_strtoll(at + strlen(name), NULL, 10) : 0;
+
+	g_free(name);
+	return n;
+}
+
+static long long scripts_run(int i)
+{
+	redisReply *r = test_redis_cmd(rl->masters[i], "INFO commandstats");
+	long long n = calls_of(r->str, "evalsha") + calls_of(r->str, "eval");
+
+	freeReplyObject(r);
+	return n;
+}
+
+/*
+ * The holds of a client are renewed together: one script per master for
+ * every hold due, not one per hold.  8 holds with a 900 ms TTL (renewed
+ * every 300 ms) for 2.4 s: about 8 renewals each, 64 scripts one by one,
+ * about 8 together -- and every hold is still held, its key's expiry
+ * pushed back on every master.
+ */
+static void test_the_holds_of_a_client_are_renewed_in_one_round(void **state)
+{
+	char *uri = test_redlock_uri(rl, 3, "?ttl=900ms");
+	dlock_lock *locks[8];
+	dlock_client *client;
+	long long runs[3];
+
+	(void)state;
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	for (int i = 0; i < 8; i++) {
+		char *resource = g_strdup_printf("rl/batch-%d", i);
+
+		assert_int_equal(dlock_lock_new(client, resource, &locks[i]), DLOCK_OK);
+		assert_int_equal(dlock_acquire(locks[i], 5000), DLOCK_OK);
+		g_free(resource);
+	}
+	for (int m = 0; m < 3; m++)
+		freeReplyObject(test_redis_cmd(rl->masters[m], "CONFIG RESETSTAT"));
+	g_usleep(2400 * 1000);
+	for (int m = 0; m < 3; m++) {
+		runs[m] = scripts_run(m);
+		print_message("master %d: %lld scripts\n", m, runs[m]);
+	}
+	for (int i = 0; i < 8; i++) {
+		char *key = g_strdup_printf("dlock:{rl/batch-%d}", i);
+
+		assert_true(dlock_held(locks[i]));
+		for (int m = 0; m < 3; m++) {
+			redisReply *r = test_redis_cmd(rl->masters[m], "PTTL %s", key);
+
+			/* Renewed within the last period (300 ms, and slack). */
+			if (r->integer < 400)
+				fail_msg("%s on master %d expires in %lld ms", key, m, r->integer);
+			freeReplyObject(r);
+		}
+		g_free(key);
+	}
+	for (int m = 0; m < 3; m++)
+		if (runs[m] < 6 || runs[m] > 20)
+			fail_msg("master %d ran %lld scripts in 2.4 s for 8 holds renewed every 300 ms", m, runs[m]);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(dlock_release(locks[i]), DLOCK_OK);
+		dlock_lock_free(locks[i]);
+	}
+	dlock_client_free(client);
+	g_free(uri);
+}
+
 static void test_three_masters_hold_on_a_quorum_and_release_everywhere(void **state)
 {
 	check_hold_keys(3, "rl/keys3");
@@ -578,6 +654,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_five_masters_tokens_increase_across_holders_and_clients),
 		cmocka_unit_test(test_a_counter_past_exact_tokens_is_refused_never_repeated),
 		cmocka_unit_test(test_query_shows_the_quorums_holder),
+		cmocka_unit_test(test_the_holds_of_a_client_are_renewed_in_one_round),
 		cmocka_unit_test(test_processes_and_threads_never_overlap_and_tokens_increase),
 		cmocka_unit_test(test_masters_refusing_credentials_or_the_database_say_so),
 		cmocka_unit_test(test_election_hands_over_and_the_observer_sees_each_leader),
