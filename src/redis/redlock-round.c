@@ -318,6 +318,45 @@ static bool says_yes(const redisReply *reply)
 	                  reply->element[0]->integer == 1));
 }
 
+/* Whether a master said yes for key k of a request with keys in any
+ * number: an array with 1 at k + 1 (its element 0 is for all of them). */
+static bool says_yes_for(const redisReply *reply, int keys, int k)
+{
+	return reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == (size_t)keys + 1 &&
+	       reply->element[k + 1]->type == REDIS_REPLY_INTEGER && reply->element[k + 1]->integer == 1;
+}
+
+/*
+ * The same for each key: enough masters said yes for it, or too few are
+ * left to -- or enough masters answered and one of them said no, so that
+ * a key kept open by a silent master and a no elsewhere does not hold up
+ * the keys that have their answer: it is settled short of enough yeses
+ * (once the others' grace is over).  Any other key still open keeps the
+ * round open.
+ */
+static bool decided_each(const round *r)
+{
+	int keys = r->req->keys, enough = r->req->enough_ones;
+
+	for (int k = 0; k < keys; k++) {
+		int yes = 0, no = 0, open = 0;
+
+		for (int i = 0; i < r->rl->n_masters; i++) {
+			const redisReply *reply = r->calls[i].reply;
+
+			if (r->calls[i].pending)
+				open++;
+			else if (says_yes_for(reply, keys, k))
+				yes++;
+			else if (reply)
+				no++;
+		}
+		if (yes < enough && yes + open >= enough && !(no > 0 && yes + no >= enough))
+			return false;
+	}
+	return true;
+}
+
 /* Whether the round's outcome is settled: enough masters said yes, or too
  * few are left to. */
 static bool decided(const round *r)
@@ -326,6 +365,8 @@ static bool decided(const round *r)
 
 	if (r->req->enough_ones <= 0)
 		return false;
+	if (r->req->keys > 0)
+		return decided_each(r);
 	for (int i = 0; i < r->rl->n_masters; i++) {
 		if (r->calls[i].pending)
 			open++;

@@ -106,8 +106,8 @@ static void judge_locked(redlock_watch *w, rl_lease *lease, int ours, int not_ou
 /*
  * One renewal round of n leases at once, ending by until_us (monotonic);
  * under no lock.  Each master renews them all in one script and answers
- * for each; a master that renewed every one counts toward the quorum
- * that ends the round early, as one hold's renewal does.
+ * for each.  The round ends early, as one hold's renewal does, once every
+ * hold has a quorum of masters that renewed it, or cannot get one.
  */
 static void renew(redlock_watch *w, rl_lease *const *leases, int n, int64_t until_us)
 {

@@ -46,10 +46,10 @@ typedef struct rl_request {
 	const char *const *words;  /* its keys, then its arguments (scripts-lua.h) */
 	const bool *only;         /* per master: send there; NULL for every master */
 	int enough_ones;          /* once this many masters answered 1 (or an array
-	                           * starting with 1), or too few are left to, the
-	                           * others get only a short grace (0: wait for every
-	                           * answer until the round's end); then they count
-	                           * as unanswered */
+	                           * starting with 1; with keys, 1 for every key),
+	                           * or too few are left to, the others get only a
+	                           * short grace (0: wait for every answer until the
+	                           * round's end); then they count as unanswered */
 	const char *what;         /* the resource, for messages */
 	int64_t timeout_ms;       /* the round's bound, for messages */
 	bool distinct;            /* refuse masters that are one server (the round

@@ -582,6 +582,47 @@ static int revive(void **state)
 	return test_redlock_revive(rl, no_lock_key_of_the_suite, NULL, "dlock:{rl/");
 }
 
+/*
+ * A client's holds are renewed in one round.  One of them short of a
+ * quorum (its key gone from master 0) with master 2 frozen: that hold's
+ * answer waits on master 2, but the round does not wait with it -- the
+ * other holds, renewed by masters 0 and 1, stay held past several leases,
+ * where a round waiting for master 2 (3 s) would have run past the end of
+ * their 1.5 s leases.
+ */
+static void test_a_hold_short_of_a_quorum_does_not_hold_up_the_others(void **state)
+{
+	char *uri = test_redlock_uri(rl, 3, "?ttl=1500ms&master-timeout=3s");
+	dlock_lock *locks[4];
+	dlock_client *client;
+	int rc;
+
+	(void)state;
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	for (int i = 0; i < 4; i++) {
+		char *resource = g_strdup_printf("rl/short-%d", i);
+
+		assert_int_equal(dlock_lock_new(client, resource, &locks[i]), DLOCK_OK);
+		assert_int_equal(dlock_lock_set_watchdog(locks[i], 1), DLOCK_OK);
+		assert_int_equal(dlock_acquire(locks[i], 5000), DLOCK_OK);
+		g_free(resource);
+	}
+	assert_int_equal(test_redis_int(rl->masters[0], "DEL dlock:{rl/short-0}"), 1);
+	test_redlock_freeze(rl, 2);
+	g_usleep(3500 * 1000);
+	for (int i = 1; i < 4; i++)
+		if (!dlock_held(locks[i]))
+			fail_msg("rl/short-%d was lost while masters 0 and 1 renewed it", i);
+	test_redlock_thaw(rl, 2);
+	for (int i = 0; i < 4; i++) {
+		rc = dlock_release(locks[i]);
+		assert_true(rc == DLOCK_OK || (i == 0 && rc == DLOCK_ELOST));
+		dlock_lock_free(locks[i]);
+	}
+	dlock_client_free(client);
+	g_free(uri);
+}
+
 #define FAULT_TEST(f) cmocka_unit_test_teardown(f, revive)
 
 int main(int argc, char **argv)
@@ -601,6 +642,7 @@ int main(int argc, char **argv)
 		FAULT_TEST(test_tokens_increase_when_quorums_share_only_one_master),
 		FAULT_TEST(test_keys_deleted_on_a_majority_is_lost),
 		FAULT_TEST(test_key_deleted_on_one_master_is_not_lost),
+		FAULT_TEST(test_a_hold_short_of_a_quorum_does_not_hold_up_the_others),
 		FAULT_TEST(test_release_whose_answers_are_lost_with_their_connections_is_not_lost),
 	};
 
