@@ -50,7 +50,7 @@ int dlock__redlock_query(dlock__backend *backend, const char *resource, int64_t 
 	redis_names names;
 	const char *words[RL_QUERY_WORDS];
 	rl_request req = { SCRIPT_RL_QUERY, words, NULL, 0, resource, rl->command_timeout_ms, true,
-	                   false, 0 };
+	                   false, 0, NULL, NULL };
 	rl_call calls[RL_MASTERS_MAX];
 	int64_t until_us;
 	int answered, rc = DLOCK_OK;

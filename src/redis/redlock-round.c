@@ -246,6 +246,8 @@ static void read_call(round *r, rl_call *call)
 	rc = dlock__redis_reply_error(m, reply, "script");
 	if (rc == DLOCK_OK) {
 		call->reply = reply;
+		if (r->req->answered)
+			r->req->answered(r->req->data, reply);
 	} else {
 		/* DLOCK_ECONFIG for a cluster's node, which no Redlock is. */
 		fail_call(call, rc);
@@ -326,32 +328,24 @@ static bool says_yes_for(const redisReply *reply, int keys, int k)
 	       reply->element[k + 1]->type == REDIS_REPLY_INTEGER && reply->element[k + 1]->integer == 1;
 }
 
-/*
- * The same for each key: enough masters said yes for it, or too few are
- * left to -- or enough masters answered and one of them said no, so that
- * a key kept open by a silent master and a no elsewhere does not hold up
- * the keys that have their answer: it is settled short of enough yeses
- * (once the others' grace is over).  Any other key still open keeps the
- * round open.
- */
+/* The same for each key: enough masters said yes for it, or too few are
+ * left to.  One key still open keeps the round open, for its sake: a
+ * request that takes keys in any number has what each key's answers
+ * decide done as they come (rl_request.answered). */
 static bool decided_each(const round *r)
 {
 	int keys = r->req->keys, enough = r->req->enough_ones;
 
 	for (int k = 0; k < keys; k++) {
-		int yes = 0, no = 0, open = 0;
+		int yes = 0, open = 0;
 
 		for (int i = 0; i < r->rl->n_masters; i++) {
-			const redisReply *reply = r->calls[i].reply;
-
 			if (r->calls[i].pending)
 				open++;
-			else if (says_yes_for(reply, keys, k))
+			else if (says_yes_for(r->calls[i].reply, keys, k))
 				yes++;
-			else if (reply)
-				no++;
 		}
-		if (yes < enough && yes + open >= enough && !(no > 0 && yes + no >= enough))
+		if (yes < enough && yes + open >= enough)
 			return false;
 	}
 	return true;

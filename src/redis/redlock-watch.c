@@ -2,8 +2,8 @@
 /*
  * Keeping a Redlock hold (docs/redis.md, "Keeping a hold"): one thread
  * per Redlock backend ("dlock-redlock") renews each hold on every master
- * at once, every TTL/3 -- every hold due in one round, one script per
- * master -- and judges each by quorum:
+ * at once, every TTL/3 -- every hold due with the same master timeout in
+ * one round, one script per master -- and judges each by quorum:
  *   - a quorum confirms: the lease counts again from that round's send
  *     (RECONNECTED if it was SUSPENDED);
  *   - more masters than a quorum can spare show the key gone or another's:
@@ -103,23 +103,62 @@ static void judge_locked(redlock_watch *w, rl_lease *lease, int ours, int not_ou
 	}
 }
 
+/* A renewal round's tally, hold by hold. */
+typedef struct tally {
+	redlock_watch *w;
+	rl_lease *const *leases;
+	int n;
+	int64_t sent_us;
+	int *ours, *not_ours;
+	bool *judged;
+} tally;
+
+/* A master's answer in a renewal round: counted for each hold, and a hold
+ * that a quorum has renewed is judged at once, while the round goes on
+ * for holds still open (a silent master may yet give them a quorum). */
+static void answered(void *data, const redisReply *reply)
+{
+	tally *t = data;
+
+	/* An answer of another form than asked counts as none. */
+	if (reply->type != REDIS_REPLY_ARRAY || reply->elements != (size_t)t->n + 1)
+		return;
+	dlock__mutex_lock(&t->w->mu, DLOCK__RANK_REDLOCK_WATCH);
+	for (int i = 0; i < t->n; i++) {
+		const redisReply *e = reply->element[i + 1];
+
+		if (e->type != REDIS_REPLY_INTEGER)
+			continue;
+		if (e->integer == 1)
+			t->ours[i]++;
+		else
+			t->not_ours[i]++;
+		if (!t->judged[i] && t->ours[i] >= t->w->rl->quorum) {
+			t->judged[i] = true;
+			judge_locked(t->w, t->leases[i], t->ours[i], t->not_ours[i], t->sent_us);
+		}
+	}
+	dlock__mutex_unlock(&t->w->mu);
+}
+
 /*
  * One renewal round of n leases at once, ending by until_us (monotonic);
  * under no lock.  Each master renews them all in one script and answers
- * for each.  The round ends early, as one hold's renewal does, once every
- * hold has a quorum of masters that renewed it, or cannot get one.
+ * for each.  A hold is judged as soon as a quorum renewed it, else when
+ * the round ends; the round ends early, as one hold's renewal does, once
+ * every hold has a quorum or cannot get one.
  */
 static void renew(redlock_watch *w, rl_lease *const *leases, int n, int64_t until_us)
 {
 	redlock_backend *rl = w->rl;
 	const char **words = g_new(const char *, 3 * n);
 	char *ttls = g_malloc((size_t)n * 24);
+	tally t = { w, leases, n, dlock__boot_us(), g_new0(int, n), g_new0(int, n), g_new0(bool, n) };
 	/* A quorum renewed is a renewal: a silent master does not hold up
 	 * the round past its grace. */
 	rl_request req = { SCRIPT_RL_RENEW, words, NULL, rl->quorum, leases[0]->key.names.key,
-	                   leases[0]->master_timeout_ms, false, false, n };
+	                   leases[0]->master_timeout_ms, false, false, n, answered, &t };
 	rl_call calls[RL_MASTERS_MAX];
-	int64_t sent_us = dlock__boot_us();
 
 	for (int i = 0; i < n; i++) {
 		g_snprintf(&ttls[24 * i], 24, "%" PRId64, leases[i]->ttl_ms);
@@ -129,25 +168,14 @@ static void renew(redlock_watch *w, rl_lease *const *leases, int n, int64_t unti
 	}
 	dlock__redlock_round(rl, &req, NULL, until_us, calls, NULL);
 	dlock__mutex_lock(&w->mu, DLOCK__RANK_REDLOCK_WATCH);
-	for (int i = 0; i < n; i++) {
-		int ours = 0, not_ours = 0;
-
-		for (int m = 0; m < rl->n_masters; m++) {
-			const redisReply *r = calls[m].reply;
-
-			/* An answer of another form than asked counts as none. */
-			if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)n + 1 ||
-			    r->element[i + 1]->type != REDIS_REPLY_INTEGER)
-				continue;
-			if (r->element[i + 1]->integer == 1)
-				ours++;
-			else
-				not_ours++;
-		}
-		judge_locked(w, leases[i], ours, not_ours, sent_us);
-	}
+	for (int i = 0; i < n; i++)
+		if (!t.judged[i])
+			judge_locked(w, leases[i], t.ours[i], t.not_ours[i], t.sent_us);
 	dlock__mutex_unlock(&w->mu);
 	dlock__redlock_calls_clear(calls, rl->n_masters);
+	g_free(t.ours);
+	g_free(t.not_ours);
+	g_free(t.judged);
 	g_free(ttls);
 	g_free(words);
 }
@@ -173,6 +201,13 @@ static int64_t expire(redlock_watch *w, int64_t now)
 		nearest = MIN(nearest, lease_end_us(lease));
 	}
 	return nearest;
+}
+
+static gint by_master_timeout(gconstpointer a, gconstpointer b)
+{
+	const rl_lease *x = *(rl_lease *const *)a, *y = *(rl_lease *const *)b;
+
+	return (x->master_timeout_ms > y->master_timeout_ms) - (x->master_timeout_ms < y->master_timeout_ms);
 }
 
 static gpointer watch_main(gpointer data)
@@ -205,18 +240,19 @@ static gpointer watch_main(gpointer data)
 			continue;
 		}
 		dlock__mutex_unlock(&w->mu);
-		/* Every hold due in one round, BATCH_MAX at most.  A round ends
-		 * by its holds' master timeout (one that misses the quorum for
-		 * a hold SUSPENDs it, tried again soon), and never past the
-		 * nearest end of any hold's validity. */
-		for (guint i = 0; i < due->len; i += BATCH_MAX) {
-			int n = (int)MIN(due->len - i, BATCH_MAX);
-			int64_t bound_us = MAX(nearest_end - dlock__boot_us(), 1000);
+		/* The holds due with one master timeout in one round, BATCH_MAX
+		 * at most.  A round ends by that master timeout (one that
+		 * misses the quorum for a hold SUSPENDs it, tried again soon),
+		 * and never past the nearest end of any hold's validity. */
+		g_ptr_array_sort(due, by_master_timeout);
+		for (guint i = 0, n; i < due->len; i += n) {
 			rl_lease **leases = (rl_lease **)&due->pdata[i];
+			int64_t left_us = MAX(nearest_end - dlock__boot_us(), 1000);
 
-			for (int k = 0; k < n; k++)
-				bound_us = MIN(bound_us, leases[k]->master_timeout_ms * 1000);
-			renew(w, leases, n, dlock__mono_us() + bound_us);
+			for (n = 1; i + n < due->len && n < BATCH_MAX &&
+			            leases[n]->master_timeout_ms == leases[0]->master_timeout_ms; n++)
+				;
+			renew(w, leases, (int)n, dlock__mono_us() + MIN(left_us, leases[0]->master_timeout_ms * 1000));
 		}
 		dlock__mutex_lock(&w->mu, DLOCK__RANK_REDLOCK_WATCH);
 	}

@@ -160,7 +160,7 @@ static int release_on(redlock_backend *rl, rl_lease *lease, const bool *only, dl
 	/* Once a quorum has deleted, a silent master need not hold the caller
 	 * up: its background release follows. */
 	rl_request req = { SCRIPT_RL_RELEASE, words, only, only ? 0 : rl->quorum, lease->key.names.key,
-	                   lease->master_timeout_ms, false, false, 0 };
+	                   lease->master_timeout_ms, false, false, 0, NULL, NULL };
 	rl_call calls[RL_MASTERS_MAX];
 	int ours = 0, not_ours = 0;
 
@@ -264,7 +264,7 @@ static int fence_round(redlock_backend *rl, rl_lease *lease, const bool *yes, ui
 		[RL_FENCE_ARG_FENCE_TOKEN] = token_text,
 	};
 	rl_request req = { SCRIPT_RL_FENCE, words, yes, rl->quorum, lease->key.names.key,
-	                   lease->master_timeout_ms, false, false, 0 };
+	                   lease->master_timeout_ms, false, false, 0, NULL, NULL };
 	rl_call calls[RL_MASTERS_MAX];
 	int confirmed = 0;
 	bool cut;
@@ -357,7 +357,7 @@ static int attempt(redlock_backend *rl, rl_lease *lease, dlock__waiter *waiter, 
 	 * script gets the master timeout, so a quorum of healthy masters all
 	 * hold the key, fenced, when the acquire returns. */
 	rl_request req = { SCRIPT_RL_ACQUIRE, words, NULL, rl->quorum, resource,
-	                   lease->master_timeout_ms, true, true, 0 };
+	                   lease->master_timeout_ms, true, true, 0, NULL, NULL };
 	rl_call calls[RL_MASTERS_MAX];
 	int64_t sent_us = dlock__boot_us();
 	bool cut;

@@ -46,9 +46,9 @@ typedef struct rl_request {
 	const char *const *words;  /* its keys, then its arguments (scripts-lua.h) */
 	const bool *only;         /* per master: send there; NULL for every master */
 	int enough_ones;          /* once this many masters answered 1 (or an array
-	                           * starting with 1; with keys, 1 for every key),
-	                           * or too few are left to, the others get only a
-	                           * short grace (0: wait for every answer until the
+	                           * starting with 1; with keys, 1 for each key), or
+	                           * too few are left to, the others get only a short
+	                           * grace (0: wait for every answer until the
 	                           * round's end); then they count as unanswered */
 	const char *what;         /* the resource, for messages */
 	int64_t timeout_ms;       /* the round's bound, for messages */
@@ -62,6 +62,10 @@ typedef struct rl_request {
 	                           * Redlock renewal): how many words has, each with
 	                           * its arguments after all the keys, in turn; 0:
 	                           * the script's own count */
+	void (*answered)(void *data, const redisReply *reply); /* each master's
+	                           * answer as it comes, on the round's thread, under
+	                           * no lock of the round's; or NULL */
+	void *data;
 } rl_request;
 
 /* One master's part of a round. */

@@ -623,6 +623,134 @@ static void test_a_hold_short_of_a_quorum_does_not_hold_up_the_others(void **sta
 	g_free(uri);
 }
 
+/* Masters made slow, not silent: stopped stop_ms, then running run_ms, in
+ * a loop, until told to end. */
+typedef struct flapper {
+	int masters[2], n;
+	int stop_ms, run_ms;
+	gint end;
+	GThread *thread;
+} flapper;
+
+static gpointer flap_main(gpointer data)
+{
+	flapper *f = data;
+
+	while (!g_atomic_int_get(&f->end)) {
+		for (int i = 0; i < f->n; i++)
+			test_redlock_freeze(rl, f->masters[i]);
+		g_usleep(f->stop_ms * 1000);
+		for (int i = 0; i < f->n; i++)
+			test_redlock_thaw(rl, f->masters[i]);
+		g_usleep(f->run_ms * 1000);
+	}
+	return NULL;
+}
+
+static void flap_start(flapper *f)
+{
+	f->end = 0;
+	f->thread = g_thread_new("flap", flap_main, f);
+}
+
+static void flap_stop(flapper *f)
+{
+	g_atomic_int_set(&f->end, 1);
+	g_thread_join(f->thread);
+}
+
+/*
+ * Master 2 emptied (restarted without its data: its answer for every hold
+ * is "not ours") and master 1 slow, answering within about 30 ms of a 1 s
+ * master timeout: masters 0 and 1 are a quorum that renews every hold.
+ * The round waits for master 1 for every hold that master 0's yes and
+ * master 2's no leave open, and no hold is SUSPENDED or lost.
+ */
+static void test_a_slow_master_and_an_empty_one_keep_what_a_quorum_renews(void **state)
+{
+	char *uri = test_redlock_uri(rl, 3, "?ttl=1500ms&master-timeout=1s");
+	flapper slow = { { 1 }, 1, 30, 2, 0, NULL };
+	test_events ev[4];
+	dlock_lock *locks[4];
+	dlock_client *client;
+
+	(void)state;
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	for (int i = 0; i < 4; i++) {
+		char *resource = g_strdup_printf("rl/slow-empty-%d", i);
+
+		test_events_init(&ev[i]);
+		assert_int_equal(dlock_lock_new(client, resource, &locks[i]), DLOCK_OK);
+		assert_int_equal(dlock_lock_set_watchdog(locks[i], 1), DLOCK_OK);
+		assert_int_equal(dlock_lock_set_state_callback(locks[i], test_events_record, &ev[i]), DLOCK_OK);
+		assert_int_equal(dlock_acquire(locks[i], 5000), DLOCK_OK);
+		g_free(resource);
+	}
+	freeReplyObject(test_redis_cmd(rl->masters[2], "FLUSHALL"));
+	flap_start(&slow);
+	g_usleep(4000 * 1000);
+	flap_stop(&slow);
+	for (int i = 0; i < 4; i++) {
+		if (reported(&ev[i], DLOCK_STATE_SUSPENDED) || !dlock_held(locks[i]))
+			fail_msg("rl/slow-empty-%d: SUSPENDED %d, held %d, while masters 0 and 1 renewed it", i,
+			         reported(&ev[i], DLOCK_STATE_SUSPENDED), dlock_held(locks[i]));
+	}
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(dlock_release(locks[i]), DLOCK_OK);
+		dlock_lock_free(locks[i]);
+	}
+	dlock_client_free(client);
+	g_free(uri);
+}
+
+/*
+ * Holds of very different leases on one client: a 3 s one (master timeout
+ * 150 ms, a twentieth of its TTL) and a 100 ms one (5 ms), with masters 1
+ * and 2 slow (answering within about 20 ms).  The long hold's renewals
+ * get their quorum within its own master timeout, and are never cut to
+ * the short hold's: it is never SUSPENDED.
+ */
+static void test_a_short_lease_does_not_cut_a_long_ones_round(void **state)
+{
+	char *uri = test_redlock_uri(rl, 3, NULL);
+	flapper slow = { { 1, 2 }, 2, 20, 5, 0, NULL };
+	dlock_lock *longer, *shorter;
+	dlock_client *client;
+	int64_t end_us;
+
+	(void)state;
+	test_events_init(&events);
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "rl/lease-long", &longer), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_ttl(longer, 3000), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_watchdog(longer, 1), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_state_callback(longer, test_events_record, &events), DLOCK_OK);
+	assert_int_equal(dlock_acquire(longer, 5000), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "rl/lease-short", &shorter), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_ttl(shorter, 100), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_watchdog(shorter, 1), DLOCK_OK);
+	flap_start(&slow);
+	/* The short hold, lost as often as the slow masters make it, is
+	 * taken again each time. */
+	for (end_us = g_get_monotonic_time() + 6 * G_USEC_PER_SEC; g_get_monotonic_time() < end_us;) {
+		if (!dlock_held(shorter)) {
+			dlock_release(shorter);
+			dlock_acquire(shorter, 200);
+		}
+		g_usleep(5 * 1000);
+	}
+	flap_stop(&slow);
+	if (reported(&events, DLOCK_STATE_SUSPENDED) || !dlock_held(longer))
+		fail_msg("the 3 s hold, renewed by a quorum within its 150 ms master timeout, was SUSPENDED "
+		         "(%d) or lost (held %d)", reported(&events, DLOCK_STATE_SUSPENDED), dlock_held(longer));
+	assert_int_equal(dlock_release(longer), DLOCK_OK);
+	dlock_release(shorter);
+	dlock_lock_free(longer);
+	dlock_lock_free(shorter);
+	dlock_client_free(client);
+	g_free(uri);
+}
+
 #define FAULT_TEST(f) cmocka_unit_test_teardown(f, revive)
 
 int main(int argc, char **argv)
@@ -643,6 +771,8 @@ int main(int argc, char **argv)
 		FAULT_TEST(test_keys_deleted_on_a_majority_is_lost),
 		FAULT_TEST(test_key_deleted_on_one_master_is_not_lost),
 		FAULT_TEST(test_a_hold_short_of_a_quorum_does_not_hold_up_the_others),
+		FAULT_TEST(test_a_slow_master_and_an_empty_one_keep_what_a_quorum_renews),
+		FAULT_TEST(test_a_short_lease_does_not_cut_a_long_ones_round),
 		FAULT_TEST(test_release_whose_answers_are_lost_with_their_connections_is_not_lost),
 	};
 
