@@ -2,8 +2,9 @@
 /*
  * Keeping a Redlock hold (docs/redis.md, "Keeping a hold"): one thread
  * per Redlock backend ("dlock-redlock") renews each hold on every master
- * at once, every TTL/3 -- every hold due with the same master timeout in
- * one round, one script per master -- and judges each by quorum:
+ * at once, every TTL/3 -- the holds due with the same master timeout in
+ * one round, one script per master, the hold nearest the end of its
+ * validity first -- and judges each by quorum:
  *   - a quorum confirms: the lease counts again from that round's send
  *     (RECONNECTED if it was SUSPENDED);
  *   - more masters than a quorum can spare show the key gone or another's:
@@ -203,17 +204,19 @@ static int64_t expire(redlock_watch *w, int64_t now)
 	return nearest;
 }
 
-static gint by_master_timeout(gconstpointer a, gconstpointer b)
+/* The hold whose validity ends sooner first (w->mu held). */
+static gint by_end(gconstpointer a, gconstpointer b)
 {
-	const rl_lease *x = *(rl_lease *const *)a, *y = *(rl_lease *const *)b;
+	int64_t x = lease_end_us(*(rl_lease *const *)a), y = lease_end_us(*(rl_lease *const *)b);
 
-	return (x->master_timeout_ms > y->master_timeout_ms) - (x->master_timeout_ms < y->master_timeout_ms);
+	return (x > y) - (x < y);
 }
 
 static gpointer watch_main(gpointer data)
 {
 	redlock_watch *w = data;
 	GPtrArray *due = g_ptr_array_new_with_free_func((GDestroyNotify)dlock__redlock_lease_unref);
+	GPtrArray *round = g_ptr_array_new();
 
 	dlock__mutex_lock(&w->mu, DLOCK__RANK_REDLOCK_WATCH);
 	while (!w->stop) {
@@ -239,24 +242,30 @@ static gpointer watch_main(gpointer data)
 			g_cond_wait_until(&w->cond, &w->mu, dlock__mono_us() + MAX(next - now, 1000));
 			continue;
 		}
-		dlock__mutex_unlock(&w->mu);
-		/* The holds due with one master timeout in one round, BATCH_MAX
-		 * at most.  A round ends by that master timeout (one that
-		 * misses the quorum for a hold SUSPENDs it, tried again soon),
-		 * and never past the nearest end of any hold's validity. */
-		g_ptr_array_sort(due, by_master_timeout);
-		for (guint i = 0, n; i < due->len; i += n) {
-			rl_lease **leases = (rl_lease **)&due->pdata[i];
-			int64_t left_us = MAX(nearest_end - dlock__boot_us(), 1000);
+		/* One round: the hold due whose validity ends soonest, and the
+		 * others due with its master timeout, soonest first, BATCH_MAX
+		 * at most.  Then the next round is chosen afresh, so that a
+		 * hold falling due meanwhile waits for one round at most, not
+		 * behind every round of holds in trouble.  A round ends by
+		 * its master timeout (one that misses the quorum for a hold
+		 * SUSPENDs it, tried again soon), and never past the nearest
+		 * end of any hold's validity. */
+		g_ptr_array_sort(due, by_end);
+		g_ptr_array_set_size(round, 0);
+		for (guint i = 0; i < due->len && round->len < BATCH_MAX; i++) {
+			rl_lease *lease = due->pdata[i];
 
-			for (n = 1; i + n < due->len && n < BATCH_MAX &&
-			            leases[n]->master_timeout_ms == leases[0]->master_timeout_ms; n++)
-				;
-			renew(w, leases, (int)n, dlock__mono_us() + MIN(left_us, leases[0]->master_timeout_ms * 1000));
+			if (lease->master_timeout_ms == ((rl_lease *)due->pdata[0])->master_timeout_ms)
+				g_ptr_array_add(round, lease);
 		}
+		dlock__mutex_unlock(&w->mu);
+		renew(w, (rl_lease *const *)round->pdata, (int)round->len,
+		      dlock__mono_us() + MIN(MAX(nearest_end - dlock__boot_us(), 1000),
+		                             ((rl_lease *)round->pdata[0])->master_timeout_ms * 1000));
 		dlock__mutex_lock(&w->mu, DLOCK__RANK_REDLOCK_WATCH);
 	}
 	dlock__mutex_unlock(&w->mu);
+	g_ptr_array_unref(round);
 	g_ptr_array_unref(due);
 	return NULL;
 }

@@ -751,6 +751,56 @@ static void test_a_short_lease_does_not_cut_a_long_ones_round(void **state)
 	g_free(uri);
 }
 
+/*
+ * 384 holds of a 9 s lease in trouble (their keys gone from master 0,
+ * master 2 frozen: each of their three rounds of 128 waits out its 400 ms
+ * master timeout), and one healthy 1.5 s hold that masters 0 and 1 renew
+ * at once.  Its renewal, due every 500 ms, waits for one round at most,
+ * never behind all three: it stays held.
+ */
+static void test_a_healthy_hold_is_not_kept_behind_rounds_in_trouble(void **state)
+{
+	enum { TROUBLED = 384 };
+	char *uri = test_redlock_uri(rl, 3, "?ttl=9s&master-timeout=400ms");
+	dlock_lock **locks = g_new0(dlock_lock *, TROUBLED), *healthy;
+	dlock_client *client;
+	int64_t end_us;
+
+	(void)state;
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	for (int i = 0; i < TROUBLED; i++) {
+		char *resource = g_strdup_printf("rl/trouble-%d", i);
+
+		assert_int_equal(dlock_lock_new(client, resource, &locks[i]), DLOCK_OK);
+		assert_int_equal(dlock_lock_set_watchdog(locks[i], 1), DLOCK_OK);
+		assert_int_equal(dlock_acquire(locks[i], 5000), DLOCK_OK);
+		g_free(resource);
+	}
+	assert_int_equal(dlock_lock_new(client, "rl/healthy", &healthy), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_ttl(healthy, 1500), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_watchdog(healthy, 1), DLOCK_OK);
+	assert_int_equal(dlock_acquire(healthy, 5000), DLOCK_OK);
+	for (int i = 0; i < TROUBLED; i++)
+		freeReplyObject(test_redis_cmd(rl->masters[0], "DEL dlock:{rl/trouble-%d}", i));
+	test_redlock_freeze(rl, 2);
+	for (end_us = g_get_monotonic_time() + 6 * G_USEC_PER_SEC; g_get_monotonic_time() < end_us;) {
+		if (!dlock_held(healthy))
+			fail_msg("the healthy hold, renewed by masters 0 and 1, was lost %" G_GINT64_FORMAT
+			         " ms before the end", (end_us - g_get_monotonic_time()) / 1000);
+		g_usleep(10 * 1000);
+	}
+	test_redlock_thaw(rl, 2);
+	assert_int_equal(dlock_release(healthy), DLOCK_OK);
+	dlock_lock_free(healthy);
+	for (int i = 0; i < TROUBLED; i++) {
+		dlock_release(locks[i]);
+		dlock_lock_free(locks[i]);
+	}
+	dlock_client_free(client);
+	g_free(locks);
+	g_free(uri);
+}
+
 #define FAULT_TEST(f) cmocka_unit_test_teardown(f, revive)
 
 int main(int argc, char **argv)
@@ -773,6 +823,7 @@ int main(int argc, char **argv)
 		FAULT_TEST(test_a_hold_short_of_a_quorum_does_not_hold_up_the_others),
 		FAULT_TEST(test_a_slow_master_and_an_empty_one_keep_what_a_quorum_renews),
 		FAULT_TEST(test_a_short_lease_does_not_cut_a_long_ones_round),
+		FAULT_TEST(test_a_healthy_hold_is_not_kept_behind_rounds_in_trouble),
 		FAULT_TEST(test_release_whose_answers_are_lost_with_their_connections_is_not_lost),
 	};
 
