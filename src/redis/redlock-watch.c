@@ -223,41 +223,48 @@ static gpointer watch_main(gpointer data)
 		int64_t now = dlock__boot_us();
 		int64_t nearest_end = expire(w, now);
 		int64_t next = MIN(nearest_end, now + MAX_SLEEP_US);
+		rl_lease *head = NULL;
 
-		g_ptr_array_set_size(due, 0);
+		/* The round's head: the hold due now whose validity ends
+		 * soonest.  With none, sleep until the next is due. */
 		for (guint i = 0; i < w->leases->len; i++) {
 			rl_lease *lease = w->leases->pdata[i];
 
 			if (lease->lost || !lease->renew)
 				continue;
-			/* A hold due within a quarter of its period goes in
-			 * this round too: renewed a little early, the holds
-			 * of a client come due together from then on. */
-			if (lease->next_renew_us <= now + renew_period_us(lease) / 4)
-				g_ptr_array_add(due, dlock__redlock_lease_ref(lease));
-			else
+			if (lease->next_renew_us > now)
 				next = MIN(next, lease->next_renew_us);
+			else if (!head || lease_end_us(lease) < lease_end_us(head))
+				head = lease;
 		}
-		if (due->len == 0) {
+		if (!head) {
 			g_cond_wait_until(&w->cond, &w->mu, dlock__mono_us() + MAX(next - now, 1000));
 			continue;
 		}
-		/* One round: the hold due whose validity ends soonest, and the
-		 * others due with its master timeout, soonest first, BATCH_MAX
-		 * at most.  Then the next round is chosen afresh, so that a
-		 * hold falling due meanwhile waits for one round at most, not
-		 * behind every round of holds in trouble.  A round ends by
-		 * its master timeout (one that misses the quorum for a hold
-		 * SUSPENDs it, tried again soon), and never past the nearest
-		 * end of any hold's validity. */
+		/* With it, the holds of its master timeout due now, or within
+		 * a quarter of their period: renewed a little early, the holds
+		 * of a client come due together from then on. */
+		g_ptr_array_set_size(due, 0);
+		for (guint i = 0; i < w->leases->len; i++) {
+			rl_lease *lease = w->leases->pdata[i];
+
+			if (!lease->lost && lease->renew && lease->master_timeout_ms == head->master_timeout_ms &&
+			    lease->next_renew_us <= now + renew_period_us(lease) / 4)
+				g_ptr_array_add(due, dlock__redlock_lease_ref(lease));
+		}
+		/* One round of them, soonest end first, BATCH_MAX at most.
+		 * Then the next round is chosen afresh, so that a hold falling
+		 * due meanwhile does not wait behind every round of holds in
+		 * trouble (those wait for their retry, sooner than their next
+		 * period, as holds not yet due).  A round ends by its master
+		 * timeout (one that misses the quorum for a hold SUSPENDs it),
+		 * and never past the nearest end of any hold's validity. */
 		g_ptr_array_sort(due, by_end);
 		g_ptr_array_set_size(round, 0);
-		for (guint i = 0; i < due->len && round->len < BATCH_MAX; i++) {
-			rl_lease *lease = due->pdata[i];
-
-			if (lease->master_timeout_ms == ((rl_lease *)due->pdata[0])->master_timeout_ms)
-				g_ptr_array_add(round, lease);
-		}
+		g_ptr_array_add(round, head);
+		for (guint i = 0; i < due->len && round->len < BATCH_MAX; i++)
+			if (due->pdata[i] != head)
+				g_ptr_array_add(round, due->pdata[i]);
 		dlock__mutex_unlock(&w->mu);
 		renew(w, (rl_lease *const *)round->pdata, (int)round->len,
 		      dlock__mono_us() + MIN(MAX(nearest_end - dlock__boot_us(), 1000),

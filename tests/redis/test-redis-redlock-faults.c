@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -801,6 +802,101 @@ static void test_a_healthy_hold_is_not_kept_behind_rounds_in_trouble(void **stat
 	g_free(uri);
 }
 
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/*
+ * A hold whose rounds settle at once short of a quorum (its key gone from
+ * master 0, master 2 down: 1 yes, 1 no, 1 refused) is tried again after
+ * 200 ms, not at once: over 2 s the watch thread sends master 1 about ten
+ * scripts and uses next to no CPU.
+ */
+static void test_a_round_short_of_a_quorum_is_not_run_again_at_once(void **state)
+{
+	char *uri = test_redlock_uri(rl, 3, "?ttl=6s&master-timeout=100ms");
+	dlock_client *client;
+	dlock_lock *lock;
+	long long scripts;
+	double cpu;
+
+	(void)state;
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "rl/retry", &lock), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_watchdog(lock, 1), DLOCK_OK);
+	assert_int_equal(dlock_acquire(lock, 5000), DLOCK_OK);
+	assert_int_equal(test_redis_int(rl->masters[0], "DEL dlock:{rl/retry}"), 1);
+	test_redis_halt(rl->masters[2]);
+	g_usleep(2300 * 1000); /* the first renewal (at 2 s) came short */
+	scripts = test_redis_calls(rl->masters[1], "evalsha");
+	cpu = cpu_seconds();
+	g_usleep(2000 * 1000);
+	scripts = test_redis_calls(rl->masters[1], "evalsha") - scripts;
+	cpu = cpu_seconds() - cpu;
+	print_message("%lld scripts on master 1, %.2f s of CPU in 2 s\n", scripts, cpu);
+	test_redis_resume(rl->masters[2]);
+	if (scripts > 30 || cpu > 0.5)
+		fail_msg("renewals short of a quorum run again at once: %lld scripts, %.2f s of CPU in 2 s",
+		         scripts, cpu);
+	dlock_release(lock);
+	dlock_lock_free(lock);
+	dlock_client_free(client);
+	g_free(uri);
+}
+
+/*
+ * A hold in trouble whose validity ends just before a healthy one's, with
+ * other master timeouts (a twentieth of each TTL): the healthy hold is
+ * renewed when due all the same -- its key's PTTL never falls below a
+ * third of its 3 s TTL -- and is never lost.
+ */
+static void test_a_hold_in_trouble_ending_sooner_does_not_starve_a_healthy_one(void **state)
+{
+	char *uri = test_redlock_uri(rl, 3, NULL);
+	dlock_lock *troubled, *healthy;
+	dlock_client *client;
+	int64_t start_us, least = G_MAXINT64;
+
+	(void)state;
+	assert_int_equal(dlock_client_new(uri, &client), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "rl/starve-troubled", &troubled), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_ttl(troubled, 4000), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_watchdog(troubled, 1), DLOCK_OK);
+	assert_int_equal(dlock_lock_new(client, "rl/starve-healthy", &healthy), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_ttl(healthy, 3000), DLOCK_OK);
+	assert_int_equal(dlock_lock_set_watchdog(healthy, 1), DLOCK_OK);
+	start_us = g_get_monotonic_time();
+	assert_int_equal(dlock_acquire(troubled, 5000), DLOCK_OK);
+	assert_int_equal(test_redis_int(rl->masters[0], "DEL dlock:{rl/starve-troubled}"), 1);
+	test_redlock_freeze(rl, 2);
+	/* The healthy hold's validity ends about 1 ms after the other's. */
+	while (g_get_monotonic_time() < start_us + 991 * 1000)
+		;
+	assert_int_equal(dlock_acquire(healthy, 5000), DLOCK_OK);
+	for (start_us = g_get_monotonic_time(); g_get_monotonic_time() < start_us + 4 * G_USEC_PER_SEC;) {
+		long long pttl = test_redis_int(rl->masters[1], "PTTL dlock:{rl/starve-healthy}");
+
+		least = MIN(least, pttl);
+		if (!dlock_held(healthy) || pttl < 1000)
+			fail_msg("the healthy hold went unrenewed: PTTL %lld ms of 3000, held %d", pttl,
+			         dlock_held(healthy));
+		g_usleep(2 * 1000);
+	}
+	print_message("the healthy key's least PTTL: %" PRId64 " ms\n", least);
+	test_redlock_thaw(rl, 2);
+	assert_int_equal(dlock_release(healthy), DLOCK_OK);
+	dlock_release(troubled);
+	dlock_lock_free(healthy);
+	dlock_lock_free(troubled);
+	dlock_client_free(client);
+	g_free(uri);
+}
+
 #define FAULT_TEST(f) cmocka_unit_test_teardown(f, revive)
 
 int main(int argc, char **argv)
@@ -824,6 +920,8 @@ int main(int argc, char **argv)
 		FAULT_TEST(test_a_slow_master_and_an_empty_one_keep_what_a_quorum_renews),
 		FAULT_TEST(test_a_short_lease_does_not_cut_a_long_ones_round),
 		FAULT_TEST(test_a_healthy_hold_is_not_kept_behind_rounds_in_trouble),
+		FAULT_TEST(test_a_round_short_of_a_quorum_is_not_run_again_at_once),
+		FAULT_TEST(test_a_hold_in_trouble_ending_sooner_does_not_starve_a_healthy_one),
 		FAULT_TEST(test_release_whose_answers_are_lost_with_their_connections_is_not_lost),
 	};
 
